@@ -1,0 +1,16 @@
+"""The registry of checks. Codes are permanent: never renumbered, never reused."""
+
+from __future__ import annotations
+
+from gpuaudit.checks import gpu001_idle_reservation
+from gpuaudit.checks.base import Check, from_module
+
+REGISTRY: tuple[Check, ...] = tuple(from_module(m) for m in (gpu001_idle_reservation,))
+"""Every check, in code order."""
+
+RETIRED: dict[str, str] = {}
+"""Codes that were used once and must never be reused: code -> why it was retired."""
+
+BY_CODE = {c.code: c for c in REGISTRY}
+
+__all__ = ["BY_CODE", "REGISTRY", "RETIRED", "Check"]

@@ -1,0 +1,125 @@
+"""GPU001 idle reservation: a pod holds GPUs and does not use them.
+
+What it finds
+    Pods (and holders of MIG slices) that held GPUs for at least 4 hours of the window with a
+    mean engine activity below 5 %: a model server nobody calls, a notebook left open, a job
+    that waits on something else while its cards sit reserved.
+
+Why it matters
+    Kubernetes counts a GPU as an integer. A reserved card is unavailable to every other pod,
+    whether or not the holder uses it; an idle reservation costs as much as a busy one.
+
+How it decides
+    For each holder pod, over every GPU or MIG slice it held in the window:
+    - held hours (the longest of its holdings, counted in buckets of `--step`, default 1 h)
+      at least `checks.idle_min_hours` (default 4);
+    - mean engine activity below `checks.idle_activity` (default 0.05). Activity is
+      `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (a ratio) where it exists, else
+      `DCGM_FI_DEV_GPU_UTIL` / 100; the mean is taken over every sample of every GPU the pod
+      held (weighted by sample counts).
+    Impact: the GPU-hours held (hours x GPUs, a MIG slice counting its share of a GPU, e.g.
+    1g of 7 = 1/7), priced per GPU model. Severity: high from 100 GPU-hours, medium from 24,
+    low below.
+
+What to do
+    Release the cards: scale an idle Deployment to zero (or autoscale it on demand), cull idle
+    notebooks, stop the job. If the pod needs a GPU only occasionally, give it a MIG slice or
+    a shared GPU instead of a whole card.
+"""
+
+from __future__ import annotations
+
+from gpuaudit.checks.base import gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+CODE = "GPU001"
+TITLE = "Idle reservation"
+REQUIRES = ("activity",)
+
+
+def _severity(gpu_hours: float) -> Severity:
+    if gpu_hours >= 100:
+        return Severity.HIGH
+    if gpu_hours >= 24:
+        return Severity.MEDIUM
+    return Severity.LOW
+
+
+def recommendation(kind: str, name: str, ns: str, pod: str, on_mig: bool = False) -> str:
+    """A concrete fix for an idle holder, by the kind of workload that owns it."""
+    target = f"{kind} {ns}/{name}" if kind and name else f"pod {ns}/{pod}"
+    if kind == "Deployment":
+        tail = "" if on_mig else " or move it to a MIG slice or shared GPU"
+        return f"Scale {target} to zero when unused (e.g. KEDA or an HPA on request rate){tail}."
+    if kind in ("Notebook", "StatefulSet"):
+        return (
+            f"Cull {target} when idle (Kubeflow notebook culling, or an idle-culler "
+            "CronJob) so its GPUs return to the pool."
+        )
+    if kind in ("Job", "CronJob"):
+        return (
+            f"Stop {target} and set activeDeadlineSeconds and ttlSecondsAfterFinished "
+            "so finished or stuck runs release their GPUs."
+        )
+    return f"Stop {target} or release its GPUs; it held them without using them."
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    pods = views.per_pod(inv, settings.prices)
+    out: list[Finding] = []
+    for row in pods.itertuples(index=False):
+        mean = getattr(row, C.ACT_MEAN)
+        hours = float(getattr(row, C.HOURS))
+        if mean != mean or hours < cfg.idle_min_hours or mean >= cfg.idle_activity:
+            continue
+        gpus = float(getattr(row, views.POD_GPUS))
+        gpu_hours = float(getattr(row, C.GPU_HOURS))
+        cost = float(getattr(row, views.COST))
+        ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+        model = short_model(str(getattr(row, C.MODEL)))
+        profile = str(getattr(row, C.MIG_PROFILE) or "")
+        what = (
+            f"a {profile} MIG slice of an {model}"
+            if profile and gpus < 1
+            else (f"{gpu_word(gpus)} ({model})")
+        )
+        message = (
+            f"Pod {ns}/{pod} held {what} for {hours:.0f} h at {mean * 100:.1f} % average "
+            f"engine activity."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=_severity(gpu_hours),
+                resource=Resource("Pod", ns, pod, str(getattr(row, C.NODE)), gpus),
+                message=message,
+                impact=Impact(gpu_hours=gpu_hours, cost=cost),
+                recommendation=recommendation(
+                    str(getattr(row, C.OWNER_KIND)),
+                    str(getattr(row, C.OWNER_NAME)),
+                    ns,
+                    pod,
+                    on_mig=bool(profile),
+                ),
+                evidence={
+                    "hours_held": round(hours, 2),
+                    "mean_activity": round(float(mean), 6),
+                    "max_activity": round(float(getattr(row, C.ACT_MAX)), 6)
+                    if getattr(row, C.ACT_MAX) == getattr(row, C.ACT_MAX)
+                    else None,
+                    "activity_metric": str(getattr(row, C.ACT_SOURCE)),
+                    "gpus": round(gpus, 4),
+                    "gpu_model": str(getattr(row, C.MODEL)),
+                    "owner": f"{getattr(row, C.OWNER_KIND)}/{getattr(row, C.OWNER_NAME)}"
+                    if getattr(row, C.OWNER_KIND)
+                    else "",
+                    "threshold_activity": cfg.idle_activity,
+                    "threshold_hours": cfg.idle_min_hours,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,403 @@
+"""Build the inventory from a snapshot."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpuaudit import mig, queries
+from gpuaudit.errors import SnapshotError
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import kube, prom
+from gpuaudit.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Key = tuple[str, str, str]
+"""(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
+
+
+@dataclass
+class Inventory:
+    """Joined tables of one snapshot. Column names live in `gpuaudit.inventory.columns`."""
+
+    window_start: float
+    window_end: float
+    step_s: int
+    cluster: str
+    gpus: pd.DataFrame
+    """One row per GPU or MIG instance seen in DCGM."""
+    holdings: pd.DataFrame
+    """One row per (GPU or MIG instance, holder) with its window metric summaries."""
+    hourly: pd.DataFrame
+    """One row per (holding, bucket end) with mean activity in that bucket."""
+    pods: pd.DataFrame
+    """Pods from the Kubernetes API (empty when the API was not read)."""
+    nodes: pd.DataFrame
+    """GPU nodes: from the Kubernetes API, else from DCGM host labels."""
+    capabilities: set[str] = field(default_factory=set)
+    """What data exists: `activity`, `profiling`, `gpu_util`, `framebuffer`, `kubernetes.pods`."""
+    missing: dict[str, str] = field(default_factory=dict)
+    """Capability -> why it is missing, for skipped checks."""
+    warnings: list[str] = field(default_factory=list)
+    complete: bool = True
+    incomplete_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def window_hours(self) -> float:
+        return (self.window_end - self.window_start) / 3600.0
+
+
+def _answers(snap: Snapshot, qid: str) -> list[dict[str, Any]]:
+    entries = snap.prometheus.get(qid, [])
+    out = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, Mapping) or "body" not in e:
+            raise SnapshotError(f'prometheus.{qid}[{i}] has no "body"')
+        out.append(dict(e))
+    return out
+
+
+class _Parser:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.stats = prom.ParseStats()
+        caps = snap.manifest.get("capabilities", {})
+        spelling = caps.get("pod_label") if isinstance(caps, Mapping) else None
+        if spelling not in ("exported", "pod"):
+            bodies = [
+                e.get("body") for v in snap.prometheus.values() for e in v if isinstance(e, Mapping)
+            ]
+            spelling = prom.detect_spelling(b for b in bodies if isinstance(b, Mapping))
+        self.spelling = str(spelling)
+        self.ident: dict[Key, prom.Identity] = {}
+
+    def key(self, labels: Mapping[str, Any]) -> Key:
+        ident = prom.identity(labels, self.spelling)
+        k = (ident.slot, ident.namespace, ident.pod)
+        if k not in self.ident:
+            self.ident[k] = ident
+        return k
+
+    def window_chunks(self, qid: str) -> list[dict[Key, float]]:
+        chunks: list[dict[Key, float]] = []
+        for i, entry in enumerate(_answers(self.snap, qid)):
+            rows: dict[Key, float] = {}
+            for labels, v in prom.vector(entry["body"], f"prometheus.{qid}[{i}]", self.stats):
+                k = self.key(labels)
+                # Two series that normalise to one key (e.g. duplicate scrapes) keep the larger.
+                rows[k] = max(v, rows[k]) if k in rows else v
+            chunks.append(rows)
+        return chunks
+
+    def hourly(self, qid: str) -> dict[Key, dict[float, float]]:
+        out: dict[Key, dict[float, float]] = defaultdict(dict)
+        for i, entry in enumerate(_answers(self.snap, qid)):
+            for labels, pts in prom.matrix(entry["body"], f"prometheus.{qid}[{i}]", self.stats):
+                k = self.key(labels)
+                series = out[k]
+                for ts, v in pts:
+                    series[ts] = v
+        return out
+
+
+def _combine(
+    p: _Parser, short: str
+) -> tuple[dict[Key, float], dict[Key, float], dict[Key, float], dict[Key, float], bool]:
+    """Window mean, max, p95, count of one metric, combined over time chunks."""
+    means = p.window_chunks(f"{short}_mean") if f"{short}_mean" in queries.BY_ID else []
+    maxes = p.window_chunks(f"{short}_max") if f"{short}_max" in queries.BY_ID else []
+    p95s = p.window_chunks(f"{short}_p95") if f"{short}_p95" in queries.BY_ID else []
+    counts = p.window_chunks(f"{short}_count") if f"{short}_count" in queries.BY_ID else []
+    mean: dict[Key, float] = {}
+    if len(means) == 1:
+        mean = dict(means[0])
+    elif means:
+        if len(counts) != len(means):
+            raise SnapshotError(
+                f"prometheus.{short}_mean has {len(means)} chunks but {short}_count has "
+                f"{len(counts)}; chunked means need the matching counts"
+            )
+        num: dict[Key, float] = defaultdict(float)
+        den: dict[Key, float] = defaultdict(float)
+        for m_chunk, c_chunk in zip(means, counts, strict=True):
+            for k, v in m_chunk.items():
+                w = c_chunk.get(k, 0.0)
+                num[k] += v * w
+                den[k] += w
+        mean = {k: num[k] / den[k] for k in num if den[k] > 0}
+    mx: dict[Key, float] = {}
+    for chunk in maxes:
+        for k, v in chunk.items():
+            mx[k] = max(v, mx.get(k, v))
+    p95: dict[Key, float] = {}
+    for chunk in p95s:
+        for k, v in chunk.items():
+            p95[k] = max(v, p95.get(k, v))
+    cnt: dict[Key, float] = defaultdict(float)
+    for chunk in counts:
+        for k, v in chunk.items():
+            cnt[k] += v
+    return mean, mx, p95, dict(cnt), len(p95s) > 1
+
+
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
+
+
+def build(snap: Snapshot) -> Inventory:
+    """Join a snapshot's raw answers into the inventory tables."""
+    import pandas as pd
+
+    man = snap.manifest
+    window = man["window"]
+    start, end, step = float(window["start"]), float(window["end"]), int(window["step"])
+    p = _Parser(snap)
+
+    act = _combine(p, "act")
+    util = _combine(p, "util")
+    fb_used = _combine(p, "fb_used")
+    fb_free = _combine(p, "fb_free")
+    power = _combine(p, "power")
+    act_h = p.hourly("act_hourly")
+    util_h = p.hourly("util_hourly")
+
+    caps: set[str] = set()
+    missing: dict[str, str] = {}
+    if act[0] or act_h:
+        caps.update({"profiling", "activity"})
+    if util[0] or util_h:
+        caps.update({"gpu_util", "activity"})
+    if fb_used[0] and fb_free[0]:
+        caps.add("framebuffer")
+    if not caps & {"activity"}:
+        missing["activity"] = (
+            "no DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL series in the window"
+        )
+    if "profiling" not in caps:
+        missing["profiling"] = "no DCGM_FI_PROF_* series (profiling module not loaded?)"
+    if "framebuffer" not in caps:
+        missing["framebuffer"] = "no DCGM_FI_DEV_FB_USED/FB_FREE series in the window"
+
+    # Pods and nodes from the Kubernetes API.
+    pod_rows = [kube.pod_row(o) for o in kube.items(snap.kubernetes.get("pods", []))]
+    node_rows = [kube.node_row(o) for o in kube.items(snap.kubernetes.get("nodes", []))]
+    objects = man.get("objects", {}) if isinstance(man.get("objects"), Mapping) else {}
+    if "pods" in snap.kubernetes:
+        caps.add("kubernetes.pods")
+    else:
+        missing["kubernetes.pods"] = str(
+            objects.get("pods") or "pods were not read from the Kubernetes API"
+        )
+    if "nodes" in snap.kubernetes:
+        caps.add("kubernetes.nodes")
+    else:
+        missing["kubernetes.nodes"] = str(
+            objects.get("nodes") or "nodes were not read from the Kubernetes API"
+        )
+    pod_index = {(r["namespace"], r["pod"]): r for r in pod_rows}
+
+    # Holdings: every key seen anywhere.
+    keys = set(p.ident)
+    bucket_h = step / 3600.0
+    rows: list[dict[str, Any]] = []
+    hourly_rows: dict[str, list[Any]] = {C.HOLDING: [], C.TS: [], C.ACT: []}
+    for k in sorted(keys):
+        ident = p.ident[k]
+        has_prof = k in act[0] or k in act_h
+        has_util = k in util[0] or k in util_h
+        a_mean = a_max = a_p95 = a_cnt = None
+        source, approx = "", False
+        series: dict[float, float] = {}
+        if has_prof:
+            a_mean, a_max, a_p95, a_cnt = (
+                act[0].get(k),
+                act[1].get(k),
+                act[2].get(k),
+                act[3].get(k),
+            )
+            source, approx, series = queries.ACT_PROF, bool(act[4]), act_h.get(k, {})
+        elif has_util:
+            a_mean, a_max, a_p95 = (
+                _ratio(util[0].get(k)),
+                _ratio(util[1].get(k)),
+                _ratio(util[2].get(k)),
+            )
+            a_cnt = util[3].get(k)
+            source, approx = queries.UTIL, bool(util[4])
+            series = {ts: v / 100.0 for ts, v in util_h.get(k, {}).items()}
+        ts_all = set(series) | set(util_h.get(k, {}))
+        hours = len(ts_all) * bucket_h
+        model = ident.model
+        fraction = mig.slice_fraction(ident.mig_profile, model) if ident.mig_profile else 1.0
+        pod = pod_index.get((ident.namespace, ident.pod)) if ident.held else None
+        node = (pod["node"] if pod and pod["node"] else "") or ident.host
+        hid = "|".join(k)
+        used_mean, free_mean = fb_used[0].get(k), fb_free[0].get(k)
+        rows.append(
+            {
+                C.HOLDING: hid,
+                C.SLOT: ident.slot,
+                C.UUID: ident.uuid,
+                C.GPU_INDEX: ident.gpu_index,
+                C.MIG_ID: ident.mig_id,
+                C.MIG_PROFILE: ident.mig_profile,
+                C.MODEL: model,
+                C.NODE: node,
+                C.NAMESPACE: ident.namespace,
+                C.POD: ident.pod,
+                C.CONTAINER: ident.container,
+                C.HELD: ident.held,
+                C.FRACTION: fraction,
+                C.FIRST_TS: (min(ts_all) - step) if ts_all else None,
+                C.LAST_TS: max(ts_all) if ts_all else None,
+                C.HOURS: hours,
+                C.GPU_HOURS: hours * fraction,
+                C.ACT_MEAN: a_mean,
+                C.ACT_MAX: a_max,
+                C.ACT_P95: a_p95,
+                C.ACT_COUNT: a_cnt,
+                C.ACT_SOURCE: source,
+                C.ACT_APPROX: approx,
+                C.UTIL_MEAN: util[0].get(k),
+                C.FB_USED_MEAN: used_mean,
+                C.FB_USED_MAX: fb_used[1].get(k),
+                C.FB_USED_P95: fb_used[2].get(k),
+                C.FB_FREE_MEAN: free_mean,
+                C.MEM_TOTAL_MIB: (used_mean + free_mean)
+                if used_mean is not None and free_mean is not None
+                else None,
+                C.POWER_MEAN: power[0].get(k),
+            }
+        )
+        for ts in sorted(series):
+            hourly_rows[C.HOLDING].append(hid)
+            hourly_rows[C.TS].append(ts)
+            hourly_rows[C.ACT].append(series[ts])
+
+    holding_cols = [
+        C.HOLDING,
+        C.SLOT,
+        C.UUID,
+        C.GPU_INDEX,
+        C.MIG_ID,
+        C.MIG_PROFILE,
+        C.MODEL,
+        C.NODE,
+        C.NAMESPACE,
+        C.POD,
+        C.CONTAINER,
+        C.HELD,
+        C.FRACTION,
+        C.FIRST_TS,
+        C.LAST_TS,
+        C.HOURS,
+        C.GPU_HOURS,
+        C.ACT_MEAN,
+        C.ACT_MAX,
+        C.ACT_P95,
+        C.ACT_COUNT,
+        C.ACT_SOURCE,
+        C.ACT_APPROX,
+        C.UTIL_MEAN,
+        C.FB_USED_MEAN,
+        C.FB_USED_MAX,
+        C.FB_USED_P95,
+        C.FB_FREE_MEAN,
+        C.MEM_TOTAL_MIB,
+        C.POWER_MEAN,
+    ]
+    holdings = pd.DataFrame(rows, columns=holding_cols)
+    hourly = pd.DataFrame(hourly_rows)
+    if not holdings.empty:
+        for col in (
+            C.ACT_MEAN,
+            C.ACT_MAX,
+            C.ACT_P95,
+            C.ACT_COUNT,
+            C.UTIL_MEAN,
+            C.FB_USED_MEAN,
+            C.FB_USED_MAX,
+            C.FB_USED_P95,
+            C.FB_FREE_MEAN,
+            C.MEM_TOTAL_MIB,
+            C.POWER_MEAN,
+            C.FIRST_TS,
+            C.LAST_TS,
+        ):
+            holdings[col] = pd.to_numeric(holdings[col], errors="coerce").astype("float64")
+    gpu_cols = [
+        C.SLOT,
+        C.UUID,
+        C.GPU_INDEX,
+        C.MIG_ID,
+        C.MIG_PROFILE,
+        C.MODEL,
+        C.NODE,
+        C.FRACTION,
+        C.MEM_TOTAL_MIB,
+    ]
+    gpus = (
+        holdings.sort_values([C.SLOT, C.HELD], ascending=[True, False])
+        .groupby(C.SLOT, as_index=False)
+        .first()[gpu_cols]
+        if not holdings.empty
+        else pd.DataFrame(columns=gpu_cols)
+    )
+    pod_cols = [
+        "namespace",
+        "pod",
+        "uid",
+        "phase",
+        "node",
+        "owner_kind",
+        "owner_name",
+        "priority",
+        "priority_class",
+        "gpu_request",
+        "mig_request",
+        "created",
+        "started",
+    ]
+    pods = pd.DataFrame(pod_rows, columns=pod_cols)
+    node_cols = [
+        "node",
+        "product",
+        "gpu_count",
+        "capacity_gpu",
+        "allocatable_gpu",
+        "mig_capacity",
+        "clique",
+        "mig_strategy",
+    ]
+    nodes = pd.DataFrame(node_rows, columns=node_cols)
+
+    warnings: list[str] = [str(w) for w in man.get("warnings", []) if isinstance(w, str)]
+    if p.stats.dropped_values:
+        warnings.append(
+            f"{p.stats.dropped_values} sample values were NaN, infinite or malformed and "
+            "were left out"
+        )
+    if p.stats.malformed_series:
+        warnings.append(f"{p.stats.malformed_series} malformed series were left out")
+    complete = bool(man.get("complete", True))
+    reasons = [str(r) for r in man.get("incomplete_reasons", []) if isinstance(r, str)]
+    return Inventory(
+        window_start=start,
+        window_end=end,
+        step_s=step,
+        cluster=str(man.get("cluster", "")),
+        gpus=gpus,
+        holdings=holdings,
+        hourly=hourly,
+        pods=pods,
+        nodes=nodes,
+        capabilities=caps,
+        missing=missing,
+        warnings=warnings,
+        complete=complete,
+        incomplete_reasons=reasons,
+    )

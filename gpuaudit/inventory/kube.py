@@ -1,0 +1,155 @@
+"""Parse recorded Kubernetes list responses into pod and node rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+def items(pages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
+    """The objects of every page of a list response; malformed entries are skipped."""
+    for page in pages:
+        if not isinstance(page, Mapping):
+            continue
+        objs = page.get("items")
+        if not isinstance(objs, list):
+            continue
+        for obj in objs:
+            if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
+                yield obj
+
+
+def _map(obj: Any, key: str) -> Mapping[str, Any]:
+    val = obj.get(key) if isinstance(obj, Mapping) else None
+    return val if isinstance(val, Mapping) else {}
+
+
+def _list(obj: Any, key: str) -> list[Any]:
+    val = obj.get(key) if isinstance(obj, Mapping) else None
+    return val if isinstance(val, list) else []
+
+
+def quantity(raw: Any) -> float:
+    """An integer-like Kubernetes quantity (`"8"`, `8`, `"1k"`); 0 when unreadable."""
+    if isinstance(raw, bool):
+        return 0.0
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    if not isinstance(raw, str):
+        return 0.0
+    text = raw.strip()
+    mult = {"k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
+    for suffix, m in sorted(mult.items(), key=lambda kv: -len(kv[0])):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * m
+            except ValueError:
+                return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def timestamp(raw: Any) -> float | None:
+    """RFC 3339 -> unix seconds; None when absent or unreadable."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def gpu_requests(pod: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+    """Whole GPUs and MIG slices (by profile) a pod asks for (limits, else requests).
+
+    Init containers run before the app containers, so the pod needs the larger of the
+    biggest init container and the sum of app containers.
+    """
+    spec = _map(pod, "spec")
+
+    def per_container(c: Any) -> dict[str, float]:
+        res = _map(c, "resources")
+        out: dict[str, float] = {}
+        for key in ("requests", "limits"):
+            for name, q in _map(res, key).items():
+                if name == GPU_RESOURCE or name.startswith(MIG_PREFIX):
+                    out[name] = max(out.get(name, 0.0), quantity(q))
+        return out
+
+    total: dict[str, float] = {}
+    for c in _list(spec, "containers"):
+        for k, v in per_container(c).items():
+            total[k] = total.get(k, 0.0) + v
+    for c in _list(spec, "initContainers"):
+        for k, v in per_container(c).items():
+            total[k] = max(total.get(k, 0.0), v)
+    gpus = total.pop(GPU_RESOURCE, 0.0)
+    mig = {k[len(MIG_PREFIX) :]: v for k, v in total.items()}
+    return gpus, mig
+
+
+def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """The workload that owns a pod: a ReplicaSet is resolved to its Deployment by name."""
+    meta = _map(pod, "metadata")
+    labels = _map(meta, "labels")
+    refs = [r for r in _list(meta, "ownerReferences") if isinstance(r, Mapping)]
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if "notebook-name" in labels:
+        return "Notebook", str(labels["notebook-name"])
+    if ref is None:
+        return "", ""
+    kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
+    if kind == "ReplicaSet":
+        h = labels.get("pod-template-hash")
+        if isinstance(h, str) and h and name.endswith("-" + h):
+            return "Deployment", name[: -len(h) - 1]
+    return kind, name
+
+
+def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
+    meta = _map(pod, "metadata")
+    spec = _map(pod, "spec")
+    status = _map(pod, "status")
+    gpus, mig = gpu_requests(pod)
+    okind, oname = owner(pod)
+    prio = spec.get("priority")
+    return {
+        "namespace": str(meta.get("namespace", "")),
+        "pod": str(meta.get("name", "")),
+        "uid": str(meta.get("uid", "")),
+        "phase": str(status.get("phase", "")),
+        "node": str(spec.get("nodeName", "") or ""),
+        "owner_kind": okind,
+        "owner_name": oname,
+        "priority": int(prio) if isinstance(prio, int) and not isinstance(prio, bool) else None,
+        "priority_class": str(spec.get("priorityClassName", "") or ""),
+        "gpu_request": gpus,
+        "mig_request": ",".join(f"{k}={v:g}" for k, v in sorted(mig.items())),
+        "created": timestamp(meta.get("creationTimestamp")),
+        "started": timestamp(status.get("startTime")),
+    }
+
+
+def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
+    meta = _map(node, "metadata")
+    labels = _map(meta, "labels")
+    status = _map(node, "status")
+    cap = _map(status, "capacity")
+    alloc = _map(status, "allocatable")
+    mig_cap = sum(quantity(v) for k, v in cap.items() if str(k).startswith(MIG_PREFIX))
+    return {
+        "node": str(meta.get("name", "")),
+        "product": str(labels.get("nvidia.com/gpu.product", "")),
+        "gpu_count": quantity(labels.get("nvidia.com/gpu.count", 0)),
+        "capacity_gpu": quantity(cap.get(GPU_RESOURCE, 0)),
+        "allocatable_gpu": quantity(alloc.get(GPU_RESOURCE, 0)),
+        "mig_capacity": mig_cap,
+        "clique": str(labels.get("nvidia.com/gpu.clique", "")),
+        "mig_strategy": str(labels.get("nvidia.com/mig.strategy", "")),
+    }

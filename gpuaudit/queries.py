@@ -1,0 +1,109 @@
+"""The fixed catalogue of PromQL queries one collection runs, whatever the cluster size.
+
+Every query aggregates in PromQL over all GPUs at once: there is no per-pod or per-node fan-out.
+Two kinds exist:
+
+- window statistics: instant queries at the window's end over a range equal to the window
+  (`avg_over_time(M[7d])` ...), one value per series. When a backend cannot answer one over the
+  whole window, the collector cuts the window into time chunks and the inventory combines them:
+  means weighted by sample counts, maxima by max, counts by sum (exact); a p95 over chunks is the
+  largest chunk p95 (an upper bound, recorded in the manifest as approximate).
+- hourly series: range queries with `step` equal to the bucket size (default one hour) of
+  `avg_over_time(M[step])`; each point is the mean of the bucket that ends at it. Chunking these
+  by time is exact.
+
+Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
+the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
+exporter's own target labels and driver-version labels that would split a holding into pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ACT_PROF = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+XID = "DCGM_FI_DEV_XID_ERRORS"
+
+DCGM_METRICS = (ACT_PROF, UTIL, SM_ACTIVE, TENSOR, FB_USED, FB_FREE, POWER, XID)
+"""Metrics whose presence capability discovery records."""
+
+IDENTITY_LABELS = (
+    "UUID",
+    "uuid",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "Hostname",
+    "hostname",
+    "pci_bus_id",
+    "node",
+)
+"""Labels that identify a GPU or MIG instance and where it is, in every exporter version."""
+
+POD_LABELS = {
+    "exported": ("exported_pod", "exported_namespace", "exported_container", "pod_uid"),
+    "pod": (
+        "pod",
+        "namespace",
+        "container",
+        "pod_name",
+        "pod_namespace",
+        "container_name",
+        "pod_uid",
+    ),
+}
+"""Workload labels by spelling: `exported` (Helm default `honorLabels: false`) or `pod`."""
+
+Stat = Literal["mean", "max", "p95", "count"]
+Kind = Literal["window", "hourly"]
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """One query of the catalogue."""
+
+    id: str
+    """Stable id; the key of its answers in the snapshot."""
+    kind: Kind
+    metric: str
+    stat: Stat
+
+    def promql(self, range_s: int, pod_spelling: str, selector: str = "") -> str:
+        """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step)."""
+        by = ", ".join(IDENTITY_LABELS + POD_LABELS[pod_spelling])
+        sel = f"{self.metric}{{{selector}}}" if selector else self.metric
+        rng = f"[{range_s}s]"
+        if self.stat == "mean":
+            return f"avg by ({by}) (avg_over_time({sel}{rng}))"
+        if self.stat == "max":
+            return f"max by ({by}) (max_over_time({sel}{rng}))"
+        if self.stat == "p95":
+            return f"max by ({by}) (quantile_over_time(0.95, {sel}{rng}))"
+        return f"sum by ({by}) (count_over_time({sel}{rng}))"
+
+
+def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
+    return [QuerySpec(f"{short}_{s}", "window", metric, s) for s in stats]
+
+
+CATALOGUE: tuple[QuerySpec, ...] = (
+    *_window(ACT_PROF, "act", ("mean", "max", "p95", "count")),
+    *_window(UTIL, "util", ("mean", "max", "p95", "count")),
+    *_window(FB_USED, "fb_used", ("mean", "max", "p95", "count")),
+    *_window(FB_FREE, "fb_free", ("mean", "count")),
+    *_window(POWER, "power", ("mean", "count")),
+    QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
+    QuerySpec("util_hourly", "hourly", UTIL, "mean"),
+)
+"""Every query a collection runs (those whose metric the backend lacks are skipped)."""
+
+BY_ID = {q.id: q for q in CATALOGUE}

@@ -1,0 +1,1 @@
+"""Renderers of an audit result. They never re-sort or re-compute."""

@@ -1,0 +1,96 @@
+"""The terminal report: a short fleet summary over a ranked table of findings."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gpuaudit.audit import AuditResult
+from gpuaudit.report.safe import terminal
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f} %"
+
+
+def _money(x: float, cur: str) -> str:
+    return f"{x:,.0f} {cur}"
+
+
+def summary_text(result: AuditResult) -> Text:
+    s = result.summary
+    t = Text()
+    cluster = terminal(result.cluster) or "cluster"
+    t.append(f"gpuaudit: {cluster}", style="bold")
+    t.append(f"  window {s.window_hours:.0f} h ending {result.to_dict()['window']['end']}\n")
+    t.append(f"GPUs {s.gpus_total}", style="bold")
+    t.append(
+        f"   allocated now {s.gpus_allocated_now:.1f}, on average {s.gpus_allocated_avg:.1f}"
+        f" ({_pct(s.allocation_rate)})"
+    )
+    t.append(f"   mean engine activity {_pct(s.mean_activity)}\n")
+    t.append(
+        f"idle GPU-hours {s.idle_gpu_hours:,.0f} of {s.allocated_gpu_hours:,.0f} allocated"
+        f"   wasted {_money(s.wasted_cost, s.currency)}"
+    )
+    if not result.complete:
+        t.append("\nINCOMPLETE: ", style="bold red")
+        t.append(terminal("; ".join(result.incomplete_reasons) or "some data is missing"))
+    return t
+
+
+def findings_table(result: AuditResult) -> Table:
+    cur = result.summary.currency
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        pad_edge=False,
+        title=f"{len(result.findings)} findings, worst first",
+    )
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("Severity", no_wrap=True)
+    table.add_column("Code", no_wrap=True)
+    table.add_column("Resource", overflow="fold", ratio=2, min_width=22)
+    table.add_column("GPU-h", justify="right", no_wrap=True)
+    table.add_column(cur, justify="right", no_wrap=True)
+    table.add_column("Finding and recommendation", overflow="fold", ratio=3, min_width=30)
+    for i, f in enumerate(result.findings, 1):
+        sev = f.severity
+        body = Text(terminal(f.message, 400))
+        body.append("\n-> ", style="bold green")
+        body.append(terminal(f.recommendation, 400), style="green")
+        table.add_row(
+            str(i),
+            Text(sev.value, style=sev.colour),
+            Text(f.code, style="bold"),
+            Text(terminal(f.resource.ref())),
+            Text(f"{f.impact.gpu_hours:,.1f}"),
+            Text(f"{f.impact.cost:,.0f}"),
+            body,
+        )
+    return table
+
+
+def render(result: AuditResult) -> RenderableType:
+    parts: list[RenderableType] = [summary_text(result)]
+    if result.findings:
+        parts.append(findings_table(result))
+    else:
+        parts.append(Text("\nNo findings.", style="green"))
+    if result.skipped:
+        sk = Text("\nSkipped checks:\n", style="yellow")
+        for s in result.skipped:
+            sk.append(f"  {s.code}: {terminal(s.reason)}\n")
+        parts.append(sk)
+    if result.warnings:
+        w = Text("Warnings:\n", style="yellow")
+        for msg in result.warnings:
+            w.append(f"  {terminal(msg, 400)}\n")
+        parts.append(w)
+    return Group(*parts)
+
+
+def print_report(result: AuditResult, console: Console) -> None:
+    console.print(render(result))

@@ -1,0 +1,525 @@
+"""A deterministic, seeded generator of realistic GPU clusters with planted problems.
+
+Node types: 8x H100 80GB HGX, 8x A100 80GB with MIG in the mixed strategy (`all-balanced`:
+3g.40gb + 2g.20gb + 2x 1g.10gb per GPU), and 4x L40S PCIe. Workloads: gang-scheduled
+PyTorchJobs, inference Deployments (whole GPUs and MIG slices), Kubeflow notebooks and nightly
+batch. Every planted problem, and every near-miss that must stay quiet, is listed in the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+L40S = "NVIDIA L40S"
+MEM = {H100: 81559, A100: 81920, L40S: 46068}
+MIG_LAYOUT = (
+    ("3g.40gb", "2", 40192),
+    ("2g.20gb", "3", 19968),
+    ("1g.10gb", "9", 9856),
+    ("1g.10gb", "10", 9856),
+)
+DEFAULT_END = 1795392000  # 2026-11-23T00:00:00Z, a Monday: fixed so scenarios are reproducible.
+
+Rng = np.random.Generator
+Arr = np.ndarray[Any, np.dtype[Any]]
+
+
+@dataclass
+class Scenario:
+    seed: int
+    days: int
+    start: int
+    end: int
+    scrape_s: int
+    nodes: list[NodeSpec]
+    slots: list[SlotSpec]
+    holdings: list[Holding]
+    pods: list[PodSpec]
+    objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Extra API objects by resource (pytorchjobs, priorityclasses, ...)."""
+    truth: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hours(self) -> int:
+        return self.days * 24
+
+
+class _Ids:
+    def __init__(self, rng: Rng) -> None:
+        self.rng = rng
+
+    def hex(self, n: int) -> str:
+        return "".join(f"{int(b):02x}" for b in self.rng.integers(0, 256, size=(n + 1) // 2))[:n]
+
+    def uuid(self) -> str:
+        h = self.hex(32)
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def suffix(self, n: int = 5) -> str:
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        return "".join(alphabet[int(i)] for i in self.rng.integers(0, len(alphabet), size=n))
+
+
+class _Builder:
+    def __init__(self, seed: int, gpus: int, days: int, end: int, scrape_s: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.ids = _Ids(self.rng)
+        self.seed, self.days, self.end, self.scrape_s = seed, days, end, scrape_s
+        self.H = days * 24
+        self.start = end - self.H * 3600
+        self.target = gpus
+        self.nodes: list[NodeSpec] = []
+        self.slots_by_node: dict[str, list[SlotSpec]] = {}
+        self.holdings: list[Holding] = []
+        self.pods: list[PodSpec] = []
+        self.truth: dict[str, Any] = {"planted": {}, "near_misses": {}}
+        self.pytorchjobs: list[dict[str, Any]] = []
+        self.used: dict[str, list[tuple[int, int]]] = {}
+
+    # ---- nodes and slots -------------------------------------------------------------
+    def add_node(self, kind: str, i: int) -> NodeSpec:
+        model, product, count = {
+            "h100": (H100, "NVIDIA-H100-80GB-HBM3", 8),
+            "a100-mig": (A100, "NVIDIA-A100-SXM4-80GB", 8),
+            "l40s": (L40S, "NVIDIA-L40S", 4),
+        }[kind]
+        name = f"{kind}-node-{i:03d}"
+        ip = f"10.{len(self.nodes) // 250 % 250}.{len(self.nodes) % 250}.{(i % 200) + 10}"
+        node = NodeSpec(
+            name=name,
+            kind=kind,
+            model=model,
+            product=product,
+            gpu_count=count,
+            ip=ip,
+            exporter_pod=f"nvidia-dcgm-exporter-{self.ids.suffix()}",
+        )
+        labels = {
+            "kubernetes.io/hostname": name,
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": product,
+            "nvidia.com/gpu.count": str(count),
+            "nvidia.com/gpu.memory": str(MEM[model]),
+            "nvidia.com/gpu.family": {
+                "h100": "hopper",
+                "a100-mig": "ampere",
+                "l40s": "ada-lovelace",
+            }[kind],
+            "nvidia.com/gpu.replicas": "1",
+            "nvidia.com/mig.capable": "false" if kind == "l40s" else "true",
+        }
+        capacity = {"cpu": "96", "memory": "1056Gi", "pods": "110"}
+        if kind == "a100-mig":
+            labels.update(
+                {
+                    "nvidia.com/mig.strategy": "mixed",
+                    "nvidia.com/mig.config": "all-balanced",
+                    "nvidia.com/mig.config.state": "success",
+                    "nvidia.com/mig-1g.10gb.count": str(2 * count),
+                    "nvidia.com/mig-2g.20gb.count": str(count),
+                    "nvidia.com/mig-3g.40gb.count": str(count),
+                }
+            )
+            capacity.update(
+                {
+                    "nvidia.com/mig-1g.10gb": str(2 * count),
+                    "nvidia.com/mig-2g.20gb": str(count),
+                    "nvidia.com/mig-3g.40gb": str(count),
+                }
+            )
+        else:
+            labels["nvidia.com/mig.strategy"] = "single" if kind == "h100" else "none"
+            capacity["nvidia.com/gpu"] = str(count)
+        if kind == "h100":
+            labels["nvidia.com/gpu.machine"] = "HGX-H100"
+        node.labels, node.capacity = labels, capacity
+        slots: list[SlotSpec] = []
+        for g in range(count):
+            uuid = "GPU-" + self.ids.uuid()
+            pci = f"00000000:{(0x18 + g * 0x11) & 0xFF:02X}:00.0"
+            if kind == "a100-mig":
+                for prof, gid, mem in MIG_LAYOUT:
+                    frac = int(prof[0]) / 7.0
+                    slots.append(SlotSpec(node, g, uuid, pci, gid, prof, mem, frac))
+            else:
+                slots.append(SlotSpec(node, g, uuid, pci, "", "", MEM[model], 1.0))
+        self.nodes.append(node)
+        self.slots_by_node[name] = slots
+        return node
+
+    def build_nodes(self) -> None:
+        n_h100 = max(1, round(self.target * 0.6 / 8))
+        n_a100 = max(1, round(self.target * 0.2 / 8))
+        rest = self.target - 8 * (n_h100 + n_a100)
+        n_l40s = max(1, round(rest / 4))
+        for i in range(n_h100):
+            self.add_node("h100", i)
+        for i in range(n_a100):
+            self.add_node("a100-mig", i)
+        for i in range(n_l40s):
+            self.add_node("l40s", i)
+
+    # ---- activity patterns -----------------------------------------------------------
+    def pattern(self, name: str, n: int, h0: int, **kw: float) -> Arr:
+        r = self.rng
+        hod = (np.arange(h0, h0 + n) + (self.start // 3600)) % 24
+        if name == "busy":
+            v = r.uniform(kw.get("lo", 0.55), kw.get("hi", 0.92), n)
+        elif name == "diurnal":
+            base, peak = kw.get("base", 0.15), kw.get("peak", 0.6)
+            v = base + (peak - base) * np.clip(np.sin((hod - 6) / 24 * 2 * np.pi), 0, None)
+            v = v + r.uniform(-0.03, 0.03, n)
+        elif name == "idle":
+            v = r.uniform(0.0, kw.get("hi", 0.02), n)
+        elif name == "level":
+            x, j = kw["x"], kw.get("jitter", 0.004)
+            v = x + r.uniform(-j, j, n)
+            v = v - (v.mean() - x)  # centre exactly on the target mean
+        elif name == "nightly":
+            v = np.where((hod >= 1) & (hod < 4), r.uniform(0.75, 0.92, n), r.uniform(0, 0.01, n))
+        elif name == "notebook":
+            bursts = r.random(n) < 0.15
+            v = np.where(bursts, r.uniform(0.3, 0.7, n), r.uniform(0.0, 0.03, n))
+        else:  # pragma: no cover - programming error
+            raise ValueError(name)
+        return np.round(np.clip(v, 0.0, 1.0), 4)
+
+    def hold(
+        self, slot: SlotSpec, pod: PodSpec | None, h0: int, h1: int, act: Arr, fb_level: float
+    ) -> None:
+        n = h1 - h0
+        r = self.rng
+        act_amp = np.round(np.minimum(np.minimum(act, 1.0 - act), 0.02), 4)
+        fb = np.round(
+            np.clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, slot.mem_mib - 600)
+        )
+        fb_amp = np.minimum(np.round(fb * 0.01), np.maximum(slot.mem_mib - 600 - fb, 0))
+        tdp = {H100: 700.0, A100: 400.0, L40S: 350.0}[slot.node.model]
+        power = np.round(tdp * (0.09 + 0.8 * act) * slot.fraction, 3)
+        util = np.round(np.clip(act * 100 * 1.15, 0, 100)) if not slot.mig_id else np.zeros(n)
+        util_amp = np.minimum(np.minimum(util, 100 - util), 2)
+        self.holdings.append(
+            Holding(slot, pod, h0, h1, act, act_amp, fb, fb_amp, power, util, util_amp)
+        )
+        self.used.setdefault(slot.key, []).append((h0, h1))
+
+    def free_rest(self) -> None:
+        for slots in self.slots_by_node.values():
+            for slot in slots:
+                taken = sorted(self.used.get(slot.key, []))
+                cursor = 0
+                gaps: list[tuple[int, int]] = []
+                for a, b in taken:
+                    if a > cursor:
+                        gaps.append((cursor, a))
+                    cursor = max(cursor, b)
+                if cursor < self.H:
+                    gaps.append((cursor, self.H))
+                for a, b in gaps:
+                    n = b - a
+                    self.hold(slot, None, a, b, np.zeros(n), 0.0)
+
+    # ---- pods ------------------------------------------------------------------------
+    def pod(
+        self,
+        ns: str,
+        name: str,
+        node: NodeSpec,
+        container: str,
+        owner: tuple[str, str],
+        created_h: int,
+        alive: bool = True,
+        **kw: Any,
+    ) -> PodSpec:
+        p = PodSpec(
+            namespace=ns,
+            name=name,
+            uid=self.ids.uuid(),
+            node=node.name,
+            container=container,
+            owner_kind=owner[0],
+            owner_name=owner[1],
+            created_h=created_h,
+            alive=alive,
+            **kw,
+        )
+        self.pods.append(p)
+        return p
+
+    def deployment_pod(
+        self, ns: str, deploy: str, node: NodeSpec, created_h: int, **kw: Any
+    ) -> PodSpec:
+        h = self.ids.suffix(10)
+        name = f"{deploy}-{h}-{self.ids.suffix()}"
+        labels = {"app": deploy, "pod-template-hash": h}
+        labels.update(kw.pop("labels", {}))
+        return self.pod(
+            ns,
+            name,
+            node,
+            "server",
+            ("ReplicaSet", f"{deploy}-{h}"),
+            created_h,
+            labels=labels,
+            **kw,
+        )
+
+    def plant(self, code: str, pod: PodSpec, near_miss: str = "") -> None:
+        entry = {"namespace": pod.namespace, "pod": pod.name}
+        if near_miss:
+            entry["why"] = near_miss
+            self.truth["near_misses"].setdefault(code, []).append(entry)
+        else:
+            self.truth["planted"].setdefault(code, []).append(entry)
+
+    # ---- workloads -------------------------------------------------------------------
+    def free_slots(self, node: NodeSpec) -> list[SlotSpec]:
+        return [s for s in self.slots_by_node[node.name] if s.key not in self.used]
+
+    def gang(self, nodes: list[NodeSpec], idx: int) -> None:
+        job = f"llm-pretrain-{idx:03d}"
+        ns = "ml-train"
+        h0 = int(self.rng.integers(0, 12))
+        job_uid = self.ids.uuid()
+        self.pytorchjobs.append(
+            {"namespace": ns, "name": job, "uid": job_uid, "workers": len(nodes) - 1}
+        )
+        for j, node in enumerate(nodes):
+            role = "master" if j == 0 else "worker"
+            name = f"{job}-{role}-{0 if j == 0 else j - 1}"
+            labels = {
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/replica-type": role,
+                "training.kubeflow.org/replica-index": str(0 if j == 0 else j - 1),
+                "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            }
+            if j == 0:
+                labels["training.kubeflow.org/job-role"] = "master"
+            p = self.pod(
+                ns,
+                name,
+                node,
+                "pytorch",
+                ("PyTorchJob", job),
+                h0,
+                gpus=8,
+                labels=labels,
+                priority_class="training",
+                priority=1000,
+                owner_uid=job_uid,
+            )
+            act = self.pattern("busy", self.H - h0, h0)
+            for slot in self.free_slots(node):
+                self.hold(slot, p, h0, self.H, act + 0, 0.82)
+
+    def inference(
+        self, node: NodeSpec, deploy: str, gpus: int, pattern: str, ns: str = "serving", **kw: float
+    ) -> PodSpec | None:
+        free = self.free_slots(node)
+        if len(free) < gpus:
+            return None
+        h0 = int(kw.pop("h0", 0))
+        p = self.deployment_pod(
+            ns, deploy, node, h0, gpus=gpus, priority_class="serving", priority=10000
+        )
+        act = self.pattern(pattern, self.H - h0, h0, **kw)
+        for slot in free[:gpus]:
+            self.hold(slot, p, h0, self.H, act + 0, float(self.rng.uniform(0.3, 0.55)))
+        return p
+
+    def notebook(
+        self,
+        node: NodeSpec,
+        user: str,
+        pattern: str,
+        h0: int = 0,
+        h1: int | None = None,
+        **kw: float,
+    ) -> PodSpec | None:
+        free = self.free_slots(node)
+        if not free:
+            return None
+        h1 = self.H if h1 is None else h1
+        name = f"{user}-0"
+        p = self.pod(
+            "notebooks",
+            name,
+            node,
+            "notebook",
+            ("StatefulSet", user),
+            h0,
+            alive=h1 == self.H,
+            gpus=1,
+            labels={"notebook-name": user, "statefulset": user},
+        )
+        self.hold(
+            free[0],
+            p,
+            h0,
+            h1,
+            self.pattern(pattern, h1 - h0, h0, **kw),
+            float(self.rng.uniform(0.15, 0.4)),
+        )
+        return p
+
+    def mig_server(
+        self, node: NodeSpec, deploy: str, profile: str, pattern: str, **kw: float
+    ) -> PodSpec | None:
+        free = [s for s in self.free_slots(node) if s.profile == profile]
+        if not free:
+            return None
+        p = self.deployment_pod(
+            "serving", deploy, node, 0, mig={profile: 1}, priority_class="serving", priority=10000
+        )
+        self.hold(
+            free[0],
+            p,
+            0,
+            self.H,
+            self.pattern(pattern, self.H, 0, **kw),
+            float(self.rng.uniform(0.5, 0.8)),
+        )
+        return p
+
+    def nightly(self, node: NodeSpec, name: str) -> PodSpec | None:
+        free = self.free_slots(node)
+        if not free:
+            return None
+        p = self.deployment_pod(
+            "batch", name, node, 0, gpus=1, priority_class="batch", priority=100
+        )
+        self.hold(free[0], p, 0, self.H, self.pattern("nightly", self.H, 0), 0.35)
+        return p
+
+    def build_workloads(self) -> None:
+        by_kind: dict[str, list[NodeSpec]] = {}
+        for n in self.nodes:
+            by_kind.setdefault(n.kind, []).append(n)
+        h100, a100, l40s = (
+            by_kind.get("h100", []),
+            by_kind.get("a100-mig", []),
+            by_kind.get("l40s", []),
+        )
+        k = max(1, self.target // 400)
+        # Planted and near-miss cases first, on the first nodes of each kind.
+        planted_h100 = h100[: min(len(h100), 2)]
+        pn = planted_h100[0]
+        for i in range(k):
+            p = self.inference(
+                pn if i == 0 else h100[min(len(h100) - 1, 2 + i)],
+                f"llm-canary-{i}",
+                2,
+                "idle",
+                ns="serving",
+            )
+            if p:
+                self.plant("GPU001", p)
+            nb = self.notebook(pn, f"nb-idle-{i}", "idle", h0=int(self.H * 0.2))
+            if nb:
+                self.plant("GPU001", nb)
+            miss = self.notebook(pn, f"nb-six-{i}", "level", x=0.06)
+            if miss:
+                self.plant("GPU001", miss, "mean activity 6 %")
+            short = self.notebook(pn, f"nb-short-{i}", "idle", h0=self.H - 3)
+            if short:
+                self.plant("GPU001", short, "held 3 h")
+        if l40s:
+            for i in range(k):
+                p = self.inference(l40s[0], f"embed-stale-{i}", 1, "idle", ns="search")
+                if p:
+                    self.plant("GPU001", p)
+                self.nightly(l40s[0], f"nightly-etl-{i}")
+        if a100:
+            for i in range(k):
+                p = self.mig_server(a100[0], f"tiny-llm-{i}", "1g.10gb", "idle")
+                if p:
+                    self.plant("GPU001", p)
+        # Background workloads on the remaining capacity.
+        rest_h100 = [n for n in h100 if self.free_slots(n) and len(self.free_slots(n)) == 8]
+        self.rng.shuffle(rest_h100)  # type: ignore[arg-type,unused-ignore]
+        g = 0
+        while len(rest_h100) >= 2 and g < max(1, len(h100) // 4):
+            size = int(min(len(rest_h100), self.rng.choice([2, 3, 4])))
+            self.gang(rest_h100[:size], g)
+            rest_h100 = rest_h100[size:]
+            g += 1
+        for i, node in enumerate(h100):
+            while len(self.free_slots(node)) >= 2 and self.rng.random() < 0.8:
+                self.inference(
+                    node,
+                    f"chat-{i:03d}-{len(self.free_slots(node))}",
+                    2,
+                    "diurnal",
+                    base=float(self.rng.uniform(0.1, 0.2)),
+                    peak=float(self.rng.uniform(0.5, 0.8)),
+                )
+            if self.free_slots(node) and self.rng.random() < 0.5:
+                self.notebook(node, f"nb-{i:03d}", "notebook")
+        for i, node in enumerate(a100):
+            for j, prof in enumerate(("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb") * 8):
+                if self.rng.random() < 0.75:
+                    self.mig_server(
+                        node,
+                        f"mig-{prof.split('.')[0]}-{i:03d}-{j:02d}",
+                        prof,
+                        "diurnal",
+                        base=0.1,
+                        peak=0.7,
+                    )
+        for i, node in enumerate(l40s):
+            for j in range(4):
+                r = self.rng.random()
+                if r < 0.55:
+                    self.inference(
+                        node, f"vision-{i:03d}-{j}", 1, "diurnal", ns="vision", base=0.2, peak=0.75
+                    )
+                elif r < 0.7:
+                    self.nightly(node, f"report-batch-{i:03d}-{j}")
+
+
+def generate(
+    gpus: int, days: int, seed: int, end: int = DEFAULT_END, scrape_s: int = 60
+) -> Scenario:
+    """Build a scenario. The same arguments always give the same scenario."""
+    if gpus < 12:
+        raise ValueError("a scenario needs at least 12 GPUs")
+    if days < 1:
+        raise ValueError("a scenario needs at least 1 day")
+    if scrape_s < 2 or scrape_s % 2 or 3600 % (2 * scrape_s):
+        raise ValueError("scrape interval must be an even number of seconds dividing 30 min")
+    b = _Builder(seed, gpus, days, end, scrape_s)
+    b.build_nodes()
+    b.build_workloads()
+    b.free_rest()
+    slots = [s for n in b.nodes for s in b.slots_by_node[n.name]]
+    truth = dict(b.truth)
+    truth.update(
+        {
+            "seed": seed,
+            "gpus": sum(n.gpu_count for n in b.nodes),
+            "days": days,
+            "start": b.start,
+            "end": end,
+        }
+    )
+    sc = Scenario(
+        seed=seed,
+        days=days,
+        start=b.start,
+        end=end,
+        scrape_s=scrape_s,
+        nodes=b.nodes,
+        slots=slots,
+        holdings=b.holdings,
+        pods=b.pods,
+        truth=truth,
+    )
+    sc.objects["pytorchjobs"] = b.pytorchjobs
+    return sc

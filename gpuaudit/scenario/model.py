@@ -1,0 +1,86 @@
+"""The scenario's in-memory model: nodes, GPU slots, pods, and who held what when."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Arr = np.ndarray[Any, np.dtype[Any]]
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    kind: str
+    """`h100`, `a100-mig` or `l40s`."""
+    model: str
+    product: str
+    gpu_count: int
+    ip: str
+    exporter_pod: str
+    clique: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    capacity: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SlotSpec:
+    """A GPU, or a MIG instance of one, as dcgm-exporter reports it."""
+
+    node: NodeSpec
+    index: int
+    uuid: str
+    pci_bus_id: str
+    mig_id: str
+    profile: str
+    mem_mib: int
+    fraction: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.uuid}/{self.mig_id}" if self.mig_id else self.uuid
+
+
+@dataclass
+class PodSpec:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    container: str
+    owner_kind: str
+    owner_name: str
+    gpus: int = 0
+    mig: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    priority_class: str = ""
+    priority: int = 0
+    created_h: int = 0
+    """Hour index (from window start) the pod was created."""
+    alive: bool = True
+    """Whether the pod still exists at the window's end (is in the API's list)."""
+    phase: str = "Running"
+    owner_uid: str = ""
+
+
+@dataclass
+class Holding:
+    """One slot held by one pod (or free, `pod is None`) over hours [h0, h1)."""
+
+    slot: SlotSpec
+    pod: PodSpec | None
+    h0: int
+    h1: int
+    act: Arr
+    """Per-hour activity level (ratio), length h1 - h0."""
+    act_amp: Arr
+    fb_used: Arr
+    """Per-hour framebuffer used level (MiB, integer valued)."""
+    fb_amp: Arr
+    power: Arr
+    util: Arr
+    """Per-hour GPU_UTIL level (percent, integer valued)."""
+    util_amp: Arr

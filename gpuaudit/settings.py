@@ -1,0 +1,119 @@
+"""Settings: flag > environment > `gpuaudit.toml` > default, resolved once into a frozen object."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuaudit.errors import ConfigError
+from gpuaudit.pricing import DEFAULT_PRICES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> int:
+    """`7d`, `12h`, `30m`, `90s` or plain seconds -> seconds."""
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    m = _DURATION_RE.match(t)
+    if not m:
+        raise ConfigError(f"invalid duration {text!r}; use e.g. 7d, 12h, 30m or seconds")
+    seconds = int(float(m.group(1)) * _UNIT[m.group(2)])
+    if seconds <= 0:
+        raise ConfigError(f"duration {text!r} must be positive")
+    return seconds
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """Thresholds of every check; defaults are stated in each check's docstring."""
+
+    idle_min_hours: float = 4.0
+    """GPU001: shortest holding (hours) that can be an idle reservation."""
+    idle_activity: float = 0.05
+    """GPU001: mean engine activity (ratio) below which a holding is idle."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs, resolved once and passed explicitly."""
+
+    window_s: int = 7 * 86400
+    step_s: int = 3600
+    end: float | None = None
+    prices: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    checks: CheckSettings = field(default_factory=CheckSettings)
+    currency: str = "USD"
+
+
+def load_config(path: Path | None) -> dict[str, Any]:
+    """Read `gpuaudit.toml`; an explicit path that does not exist is an error."""
+    if path is None:
+        default = Path("gpuaudit.toml")
+        if not default.is_file():
+            return {}
+        path = default
+    try:
+        with open(path, "rb") as fh:
+            doc: dict[str, Any] = tomllib.load(fh)
+            return doc
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _num(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what} must be a number, got {value!r}")
+    return float(value)
+
+
+def settings_from(config: Mapping[str, Any], **overrides: Any) -> Settings:
+    """Build settings from a parsed config file, then apply non-None overrides (flags/env)."""
+    s = Settings()
+    prices = dict(DEFAULT_PRICES)
+    raw_prices = config.get("prices", {})
+    if not isinstance(raw_prices, dict):
+        raise ConfigError("[prices] must be a table of model = price per GPU-hour")
+    for key, value in raw_prices.items():
+        prices[str(key)] = _num(value, f"prices.{key}")
+    checks = CheckSettings()
+    raw_checks = config.get("checks", {})
+    if not isinstance(raw_checks, dict):
+        raise ConfigError("[checks] must be a table")
+    known = set(CheckSettings.__dataclass_fields__)
+    for key, value in raw_checks.items():
+        if key not in known:
+            raise ConfigError(f"unknown setting checks.{key}; known: {', '.join(sorted(known))}")
+        checks = replace(checks, **{key: _num(value, f"checks.{key}")})
+    scan = config.get("scan", {})
+    if not isinstance(scan, dict):
+        raise ConfigError("[scan] must be a table")
+    window_s = parse_duration(str(scan["window"])) if "window" in scan else s.window_s
+    step_s = parse_duration(str(scan["step"])) if "step" in scan else s.step_s
+    s = replace(
+        s,
+        window_s=window_s,
+        step_s=step_s,
+        prices=prices,
+        checks=checks,
+        currency=str(config.get("currency", s.currency)),
+    )
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    check_over = {k: v for k, v in clean.items() if k in known}
+    top = {k: v for k, v in clean.items() if k not in known}
+    if check_over:
+        s = replace(s, checks=replace(s.checks, **check_over))
+    return replace(s, **top)

@@ -1,0 +1,106 @@
+"""Fleet summary figures, each traceable to the snapshot's raw answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import columns as C
+from gpuaudit.pricing import price_for
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The fleet at a glance."""
+
+    gpus_total: int
+    """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count."""
+    gpus_allocated_now: float
+    """GPU equivalents held by pods in the last bucket of the window."""
+    gpus_allocated_avg: float
+    """Held GPU-hours divided by the window's hours."""
+    allocation_rate: float | None
+    """`gpus_allocated_avg / gpus_total`."""
+    mean_activity: float | None
+    """Mean engine activity over allocated GPU-hours (ratio)."""
+    allocated_gpu_hours: float
+    idle_gpu_hours: float
+    """Allocated GPU-hours in buckets whose mean activity was below the idle threshold."""
+    wasted_cost: float
+    """`idle_gpu_hours` priced per GPU model."""
+    window_hours: float
+    currency: str
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None, n: int = 4) -> float | None:
+            return None if x is None else round(x, n)
+
+        return {
+            "gpus_total": self.gpus_total,
+            "gpus_allocated_now": r(self.gpus_allocated_now, 2),
+            "gpus_allocated_avg": r(self.gpus_allocated_avg, 2),
+            "allocation_rate": r(self.allocation_rate),
+            "mean_activity": r(self.mean_activity),
+            "allocated_gpu_hours": r(self.allocated_gpu_hours, 2),
+            "idle_gpu_hours": r(self.idle_gpu_hours, 2),
+            "wasted_cost": r(self.wasted_cost, 2),
+            "window_hours": r(self.window_hours, 2),
+            "currency": self.currency,
+        }
+
+
+def summarise(
+    inv: Inventory, prices: Mapping[str, float], idle_activity: float, currency: str
+) -> Summary:
+    h = inv.holdings
+    hr = inv.hourly
+    bucket_h = inv.step_s / 3600.0
+    # GPUs per node: DCGM physical GPUs vs the node's advertised count.
+    per_node: dict[str, float] = {}
+    if not h.empty:
+        phys = h[h[C.UUID] != ""].groupby(C.NODE)[C.UUID].nunique()
+        no_uuid = h[h[C.UUID] == ""].groupby(C.NODE)[C.SLOT].nunique()
+        for counts in (phys, no_uuid):
+            for node, n in counts.to_dict().items():
+                per_node[str(node)] = per_node.get(str(node), 0) + float(n)
+    for node, count, cap in zip(
+        inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], inv.nodes[C.CAPACITY_GPU], strict=True
+    ):
+        advertised = max(float(count), float(cap))
+        per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
+    total = int(round(sum(per_node.values())))
+
+    held = h[h[C.HELD]] if not h.empty else h
+    allocated = float(held[C.GPU_HOURS].sum()) if not held.empty else 0.0
+    now = 0.0
+    mean_act: float | None = None
+    idle = 0.0
+    cost = 0.0
+    if not held.empty and not hr.empty:
+        info = held.set_index(C.HOLDING)[[C.FRACTION, C.MODEL]]
+        pts = hr[hr[C.HOLDING].isin(info.index)].join(info, on=C.HOLDING)
+        weights = pts[C.FRACTION] * bucket_h
+        if float(weights.sum()) > 0:
+            mean_act = float((pts[C.ACT] * weights).sum() / weights.sum())
+        last = pts[pts[C.TS] >= inv.window_end - 1e-6]
+        now = float(last[C.FRACTION].sum())
+        idle_pts = pts[pts[C.ACT] < idle_activity]
+        idle = float((idle_pts[C.FRACTION] * bucket_h).sum())
+        price = idle_pts[C.MODEL].map(lambda m: price_for(str(m), prices)).astype("float64")
+        cost = float((idle_pts[C.FRACTION] * bucket_h * price).sum())
+    hours = inv.window_hours
+    avg = allocated / hours if hours > 0 else 0.0
+    return Summary(
+        gpus_total=total,
+        gpus_allocated_now=now,
+        gpus_allocated_avg=avg,
+        allocation_rate=(avg / total) if total else None,
+        mean_activity=mean_act,
+        allocated_gpu_hours=allocated,
+        idle_gpu_hours=idle,
+        wasted_cost=cost,
+        window_hours=hours,
+        currency=currency,
+    )

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh Debian machine, then runs lint, types and tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  echo "installing Debian's prometheus (for promtool and a real server in tests)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+
+.venv/bin/ruff check gpuaudit tests benchmarks
+.venv/bin/mypy --strict gpuaudit
+.venv/bin/python -m pytest -q "$@"
