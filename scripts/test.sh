@@ -15,6 +15,6 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
 
-.venv/bin/ruff check gpuaudit tests benchmarks
+.venv/bin/ruff check .
 .venv/bin/mypy --strict gpuaudit
 .venv/bin/python -m pytest -q "$@"
