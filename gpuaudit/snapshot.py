@@ -84,12 +84,12 @@ def _read_bounded(stream: io.BufferedIOBase | gzip.GzipFile, limit: int, name: s
 
 
 def _loads(data: bytes) -> Any:
-    try:
-        import orjson
+    import orjson
 
+    try:
         return orjson.loads(data)
-    except ImportError:  # pragma: no cover - orjson is optional
-        return json.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
