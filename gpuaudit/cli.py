@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from gpuaudit import __version__
 from gpuaudit.errors import ConfigError, GpuauditError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gpuaudit.settings import Settings
+    from gpuaudit.snapshot import Snapshot
 
 app = typer.Typer(
     name="gpuaudit",
@@ -29,6 +38,207 @@ SOURCE = "Data source"
 WINDOW = "Window"
 OUTPUT = "Output"
 CONFIG = "Configuration"
+PROM = "Prometheus connection"
+KUBE = "Kubernetes connection"
+
+PromUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-url",
+        envvar="GPUAUDIT_PROMETHEUS_URL",
+        rich_help_panel=SOURCE,
+        help="Collect live DCGM metrics from this Prometheus-compatible URL (path prefixes such as "
+        "Mimir's /prometheus are kept).",
+    ),
+]
+PromToken = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-token",
+        envvar="GPUAUDIT_PROMETHEUS_TOKEN",
+        rich_help_panel=PROM,
+        help="Bearer token for Prometheus (never printed).",
+        show_default=False,
+    ),
+]
+PromTokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--prometheus-token-file",
+        envvar="GPUAUDIT_PROMETHEUS_TOKEN_FILE",
+        rich_help_panel=PROM,
+        help="File holding the bearer token.",
+    ),
+]
+PromUser = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-user",
+        envvar="GPUAUDIT_PROMETHEUS_USER",
+        rich_help_panel=PROM,
+        help="Basic-auth user name.",
+    ),
+]
+PromPassword = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-password",
+        envvar="GPUAUDIT_PROMETHEUS_PASSWORD",
+        rich_help_panel=PROM,
+        help="Basic-auth password (never printed).",
+        show_default=False,
+    ),
+]
+Headers = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        "-H",
+        envvar="GPUAUDIT_HEADER",
+        rich_help_panel=PROM,
+        help="Extra HTTP header 'Name: value', repeatable (X-Scope-OrgID for Mimir/Cortex, "
+        "THANOS-TENANT for Thanos). In the environment separate headers with spaces and write "
+        "'Name:value'.",
+    ),
+]
+CaFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-file",
+        envvar="GPUAUDIT_CA_FILE",
+        rich_help_panel=PROM,
+        help="CA bundle that signs the Prometheus server's certificate.",
+    ),
+]
+ClientCert = Annotated[
+    Path | None,
+    typer.Option(
+        "--client-cert",
+        envvar="GPUAUDIT_CLIENT_CERT",
+        rich_help_panel=PROM,
+        help="Client certificate (PEM) for mutual TLS.",
+    ),
+]
+ClientKey = Annotated[
+    Path | None,
+    typer.Option(
+        "--client-key",
+        envvar="GPUAUDIT_CLIENT_KEY",
+        rich_help_panel=PROM,
+        help="Client key (PEM) for mutual TLS.",
+    ),
+]
+Insecure = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-skip-tls-verify",
+        envvar="GPUAUDIT_INSECURE_SKIP_TLS_VERIFY",
+        rich_help_panel=PROM,
+        help="Do not verify the server's TLS certificate (not recommended).",
+    ),
+]
+ClusterLabel = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster-label",
+        envvar="GPUAUDIT_CLUSTER_LABEL",
+        rich_help_panel=PROM,
+        help="NAME=VALUE selecting one cluster's series in a central Prometheus.",
+    ),
+]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        envvar="GPUAUDIT_TIMEOUT",
+        rich_help_panel=PROM,
+        help="Seconds to wait for one answer.",
+    ),
+]
+Kubeconfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        envvar="GPUAUDIT_KUBECONFIG",
+        rich_help_panel=KUBE,
+        help="Kubeconfig for reading pods, nodes and gang objects (default $KUBECONFIG, "
+        "~/.kube/config, or the in-cluster service account).",
+    ),
+]
+Context = Annotated[
+    str | None,
+    typer.Option(
+        "--context",
+        envvar="GPUAUDIT_CONTEXT",
+        rich_help_panel=KUBE,
+        help="Kubeconfig context to use.",
+    ),
+]
+Namespaces = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        envvar="GPUAUDIT_NAMESPACE",
+        rich_help_panel=KUBE,
+        help="Read pods of this namespace only; repeatable.",
+    ),
+]
+NoKube = Annotated[
+    bool,
+    typer.Option(
+        "--no-kubernetes",
+        envvar="GPUAUDIT_NO_KUBERNETES",
+        rich_help_panel=KUBE,
+        help="Do not read the Kubernetes API; audit from DCGM pod labels alone.",
+    ),
+]
+Window_ = Annotated[
+    str | None,
+    typer.Option(
+        "--window",
+        envvar="GPUAUDIT_WINDOW",
+        rich_help_panel=WINDOW,
+        help="How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
+    ),
+]
+End_ = Annotated[
+    str | None,
+    typer.Option(
+        "--end",
+        envvar="GPUAUDIT_END",
+        rich_help_panel=WINDOW,
+        help="End of the window: unix seconds or RFC 3339 (default now; live scans only).",
+    ),
+]
+Step_ = Annotated[
+    str | None,
+    typer.Option(
+        "--step",
+        envvar="GPUAUDIT_STEP",
+        rich_help_panel=WINDOW,
+        help="Bucket size of hourly series (default 1h; live scans only).",
+    ),
+]
+Quiet = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        envvar="GPUAUDIT_QUIET",
+        rich_help_panel=OUTPUT,
+        help="No progress bar or summary line on stderr.",
+    ),
+]
+Config_ = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        envvar="GPUAUDIT_CONFIG",
+        rich_help_panel=CONFIG,
+        help="Settings file (default ./gpuaudit.toml when present).",
+    ),
+]
 
 
 class Format(str, enum.Enum):
@@ -98,6 +308,29 @@ def demo_path() -> Path:
     raise GpuauditError("the bundled demo snapshot is missing from this installation")
 
 
+@dataclass(frozen=True)
+class LiveOptions:
+    """Everything a live collection needs, from flags and the environment."""
+
+    prometheus_url: str
+    token: str | None = None
+    token_file: Path | None = None
+    user: str | None = None
+    password: str | None = None
+    headers: tuple[str, ...] = ()
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    insecure: bool = False
+    cluster_label: str | None = None
+    timeout: float = 120.0
+    kubeconfig: Path | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()
+    no_kubernetes: bool = False
+    quiet: bool = False
+
+
 @app.command(rich_help_panel="Audit")
 def scan(
     demo: Annotated[
@@ -118,60 +351,14 @@ def scan(
             help="Audit a saved snapshot file.",
         ),
     ] = None,
-    prometheus_url: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus-url",
-            envvar="GPUAUDIT_PROMETHEUS_URL",
-            rich_help_panel=SOURCE,
-            help="Collect live DCGM metrics from this Prometheus-compatible URL.",
-        ),
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            "--kubeconfig",
-            envvar="GPUAUDIT_KUBECONFIG",
-            rich_help_panel=SOURCE,
-            help="Kubeconfig for reading pods, nodes and gang objects.",
-        ),
-    ] = None,
-    context: Annotated[
-        str | None,
-        typer.Option(
-            "--context",
-            envvar="GPUAUDIT_CONTEXT",
-            rich_help_panel=SOURCE,
-            help="Kubeconfig context to use.",
-        ),
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option(
-            "--window",
-            envvar="GPUAUDIT_WINDOW",
-            rich_help_panel=WINDOW,
-            help="How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
-        ),
-    ] = None,
-    end: Annotated[
-        str | None,
-        typer.Option(
-            "--end",
-            envvar="GPUAUDIT_END",
-            rich_help_panel=WINDOW,
-            help="End of the window: unix seconds or RFC 3339 (default now; live scans only).",
-        ),
-    ] = None,
-    step: Annotated[
-        str | None,
-        typer.Option(
-            "--step",
-            envvar="GPUAUDIT_STEP",
-            rich_help_panel=WINDOW,
-            help="Bucket size of hourly series (default 1h; live scans only).",
-        ),
-    ] = None,
+    prometheus_url: PromUrl = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    namespace: Namespaces = None,
+    no_kubernetes: NoKube = False,
+    window: Window_ = None,
+    end: End_ = None,
+    step: Step_ = None,
     fmt: Annotated[
         Format,
         typer.Option(
@@ -202,25 +389,19 @@ def scan(
             "low, info, or none.",
         ),
     ] = "none",
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            envvar="GPUAUDIT_CONFIG",
-            rich_help_panel=CONFIG,
-            help="Settings file (default ./gpuaudit.toml when present).",
-        ),
-    ] = None,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet",
-            "-q",
-            envvar="GPUAUDIT_QUIET",
-            rich_help_panel=OUTPUT,
-            help="No progress or summary line on stderr.",
-        ),
-    ] = False,
+    config: Config_ = None,
+    quiet: Quiet = False,
+    prometheus_token: PromToken = None,
+    prometheus_token_file: PromTokenFile = None,
+    prometheus_user: PromUser = None,
+    prometheus_password: PromPassword = None,
+    header: Headers = None,
+    ca_file: CaFile = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    insecure_skip_tls_verify: Insecure = False,
+    cluster_label: ClusterLabel = None,
+    timeout: Timeout = 120.0,
 ) -> None:
     """Audit GPU usage and print ranked findings under a fleet summary.
 
@@ -228,21 +409,26 @@ def scan(
     or a source that could not be read.
     """
     try:
-        _scan(
-            demo,
-            snapshot,
-            prometheus_url,
-            kubeconfig,
-            context,
-            window,
-            end,
-            step,
-            fmt,
-            output,
-            fail_on,
-            config,
-            quiet,
+        live = LiveOptions(
+            prometheus_url=prometheus_url or "",
+            token=prometheus_token,
+            token_file=prometheus_token_file,
+            user=prometheus_user,
+            password=prometheus_password,
+            headers=tuple(header or ()),
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            insecure=insecure_skip_tls_verify,
+            cluster_label=cluster_label,
+            timeout=timeout,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=tuple(namespace or ()),
+            no_kubernetes=no_kubernetes,
+            quiet=quiet,
         )
+        _scan(demo, snapshot, live, window, end, step, fmt, output, fail_on, config, quiet)
     except GpuauditError as exc:
         _fail(str(exc))
 
@@ -250,9 +436,7 @@ def scan(
 def _scan(
     demo: bool,
     snapshot_path: Path | None,
-    prometheus_url: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
+    live: LiveOptions,
     window: str | None,
     end: str | None,
     step: str | None,
@@ -266,7 +450,6 @@ def _scan(
     from gpuaudit.audit import run_checks
     from gpuaudit.findings import Severity
     from gpuaudit.inventory import build
-    from gpuaudit.settings import load_config, parse_duration, settings_from
 
     threshold: Severity | None = None
     if fail_on.strip().lower() != "none":
@@ -274,36 +457,226 @@ def _scan(
             threshold = Severity.parse(fail_on)
         except ValueError as exc:
             raise ConfigError(f"--fail-on: {exc}") from None
-    sources = [bool(demo), snapshot_path is not None, bool(prometheus_url)]
+    sources = [bool(demo), snapshot_path is not None, bool(live.prometheus_url)]
     if sum(sources) == 0:
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if sum(sources) > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
-    settings = settings_from(
-        load_config(config),
-        window_s=parse_duration(window) if window else None,
-        step_s=parse_duration(step) if step else None,
-        end=parse_end(end),
-    )
-    if prometheus_url:
-        raise ConfigError(
-            "live collection (--prometheus-url) is not available in this build yet; "
-            "audit a snapshot with --snapshot FILE or try --demo"
-        )
-    path = demo_path() if demo else snapshot_path
-    assert path is not None
-    snap = snap_mod.read(path)
+    settings = _settings(config, window, step, end)
+    if live.prometheus_url:
+        snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
+    else:
+        path = demo_path() if demo else snapshot_path
+        assert path is not None
+        snap = snap_mod.read(path)
     inv = build(snap)
     result = run_checks(inv, settings)
     _emit(result, fmt, output)
     if not quiet:
         s = result.summary
+        note = "" if result.complete else " (INCOMPLETE: some sources answered in part)"
         sys.stderr.write(
             f"gpuaudit: {len(result.findings)} findings, {s.idle_gpu_hours:,.0f} idle GPU-hours, "
-            f"{s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h\n"
+            f"{s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h{note}\n"
         )
     if threshold is not None and any(f.severity.rank >= threshold.rank for f in result.findings):
         raise typer.Exit(1)
+
+
+def _settings(
+    config: Path | None, window: str | None, step: str | None, end: str | None
+) -> Settings:
+    from gpuaudit.settings import load_config, parse_duration, settings_from
+
+    return settings_from(
+        load_config(config),
+        window_s=parse_duration(window) if window else None,
+        step_s=parse_duration(step) if step else None,
+        end=parse_end(end),
+    )
+
+
+def _parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for h in raw:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header {h.split(':')[0]!r}...: use 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _use_kubernetes(live: LiveOptions) -> bool:
+    if live.no_kubernetes:
+        return False
+    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    if os.environ.get("KUBECONFIG"):
+        return True
+    return (Path.home() / ".kube" / "config").is_file()
+
+
+def collect_live(live: LiveOptions, window_s: int, step_s: int, end: float | None) -> Snapshot:
+    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable)."""
+    from gpuaudit.collect import build_snapshot, collect_prometheus, make_window
+    from gpuaudit.sources.prometheus import PromClient, PromConfig
+
+    cluster_label: tuple[str, str] | None = None
+    if live.cluster_label:
+        name, sep, value = live.cluster_label.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError("--cluster-label must be NAME=VALUE")
+        cluster_label = (name.strip(), value.strip())
+    cfg = PromConfig(
+        url=live.prometheus_url,
+        token=live.token,
+        token_file=live.token_file,
+        username=live.user,
+        password=live.password,
+        headers=_parse_headers(live.headers),
+        ca_file=live.ca_file,
+        client_cert=live.client_cert,
+        client_key=live.client_key,
+        insecure_skip_tls_verify=live.insecure,
+        timeout_s=live.timeout,
+    )
+    url = httpx_url_for_display(live.prometheus_url)
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
+    w = make_window(window_s, step_s, end)
+    with _progress(live.quiet) as tick, PromClient(cfg) as client:
+        answers, fields = collect_prometheus(client, w, cluster_label, progress=tick)
+    kube: dict[str, list[dict[str, Any]]] = {}
+    objects: dict[str, str] = {}
+    warnings: list[str] = []
+    cluster = cluster_label[1] if cluster_label else ""
+    if _use_kubernetes(live):
+        from gpuaudit.sources.kubernetes import collect as kube_collect
+
+        explicit = bool(live.kubeconfig or live.context)
+        try:
+            kc = kube_collect(live.kubeconfig, live.context, live.namespaces)
+            kube, objects, warnings = kc.kubernetes, kc.objects, list(kc.warnings)
+            cluster = cluster or kc.cluster
+        except GpuauditError as exc:
+            if explicit:
+                raise
+            warnings.append(f"the Kubernetes API was not read: {exc}")
+            objects = {"pods": f"not read: {exc}", "nodes": f"not read: {exc}"}
+    else:
+        why = (
+            "not read: --no-kubernetes"
+            if live.no_kubernetes
+            else "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
+        )
+        objects = {"pods": why, "nodes": why}
+    return build_snapshot(answers, fields, w, cluster or url, url, kube, objects, warnings)
+
+
+def httpx_url_for_display(url: str) -> str:
+    """A URL without credentials or query string, safe to print and record."""
+    import httpx
+
+    try:
+        u = httpx.URL(url.strip())
+    except Exception:  # noqa: BLE001 - any unparsable URL is a usage error below
+        return url.split("?")[0].split("@")[-1]
+    return str(u.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("querying Prometheus"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=True,
+        console=_stderr_console(),
+    ) as prog:
+        task = prog.add_task("queries", total=None)
+
+        def tick(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        yield tick
+
+
+def _stderr_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+snapshot_app = typer.Typer(help="Save and inspect snapshots.", no_args_is_help=True)
+app.add_typer(snapshot_app, name="snapshot", rich_help_panel="Audit")
+
+
+@snapshot_app.command("save")
+def snapshot_save(
+    file: Annotated[Path, typer.Argument(help="Where to write (.json or .json.gz).")],
+    prometheus_url: PromUrl = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    namespace: Namespaces = None,
+    no_kubernetes: NoKube = False,
+    window: Window_ = None,
+    end: End_ = None,
+    step: Step_ = None,
+    config: Config_ = None,
+    quiet: Quiet = False,
+    prometheus_token: PromToken = None,
+    prometheus_token_file: PromTokenFile = None,
+    prometheus_user: PromUser = None,
+    prometheus_password: PromPassword = None,
+    header: Headers = None,
+    ca_file: CaFile = None,
+    client_cert: ClientCert = None,
+    client_key: ClientKey = None,
+    insecure_skip_tls_verify: Insecure = False,
+    cluster_label: ClusterLabel = None,
+    timeout: Timeout = 120.0,
+) -> None:
+    """Collect a snapshot from live sources and write it, without auditing."""
+    from gpuaudit import snapshot as snap_mod
+
+    try:
+        if not prometheus_url:
+            raise ConfigError("snapshot save needs --prometheus-url URL")
+        live = LiveOptions(
+            prometheus_url=prometheus_url,
+            token=prometheus_token,
+            token_file=prometheus_token_file,
+            user=prometheus_user,
+            password=prometheus_password,
+            headers=tuple(header or ()),
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            insecure=insecure_skip_tls_verify,
+            cluster_label=cluster_label,
+            timeout=timeout,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=tuple(namespace or ()),
+            no_kubernetes=no_kubernetes,
+            quiet=quiet,
+        )
+        settings = _settings(config, window, step, end)
+        snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
+        try:
+            snap_mod.write(snap, file)
+        except OSError as exc:
+            raise GpuauditError(f"cannot write {file}: {exc.strerror or exc}") from None
+        if not quiet:
+            n = sum(len(v) for v in snap.prometheus.values())
+            sys.stderr.write(f"gpuaudit: wrote {file} ({n} Prometheus answers)\n")
+    except GpuauditError as exc:
+        _fail(str(exc))
 
 
 def _emit(result: object, fmt: Format, output: Path | None) -> None:

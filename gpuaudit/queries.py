@@ -4,13 +4,14 @@ Every query aggregates in PromQL over all GPUs at once: there is no per-pod or p
 Two kinds exist:
 
 - window statistics: instant queries at the window's end over a range equal to the window
-  (`avg_over_time(M[7d])` ...), one value per series. When a backend cannot answer one over the
-  whole window, the collector cuts the window into time chunks and the inventory combines them:
-  means weighted by sample counts, maxima by max, counts by sum (exact); a p95 over chunks is the
-  largest chunk p95 (an upper bound, recorded in the manifest as approximate).
+  (`sum_over_time(M[7d])`, `count_over_time`, `max_over_time`, `quantile_over_time(0.95, ...)`),
+  one value per series. When a backend cannot answer one over the whole window, the collector
+  cuts the window into time chunks and the inventory combines them: sums and counts by sum (so a
+  mean, sum / count, is exact whatever the cut), maxima by max; a p95 over chunks is the largest
+  chunk p95 (an upper bound, flagged as approximate).
 - hourly series: range queries with `step` equal to the bucket size (default one hour) of
-  `avg_over_time(M[step])`; each point is the mean of the bucket that ends at it. Chunking these
-  by time is exact.
+  `sum_over_time(M[step]) / count_over_time(M[step])`; each point is the mean of the bucket that
+  ends at it. Chunking these by time is exact.
 
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
@@ -60,10 +61,25 @@ POD_LABELS = {
         "container_name",
         "pod_uid",
     ),
+    "any": (
+        "exported_pod",
+        "exported_namespace",
+        "exported_container",
+        "pod",
+        "namespace",
+        "container",
+        "pod_name",
+        "pod_namespace",
+        "container_name",
+        "pod_uid",
+    ),
 }
-"""Workload labels by spelling: `exported` (Helm default `honorLabels: false`) or `pod`."""
+"""Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
+when discovery could not tell (both kept; the inventory then decides from the data)."""
+"""Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
+when discovery could not tell (both kept; the inventory then decides from the data)."""
 
-Stat = Literal["mean", "max", "p95", "count"]
+Stat = Literal["sum", "count", "max", "p95", "mean"]
 Kind = Literal["window", "hourly"]
 
 
@@ -83,7 +99,12 @@ class QuerySpec:
         sel = f"{self.metric}{{{selector}}}" if selector else self.metric
         rng = f"[{range_s}s]"
         if self.stat == "mean":
-            return f"avg by ({by}) (avg_over_time({sel}{rng}))"
+            return (
+                f"sum by ({by}) (sum_over_time({sel}{rng})) / "
+                f"sum by ({by}) (count_over_time({sel}{rng}))"
+            )
+        if self.stat == "sum":
+            return f"sum by ({by}) (sum_over_time({sel}{rng}))"
         if self.stat == "max":
             return f"max by ({by}) (max_over_time({sel}{rng}))"
         if self.stat == "p95":
@@ -96,11 +117,11 @@ def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]
 
 
 CATALOGUE: tuple[QuerySpec, ...] = (
-    *_window(ACT_PROF, "act", ("mean", "max", "p95", "count")),
-    *_window(UTIL, "util", ("mean", "max", "p95", "count")),
-    *_window(FB_USED, "fb_used", ("mean", "max", "p95", "count")),
-    *_window(FB_FREE, "fb_free", ("mean", "count")),
-    *_window(POWER, "power", ("mean", "count")),
+    *_window(ACT_PROF, "act", ("sum", "count", "max", "p95")),
+    *_window(UTIL, "util", ("sum", "count", "max", "p95")),
+    *_window(FB_USED, "fb_used", ("sum", "count", "max", "p95")),
+    *_window(FB_FREE, "fb_free", ("sum", "count")),
+    *_window(POWER, "power", ("sum", "count")),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
 )

@@ -48,8 +48,8 @@ def gpu_labels(
 
 
 def _stat(vals: list[float], stat: str) -> float:
-    if stat == "mean":
-        return sum(vals) / len(vals)
+    if stat == "sum":
+        return sum(vals) * SAMPLES_PER_HOUR
     if stat == "max":
         return max(vals)
     if stat == "p95":

@@ -46,7 +46,7 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     body = doc["prometheus"]["act_hourly"][0]["body"]
     alloc = idle = cost = now = wsum = 0.0
     gpus_by_node: dict[str, set[str]] = defaultdict(set)
-    for q in ("act_mean", "util_mean"):
+    for q in ("act_count", "util_count"):
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
     for item in body["data"]["result"]:

@@ -83,13 +83,18 @@ class _Parser:
         return k
 
     def window_chunks(self, qid: str) -> list[dict[Key, float]]:
+        additive = queries.BY_ID[qid].stat in ("sum", "count")
         chunks: list[dict[Key, float]] = []
         for i, entry in enumerate(_answers(self.snap, qid)):
             rows: dict[Key, float] = {}
             for labels, v in prom.vector(entry["body"], f"prometheus.{qid}[{i}]", self.stats):
                 k = self.key(labels)
-                # Two series that normalise to one key (e.g. duplicate scrapes) keep the larger.
-                rows[k] = max(v, rows[k]) if k in rows else v
+                # Series that normalise to one key (an exporter restart when both pod label
+                # spellings were kept) are parts of one holding: add sums, keep the largest max.
+                if k in rows:
+                    rows[k] = rows[k] + v if additive else max(rows[k], v)
+                else:
+                    rows[k] = v
             chunks.append(rows)
         return chunks
 
@@ -107,41 +112,36 @@ class _Parser:
 def _combine(
     p: _Parser, short: str
 ) -> tuple[dict[Key, float], dict[Key, float], dict[Key, float], dict[Key, float], bool]:
-    """Window mean, max, p95, count of one metric, combined over time chunks."""
-    means = p.window_chunks(f"{short}_mean") if f"{short}_mean" in queries.BY_ID else []
-    maxes = p.window_chunks(f"{short}_max") if f"{short}_max" in queries.BY_ID else []
-    p95s = p.window_chunks(f"{short}_p95") if f"{short}_p95" in queries.BY_ID else []
-    counts = p.window_chunks(f"{short}_count") if f"{short}_count" in queries.BY_ID else []
-    mean: dict[Key, float] = {}
-    if len(means) == 1:
-        mean = dict(means[0])
-    elif means:
-        if len(counts) != len(means):
-            raise SnapshotError(
-                f"prometheus.{short}_mean has {len(means)} chunks but {short}_count has "
-                f"{len(counts)}; chunked means need the matching counts"
-            )
-        num: dict[Key, float] = defaultdict(float)
-        den: dict[Key, float] = defaultdict(float)
-        for m_chunk, c_chunk in zip(means, counts, strict=True):
-            for k, v in m_chunk.items():
-                w = c_chunk.get(k, 0.0)
-                num[k] += v * w
-                den[k] += w
-        mean = {k: num[k] / den[k] for k in num if den[k] > 0}
+    """Window mean, max, p95 and count of one metric, combined over time chunks.
+
+    Sums and counts add up over chunks, so the mean (sum / count) is exact however the
+    window was cut; the max is the max of chunk maxima; the p95 over several chunks is the
+    largest chunk p95 (an upper bound), reported as approximate.
+    """
+
+    def chunks(stat: str) -> list[dict[Key, float]]:
+        qid = f"{short}_{stat}"
+        return p.window_chunks(qid) if qid in queries.BY_ID else []
+
+    total: dict[Key, float] = defaultdict(float)
+    for chunk in chunks("sum"):
+        for k, v in chunk.items():
+            total[k] += v
+    cnt: dict[Key, float] = defaultdict(float)
+    for chunk in chunks("count"):
+        for k, v in chunk.items():
+            cnt[k] += v
+    mean = {k: total[k] / cnt[k] for k in total if cnt.get(k, 0.0) > 0}
     mx: dict[Key, float] = {}
-    for chunk in maxes:
+    for chunk in chunks("max"):
         for k, v in chunk.items():
             mx[k] = max(v, mx.get(k, v))
     p95: dict[Key, float] = {}
-    for chunk in p95s:
+    p95_chunks = chunks("p95")
+    for chunk in p95_chunks:
         for k, v in chunk.items():
             p95[k] = max(v, p95.get(k, v))
-    cnt: dict[Key, float] = defaultdict(float)
-    for chunk in counts:
-        for k, v in chunk.items():
-            cnt[k] += v
-    return mean, mx, p95, dict(cnt), len(p95s) > 1
+    return mean, mx, p95, dict(cnt), len(p95_chunks) > 1
 
 
 def _ratio(percent: float | None) -> float | None:
@@ -380,6 +380,11 @@ def build(snap: Snapshot) -> Inventory:
         warnings.append(
             f"{p.stats.dropped_values} sample values were NaN, infinite or malformed and "
             "were left out"
+        )
+    if holdings.empty:
+        warnings.append(
+            "no DCGM series were found in the window: check that dcgm-exporter is scraped, "
+            "the window (--window, --end) and --cluster-label"
         )
     if p.stats.malformed_series:
         warnings.append(f"{p.stats.malformed_series} malformed series were left out")

@@ -153,8 +153,8 @@ def _quantile(q: float, hi: Arr, lo: Arr, k: int) -> float:
 
 
 def _window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
-    if stat == "mean":
-        return float((hi.sum() + lo.sum()) * k / (2 * k * len(hi)))
+    if stat == "sum":
+        return float((hi.sum() + lo.sum()) * k)
     if stat == "max":
         return float(max(hi.max(), lo.max()))
     if stat == "p95":

@@ -1,0 +1,208 @@
+"""Faults a real server cannot be made to produce, through httpx.MockTransport."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from gpuaudit import queries
+from gpuaudit.collect import collect_prometheus, make_window
+from gpuaudit.errors import SourceError
+from gpuaudit.sources.prometheus import PromClient, PromConfig, PromError
+
+W = make_window(86400, 3600, 1_795_392_000)
+OK_VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}
+OK_MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+NAMES = {"status": "success", "data": [queries.ACT_PROF, queries.FB_USED, queries.FB_FREE]}
+LABELS = {"status": "success", "data": ["UUID", "exported_pod", "gpu", "modelName"]}
+BUILD = {"status": "success", "data": {"version": "2.42.0"}}
+
+
+def _ok(request: httpx.Request) -> httpx.Response:
+    path = request.url.path
+    if path.endswith("buildinfo"):
+        return httpx.Response(200, json=BUILD)
+    if path.endswith("__name__/values"):
+        return httpx.Response(200, json=NAMES)
+    if path.endswith("/labels"):
+        return httpx.Response(200, json=LABELS)
+    if path.endswith("query_range"):
+        return httpx.Response(200, json=OK_MATRIX)
+    return httpx.Response(200, json=OK_VECTOR)
+
+
+def _client(
+    handler: Callable[[httpx.Request], httpx.Response],
+    sleeps: list[float] | None = None,
+    **cfg: object,
+) -> PromClient:
+    return PromClient(
+        PromConfig(url="http://prom.test", **cfg),  # type: ignore[arg-type]
+        transport=httpx.MockTransport(handler),
+        sleep=(sleeps.append if sleeps is not None else (lambda s: None)),
+    )
+
+
+def test_queries_are_form_encoded_posts_with_auth_and_headers() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return _ok(req)
+
+    c = _client(handler, token="s3cret-token", headers={"X-Scope-OrgID": "t1"})
+    collect_prometheus(c, W)
+    posts = [r for r in seen if r.url.path.endswith(("query", "query_range"))]
+    assert posts and all(r.method == "POST" for r in posts)
+    assert all(r.headers["content-type"] == "application/x-www-form-urlencoded" for r in posts)
+    assert all(
+        "query=" in r.content.decode() and "query" not in r.url.query.decode() for r in posts
+    )
+    assert all(r.headers["authorization"] == "Bearer s3cret-token" for r in seen)
+    assert all(r.headers["x-scope-orgid"] == "t1" for r in seen)
+
+
+def test_path_prefix_is_kept() -> None:
+    seen: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path)
+        return _ok(req)
+
+    c = PromClient(
+        PromConfig(url="http://mimir.test/prometheus"), transport=httpx.MockTransport(handler)
+    )
+    answers, fields = collect_prometheus(c, W)
+    assert all(p.startswith("/prometheus/api/v1/") for p in seen)
+    assert fields["capabilities"]["backend"] == "mimir/cortex"
+
+
+def test_503_burst_is_retried_with_backoff() -> None:
+    calls = {"n": 0}
+    sleeps: list[float] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            calls["n"] += 1
+            if calls["n"] <= 2:
+                return httpx.Response(503, text="upstream unavailable")
+        return _ok(req)
+
+    answers, _ = collect_prometheus(_client(handler, sleeps), W)
+    assert calls["n"] > 2
+    assert sleeps[:2] == [0.5, 1.0]
+
+
+def test_429_honours_retry_after() -> None:
+    calls = {"n": 0}
+    sleeps: list[float] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return httpx.Response(
+                429,
+                headers={"Retry-After": "3"},
+                json={"status": "error", "errorType": "too_many_requests", "error": "slow down"},
+            )
+        return _ok(req)
+
+    collect_prometheus(_client(handler, sleeps), W)
+    assert sleeps[0] == 3.0
+
+
+def test_query_timeout_is_not_retried_but_cut_smaller() -> None:
+    ranges: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            body = dict(x.split("=", 1) for x in req.content.decode().split("&"))
+            q = httpx.QueryParams(req.content.decode())["query"]
+            ranges.append(q)
+            if "[86400s]" in q and body:
+                return httpx.Response(
+                    503,
+                    json={
+                        "status": "error",
+                        "errorType": "timeout",
+                        "error": "query timed out in expression evaluation",
+                    },
+                )
+        return _ok(req)
+
+    answers, fields = collect_prometheus(_client(handler), W)
+    assert fields["plan"]["act_sum"] == [
+        [W.start, W.start + 43200, ""],
+        [W.start + 43200, W.end, ""],
+    ]
+
+
+def test_persistent_5xx_ends_in_one_clear_error() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, text="<html>Bad Gateway</html>")
+
+    with pytest.raises(PromError) as info:
+        collect_prometheus(_client(handler), W)
+    msg = str(info.value)
+    assert "502" in msg and "\n" not in msg
+
+
+def test_truncated_json_is_an_error_not_a_partial_report() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            return httpx.Response(200, content=json.dumps(OK_VECTOR).encode()[:30])
+        return _ok(req)
+
+    with pytest.raises(PromError, match="not JSON"):
+        collect_prometheus(_client(handler), W)
+
+
+def test_slow_answer_times_out_cleanly() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=req)
+
+    with pytest.raises(SourceError, match="no answer within"):
+        collect_prometheus(_client(handler, timeout_s=1.0), W)
+
+
+def test_error_json_becomes_one_message() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            return httpx.Response(
+                400,
+                json={
+                    "status": "error",
+                    "errorType": "bad_data",
+                    "error": "parse error: unexpected",
+                },
+            )
+        return _ok(req)
+
+    with pytest.raises(PromError, match="bad_data: parse error: unexpected"):
+        collect_prometheus(_client(handler), W)
+
+
+def test_warnings_and_partial_responses_mark_the_result_incomplete() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            body = dict(OK_VECTOR)
+            body["warnings"] = ["store 10.0.0.7:10901 unavailable: partial response"]
+            return httpx.Response(200, json=body)
+        return _ok(req)
+
+    _, fields = collect_prometheus(_client(handler), W)
+    assert fields["warnings"] and "partial response" in fields["warnings"][0]
+    assert fields["incomplete_reasons"]
+
+
+def test_basic_auth_and_secret_never_in_errors() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        assert req.headers["authorization"].startswith("Basic ")
+        return httpx.Response(401, text="unauthorized")
+
+    with pytest.raises(PromError) as info:
+        collect_prometheus(_client(handler, username="u", password="hunter2"), W)
+    assert "hunter2" not in str(info.value)

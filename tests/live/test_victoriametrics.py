@@ -1,0 +1,120 @@
+"""VictoriaMetrics as a second real backend, fed through its import API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from gpuaudit.cli import app
+from gpuaudit.scenario import generate, write_openmetrics
+from tests.promserver import Backfilled, free_port, require
+
+runner = CliRunner()
+
+
+def _import_lines(om: Path) -> Iterator[bytes]:
+    """OpenMetrics (seconds) -> Prometheus text with millisecond timestamps, VM's import form."""
+    buf: list[str] = []
+    with open(om, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("#"):
+                continue
+            head, ts = line.rsplit(" ", 1)
+            buf.append(f"{head} {int(ts) * 1000}\n")
+            if len(buf) >= 50_000:
+                yield "".join(buf).encode()
+                buf = []
+    if buf:
+        yield "".join(buf).encode()
+
+
+@pytest.fixture(scope="module")
+def vm_url(tmp_path_factory: pytest.TempPathFactory, scenario_tsdb: Backfilled) -> Iterator[str]:
+    binary = require("victoria-metrics")
+    tmp = tmp_path_factory.mktemp("vm")
+    om = tmp / "s.om"
+    with open(om, "w", encoding="utf-8") as fh:
+        # The same scenario as the Prometheus fixture (see tests/live/conftest.py).
+        write_openmetrics(generate(60, 2, 5, scrape_s=300), fh)
+    port = free_port()
+    log = open(tmp / "vm.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"-storageDataPath={tmp / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            "-retentionPeriod=100y",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "VM did not start"
+            time.sleep(0.05)
+        r = httpx.post(f"{url}/api/v1/import/prometheus", content=_import_lines(om), timeout=120)
+        assert r.status_code == 204, r.text
+        httpx.get(f"{url}/internal/force_flush", timeout=30)
+        om.unlink()
+        deadline = time.monotonic() + 30
+        while True:
+            q = httpx.post(
+                f"{url}/api/v1/query",
+                data={
+                    "query": "count(count_over_time(DCGM_FI_DEV_FB_USED[3d]))",
+                    "time": str(scenario_tsdb.end),
+                },
+                timeout=10,
+            ).json()
+            if q["data"]["result"]:
+                break
+            assert time.monotonic() < deadline, "imported data never became searchable"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(tmp / "data", ignore_errors=True)
+
+
+def _doc(*args: str) -> dict[str, Any]:
+    res = runner.invoke(app, ["scan", "-f", "json", "-q", *args])
+    assert res.exit_code == 0, res.output
+    doc: dict[str, Any] = json.loads(res.stdout)
+    return doc
+
+
+def test_victoriametrics_gives_the_same_audit(vm_url: str, scenario_tsdb: Backfilled) -> None:
+    live = _doc(
+        "--prometheus-url",
+        vm_url,
+        "--window",
+        "2d",
+        "--end",
+        str(scenario_tsdb.end),
+        "--no-kubernetes",
+    )
+    offline = _doc("--snapshot", str(scenario_tsdb.snapshot_path))
+    assert live["summary"] == offline["summary"]
+    assert [f["message"] for f in live["findings"]] == [f["message"] for f in offline["findings"]]

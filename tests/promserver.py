@@ -1,0 +1,133 @@
+"""A real Prometheus server for tests: a scenario backfilled with promtool, served on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpuaudit import snapshot
+from gpuaudit.scenario import generate, k8s_lists, to_snapshot, write_openmetrics
+
+
+def require(binary: str) -> str:
+    path = shutil.which(binary)
+    if path:
+        return path
+    if os.environ.get("CI"):
+        pytest.fail(f"{binary} is not installed; scripts/test.sh installs Debian's prometheus")
+    pytest.skip(f"{binary} is not installed (scripts/test.sh installs it)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Backfilled:
+    """A scenario written as a snapshot and backfilled into a TSDB directory."""
+
+    snapshot_path: Path
+    tsdb: Path
+    k8s_dir: Path
+    end: int
+    days: int
+    gpus: int
+
+
+def backfill(
+    tmp: Path, gpus: int, days: int, seed: int, scrape_s: int, style: str = "helm"
+) -> Backfilled:
+    promtool = require("promtool")
+    sc = generate(gpus, days, seed, scrape_s=scrape_s)
+    tmp.mkdir(parents=True, exist_ok=True)
+    snap_path = tmp / "scenario.snapshot.json.gz"
+    snapshot.write(to_snapshot(sc, style, "test"), snap_path)
+    om = tmp / "scenario.om"
+    with open(om, "w", encoding="utf-8") as fh:
+        write_openmetrics(sc, fh, style)
+    tsdb = tmp / "tsdb"
+    subprocess.run(
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "-q",
+            "--max-block-duration=168h",
+            str(om),
+            str(tsdb),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    om.unlink()
+    k8s = tmp / "k8s"
+    k8s.mkdir(exist_ok=True)
+    import json
+
+    for name, lst in k8s_lists(sc).items():
+        (k8s / f"{name}.json").write_text(json.dumps(lst))
+    return Backfilled(snap_path, tsdb, k8s, sc.end, days, gpus)
+
+
+@contextmanager
+def prometheus(tsdb: Path, *extra: str) -> Iterator[str]:
+    """Start Prometheus over a copy-free TSDB directory; yields its URL."""
+    binary = require("prometheus")
+    port = free_port()
+    # Each server gets its own copy: Prometheus locks and writes its data directory.
+    data = tsdb.parent / f"data-{port}"
+    shutil.copytree(tsdb, data)
+    tsdb = data
+    cfg = tsdb.parent / f"prom-{port}.yml"
+    cfg.write_text("global:\n  scrape_interval: 60s\nscrape_configs: []\n")
+    log = open(tsdb.parent / f"prom-{port}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={tsdb}",
+            "--storage.tsdb.retention.time=3650d",
+            f"--web.listen-address=127.0.0.1:{port}",
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                raise RuntimeError(
+                    "prometheus did not become ready: "
+                    + (tsdb.parent / f"prom-{port}.log").read_text()[-2000:]
+                )
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
