@@ -558,6 +558,8 @@ def collect_live(live: LiveOptions, window_s: int, step_s: int, end: float | Non
             kc = kube_collect(live.kubeconfig, live.context, live.namespaces)
             kube, objects, warnings = kc.kubernetes, kc.objects, list(kc.warnings)
             cluster = cluster or kc.cluster
+        except ConfigError:
+            raise
         except GpuauditError as exc:
             if explicit:
                 raise
@@ -570,6 +572,9 @@ def collect_live(live: LiveOptions, window_s: int, step_s: int, end: float | Non
             else "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
         )
         objects = {"pods": why, "nodes": why}
+    for key, state in sorted(objects.items()):
+        if state.startswith(("forbidden", "failed", "incomplete")):
+            fields.setdefault("incomplete_reasons", []).append(f"Kubernetes {key}: {state}")
     return build_snapshot(answers, fields, w, cluster or url, url, kube, objects, warnings)
 
 

@@ -124,6 +124,8 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(POWER, "power", ("sum", "count")),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
+    QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
+    QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 

@@ -42,7 +42,35 @@ class CheckSettings:
     idle_min_hours: float = 4.0
     """GPU001: shortest holding (hours) that can be an idle reservation."""
     idle_activity: float = 0.05
-    """GPU001: mean engine activity (ratio) below which a holding is idle."""
+    """GPU001, GPU002, GPU003: mean engine activity (ratio) below which an hour is idle."""
+    idle_tail_hours: float = 6.0
+    """GPU002: idle hours at the end of a holding that make an idle tail."""
+    active_activity: float = 0.20
+    """GPU002, GPU003: mean engine activity (ratio) from which an hour counts as active."""
+    part_time_min_days: float = 3.0
+    """GPU003: days a holder must have held its GPUs to show a daily pattern."""
+    part_time_max_hours: float = 8.0
+    """GPU003: longest daily active window (hours) that still counts as part-time."""
+    part_time_recurrence: float = 0.8
+    """GPU003: share of days on which the active window must recur."""
+    fb_pressure_critical: float = 0.95
+    """GPU020: p95 of used/(used+free) framebuffer from which a holding is under pressure."""
+    fb_pressure_warning: float = 0.90
+    """GPU020: p95 of used/(used+free) framebuffer from which pressure is a warning."""
+    fb_headroom: float = 0.20
+    """GPU020, GPU021: memory headroom over peak use a recommended profile must leave."""
+    crashloop_restarts: float = 3.0
+    """GPU020: container restarts with a GPU out-of-memory message that make a crash loop."""
+    oversized_min_hours: float = 24.0
+    """GPU021: shortest holding (hours) worth resizing."""
+    busy_util: float = 0.80
+    """GPU040: GPU_UTIL (ratio) from which a card looks busy."""
+    busy_low_activity: float = 0.20
+    """GPU040: SM (else engine) activity below which a busy-looking card does no work."""
+    busy_min_hours: float = 3.0
+    """GPU040: hours a card must look busy while doing no work."""
+    unmonitored_min_hours: float = 1.0
+    """GPU080: shortest GPU holding without DCGM data worth reporting."""
 
 
 @dataclass(frozen=True)

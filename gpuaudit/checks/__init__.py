@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from gpuaudit.checks import gpu001_idle_reservation
+from gpuaudit.checks import (
+    gpu001_idle_reservation,
+    gpu002_idle_tail,
+    gpu003_part_time_reservation,
+    gpu020_framebuffer_pressure,
+    gpu021_oversized_reservation,
+    gpu040_busy_no_work,
+    gpu080_unmonitored_gpus,
+)
 from gpuaudit.checks.base import Check, from_module
 
-REGISTRY: tuple[Check, ...] = tuple(from_module(m) for m in (gpu001_idle_reservation,))
+REGISTRY: tuple[Check, ...] = tuple(
+    from_module(m)
+    for m in (
+        gpu001_idle_reservation,
+        gpu002_idle_tail,
+        gpu003_part_time_reservation,
+        gpu020_framebuffer_pressure,
+        gpu021_oversized_reservation,
+        gpu040_busy_no_work,
+        gpu080_unmonitored_gpus,
+    )
+)
 """Every check, in code order."""
 
 RETIRED: dict[str, str] = {}

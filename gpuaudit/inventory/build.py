@@ -164,6 +164,8 @@ def build(snap: Snapshot) -> Inventory:
     power = _combine(p, "power")
     act_h = p.hourly("act_hourly")
     util_h = p.hourly("util_hourly")
+    sm_h = p.hourly("sm_hourly")
+    tensor_h = p.hourly("tensor_hourly")
 
     caps: set[str] = set()
     missing: dict[str, str] = {}
@@ -177,6 +179,10 @@ def build(snap: Snapshot) -> Inventory:
         missing["activity"] = (
             "no DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL series in the window"
         )
+    if sm_h:
+        caps.add("sm_active")
+    if tensor_h:
+        caps.add("tensor_active")
     if "profiling" not in caps:
         missing["profiling"] = "no DCGM_FI_PROF_* series (profiling module not loaded?)"
     if "framebuffer" not in caps:
@@ -186,6 +192,13 @@ def build(snap: Snapshot) -> Inventory:
     pod_rows = [kube.pod_row(o) for o in kube.items(snap.kubernetes.get("pods", []))]
     node_rows = [kube.node_row(o) for o in kube.items(snap.kubernetes.get("nodes", []))]
     objects = man.get("objects", {}) if isinstance(man.get("objects"), Mapping) else {}
+    extra_reasons: list[str] = []
+    for key in ("pods", "nodes"):
+        state = str(objects.get(key, "ok"))
+        if key in snap.kubernetes and state.startswith("incomplete"):
+            reason = f"the Kubernetes {key} list is {state}"
+            if reason not in man.get("incomplete_reasons", []):
+                extra_reasons.append(reason)
     if "pods" in snap.kubernetes:
         caps.add("kubernetes.pods")
     else:
@@ -204,7 +217,15 @@ def build(snap: Snapshot) -> Inventory:
     keys = set(p.ident)
     bucket_h = step / 3600.0
     rows: list[dict[str, Any]] = []
-    hourly_rows: dict[str, list[Any]] = {C.HOLDING: [], C.TS: [], C.ACT: []}
+    hourly_rows: dict[str, list[Any]] = {
+        C.HOLDING: [],
+        C.TS: [],
+        C.ACT: [],
+        C.UTIL: [],
+        C.SM: [],
+        C.TENSOR: [],
+    }
+    nan = float("nan")
     for k in sorted(keys):
         ident = p.ident[k]
         has_prof = k in act[0] or k in act_h
@@ -273,10 +294,17 @@ def build(snap: Snapshot) -> Inventory:
                 C.POWER_MEAN: power[0].get(k),
             }
         )
+        u_series = util_h.get(k, {})
+        sm_series = sm_h.get(k, {})
+        t_series = tensor_h.get(k, {})
         for ts in sorted(series):
             hourly_rows[C.HOLDING].append(hid)
             hourly_rows[C.TS].append(ts)
             hourly_rows[C.ACT].append(series[ts])
+            u = u_series.get(ts)
+            hourly_rows[C.UTIL].append(u / 100.0 if u is not None else nan)
+            hourly_rows[C.SM].append(sm_series.get(ts, nan))
+            hourly_rows[C.TENSOR].append(t_series.get(ts, nan))
 
     holding_cols = [
         C.HOLDING,
@@ -348,6 +376,8 @@ def build(snap: Snapshot) -> Inventory:
         else pd.DataFrame(columns=gpu_cols)
     )
     pod_cols = [
+        "restarts",
+        "last_termination",
         "namespace",
         "pod",
         "uid",
@@ -388,8 +418,9 @@ def build(snap: Snapshot) -> Inventory:
         )
     if p.stats.malformed_series:
         warnings.append(f"{p.stats.malformed_series} malformed series were left out")
-    complete = bool(man.get("complete", True))
     reasons = [str(r) for r in man.get("incomplete_reasons", []) if isinstance(r, str)]
+    reasons += extra_reasons
+    complete = bool(man.get("complete", True)) and not extra_reasons
     return Inventory(
         window_start=start,
         window_end=end,

@@ -42,6 +42,10 @@ FB_FREE_MEAN = "fb_free_mean"
 POWER_MEAN = "power_mean"
 ACT = "act"
 UTIL = "util"
+SM = "sm"
+TENSOR = "tensor"
+RESTARTS = "restarts"
+LAST_TERMINATION = "last_termination"
 
 # pods
 UID = "uid"

@@ -112,14 +112,33 @@ def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
     return kind, name
 
 
+def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
+    """Total container restarts and the last termination (`reason: message`, shortened)."""
+    total = 0
+    last = ""
+    for cs in _list(status, "containerStatuses"):
+        n = cs.get("restartCount") if isinstance(cs, Mapping) else None
+        if isinstance(n, int) and not isinstance(n, bool):
+            total += n
+        term = _map(_map(cs, "lastState"), "terminated") or _map(_map(cs, "state"), "terminated")
+        if term:
+            reason = str(term.get("reason", ""))
+            msg = str(term.get("message", ""))[:300]
+            last = f"{reason}: {msg}" if msg else reason
+    return total, last
+
+
 def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = _map(pod, "metadata")
     spec = _map(pod, "spec")
     status = _map(pod, "status")
+    n_restarts, last_term = restarts(status)
     gpus, mig = gpu_requests(pod)
     okind, oname = owner(pod)
     prio = spec.get("priority")
     return {
+        "restarts": n_restarts,
+        "last_termination": last_term,
         "namespace": str(meta.get("namespace", "")),
         "pod": str(meta.get("name", "")),
         "uid": str(meta.get("uid", "")),

@@ -84,3 +84,19 @@ def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     merged[C.OWNER_KIND] = merged[C.OWNER_KIND].fillna("")
     merged[C.OWNER_NAME] = merged[C.OWNER_NAME].fillna("")
     return merged
+
+
+def pod_hourly(inv: Inventory) -> pd.DataFrame:
+    """Per holder pod and bucket: GPUs held (whole-GPU equivalents) and their mean activity."""
+    h = held(inv)[[C.HOLDING, C.NAMESPACE, C.POD, C.FRACTION]]
+    hr = inv.hourly.merge(h, on=C.HOLDING, how="inner")
+    hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
+    g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
+    out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
+    out[C.ACT] = out["_wa"] / out["gpus"]
+    result: pd.DataFrame = out.drop(columns=["_wa"])
+    return result
+
+
+def model_price(model: str, prices: Mapping[str, float]) -> float:
+    return price_for(model, prices)

@@ -90,6 +90,8 @@ _INT_METRICS = {queries.UTIL, queries.FB_USED, queries.FB_FREE}
 def _series(sc: Scenario, style: str) -> list[_Series]:
     groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
     for h in sc.holdings:
+        if not h.slot.node.exporter:
+            continue
         key = tuple(sorted(raw_labels(h, style).items()))
         groups.setdefault(key, []).append(h)
     out: list[_Series] = []
@@ -315,6 +317,8 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         if p.priority_class:
             spec["priorityClassName"] = p.priority_class
             spec["priority"] = p.priority
+        if not p.node:
+            del spec["nodeName"]
         yield {
             "metadata": {
                 "name": p.name,
@@ -327,29 +331,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
                 "ownerReferences": [owner],
             },
             "spec": spec,
-            "status": {
-                "phase": p.phase,
-                "hostIP": next((n.ip for n in sc.nodes if n.name == p.node), ""),
-                "startTime": _iso(created + 5),
-                "qosClass": "Guaranteed",
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "True",
-                        "lastTransitionTime": _iso(created + 1),
-                    },
-                    {"type": "Ready", "status": "True", "lastTransitionTime": _iso(created + 60)},
-                ],
-                "containerStatuses": [
-                    {
-                        "name": p.container,
-                        "ready": True,
-                        "restartCount": 0,
-                        "image": f"registry.example/{p.container}:1",
-                        "state": {"running": {"startedAt": _iso(created + 30)}},
-                    }
-                ],
-            },
+            "status": _pod_status(sc, p, created),
         }
     for j, n in enumerate(sc.nodes):
         yield {
@@ -376,6 +358,51 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             },
             "status": {"phase": "Running", "podIP": n.ip, "startTime": _iso(sc.start - 86400 * 30)},
         }
+
+
+def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
+    if p.phase == "Pending":
+        return {
+            "phase": "Pending",
+            "qosClass": "Guaranteed",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: insufficient nvidia.com/gpu.",
+                    "lastTransitionTime": _iso(created + 1),
+                }
+            ],
+        }
+    cs: dict[str, Any] = {
+        "name": p.container,
+        "ready": True,
+        "restartCount": p.restarts,
+        "image": f"registry.example/{p.container}:1",
+        "state": {"running": {"startedAt": _iso(created + 30)}},
+    }
+    if p.last_termination:
+        reason, message = p.last_termination
+        term: dict[str, Any] = {
+            "reason": reason,
+            "exitCode": 1 if reason == "Error" else 137,
+            "finishedAt": _iso(sc.end - 600),
+        }
+        if message:
+            term["message"] = message
+        cs["lastState"] = {"terminated": term}
+    return {
+        "phase": p.phase,
+        "hostIP": next((n.ip for n in sc.nodes if n.name == p.node), ""),
+        "startTime": _iso(created + 5),
+        "qosClass": "Guaranteed",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(created + 1)},
+            {"type": "Ready", "status": "True", "lastTransitionTime": _iso(created + 60)},
+        ],
+        "containerStatuses": [cs],
+    }
 
 
 def _owner_api(kind: str) -> str:

@@ -184,6 +184,13 @@ class _Builder:
             v = v - (v.mean() - x)  # centre exactly on the target mean
         elif name == "nightly":
             v = np.where((hod >= 1) & (hod < 4), r.uniform(0.75, 0.92, n), r.uniform(0, 0.01, n))
+        elif name == "tail":
+            idle_last = int(kw["idle_last"])
+            v = r.uniform(0.6, 0.9, n)
+            v[n - idle_last :] = r.uniform(0.0, 0.02, idle_last)
+        elif name == "window":
+            a, b = int(kw["start_h"]), int(kw["end_h"])
+            v = np.where((hod >= a) & (hod < b), r.uniform(0.7, 0.9, n), r.uniform(0, 0.01, n))
         elif name == "notebook":
             bursts = r.random(n) < 0.15
             v = np.where(bursts, r.uniform(0.3, 0.7, n), r.uniform(0.0, 0.03, n))
@@ -192,18 +199,27 @@ class _Builder:
         return np.round(np.clip(v, 0.0, 1.0), 4)
 
     def hold(
-        self, slot: SlotSpec, pod: PodSpec | None, h0: int, h1: int, act: Arr, fb_level: float
+        self,
+        slot: SlotSpec,
+        pod: PodSpec | None,
+        h0: int,
+        h1: int,
+        act: Arr,
+        fb_level: float,
+        util: Arr | None = None,
     ) -> None:
         n = h1 - h0
         r = self.rng
         act_amp = np.round(np.minimum(np.minimum(act, 1.0 - act), 0.02), 4)
-        fb = np.round(
-            np.clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, slot.mem_mib - 600)
-        )
-        fb_amp = np.minimum(np.round(fb * 0.01), np.maximum(slot.mem_mib - 600 - fb, 0))
+        cap = slot.mem_mib * 0.995
+        fb = np.round(np.clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, cap))
+        fb_amp = np.minimum(np.round(fb * 0.01), np.maximum(np.floor(cap - fb), 0))
         tdp = {H100: 700.0, A100: 400.0, L40S: 350.0}[slot.node.model]
         power = np.round(tdp * (0.09 + 0.8 * act) * slot.fraction, 3)
-        util = np.round(np.clip(act * 100 * 1.15, 0, 100)) if not slot.mig_id else np.zeros(n)
+        if slot.mig_id:
+            util = np.zeros(n)
+        elif util is None:
+            util = np.round(np.clip(act * 100 * 1.15, 0, 100))
         util_amp = np.minimum(np.minimum(util, 100 - util), 2)
         self.holdings.append(
             Holding(slot, pod, h0, h1, act, act_amp, fb, fb_amp, power, util, util_amp)
@@ -272,7 +288,10 @@ class _Builder:
         )
 
     def plant(self, code: str, pod: PodSpec, near_miss: str = "") -> None:
-        entry = {"namespace": pod.namespace, "pod": pod.name}
+        self.plant_name(code, "Pod", pod.namespace, pod.name, near_miss)
+
+    def plant_name(self, code: str, kind: str, ns: str, name: str, near_miss: str = "") -> None:
+        entry = {"kind": kind, "namespace": ns, "name": name}
         if near_miss:
             entry["why"] = near_miss
             self.truth["near_misses"].setdefault(code, []).append(entry)
@@ -396,7 +415,201 @@ class _Builder:
             "batch", name, node, 0, gpus=1, priority_class="batch", priority=100
         )
         self.hold(free[0], p, 0, self.H, self.pattern("nightly", self.H, 0), 0.35)
+        if self.H >= 72:
+            self.plant("GPU003", p)
         return p
+
+    def custom(
+        self,
+        node: NodeSpec,
+        ns: str,
+        name: str,
+        owner: tuple[str, str],
+        gpus: int,
+        act: Arr,
+        fb_level: float,
+        util: Arr | None = None,
+        profile: str = "",
+        **podkw: Any,
+    ) -> PodSpec | None:
+        free = self.free_slots(node)
+        if profile:
+            free = [sl for sl in free if sl.profile == profile]
+        if len(free) < max(1, gpus):
+            return None
+        p = self.pod(
+            ns,
+            name,
+            node,
+            "main",
+            owner,
+            0,
+            gpus=0 if profile else gpus,
+            mig={profile: 1} if profile else {},
+            **podkw,
+        )
+        for slot in free[: max(1, gpus)]:
+            self.hold(slot, p, 0, self.H, act + 0, fb_level, util)
+        return p
+
+    def plant_checks(
+        self, h100: list[NodeSpec], a100: list[NodeSpec], l40s: list[NodeSpec], i: int
+    ) -> None:
+        """Planted cases and near-misses of GPU002, GPU003, GPU020, GPU021 and GPU040."""
+        H = self.H
+        n2 = h100[min(len(h100) - 1, 1)]
+        n3 = h100[min(len(h100) - 1, 2)]
+        job = ("Job", "")
+        tail = min(20, H // 3)
+        p = self.custom(
+            n2,
+            "ml-train",
+            f"finetune-done-{i}",
+            ("Job", f"finetune-done-{i}"),
+            4,
+            self.pattern("tail", H, 0, idle_last=tail),
+            0.7,
+        )
+        if p:
+            self.plant("GPU002", p)
+        p = self.custom(
+            n2,
+            "ml-train",
+            f"finetune-recent-{i}",
+            ("Job", f"finetune-recent-{i}"),
+            2,
+            self.pattern("tail", H, 0, idle_last=4),
+            0.7,
+        )
+        if p:
+            self.plant("GPU002", p, "idle for the last 4 h only")
+        p = self.custom(
+            n2,
+            "search",
+            f"embedder-{i}",
+            ("StatefulSet", f"embedder-{i}"),
+            1,
+            self.pattern("level", H, 0, x=0.08, jitter=0.01),
+            0.074,
+        )
+        if p:
+            self.plant("GPU021", p)
+        p = self.custom(
+            n2,
+            "search",
+            f"bigmodel-{i}",
+            ("StatefulSet", f"bigmodel-{i}"),
+            1,
+            self.pattern("level", H, 0, x=0.3, jitter=0.02),
+            0.62,
+        )
+        if p:
+            self.plant("GPU021", p, "50 GB peak fits no smaller MIG profile")
+        hang = min(30, H // 2)
+        act = self.pattern("busy", H, 0)
+        act[H - hang :] = 0.08
+        util = np.round(np.clip(act * 115, 0, 100))
+        util[H - hang :] = 97
+        p = self.custom(
+            n3, "ml-train", f"allreduce-hang-{i}", ("Job", f"allreduce-hang-{i}"), 2, act, 0.8, util
+        )
+        if p:
+            self.plant("GPU040", p)
+        act = self.pattern("level", H, 0, x=0.35, jitter=0.02)
+        p = self.custom(
+            n3,
+            "serving",
+            f"decode-busy-{i}",
+            ("StatefulSet", f"decode-busy-{i}"),
+            1,
+            act,
+            0.6,
+            np.full(H, 92.0),
+        )
+        if p:
+            self.plant("GPU040", p, "high GPU_UTIL with real SM work (35 %)")
+        p = self.custom(
+            n3,
+            "serving",
+            f"longctx-{i}",
+            ("StatefulSet", f"longctx-{i}"),
+            1,
+            self.pattern("busy", H, 0, lo=0.4, hi=0.6),
+            0.985,
+        )
+        if p:
+            self.plant("GPU020", p)
+        if a100:
+            a = a100[0]
+            p = self.custom(
+                a,
+                "serving",
+                f"llm-7b-int4-{i}",
+                ("StatefulSet", f"llm-7b-int4-{i}"),
+                1,
+                self.pattern("diurnal", H, 0, base=0.3, peak=0.7),
+                0.985,
+                profile="1g.10gb",
+            )
+            if p:
+                self.plant("GPU020", p)
+            p = self.custom(
+                a,
+                "serving",
+                f"llm-3b-{i}",
+                ("StatefulSet", f"llm-3b-{i}"),
+                1,
+                self.pattern("diurnal", H, 0, base=0.3, peak=0.7),
+                0.86,
+                profile="1g.10gb",
+            )
+            if p:
+                self.plant("GPU020", p, "p95 framebuffer 0.87")
+            p = self.custom(
+                a,
+                "ml-train",
+                f"oom-loop-{i}",
+                ("Job", f"oom-loop-{i}"),
+                1,
+                self.pattern("level", H, 0, x=0.3),
+                0.5,
+                profile="2g.20gb",
+                restarts=7,
+                last_termination=(
+                    "Error",
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried "
+                    "to allocate 2.00 GiB (GPU 0; 19.50 GiB total capacity)",
+                ),
+            )
+            if p:
+                self.plant("GPU020", p)
+            p = self.custom(
+                a,
+                "ml-train",
+                f"host-oom-{i}",
+                ("Job", f"host-oom-{i}"),
+                1,
+                self.pattern("level", H, 0, x=0.3),
+                0.5,
+                profile="2g.20gb",
+                restarts=5,
+                last_termination=("OOMKilled", ""),
+            )
+            if p:
+                self.plant("GPU020", p, "host OOMKilled, not GPU memory")
+        if l40s and H >= 72:
+            p = self.custom(
+                l40s[0],
+                "batch",
+                f"daytime-batch-{i}",
+                ("StatefulSet", f"daytime-batch-{i}"),
+                1,
+                self.pattern("window", H, 0, start_h=6, end_h=18),
+                0.3,
+            )
+            if p:
+                self.plant("GPU003", p, "active 12 h a day")
+        del job
 
     def build_workloads(self) -> None:
         by_kind: dict[str, list[NodeSpec]] = {}
@@ -424,9 +637,12 @@ class _Builder:
             nb = self.notebook(pn, f"nb-idle-{i}", "idle", h0=int(self.H * 0.2))
             if nb:
                 self.plant("GPU001", nb)
+            if nb:
+                self.plant("GPU021", nb)
             miss = self.notebook(pn, f"nb-six-{i}", "level", x=0.06)
             if miss:
                 self.plant("GPU001", miss, "mean activity 6 %")
+                self.plant("GPU021", miss)
             short = self.notebook(pn, f"nb-short-{i}", "idle", h0=self.H - 3)
             if short:
                 self.plant("GPU001", short, "held 3 h")
@@ -435,12 +651,15 @@ class _Builder:
                 p = self.inference(l40s[0], f"embed-stale-{i}", 1, "idle", ns="search")
                 if p:
                     self.plant("GPU001", p)
+                    self.plant("GPU021", p)
                 self.nightly(l40s[0], f"nightly-etl-{i}")
         if a100:
             for i in range(k):
                 p = self.mig_server(a100[0], f"tiny-llm-{i}", "1g.10gb", "idle")
                 if p:
                     self.plant("GPU001", p)
+        for i in range(k):
+            self.plant_checks(h100, a100, l40s, i)
         # Background workloads on the remaining capacity.
         rest_h100 = [n for n in h100 if self.free_slots(n) and len(self.free_slots(n)) == 8]
         self.rng.shuffle(rest_h100)  # type: ignore[arg-type,unused-ignore]
@@ -482,6 +701,27 @@ class _Builder:
                     )
                 elif r < 0.7:
                     self.nightly(node, f"report-batch-{i:03d}-{j}")
+        # GPU080: a node whose dcgm-exporter is missing, and a pending pod (not a holder).
+        held_nodes = {p.node for p in self.pods if p.alive}
+        dark = next((n for n in reversed(h100[3:]) if n.name in held_nodes), None)
+        if dark is not None:
+            dark.exporter = False
+            self.plant_name("GPU080", "Node", "", dark.name)
+        for i in range(k):
+            pend = self.pod(
+                "ml-train",
+                f"queued-train-{i}",
+                h100[0],
+                "main",
+                ("Job", f"queued-train-{i}"),
+                self.H - 2,
+                gpus=8,
+                phase="Pending",
+                priority_class="training",
+                priority=1000,
+            )
+            pend.node = ""
+            self.plant("GPU080", pend, "pending, holds no GPU")
 
 
 def generate(

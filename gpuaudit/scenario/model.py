@@ -21,6 +21,8 @@ class NodeSpec:
     ip: str
     exporter_pod: str
     clique: str = ""
+    exporter: bool = True
+    """Whether dcgm-exporter runs (and is scraped) on this node."""
     labels: dict[str, str] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=dict)
 
@@ -64,6 +66,9 @@ class PodSpec:
     """Whether the pod still exists at the window's end (is in the API's list)."""
     phase: str = "Running"
     owner_uid: str = ""
+    restarts: int = 0
+    last_termination: tuple[str, str] | None = None
+    """(reason, message) of the last container termination, if any."""
 
 
 @dataclass

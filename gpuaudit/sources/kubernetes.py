@@ -11,10 +11,10 @@ kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`) or, insid
 kubeconfig, from the pod's service account. Only GET requests are made. Lists are paged with
 `limit` and `continue`; a continue token that expired (410 Gone) restarts that list.
 
-Credentials never leave the client: error messages are built from status codes, the server's
-`Status` message and the kind of network failure, never from request headers, and any known
-secret is blanked from them as a last guard. TLS is verified unless the kubeconfig itself says
-`insecure-skip-tls-verify: true`.
+Credentials stay out of everything `collect` returns or raises: error messages are built from
+status codes, the server's `Status` message and the kind of network failure, never from request
+headers, and any known secret is blanked from them as a last guard. TLS is verified unless the
+kubeconfig itself says `insecure-skip-tls-verify: true`.
 
 Pods are required: when they cannot be listed at all, or the credentials are refused, `collect`
 raises `SourceError` with one line. Nodes are required too, except that a 403 on nodes (common
@@ -24,6 +24,7 @@ for namespace-scoped accounts) is recorded and the scan goes on. Everything else
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 from gpuaudit.errors import ConfigError, SourceError
@@ -187,9 +188,12 @@ def collect(
     else the pod's service account when running in a cluster). With `namespaces`, namespaced
     resources are listed in those namespaces only; cluster-scoped ones (nodes, PriorityClasses,
     ClusterQueues) are always listed whole. `on_progress` gets a short line after every page.
-    `timeout_s` bounds each request. Raises `SourceError` (one line) when the cluster cannot
-    be reached, the credentials are refused, or pods or nodes cannot be listed, and
-    `ConfigError` for an invalid namespace name or page size.
+    `timeout_s` bounds each request.
+
+    Raises `SourceError` (one line) when the kubeconfig cannot be used, the cluster cannot be
+    reached, the credentials are refused (401), or pods or nodes cannot be listed; a 403 on
+    nodes is the exception, recorded as `forbidden: ...` like any optional resource. Raises
+    `ConfigError` for an invalid namespace name, page size or timeout.
     """
     scopes = _check_namespaces(namespaces)
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -203,6 +207,9 @@ def collect(
             f"The Kubernetes API at {conn.server} is plain HTTP: "
             "credentials and objects travel unencrypted."
         )
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    quiet = _NoRetryNoise()
+    pool_log.addFilter(quiet)
     try:
         from urllib3.exceptions import InsecureRequestWarning
 
@@ -216,8 +223,17 @@ def collect(
                 warnings.simplefilter("ignore", InsecureRequestWarning)
             _Reader(conn, scopes, page_size, timeout_s, on_progress, out).run()
     finally:
+        pool_log.removeFilter(quiet)
         conn.api.close()
     return out
+
+
+class _NoRetryNoise(logging.Filter):
+    """Drops urllib3's per-retry warnings: without logging set up they would land on stderr
+    as raw lines, and the outcome of a failed request is reported by `collect` anyway."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Retrying")
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -569,10 +585,7 @@ class _Reader:
             self._network_error(res, exc)
             return
         if status == 401:
-            raise SourceError(
-                f"the Kubernetes API at {self.conn.server} refused the credentials "
-                f"(401 Unauthorized: {said}); {self.conn.hint}, or log in again"
-            ) from None
+            self._unauthorized(said)
         if status == 403:
             if res.key == "pods":
                 raise SourceError(
@@ -588,6 +601,12 @@ class _Reader:
             self.progress(f"{res.title}: forbidden")
             return
         self._failed(res, f"HTTP {status} {said}")
+
+    def _unauthorized(self, said: str) -> NoReturn:
+        raise SourceError(
+            f"the Kubernetes API at {self.conn.server} refused the credentials "
+            f"(401 Unauthorized: {said}); {self.conn.hint}, or log in again"
+        ) from None
 
     def _network_error(self, res: Resource, exc: BaseException) -> None:
         why = self._scrub(_network_reason(exc))
@@ -611,7 +630,7 @@ class _Reader:
             doc = self._get(self.apis.get_api_versions)
         except self.api_exception as exc:
             if getattr(exc, "status", 0) == 401:
-                self._api_error(RESOURCES[0], exc)
+                self._unauthorized(self._scrub(_status_message(exc)))
             self.out.warnings.append(
                 "API discovery (GET /apis) failed "
                 f"({self._scrub(_status_message(exc))}); each API was tried directly instead."
@@ -863,17 +882,18 @@ def _network_reason(exc: BaseException) -> str:
             return f"TLS failed ({_clip(_strip_ssl(str(cur)))})"
         if isinstance(cur, ssl.SSLError):
             return f"TLS failed ({_clip(_strip_ssl(cur.reason or str(cur)))})"
+        # NameResolutionError < NewConnectionError < ConnectTimeoutError: most specific first.
         if isinstance(cur, u3.NameResolutionError):
             return "the host name does not resolve"
-        if isinstance(cur, u3.ConnectTimeoutError):
-            return "the connection timed out"
-        if isinstance(cur, u3.ReadTimeoutError):
-            return "no answer before the timeout"
         if isinstance(cur, u3.NewConnectionError):
             if isinstance(cur.__cause__, OSError) and cur.__cause__.strerror:
                 return cur.__cause__.strerror.lower()
             m = re.search(r"\[Errno -?\d+\] ([^)\]]+)", str(cur))
             return m.group(1).lower() if m else "the connection failed"
+        if isinstance(cur, u3.ConnectTimeoutError):
+            return "the connection timed out"
+        if isinstance(cur, u3.ReadTimeoutError):
+            return "no answer before the timeout"
         if isinstance(cur, u3.ProxyError):
             return "the proxy failed"
         if isinstance(cur, u3.ProtocolError):

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuaudit import snapshot
+from tests.k8s_apiserver import KubeAPIServer, make_tls
 from tests.promserver import Backfilled, backfill, prometheus
 
 
@@ -21,12 +23,39 @@ def prom_url(scenario_tsdb: Backfilled) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def small_prom_url(scenario_tsdb: Backfilled) -> Iterator[str]:
-    # 400 samples: less than one series' window (576 samples at 300 s over 2 days), and far
-    # less than any whole-window range query: every query must be cut to fit.
-    with prometheus(scenario_tsdb.tsdb, "--query.max-samples=400") as url:
+    # 2,000 samples: one series' window (576 samples at 300 s over 2 days) fits, a whole-window
+    # range query (about 100 series x 48 hourly points) does not and must be cut in time.
+    with prometheus(scenario_tsdb.tsdb, "--query.max-samples=2000") as url:
         yield url
 
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def kube_server(
+    scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeAPIServer]:
+    # HTTPS with a CA the tests generate, as a real API server would be reached.
+    tls = make_tls(tmp_path_factory.mktemp("tls"))
+    with KubeAPIServer.from_dir(scenario_tsdb.k8s_dir, tls=tls) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kube_server: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return kube_server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
+
+
+@pytest.fixture(scope="session")
+def snapshot_without_k8s(scenario_tsdb: Backfilled) -> Path:
+    """The scenario's snapshot as a scan without Kubernetes access would record it."""
+    snap = snapshot.read(scenario_tsdb.snapshot_path)
+    snap.kubernetes = {}
+    why = "not read: --no-kubernetes"
+    snap.manifest["objects"] = {"pods": why, "nodes": why}
+    out = scenario_tsdb.snapshot_path.parent / "no-k8s.snapshot.json"
+    snapshot.write(snap, out)
+    return out

@@ -1,0 +1,162 @@
+"""GPU020 framebuffer pressure: a workload that barely fits in its GPU memory.
+
+What it finds
+    Holdings whose framebuffer use stays near the card's or the MIG slice's capacity, and GPU
+    pods that crash-loop with GPU out-of-memory errors. On a MIG slice it usually means the
+    slice is too small for its model.
+
+Why it matters
+    A model at the edge of its memory fails under the next long prompt or larger batch: the
+    pod crashes, restarts, reloads its weights, and the GPU time in between is lost.
+
+How it decides
+    - Pressure: the p95 over the window of used / (used + free) framebuffer, computed as
+      p95(`DCGM_FI_DEV_FB_USED`) / mean(`FB_USED` + `FB_FREE`) per GPU or MIG instance (the
+      capacity is constant), is at least `checks.fb_pressure_critical` (default 0.95: high),
+      or at least `checks.fb_pressure_warning` (default 0.90: medium).
+    - Crash loop: a pod requesting GPUs with at least `checks.crashloop_restarts` (default 3)
+      container restarts whose last termination message reports CUDA or GPU out of memory
+      (high).
+    Impact: 0 wasted GPU-hours (the GPU-hours at risk are in the evidence); severity ranks it.
+
+What to do
+    On a MIG slice, move to the next profile up that fits peak use plus
+    `checks.fb_headroom` (default 20 %); the recommendation names it for the GPU model. On a
+    whole GPU, cut batch or context size, quantise, or move to a larger-memory GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuaudit import mig
+from gpuaudit.checks.base import short_model
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+CODE = "GPU020"
+TITLE = "Framebuffer pressure"
+REQUIRES = ("framebuffer",)
+
+_GPU_OOM = re.compile(
+    r"(cuda|gpu|cublas|cudnn|nccl)[^\n]{0,80}out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"OutOfMemoryError: CUDA|CUBLAS_STATUS_ALLOC_FAILED",
+    re.IGNORECASE,
+)
+GIB_PER_NOMINAL_GB = 0.95
+"""A MIG profile named `Ngb` offers a little under N GiB (e.g. 1g.10gb is about 9.6 GiB)."""
+
+
+def next_profile(model: str, current: str, peak_mib: float, headroom: float) -> str | None:
+    """The smallest profile of `model` above `current` that fits peak use plus headroom."""
+    cur = mig.parse_profile(current)
+    need_gib = peak_mib / 1024.0 * (1.0 + headroom)
+    for p in mig.profiles_for(model):
+        if cur and (p.memory_gb, p.slices) <= (cur.memory_gb, cur.slices):
+            continue
+        if p.memory_gb * GIB_PER_NOMINAL_GB >= need_gib:
+            return p.name
+    return None
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    out: list[Finding] = []
+    h = views.held(inv)
+    h = h[h[C.FB_USED_P95].notna() & (h[C.MEM_TOTAL_MIB] > 0)]
+    for row in h.itertuples(index=False):
+        total = float(getattr(row, C.MEM_TOTAL_MIB))
+        p95 = float(getattr(row, C.FB_USED_P95))
+        ratio = p95 / total
+        if ratio < cfg.fb_pressure_warning:
+            continue
+        sev = Severity.HIGH if ratio >= cfg.fb_pressure_critical else Severity.MEDIUM
+        ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+        model = str(getattr(row, C.MODEL))
+        profile = str(getattr(row, C.MIG_PROFILE) or "")
+        peak = float(getattr(row, C.FB_USED_MAX))
+        where = (
+            f"its {profile} MIG slice"
+            if profile
+            else f"GPU {getattr(row, C.GPU_INDEX)} ({short_model(model)})"
+        )
+        message = (
+            f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 "
+            f"(peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
+        )
+        if profile:
+            nxt = next_profile(model, profile, peak, cfg.fb_headroom)
+            rec = (
+                f"Move it from {profile} to {nxt} (fits the {peak / 1024:.1f} GiB peak plus "
+                f"{cfg.fb_headroom * 100:.0f} % headroom on {short_model(model)})."
+                if nxt
+                else f"No MIG profile of {short_model(model)} fits the peak plus headroom; "
+                "give it a whole GPU."
+            )
+        else:
+            rec = (
+                "Cut batch or context size, quantise the model, or move it to a GPU with "
+                "more memory before it fails with out-of-memory errors."
+            )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=sev,
+                resource=Resource(
+                    "Pod", ns, pod, str(getattr(row, C.NODE)), float(getattr(row, C.FRACTION))
+                ),
+                message=message,
+                impact=Impact(gpu_hours=0.0, cost=0.0),
+                recommendation=rec,
+                evidence={
+                    "fb_used_p95_ratio": round(ratio, 4),
+                    "fb_used_p95_mib": round(p95, 1),
+                    "fb_used_max_mib": round(peak, 1),
+                    "fb_total_mib": round(total, 1),
+                    "mig_profile": profile,
+                    "gpu_model": model,
+                    "gpu_hours_at_risk": round(float(getattr(row, C.GPU_HOURS)), 2),
+                    "threshold_critical": cfg.fb_pressure_critical,
+                    "threshold_warning": cfg.fb_pressure_warning,
+                },
+            )
+        )
+    pods = inv.pods
+    if not pods.empty:
+        gpu_pods = pods[(pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")]
+        for row in gpu_pods.itertuples(index=False):
+            restarts = int(getattr(row, C.RESTARTS))
+            term = str(getattr(row, C.LAST_TERMINATION))
+            if restarts < cfg.crashloop_restarts or not _GPU_OOM.search(term):
+                continue
+            ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+            out.append(
+                Finding(
+                    code=CODE,
+                    severity=Severity.HIGH,
+                    resource=Resource(
+                        "Pod",
+                        ns,
+                        pod,
+                        str(getattr(row, C.NODE)),
+                        float(getattr(row, C.GPU_REQUEST)),
+                    ),
+                    message=(
+                        f"Pod {ns}/{pod} restarted {restarts} times; its last crash was a "
+                        f"GPU out-of-memory error ({term[:120]})."
+                    ),
+                    impact=Impact(gpu_hours=0.0, cost=0.0),
+                    recommendation=(
+                        "Give it more GPU memory (a larger MIG profile or GPU) or "
+                        "reduce its batch or context size; it cannot run as sized."
+                    ),
+                    evidence={
+                        "restarts": restarts,
+                        "last_termination": term[:300],
+                        "threshold_restarts": cfg.crashloop_restarts,
+                    },
+                )
+            )
+    return out

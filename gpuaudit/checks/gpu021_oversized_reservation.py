@@ -1,0 +1,122 @@
+"""GPU021 oversized reservation: a whole GPU for a workload a MIG slice or a shared GPU fits.
+
+What it finds
+    Pods holding one whole GPU whose peak memory and activity fit a smaller MIG profile of that
+    GPU model (or, on GPUs without MIG, half a shared GPU): a 6 GB model on an 80 GB H100 at a
+    few percent activity.
+
+Why it matters
+    A whole H100 for a small model strands most of the card's memory and compute. MIG or
+    time-slicing puts several such workloads on one card.
+
+How it decides
+    For each pod holding exactly one whole GPU for at least `checks.oversized_min_hours`
+    (default 24 h):
+    - need = peak framebuffer use (`DCGM_FI_DEV_FB_USED` max) plus `checks.fb_headroom`
+      (default 20 %);
+    - the smallest MIG profile of the model (REFERENCE.md §3) whose memory (a profile named
+      `Ngb` holds about 0.95 N GiB) covers the need and whose compute share (slices / 7)
+      covers the p95 engine activity with 25 % to spare, and that is smaller than the whole
+      GPU;
+    - for models without MIG (L40S, L4, A10, T4): peak memory within half the card and p95
+      activity at most 0.4 fit half a time-sliced GPU.
+    Impact: the GPU-hours freed, hours x (1 - the slice's share of the GPU), priced per model.
+    Severity: medium from 24 freed GPU-hours, low below.
+
+What to do
+    Request the named MIG profile (`nvidia.com/mig-1g.10gb: 1` under the mixed strategy) on a
+    MIG-partitioned node, or a time-sliced GPU, instead of `nvidia.com/gpu: 1`.
+"""
+
+from __future__ import annotations
+
+from gpuaudit import mig
+from gpuaudit.checks.base import short_model
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+CODE = "GPU021"
+TITLE = "Oversized reservation"
+REQUIRES = ("activity", "framebuffer")
+
+GIB_PER_NOMINAL_GB = 0.95
+COMPUTE_SPARE = 1.25
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    h = views.held(inv)
+    h = h[(h[C.MIG_PROFILE] == "") & h[C.FB_USED_MAX].notna() & h[C.ACT_P95].notna()]
+    if h.empty:
+        return []
+    counts = h.groupby([C.NAMESPACE, C.POD])[C.SLOT].transform("nunique")
+    single = h[counts == 1]
+    pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    out: list[Finding] = []
+    for row in single.itertuples(index=False):
+        hours = float(getattr(row, C.HOURS))
+        if hours < cfg.oversized_min_hours:
+            continue
+        model = str(getattr(row, C.MODEL))
+        peak = float(getattr(row, C.FB_USED_MAX))
+        total = float(getattr(row, C.MEM_TOTAL_MIB) or 0.0)
+        p95 = float(getattr(row, C.ACT_P95))
+        need_gib = peak / 1024.0 * (1 + cfg.fb_headroom)
+        whole = mig.total_slices(model)
+        fit: str | None = None
+        share = 1.0
+        for p in mig.profiles_for(model):
+            if p.slices >= whole:
+                continue
+            if p.memory_gb * GIB_PER_NOMINAL_GB >= need_gib and p.slices / whole >= (
+                p95 * COMPUTE_SPARE
+            ):
+                fit, share = p.name, p.slices / whole
+                break
+        if fit is None and not mig.profiles_for(model) and total > 0:
+            if peak * (1 + cfg.fb_headroom) <= total / 2 and p95 <= 0.4:
+                fit, share = "a half of a time-sliced GPU", 0.5
+        if fit is None:
+            continue
+        freed = hours * (1 - share)
+        ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+        cost = freed * views.model_price(model, settings.prices)
+        info = pods.loc[(ns, pod)]
+        is_mig = not fit.startswith("a half")
+        what = f"a {fit} MIG slice" if is_mig else fit
+        message = (
+            f"Pod {ns}/{pod} held a whole {short_model(model)} for {hours:.0f} h but peaked at "
+            f"{peak / 1024:.1f} GiB and {p95 * 100:.0f} % engine activity (p95): {what} fits it."
+        )
+        kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
+        target = f"{kind} {ns}/{owner}" if kind and owner else f"pod {ns}/{pod}"
+        rec = (
+            f"Request `nvidia.com/mig-{fit}: 1` for {target} instead of a whole GPU; it frees "
+            f"{freed:,.0f} GPU-hours over this window."
+            if is_mig
+            else f"Run {target} on a time-sliced GPU shared with another small workload; it frees "
+            f"{freed:,.0f} GPU-hours over this window."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.MEDIUM if freed >= 24 else Severity.LOW,
+                resource=Resource("Pod", ns, pod, str(getattr(row, C.NODE)), 1.0),
+                message=message,
+                impact=Impact(gpu_hours=freed, cost=cost),
+                recommendation=rec,
+                evidence={
+                    "hours_held": round(hours, 2),
+                    "fb_used_max_mib": round(peak, 1),
+                    "fb_total_mib": round(total, 1),
+                    "activity_p95": round(p95, 6),
+                    "fits": fit,
+                    "share_of_gpu": round(share, 4),
+                    "gpu_model": model,
+                    "headroom": cfg.fb_headroom,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,100 @@
+"""GPU040 looks busy, does no work: GPU utilisation high while the SMs sit idle.
+
+What it finds
+    GPUs whose `DCGM_FI_DEV_GPU_UTIL` stays high while the profiling metrics say almost nothing
+    runs on the streaming multiprocessors: a hung NCCL collective, a kernel spinning on a
+    flag, a process waiting on a dead peer with a kernel still resident.
+
+Why it matters
+    GPU_UTIL only measures the share of time any kernel was resident. Dashboards show these
+    cards as busy, so nobody looks, while the job makes no progress.
+
+How it decides
+    Per GPU and hourly bucket: GPU_UTIL at or above `checks.busy_util` (default 0.80, i.e.
+    80 %) while SM activity (`DCGM_FI_PROF_SM_ACTIVE`, else `DCGM_FI_PROF_GR_ENGINE_ACTIVE`)
+    stays below `checks.busy_low_activity` (default 0.20). A pod is reported when that holds
+    for at least `checks.busy_min_hours` (default 3) hours on one of its GPUs. Tensor-pipe
+    activity, where exported, is shown in the evidence. Skipped, with the reason, when the
+    profiling metrics are absent: GPU_UTIL alone cannot tell busy from stuck.
+    Impact: the GPU-hours in those buckets, priced per model. Severity: high from 24
+    GPU-hours, medium below.
+
+What to do
+    Look at the job's logs and stacks (`py-spy dump`, NCCL debug logs) for a hang. Set
+    collective timeouts (`NCCL_TIMEOUT`, the `timeout` of `torch.distributed.init_process_group`)
+    and a liveness probe on training progress, so a stuck job fails and frees its GPUs.
+"""
+
+from __future__ import annotations
+
+from gpuaudit.checks.base import gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+CODE = "GPU040"
+TITLE = "Looks busy, does no work"
+REQUIRES = ("profiling", "gpu_util")
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    bucket_h = inv.step_s / 3600.0
+    h = views.held(inv)[[C.HOLDING, C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE]]
+    h = h[h[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL"]
+    hr = inv.hourly.merge(h, on=C.HOLDING, how="inner")
+    if hr.empty:
+        return []
+    work = hr[C.SM].where(hr[C.SM].notna(), hr[C.ACT])
+    hit = hr[(hr[C.UTIL] >= cfg.busy_util) & (work < cfg.busy_low_activity)].copy()
+    if hit.empty:
+        return []
+    hit["_work"] = work[hit.index]
+    out: list[Finding] = []
+    for (ns, pod), grp in hit.groupby([C.NAMESPACE, C.POD], sort=True):
+        per_gpu = grp.groupby(C.HOLDING).size() * bucket_h
+        hours = float(per_gpu.max())
+        if hours < cfg.busy_min_hours:
+            continue
+        gpu_hours = float((grp[C.FRACTION] * bucket_h).sum())
+        gpus = float(grp.drop_duplicates(C.HOLDING)[C.FRACTION].sum())
+        model = str(grp[C.MODEL].iloc[0])
+        util = float(grp[C.UTIL].mean())
+        sm = float(grp["_work"].mean())
+        tensor = grp[C.TENSOR].dropna()
+        metric = "SM activity" if grp[C.SM].notna().any() else "engine activity"
+        message = (
+            f"Pod {ns}/{pod} kept {gpu_word(gpus)} ({short_model(model)}) at {util * 100:.0f} % "
+            f"GPU utilisation but {sm * 100:.1f} % {metric} for {hours:.0f} h: busy-looking, "
+            "doing no work."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.HIGH if gpu_hours >= 24 else Severity.MEDIUM,
+                resource=Resource("Pod", str(ns), str(pod), str(grp[C.NODE].iloc[0]), gpus),
+                message=message,
+                impact=Impact(
+                    gpu_hours=gpu_hours, cost=gpu_hours * views.model_price(model, settings.prices)
+                ),
+                recommendation=(
+                    "Check it for a hung collective or spin loop (py-spy dump, NCCL_DEBUG=INFO); "
+                    "set NCCL/torch.distributed timeouts and a liveness probe on training "
+                    "progress so a stuck run fails and frees its GPUs."
+                ),
+                evidence={
+                    "hours": round(hours, 2),
+                    "mean_gpu_util": round(util, 4),
+                    "mean_sm_or_engine_activity": round(sm, 6),
+                    "activity_metric": metric,
+                    "mean_tensor_activity": round(float(tensor.mean()), 6) if len(tensor) else None,
+                    "gpus": round(gpus, 4),
+                    "gpu_model": model,
+                    "threshold_util": cfg.busy_util,
+                    "threshold_activity": cfg.busy_low_activity,
+                    "threshold_hours": cfg.busy_min_hours,
+                },
+            )
+        )
+    return out
