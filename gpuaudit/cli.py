@@ -230,6 +230,25 @@ Quiet = Annotated[
         help="No progress bar or summary line on stderr.",
     ),
 ]
+Sets = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        envvar="GPUAUDIT_SET",
+        rich_help_panel=CONFIG,
+        help="Override a check threshold, e.g. --set idle_tail_hours=12 (repeatable; "
+        "`gpuaudit explain CODE` states each check's settings).",
+    ),
+]
+Strict = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        envvar="GPUAUDIT_STRICT",
+        rich_help_panel=OUTPUT,
+        help="Exit 2 when any source answered only in part (the report says what is missing).",
+    ),
+]
 Config_ = Annotated[
     Path | None,
     typer.Option(
@@ -270,8 +289,25 @@ def root(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="GPUAUDIT_DEBUG_LOG",
+            help="Log every request to stderr (credentials redacted).",
+        ),
+    ] = False,
 ) -> None:
     """gpuaudit joins DCGM metrics with Kubernetes objects, finds GPU waste, ranks it by cost."""
+    if debug:
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("gpuaudit: debug: %(name)s: %(message)s"))
+        logger = logging.getLogger("gpuaudit")
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
 
 
 def parse_end(text: str | None) -> float | None:
@@ -390,6 +426,8 @@ def scan(
         ),
     ] = "none",
     config: Config_ = None,
+    set_: Sets = None,
+    strict: Strict = False,
     quiet: Quiet = False,
     prometheus_token: PromToken = None,
     prometheus_token_file: PromTokenFile = None,
@@ -428,7 +466,21 @@ def scan(
             no_kubernetes=no_kubernetes,
             quiet=quiet,
         )
-        _scan(demo, snapshot, live, window, end, step, fmt, output, fail_on, config, quiet)
+        _scan(
+            demo,
+            snapshot,
+            live,
+            window,
+            end,
+            step,
+            fmt,
+            output,
+            fail_on,
+            config,
+            quiet,
+            tuple(set_ or ()),
+            strict,
+        )
     except GpuauditError as exc:
         _fail(str(exc))
 
@@ -445,6 +497,8 @@ def _scan(
     fail_on: str,
     config: Path | None,
     quiet: bool,
+    sets: tuple[str, ...] = (),
+    strict: bool = False,
 ) -> None:
     from gpuaudit import snapshot as snap_mod
     from gpuaudit.audit import run_checks
@@ -462,7 +516,7 @@ def _scan(
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if sum(sources) > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
-    settings = _settings(config, window, step, end)
+    settings = _settings(config, window, step, end, sets)
     if live.prometheus_url:
         snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
     else:
@@ -479,20 +533,52 @@ def _scan(
             f"gpuaudit: {len(result.findings)} findings, {s.idle_gpu_hours:,.0f} idle GPU-hours, "
             f"{s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h{note}\n"
         )
+    if strict and not result.complete:
+        sys.stderr.write(
+            "gpuaudit: --strict: the audit is incomplete: "
+            + "; ".join(result.incomplete_reasons)[:500]
+            + "\n"
+        )
+        raise typer.Exit(2)
+    if strict and not result.complete:
+        sys.stderr.write(
+            "gpuaudit: --strict: the audit is incomplete: "
+            + "; ".join(result.incomplete_reasons)[:500]
+            + "\n"
+        )
+        raise typer.Exit(2)
     if threshold is not None and any(f.severity.rank >= threshold.rank for f in result.findings):
         raise typer.Exit(1)
 
 
 def _settings(
-    config: Path | None, window: str | None, step: str | None, end: str | None
+    config: Path | None,
+    window: str | None,
+    step: str | None,
+    end: str | None,
+    sets: tuple[str, ...] = (),
 ) -> Settings:
-    from gpuaudit.settings import load_config, parse_duration, settings_from
+    from gpuaudit.settings import CheckSettings, load_config, parse_duration, settings_from
 
+    known = set(CheckSettings.__dataclass_fields__)
+    checks: dict[str, float] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("checks.")
+        if not sep or key not in known:
+            raise ConfigError(
+                f"--set {item!r}: use NAME=NUMBER with one of: " + ", ".join(sorted(known))
+            )
+        try:
+            checks[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"--set {item!r}: {value!r} is not a number") from None
     return settings_from(
         load_config(config),
         window_s=parse_duration(window) if window else None,
         step_s=parse_duration(step) if step else None,
         end=parse_end(end),
+        **checks,
     )
 
 

@@ -1,0 +1,159 @@
+"""Property-based tests: arbitrary and malformed input ends in a clear error or a warning with
+the bad data left out and counted; never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuaudit import snapshot
+from gpuaudit.errors import SnapshotError
+from gpuaudit.inventory import build, kube, prom
+from gpuaudit.inventory import columns as C
+from gpuaudit.sources.prometheus import PromClient, PromConfig, PromError
+from tests.factories import Series, gpu_labels
+from tests.factories import snapshot as make_snapshot
+
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+FAST = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+@FAST
+@given(doc=json_values)
+def test_snapshot_envelope_accepts_or_refuses_cleanly(doc: Any) -> None:
+    try:
+        snapshot.from_json(doc)
+    except SnapshotError:
+        pass
+
+
+@FAST
+@given(body=json_values)
+def test_prometheus_answer_parsers_never_crash(body: Any) -> None:
+    stats = prom.ParseStats()
+    for parse in (prom.vector, prom.matrix):
+        try:
+            rows = parse(body, "q", stats)
+        except SnapshotError:
+            continue
+        for _, v in rows:
+            values = v if isinstance(v, list) else [(0.0, v)]
+            for _, x in values:
+                assert math.isfinite(x)
+
+
+@FAST
+@given(pages=st.lists(json_values, max_size=3))
+def test_kubernetes_list_parsers_never_crash(pages: Any) -> None:
+    for obj in kube.items(pages):
+        kube.pod_row(obj)
+        kube.node_row(obj)
+
+
+values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.just("NaN"),
+    st.just("+Inf"),
+    st.just("-1"),
+    st.just("garbage"),
+    st.integers(-5, 5),
+)
+
+
+@FAST
+@given(
+    vals=st.lists(values, min_size=1, max_size=8),
+    dup=st.booleans(),
+    ts=st.integers(-10_000, 10_000),
+)
+def test_bad_values_are_left_out_and_counted(vals: list[Any], dup: bool, ts: int) -> None:
+    snap = make_snapshot([Series(gpu_labels(pod="p", namespace="ns"), act=[0.5] * 4)], hours=4)
+    body = snap.prometheus["act_hourly"][0]["body"]
+    series = body["data"]["result"][0]
+    series["values"] = [
+        [1_700_000_000 + ts + i, v if isinstance(v, str) else repr(v)] for i, v in enumerate(vals)
+    ]
+    if dup:  # a duplicate series (say, two Prometheus replicas)
+        body["data"]["result"].append(json.loads(json.dumps(series)))
+    inv = build(snap)
+    assert inv.hourly[C.ACT].map(math.isfinite).all()
+    bad = sum(1 for v in vals if not _finite(v))
+    if bad:
+        assert any("left out" in w for w in inv.warnings)
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+@FAST
+@given(cut=st.integers(min_value=1, max_value=400))
+def test_truncated_snapshot_files_are_one_clear_error(cut: int, tmp_path_factory: Any) -> None:
+    snap = make_snapshot([Series(gpu_labels(pod="p", namespace="ns"), act=[0.5] * 4)], hours=4)
+    data = json.dumps(snap.to_json()).encode()
+    path = tmp_path_factory.mktemp("t") / "s.json"
+    path.write_bytes(data[: max(1, len(data) - cut)])
+    with pytest.raises(SnapshotError):
+        snapshot.read(path)
+
+
+def test_gzip_bomb_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(b'{"format": "gpuaudit-snapshot", "pad": "')
+        chunk = b"0" * (1 << 20)
+        for _ in range(64):
+            fh.write(chunk)
+        fh.write(b'"}')
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(SnapshotError, match="more than"):
+        snapshot.read(path, limit=16 << 20)
+
+
+def test_corrupt_gzip_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.json.gz"
+    path.write_bytes(b"\x1f\x8b" + b"\x00" * 40)
+    with pytest.raises(SnapshotError):
+        snapshot.read(path)
+
+
+@FAST
+@given(body=st.binary(max_size=200), status=st.sampled_from([200, 400, 422, 500, 503]))
+def test_prometheus_client_turns_garbage_into_one_error(body: bytes, status: int) -> None:
+    import httpx
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=body)
+
+    client = PromClient(
+        PromConfig(url="http://p.test", retries=0),
+        transport=httpx.MockTransport(handler),
+        sleep=lambda s: None,
+    )
+    try:
+        client.query("up", 0)
+    except PromError as exc:
+        assert "\n" not in str(exc)
