@@ -7,13 +7,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit import __version__
+from gpuaudit.breakdown import Breakdown, breakdown
 from gpuaudit.checks import REGISTRY, Check
+from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped, rank
 from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
+from gpuaudit.waivers import Suppressed, Waiver
+from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,12 @@ class AuditResult:
     complete: bool
     incomplete_reasons: tuple[str, ...]
     checks_run: tuple[str, ...]
+    breakdown: Breakdown | None = None
+    """Waste by namespace and by a team label, and the hourly series charts draw."""
+    suppressed: tuple[Suppressed, ...] = ()
+    """Findings a waiver accepted: counted and listed, never silently dropped."""
+    comparison: Comparison | None = None
+    """Against `--baseline` or `--previous`, when given."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -51,11 +62,35 @@ class AuditResult:
             "complete": self.complete,
             "incomplete_reasons": list(self.incomplete_reasons),
             "summary": self.summary.to_dict(),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [self._finding(f) for f in self.findings],
             "checks_run": list(self.checks_run),
             "skipped": [s.to_dict() for s in self.skipped],
+            "suppressed_count": len(self.suppressed),
+            "suppressed": [s.to_dict() for s in self.suppressed],
+            "breakdown": self._breakdown_dict(),
+            "comparison": self.comparison.to_dict() if self.comparison else None,
             "warnings": list(self.warnings),
         }
+
+    def _finding(self, f: Finding) -> dict[str, Any]:
+        d = f.to_dict()
+        if self.comparison is not None:
+            d["status"] = self.status_of(f)
+        return d
+
+    def _breakdown_dict(self) -> dict[str, Any]:
+        b = self.breakdown
+        if b is None:
+            return {"by_namespace": [], "group_label": "", "by_group": []}
+        return {
+            "by_namespace": [g.to_dict() for g in b.by_namespace],
+            "group_label": b.group_label,
+            "by_group": [g.to_dict() for g in b.by_group],
+        }
+
+    def status_of(self, f: Finding) -> str:
+        """new, worse, improved or unchanged against the comparison; empty without one."""
+        return self.comparison.status.get(f.fingerprint(), "") if self.comparison else ""
 
 
 def _iso(ts: float) -> str:
@@ -63,8 +98,17 @@ def _iso(ts: float) -> str:
 
 
 def run_checks(
-    inv: Inventory, settings: Settings, checks: tuple[Check, ...] = REGISTRY
+    inv: Inventory,
+    settings: Settings,
+    checks: tuple[Check, ...] = REGISTRY,
+    waivers: tuple[Waiver, ...] = (),
+    group_label: str = "",
+    previous: tuple[str, dict[str, Any]] | None = None,
 ) -> AuditResult:
+    """Run every check whose data exists, apply waivers, and assemble the result.
+
+    `previous` is (source name, an earlier JSON report) for `--baseline` or `--previous`.
+    """
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     ran: list[str] = []
@@ -76,16 +120,31 @@ def run_checks(
             continue
         findings.extend(check.run(inv, settings))
         ran.append(check.code)
+    labels: dict[tuple[str, str], dict[str, str]] = {}
+    if C.LABELS in inv.pods.columns:
+        for ns, pod, lab in zip(
+            inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
+        ):
+            if isinstance(lab, dict):
+                labels[(str(ns), str(pod))] = lab
+    kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, labels)
     summary = summarise(inv, settings.prices, settings.checks.idle_activity, settings.currency)
+    ranked = rank(kept)
+    comparison = None
+    if previous is not None:
+        comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
     return AuditResult(
         cluster=inv.cluster,
         window_start=inv.window_start,
         window_end=inv.window_end,
         summary=summary,
-        findings=rank(findings),
+        findings=ranked,
         skipped=tuple(skipped),
-        warnings=tuple(inv.warnings),
+        warnings=tuple(inv.warnings) + tuple(waiver_warnings),
         complete=inv.complete,
         incomplete_reasons=tuple(inv.incomplete_reasons),
         checks_run=tuple(ran),
+        breakdown=breakdown(inv, settings.prices, settings.checks.idle_activity, group_label),
+        suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
+        comparison=comparison,
     )

@@ -20,6 +20,7 @@ from gpuaudit.errors import ConfigError, GpuauditError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gpuaudit.audit import AuditResult
     from gpuaudit.settings import Settings
     from gpuaudit.snapshot import Snapshot
 
@@ -263,6 +264,9 @@ Config_ = Annotated[
 class Format(str, enum.Enum):
     table = "table"
     json = "json"
+    markdown = "markdown"
+    html = "html"
+    junit = "junit"
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -342,6 +346,16 @@ def demo_path() -> Path:
     if here.is_file():
         return here
     raise GpuauditError("the bundled demo snapshot is missing from this installation")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the report compares against and how it groups."""
+
+    baseline: Path | None = None
+    previous: Path | None = None
+    group_by_label: str = ""
+    webhook: str | None = None
 
 
 @dataclass(frozen=True)
@@ -428,6 +442,45 @@ def scan(
     config: Config_ = None,
     set_: Sets = None,
     strict: Strict = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            envvar="GPUAUDIT_BASELINE",
+            rich_help_panel=OUTPUT,
+            help="An earlier JSON report: mark findings new, worse or unchanged, list the "
+            "resolved ones, and let only new or worse findings drive --fail-on (for CI).",
+        ),
+    ] = None,
+    previous: Annotated[
+        Path | None,
+        typer.Option(
+            "--previous",
+            envvar="GPUAUDIT_PREVIOUS",
+            rich_help_panel=OUTPUT,
+            help="Last week's JSON report: show the trend (new, resolved, better, worse) "
+            "without changing the exit code (for cron reports).",
+        ),
+    ] = None,
+    group_by_label: Annotated[
+        str | None,
+        typer.Option(
+            "--group-by-label",
+            envvar="GPUAUDIT_GROUP_BY_LABEL",
+            rich_help_panel=OUTPUT,
+            help="Also break waste down by this pod label, e.g. team.",
+        ),
+    ] = None,
+    webhook: Annotated[
+        str | None,
+        typer.Option(
+            "--webhook",
+            envvar="GPUAUDIT_WEBHOOK",
+            rich_help_panel=OUTPUT,
+            help="Post the Markdown summary to this Slack-compatible incoming webhook URL.",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Quiet = False,
     prometheus_token: PromToken = None,
     prometheus_token_file: PromTokenFile = None,
@@ -480,6 +533,7 @@ def scan(
             quiet,
             tuple(set_ or ()),
             strict,
+            ReportOptions(baseline, previous, group_by_label or "", webhook),
         )
     except GpuauditError as exc:
         _fail(str(exc))
@@ -499,11 +553,15 @@ def _scan(
     quiet: bool,
     sets: tuple[str, ...] = (),
     strict: bool = False,
+    report: ReportOptions | None = None,
 ) -> None:
     from gpuaudit import snapshot as snap_mod
+    from gpuaudit import waivers as waiver_mod
     from gpuaudit.audit import run_checks
+    from gpuaudit.compare import load_report
     from gpuaudit.findings import Severity
     from gpuaudit.inventory import build
+    from gpuaudit.settings import load_config
 
     threshold: Severity | None = None
     if fail_on.strip().lower() != "none":
@@ -524,8 +582,21 @@ def _scan(
         assert path is not None
         snap = snap_mod.read(path)
     inv = build(snap)
-    result = run_checks(inv, settings)
+    report = report or ReportOptions()
+    if report.baseline and report.previous:
+        raise ConfigError("use --baseline (CI) or --previous (trend), not both")
+    against = report.baseline or report.previous
+    previous = (against.name, load_report(against)) if against else None
+    waivers = tuple(waiver_mod.parse(load_config(config)))
+    result = run_checks(
+        inv, settings, waivers=waivers, group_label=report.group_by_label, previous=previous
+    )
     _emit(result, fmt, output)
+    if report.webhook:
+        from gpuaudit.report.markdown import summary as markdown_summary
+        from gpuaudit.report.webhook import post as post_webhook
+
+        post_webhook(report.webhook, markdown_summary(result))
     if not quiet:
         s = result.summary
         note = "" if result.complete else " (INCOMPLETE: some sources answered in part)"
@@ -547,7 +618,10 @@ def _scan(
             + "\n"
         )
         raise typer.Exit(2)
-    if threshold is not None and any(f.severity.rank >= threshold.rank for f in result.findings):
+    gating = result.findings
+    if report.baseline:
+        gating = tuple(f for f in result.findings if result.status_of(f) in ("new", "worse"))
+    if threshold is not None and any(f.severity.rank >= threshold.rank for f in gating):
         raise typer.Exit(1)
 
 
@@ -774,11 +848,11 @@ def _emit(result: object, fmt: Format, output: Path | None) -> None:
     from rich.console import Console
 
     from gpuaudit.audit import AuditResult
-    from gpuaudit.report import json_report, table
+    from gpuaudit.report import table
 
     assert isinstance(result, AuditResult)
-    if fmt is Format.json:
-        text = json_report.render(result)
+    if fmt is not Format.table:
+        text = _render_text(result, fmt)
         if output:
             _write(output, text)
         else:
@@ -796,11 +870,76 @@ def _emit(result: object, fmt: Format, output: Path | None) -> None:
         table.print_report(result, Console(highlight=False))
 
 
+def _render_text(result: AuditResult, fmt: Format) -> str:
+    if fmt is Format.json:
+        from gpuaudit.report import json_report
+
+        return json_report.render(result)
+    if fmt is Format.markdown:
+        from gpuaudit.report import markdown
+
+        return markdown.render(result)
+    if fmt is Format.html:
+        from gpuaudit.report import html
+
+        return html.render(result)
+    from gpuaudit.report import junit
+
+    return junit.render(result)
+
+
 def _write(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise GpuauditError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class RulesFormat(str, enum.Enum):
+    prometheusrule = "prometheusrule"
+    rules = "rules"
+
+
+@app.command(rich_help_panel="Alerts")
+def rules(
+    fmt: Annotated[
+        RulesFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            envvar="GPUAUDIT_RULES_FORMAT",
+            help="prometheusrule (prometheus-operator CRD) or rules (a Prometheus rule file).",
+        ),
+    ] = RulesFormat.prometheusrule,
+    pod_label: Annotated[
+        str,
+        typer.Option(
+            "--pod-label",
+            envvar="GPUAUDIT_POD_LABEL",
+            help="How your DCGM series name the workload: exported (dcgm-exporter Helm "
+            "default, exported_pod) or pod.",
+        ),
+    ] = "exported",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", envvar="GPUAUDIT_OUTPUT", help="Write to this file."),
+    ] = None,
+) -> None:
+    """Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording
+    rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds
+    them on the server."""
+    from gpuaudit.rules import render
+
+    try:
+        if pod_label not in ("exported", "pod"):
+            raise ConfigError("--pod-label must be exported or pod")
+        text = render(fmt.value, pod_label)
+        if output:
+            _write(output, text)
+        else:
+            sys.stdout.write(text)
+    except GpuauditError as exc:
+        _fail(str(exc))
 
 
 @app.command(rich_help_panel="Reference")

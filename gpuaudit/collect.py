@@ -65,6 +65,8 @@ class Capabilities:
     mig: bool = False
     profiling: bool = False
     kube_state_metrics: bool = False
+    recorded: list[str] = field(default_factory=list)
+    """Metrics read through gpuaudit's recording rules (`gpuaudit rules`)."""
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +79,7 @@ class Capabilities:
             "mig": self.mig,
             "profiling": self.profiling,
             "kube_state_metrics": self.kube_state_metrics,
+            "recording_rules": sorted(self.recorded),
             "notes": list(self.notes),
         }
 
@@ -124,6 +127,16 @@ def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
             caps.notes.append(
                 f"label names unavailable ({str(exc)[:100]}); reading both pod label spellings"
             )
+    if not selector:
+        try:
+            from gpuaudit.rules import usable_metrics
+
+            names = client.recording_rule_names()
+            caps.recorded = sorted(usable_metrics(names) & set(caps.metrics))
+        except PromError as exc:
+            caps.notes.append(f"rules API unavailable ({str(exc)[:80]}); reading raw series")
+    elif selector:
+        caps.notes.append("recording rules not used: --cluster-label needs the raw series")
     return caps
 
 
@@ -234,11 +247,12 @@ class Collector:
     def _run_one(self, job: _Job) -> dict[str, Any]:
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
         spelling = self.caps.pod_label
+        rec = job.spec.metric in self.caps.recorded
         if job.spec.kind == "window":
-            expr = job.spec.promql(job.end - job.start, spelling, sel)
+            expr = job.spec.promql(job.end - job.start, spelling, sel, rec)
             ans = self.client.query(expr, job.end)
         else:
-            expr = job.spec.promql(self.w.step, spelling, sel)
+            expr = job.spec.promql(self.w.step, spelling, sel, rec)
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
         self._record_warnings(job.spec.id, ans.warnings)
         return {
@@ -274,7 +288,10 @@ def collect_prometheus(
                 "kind": q.kind,
                 "metric": q.metric,
                 "query": q.promql(
-                    w.seconds if q.kind == "window" else w.step, caps.pod_label, selector
+                    w.seconds if q.kind == "window" else w.step,
+                    caps.pod_label,
+                    selector,
+                    q.metric in caps.recorded,
                 ),
             }
             for q in specs

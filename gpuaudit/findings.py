@@ -114,6 +114,13 @@ class Finding:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     """The figures the rule used, by name."""
 
+    def fingerprint(self) -> str:
+        """A stable identity across runs: code, kind, namespace and the owning workload when
+        known (pod names change with every rollout), else the resource name."""
+        owner = self.evidence.get("owner") if isinstance(self.evidence, Mapping) else None
+        who = str(owner) if owner else self.resource.name
+        return f"{self.code}|{self.resource.kind}|{self.resource.namespace}|{who}"
+
     def sort_key(self) -> tuple[int, float, str, str, str, str]:
         return (
             -self.severity.rank,
@@ -127,6 +134,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.code,
+            "fingerprint": self.fingerprint(),
+            "explain": f"gpuaudit explain {self.code}",
             "severity": self.severity.value,
             "resource": self.resource.to_dict(),
             "message": self.message,

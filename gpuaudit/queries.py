@@ -93,11 +93,31 @@ class QuerySpec:
     metric: str
     stat: Stat
 
-    def promql(self, range_s: int, pod_spelling: str, selector: str = "") -> str:
-        """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step)."""
+    def promql(
+        self, range_s: int, pod_spelling: str, selector: str = "", recorded: bool = False
+    ) -> str:
+        """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
+
+        With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
+        (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
+        """
         by = ", ".join(IDENTITY_LABELS + POD_LABELS[pod_spelling])
-        sel = f"{self.metric}{{{selector}}}" if selector else self.metric
         rng = f"[{range_s}s]"
+        if recorded and self.stat != "p95":
+
+            def rec(agg: str) -> str:
+                name = f"gpuaudit:{self.metric.lower()}:{agg}5m"
+                return f"{name}{{{selector}}}" if selector else name
+
+            if self.stat == "mean":
+                return (
+                    f"sum by ({by}) (sum_over_time({rec('sum')}{rng})) / "
+                    f"sum by ({by}) (sum_over_time({rec('count')}{rng}))"
+                )
+            if self.stat == "max":
+                return f"max by ({by}) (max_over_time({rec('max')}{rng}))"
+            return f"sum by ({by}) (sum_over_time({rec(self.stat)}{rng}))"
+        sel = f"{self.metric}{{{selector}}}" if selector else self.metric
         if self.stat == "mean":
             return (
                 f"sum by ({by}) (sum_over_time({sel}{rng})) / "

@@ -31,11 +31,13 @@ def test_json_stdout_is_only_json() -> None:
     res = runner.invoke(app, ["scan", "--demo", "--format", "json"])
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == "1.0"
-    assert set(doc) >= {"summary", "findings", "skipped", "warnings"}
+    assert doc["schema_version"] == "1.1"
+    assert set(doc) >= {"summary", "findings", "skipped", "warnings", "suppressed", "comparison"}
     f = doc["findings"][0]
     assert set(f) == {
         "code",
+        "fingerprint",
+        "explain",
         "severity",
         "resource",
         "message",

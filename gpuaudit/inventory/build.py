@@ -376,6 +376,7 @@ def build(snap: Snapshot) -> Inventory:
         else pd.DataFrame(columns=gpu_cols)
     )
     pod_cols = [
+        "labels",
         "restarts",
         "last_termination",
         "namespace",

@@ -45,6 +45,7 @@ UTIL = "util"
 SM = "sm"
 TENSOR = "tensor"
 RESTARTS = "restarts"
+LABELS = "labels"
 LAST_TERMINATION = "last_termination"
 
 # pods

@@ -136,7 +136,9 @@ def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     gpus, mig = gpu_requests(pod)
     okind, oname = owner(pod)
     prio = spec.get("priority")
+    labels = _map(meta, "labels")
     return {
+        "labels": {str(k): str(v) for k, v in labels.items()},
         "restarts": n_restarts,
         "last_termination": last_term,
         "namespace": str(meta.get("namespace", "")),

@@ -288,6 +288,18 @@ class PromClient:
         data = ans.body.get("data")
         return [str(x) for x in data] if isinstance(data, list) else []
 
+    def recording_rule_names(self) -> set[str]:
+        """Names of the recording rules the server evaluates (empty when it has no rules API)."""
+        ans = self._request("GET", "api/v1/rules", {"type": "record"})
+        data = ans.body.get("data")
+        groups = data.get("groups") if isinstance(data, dict) else None
+        names: set[str] = set()
+        for g in groups if isinstance(groups, list) else []:
+            for r in g.get("rules", []) if isinstance(g, dict) else []:
+                if isinstance(r, dict) and isinstance(r.get("name"), str):
+                    names.add(r["name"])
+        return names
+
     def metric_names(self, start: float, end: float) -> list[str]:
         ans = self._request(
             "GET", "api/v1/label/__name__/values", {"start": _num(start), "end": _num(end)}

@@ -40,8 +40,8 @@ def test_request_count_is_the_same_for_100_and_2000_gpus(
             assert res.exit_code == 0, res.output
         doc = json.loads(out.read_text())
         series = len(doc["prometheus"]["act_sum"][0]["body"]["data"]["result"])
-        counts[gpus] = (doc["manifest"]["http_requests"], series)
+        counts[gpus] = (doc["manifest"]["http_requests"], series, len(doc["manifest"]["queries"]))
     assert counts[100][0] == counts[2000][0]
     assert counts[2000][1] > 10 * counts[100][1]  # the clusters really differ in size
-    # 3 discovery calls (buildinfo, metric names, label names), then one per catalogue query.
-    assert counts[100][0] == 3 + 18
+    # 4 discovery calls (buildinfo, metric names, label names, rules), then one per query.
+    assert counts[100][0] == 4 + counts[100][2]

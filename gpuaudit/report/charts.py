@@ -1,0 +1,188 @@
+"""The week in charts, as inline SVG for the HTML report.
+
+matplotlib draws them (imported here, lazily, so `gpuaudit --help` stays fast) with the Agg
+backend and text kept as SVG `<text>` (`svg.fonttype: none`), so the SVG references no font file
+and the browser draws the labels with a local font. The output is deterministic: a fixed hash
+salt and no date in the metadata. Names from the cluster reach matplotlib only as tick labels,
+made visible-safe with `terminal()` and with mathtext off, and matplotlib escapes the text it
+writes; the SVG is then cut down to one `<svg>` element whose ids carry a per-chart prefix so two
+charts can share one HTML page.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, cast
+
+from gpuaudit.breakdown import Charts
+from gpuaudit.report.safe import terminal
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+ALLOCATED_COLOUR = "#3b82f6"
+CAPACITY_COLOUR = "#6b7280"
+ACTIVITY_COLOUR = "#ea580c"
+TEXT_COLOUR = "#374151"
+GRID_COLOUR = "#e5e7eb"
+
+_RC: dict[str, Any] = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "gpuaudit",
+    "text.parse_math": False,
+    "text.usetex": False,
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
+    "font.size": 9.0,
+    "axes.edgecolor": GRID_COLOUR,
+    "axes.labelcolor": TEXT_COLOUR,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "xtick.color": TEXT_COLOUR,
+    "ytick.color": TEXT_COLOUR,
+    "axes.grid": False,
+}
+
+_ID = re.compile(r'\bid="([^"]+)"')
+_REF = re.compile(r'(url\(#|href="#)([^)"]+)')
+_ROOT_SIZE = re.compile(r'(<svg\b[^>]*?)\s(?:width|height)="[^"]*"')
+
+
+def _midpoints(hours: tuple[float, ...]) -> list[float]:
+    # Bucket end times; draw each value at the middle of its hour.
+    step = _step(hours)
+    return [t - step / 2 for t in hours]
+
+
+def _step(hours: tuple[float, ...]) -> float:
+    return hours[1] - hours[0] if len(hours) > 1 else 3600.0
+
+
+def _svg(fig: Figure, prefix: str, label: str) -> str:
+    """Serialise a figure to one self-contained `<svg>` element."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    text = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', text)
+    text = _REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", text)
+    # Scale with the page: keep the viewBox, drop the fixed size of the root element.
+    while _ROOT_SIZE.match(text):
+        text = _ROOT_SIZE.sub(r"\1", text, count=1)
+    safe_label = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return text.replace(
+        "<svg ", f'<svg class="chart" role="img" aria-label="{safe_label}" ', 1
+    ).strip()
+
+
+def _day_ticks(ax: Axes, start: float, end: float) -> None:
+    """Unix-second x axis: a labelled tick at each UTC midnight, minor ticks every 6 hours."""
+    day = 86400
+    first = int(start // day * day)
+    major = [float(t) for t in range(first, int(end) + 1, day) if start <= t <= end]
+    minor = [float(t) for t in range(first, int(end) + 1, day // 4) if start <= t <= end]
+    labels = [datetime.fromtimestamp(t, timezone.utc).strftime("%a %d %b") for t in major]
+    ax.set_xticks(major, labels)
+    ax.set_xticks([t for t in minor if t not in major], minor=True)
+    ax.set_xlim(start, end)
+
+
+def fleet_chart(charts: Charts, gpus_total: int) -> str:
+    """Allocated GPUs (area) against the fleet size, and the mean engine activity of the
+    allocated GPUs (line, right axis), per hour. Empty when there is nothing to draw."""
+    if not charts.hours or not any(a > 0 for a in charts.allocated):
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(cast(Any, _RC)):
+        fig = Figure(figsize=(12.5, 3.4))
+        ax = fig.add_subplot()
+        x = _midpoints(charts.hours)
+        alloc = list(charts.allocated)
+        ax.fill_between(x, alloc, step="mid", color=ALLOCATED_COLOUR, alpha=0.18, linewidth=0)
+        ax.plot(x, alloc, color=ALLOCATED_COLOUR, linewidth=1.4, label="GPUs allocated")
+        top = max(max(alloc), float(gpus_total))
+        if gpus_total > 0:
+            ax.axhline(
+                gpus_total,
+                color=CAPACITY_COLOUR,
+                linewidth=1,
+                linestyle=(0, (4, 3)),
+                label=f"GPUs in the fleet ({gpus_total:,})",
+            )
+        ax.set_ylim(0, top * 1.08 if top > 0 else 1)
+        ax.set_ylabel("GPUs allocated")
+        ax.grid(axis="y", color=GRID_COLOUR, linewidth=0.8)
+        ax.set_axisbelow(True)
+        _day_ticks(ax, charts.hours[0] - _step(charts.hours), charts.hours[-1])
+        ax2 = ax.twinx()
+        act = [math.nan if a is None else a * 100.0 for a in charts.activity]
+        ax2.plot(x, act, color=ACTIVITY_COLOUR, linewidth=1.4, label="Mean engine activity")
+        ax2.set_ylim(0, 105)
+        ax2.set_ylabel("Engine activity (%)", color=ACTIVITY_COLOUR)
+        ax2.tick_params(axis="y", colors=ACTIVITY_COLOUR)
+        ax2.spines["right"].set_visible(True)
+        ax2.spines["right"].set_color(GRID_COLOUR)
+        ax2.spines["top"].set_visible(False)
+        lines = ax.get_legend_handles_labels()
+        lines2 = ax2.get_legend_handles_labels()
+        ax.legend(
+            lines[0] + lines2[0],
+            lines[1] + lines2[1],
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.13),
+            ncol=3,
+            frameon=False,
+        )
+        return _svg(fig, "fleet", "Fleet GPUs allocated and mean engine activity per hour")
+
+
+def heatmap_chart(charts: Charts) -> str:
+    """Mean engine activity per namespace (rows, busiest first) and hour: red is idle, green
+    busy, grey where the namespace held no GPU. Empty when there is nothing to draw."""
+    rows = charts.heatmap_rows
+    if not rows or not charts.hours:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    grid = np.array(
+        [[math.nan if v is None else v * 100.0 for v in row] for row in charts.heatmap],
+        dtype=float,
+    )
+    with matplotlib.rc_context(cast(Any, _RC)):
+        fig = Figure(figsize=(12.5, 0.9 + 0.28 * len(rows)))
+        ax = fig.add_subplot()
+        cmap = colormaps["RdYlGn"].with_extremes(bad="#eef0f3")
+        start, end = charts.hours[0] - _step(charts.hours), charts.hours[-1]
+        image = ax.imshow(
+            np.ma.masked_invalid(grid),
+            aspect="auto",
+            cmap=cmap,
+            vmin=0,
+            vmax=100,
+            interpolation="nearest",
+            extent=(start, end, len(rows) - 0.5, -0.5),
+        )
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([terminal(r, 32) for r in rows])
+        ax.tick_params(axis="y", length=0)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+        _day_ticks(ax, start, end)
+        bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.025, aspect=12)
+        bar.set_label("Engine activity (%)")
+        bar.outline.set_visible(False)
+        return _svg(fig, "heat", "Engine activity per namespace and hour")

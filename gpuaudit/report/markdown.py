@@ -1,0 +1,414 @@
+"""The Markdown report, for pasting into a ticket or a chat, and the short chat summary that
+`--webhook` posts.
+
+Every string that came from the cluster (names, labels, messages that quote them, the cluster
+name, even an earlier report read for the trend) goes through `md()`, so a name cannot open a
+table cell, a link, an image, emphasis, a code span or an HTML tag. Findings appear in the one
+ranked order the audit computed (severity, then wasted GPU-hours); nothing is re-sorted here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuaudit.audit import AuditResult
+from gpuaudit.breakdown import Group
+from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
+from gpuaudit.findings import Finding
+from gpuaudit.report.safe import terminal
+
+MAX_FINDINGS = 50
+"""Findings listed in the full report; the JSON report always has them all."""
+MAX_GROUPS = 25
+"""Rows of each waste table."""
+MAX_LISTED = 25
+"""Suppressed and resolved findings listed by name."""
+SUMMARY_TOP = 5
+SUMMARY_LIMIT = 3000
+"""Characters of the chat summary; Slack shows about this much before folding."""
+
+# Characters that start Markdown syntax anywhere in a line (emphasis, code spans, links and
+# images, table cells, strikethrough, GitHub math, issue references and @-mentions), plus the
+# backslash itself so the escapes stay literal. Parentheses need none: with `[` and `]`
+# escaped no link can form around them.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$#@])")
+# Autolinks (GitHub links bare `www.` and `scheme://` text): break them with an escape.
+_AUTOLINK = re.compile(r"(?i)(www)\.|:(?=//)")
+
+DELTA_LABELS: dict[str, str] = {
+    "gpus_total": "GPUs",
+    "allocation_rate": "Allocation rate",
+    "mean_activity": "Mean engine activity",
+    "allocated_gpu_hours": "Allocated GPU-hours",
+    "idle_gpu_hours": "Idle GPU-hours",
+    "wasted_cost": "Wasted cost",
+}
+RATES = ("allocation_rate", "mean_activity")
+
+
+def md(text: object, limit: int = 200) -> str:
+    """Untrusted text as literal Markdown: control characters shown as visible escapes (as in
+    the terminal), long text cut, and every character that could start Markdown or HTML
+    escaped. Safe inside table cells and list items."""
+    out = terminal(str(text), limit)
+    out = _MD_SPECIAL.sub(r"\\\1", out)
+    out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _AUTOLINK.sub(lambda m: f"{m.group(1)}\\." if m.group(1) else "\\:", out)
+
+
+def code(text: str) -> str:
+    """A check code in a code span, where escapes would show; anything odd as plain text."""
+    return f"`{text}`" if text.isascii() and text.isalnum() and len(text) <= 20 else md(text, 20)
+
+
+def pct(x: float | None) -> str:
+    """A ratio as a percentage, or `n/a`."""
+    return "n/a" if x is None else f"{x * 100:.1f} %"
+
+
+def num(x: float, digits: int = 0) -> str:
+    """A number with thousands separators."""
+    return f"{x:,.{digits}f}"
+
+
+def window_text(result: AuditResult) -> str:
+    """`168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC`."""
+    w = result.to_dict()["window"]
+    start = str(w["start"]).replace("T", " ").removesuffix(":00Z")
+    end = str(w["end"]).replace("T", " ").removesuffix(":00Z")
+    return f"{result.summary.window_hours:.0f} h, {start} to {end} UTC"
+
+
+def delta_text(key: str, change: float | None, currency: str) -> str:
+    """A summary change with its sign and unit: `+2.5 pp`, `-1,234 USD`."""
+    if change is None:
+        return "n/a"
+    if key in RATES:
+        return f"{change * 100:+.1f} pp"
+    if key == "wasted_cost":
+        return f"{change:+,.0f} {currency}"
+    return f"{change:+,.0f}"
+
+
+def value_text(key: str, value: float | None, currency: str) -> str:
+    if value is None:
+        return "n/a"
+    if key in RATES:
+        return pct(value)
+    if key == "wasted_cost":
+        return f"{value:,.0f} {currency}"
+    return f"{value:,.0f}"
+
+
+def resolved_fields(item: Mapping[str, Any]) -> tuple[str, str, str, float | None]:
+    """Code, severity, resource reference and GPU-hours of a resolved finding, read defensively:
+    it comes from an earlier report file, which may be anything."""
+    res = item.get("resource")
+    res = res if isinstance(res, Mapping) else {}
+    ns, name = str(res.get("namespace") or ""), str(res.get("name") or "")
+    ref = f"{ns}/{name}" if ns else name
+    impact = item.get("impact")
+    hours = impact.get("gpu_hours") if isinstance(impact, Mapping) else None
+    gh = float(hours) if isinstance(hours, (int, float)) and not isinstance(hours, bool) else None
+    return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, gh
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _title(result: AuditResult) -> list[str]:
+    cluster = md(result.cluster or "cluster", 120)
+    return [
+        f"# GPU audit: {cluster}",
+        "",
+        f"Window {window_text(result)}. Generated {result.generated_at} by gpuaudit "
+        f"{md(result.to_dict()['gpuaudit_version'], 40)}.",
+    ]
+
+
+def _incomplete(result: AuditResult) -> list[str]:
+    if result.complete:
+        return []
+    lines = [
+        "",
+        "> **INCOMPLETE:** some sources answered only in part, so the figures below may "
+        "understate the waste:",
+    ]
+    reasons = result.incomplete_reasons or ("some data is missing",)
+    lines += [f"> - {md(r, 400)}" for r in reasons]
+    return lines
+
+
+def _summary(result: AuditResult) -> list[str]:
+    s = result.summary
+    cur = md(s.currency, 10)
+    return [
+        "",
+        "## Fleet summary",
+        "",
+        "| Figure | Value |",
+        "|---|---:|",
+        f"| GPUs | {s.gpus_total:,} |",
+        f"| Allocated now | {s.gpus_allocated_now:,.1f} |",
+        f"| Allocated on average | {s.gpus_allocated_avg:,.1f} ({pct(s.allocation_rate)}) |",
+        f"| Mean engine activity of allocated GPUs | {pct(s.mean_activity)} |",
+        f"| Allocated GPU-hours | {num(s.allocated_gpu_hours)} |",
+        f"| Idle GPU-hours | {num(s.idle_gpu_hours)} |",
+        f"| Wasted cost | {num(s.wasted_cost)} {cur} |",
+    ]
+
+
+def _trend(result: AuditResult) -> list[str]:
+    c = result.comparison
+    if c is None:
+        return []
+    cur = result.summary.currency
+    when = f", generated {md(c.previous_generated_at, 40)}" if c.previous_generated_at else ""
+    lines = [
+        "",
+        f"## Trend since {md(c.source, 80)}{when}",
+        "",
+        f"**{c.count(NEW)}** new, **{c.count(WORSE)}** worse, **{c.count(IMPROVED)}** improved, "
+        f"{c.count(UNCHANGED)} unchanged, **{len(c.resolved)}** resolved.",
+        "",
+        "| Figure | Before | Now | Change |",
+        "|---|---:|---:|---:|",
+    ]
+    for key, label in DELTA_LABELS.items():
+        d = c.summary_delta.get(key)
+        if d is None:
+            continue
+        lines.append(
+            _row(
+                [
+                    label,
+                    value_text(key, d.get("before"), md(cur, 10)),
+                    value_text(key, d.get("now"), md(cur, 10)),
+                    delta_text(key, d.get("change"), md(cur, 10)),
+                ]
+            )
+        )
+    if c.resolved:
+        lines += [
+            "",
+            f"Resolved since then ({len(c.resolved)}):",
+            "",
+            "| Code | Severity | Resource | GPU-h then |",
+            "|---|---|---|---:|",
+        ]
+        for item in c.resolved[:MAX_LISTED]:
+            code, sev, ref, gh = resolved_fields(item)
+            hours = "n/a" if gh is None else num(gh, 1)
+            lines.append(_row([md(code, 20), md(sev, 20), md(ref, 120), hours]))
+        if len(c.resolved) > MAX_LISTED:
+            lines.append(f"\n…and {len(c.resolved) - MAX_LISTED} more in the JSON report.")
+    return lines
+
+
+def _finding_cells(result: AuditResult, i: int, f: Finding) -> list[str]:
+    sev = f.severity.value
+    sev = f"**{sev}**" if f.severity.rank >= 4 else sev
+    cells = [
+        str(i),
+        sev,
+        code(f.code),
+        md(f.resource.ref(), 120),
+        num(f.impact.gpu_hours, 1),
+        num(f.impact.cost),
+        md(f.message, 400),
+        md(f.recommendation, 400),
+    ]
+    if result.comparison is not None:
+        cells.append(result.status_of(f) or "n/a")
+    return cells
+
+
+def _findings(result: AuditResult) -> list[str]:
+    n = len(result.findings)
+    if not n:
+        return ["", "## Findings", "", "No findings."]
+    shown = min(n, MAX_FINDINGS)
+    head = ["#", "Severity", "Code", "Resource", "GPU-h", md(result.summary.currency, 10)]
+    head += ["Finding", "Recommendation"]
+    align = ["---:", "---", "---", "---", "---:", "---:", "---", "---"]
+    if result.comparison is not None:
+        head.append("Trend")
+        align.append("---")
+    lines = [
+        "",
+        f"## Findings ({n}, worst first)",
+        "",
+        "Ranked by severity, then wasted GPU-hours over the window. "
+        "`gpuaudit explain CODE` describes each check.",
+        "",
+        _row(head),
+        _row(align),
+    ]
+    lines += [_row(_finding_cells(result, i, f)) for i, f in enumerate(result.findings[:shown], 1)]
+    if n > shown:
+        lines += ["", f"The first {shown} of {n} findings; the JSON report lists them all."]
+    return lines
+
+
+def _group_table(title: str, key_name: str, groups: tuple[Group, ...], cur: str) -> list[str]:
+    if not groups:
+        return []
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        _row(
+            [key_name, "Allocated GPU-h", "Idle GPU-h", "Idle share", f"Wasted {cur}", "Activity"]
+        ),
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for g in groups[:MAX_GROUPS]:
+        share = g.idle_gpu_hours / g.allocated_gpu_hours if g.allocated_gpu_hours > 0 else None
+        lines.append(
+            _row(
+                [
+                    md(g.key, 80),
+                    num(g.allocated_gpu_hours),
+                    num(g.idle_gpu_hours),
+                    pct(share),
+                    num(g.wasted_cost),
+                    pct(g.mean_activity),
+                ]
+            )
+        )
+    if len(groups) > MAX_GROUPS:
+        lines += ["", f"The first {MAX_GROUPS} of {len(groups)}; the JSON report lists them all."]
+    return lines
+
+
+def _breakdown(result: AuditResult) -> list[str]:
+    b = result.breakdown
+    if b is None:
+        return []
+    cur = md(result.summary.currency, 10)
+    lines = _group_table("Waste by namespace", "Namespace", b.by_namespace, cur)
+    if b.group_label:
+        label = md(b.group_label, 60)
+        lines += _group_table(f"Waste by label {label}", label, b.by_group, cur)
+    return lines
+
+
+def _suppressed(result: AuditResult) -> list[str]:
+    if not result.suppressed:
+        return []
+    n = len(result.suppressed)
+    lines = [
+        "",
+        f"## Waived findings ({n})",
+        "",
+        "Accepted by a waiver in the configuration; not counted above.",
+        "",
+        "| Code | Resource | GPU-h | Reason | Expires |",
+        "|---|---|---:|---|---|",
+    ]
+    for s in result.suppressed[:MAX_LISTED]:
+        f, w = s.finding, s.waiver
+        lines.append(
+            _row(
+                [
+                    md(f.code, 20),
+                    md(f.resource.ref(), 120),
+                    num(f.impact.gpu_hours, 1),
+                    md(w.reason, 200),
+                    w.expires.isoformat(),
+                ]
+            )
+        )
+    if n > MAX_LISTED:
+        lines += ["", f"The first {MAX_LISTED} of {n}; the JSON report lists them all."]
+    return lines
+
+
+def _skipped(result: AuditResult) -> list[str]:
+    if not result.skipped:
+        return []
+    lines = [
+        "",
+        "## Skipped checks",
+        "",
+        "These checks lacked the data they need; no finding from them does not mean healthy.",
+        "",
+    ]
+    lines += [f"- {code(s.code)}: {md(s.reason, 400)}" for s in result.skipped]
+    return lines
+
+
+def _warnings(result: AuditResult) -> list[str]:
+    if not result.warnings:
+        return []
+    return ["", "## Warnings", ""] + [f"- {md(w, 400)}" for w in result.warnings]
+
+
+def render(result: AuditResult) -> str:
+    """The full Markdown report."""
+    lines = _title(result)
+    for part in (
+        _incomplete,
+        _summary,
+        _trend,
+        _findings,
+        _breakdown,
+        _suppressed,
+        _skipped,
+        _warnings,
+    ):
+        lines += part(result)
+    return "\n".join(lines) + "\n"
+
+
+def summary(result: AuditResult) -> str:
+    """A short Markdown summary for a chat message: fleet figures, the top findings, trend
+    counts when there is a comparison; at most `SUMMARY_LIMIT` characters."""
+    s = result.summary
+    cur = md(s.currency, 10)
+    lines = [
+        f"**GPU audit: {md(result.cluster or 'cluster', 80)}** ({window_text(result)})",
+        f"GPUs {s.gpus_total:,}, allocated {s.gpus_allocated_avg:,.1f} on average "
+        f"({pct(s.allocation_rate)}), mean engine activity {pct(s.mean_activity)}.",
+        f"Idle {num(s.idle_gpu_hours)} of {num(s.allocated_gpu_hours)} allocated GPU-hours, "
+        f"wasted **{num(s.wasted_cost)} {cur}**.",
+    ]
+    if not result.complete:
+        why = "; ".join(result.incomplete_reasons) or "some data is missing"
+        lines.append(f"**INCOMPLETE:** {md(why, 300)}")
+    c = result.comparison
+    if c is not None:
+        d = c.summary_delta.get("wasted_cost", {})
+        lines.append(
+            f"Since the previous report: {c.count(NEW)} new, {c.count(WORSE)} worse, "
+            f"{c.count(IMPROVED)} improved, {len(c.resolved)} resolved; wasted cost "
+            f"{delta_text('wasted_cost', d.get('change'), cur)}."
+        )
+    top = result.findings[:SUMMARY_TOP]
+    if top:
+        lines += ["", f"Top {len(top)} of {len(result.findings)} findings:"]
+        for i, f in enumerate(top, 1):
+            status = result.status_of(f)
+            tag = f" ({status})" if status and status != UNCHANGED else ""
+            lines.append(
+                f"{i}. {f.severity.value} {md(f.code, 20)} {md(f.resource.ref(), 80)}: "
+                f"{num(f.impact.gpu_hours)} GPU-h, {num(f.impact.cost)} {cur}{tag}. "
+                f"{md(f.message, 220)}"
+            )
+    else:
+        lines += ["", "No findings."]
+    tail = []
+    if result.suppressed:
+        tail.append(f"{len(result.suppressed)} waived")
+    if result.skipped:
+        tail.append(f"{len(result.skipped)} checks skipped for lack of data")
+    if tail:
+        lines += ["", ", ".join(tail).capitalize() + "."]
+    text = "\n".join(lines)
+    if len(text) > SUMMARY_LIMIT:
+        # Cut at a line end so no escape or emphasis is left half open.
+        text = text[: SUMMARY_LIMIT - 2].rsplit("\n", 1)[0] + "\n…"
+    return text

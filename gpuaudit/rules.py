@@ -1,0 +1,169 @@
+"""Prometheus rules from gpuaudit: alerts for what should page now, and recording rules that make
+long-window audits cheap.
+
+The recording rules pre-aggregate each DCGM gauge gpuaudit reads into 5-minute sums, counts and
+maxima per GPU and holder. A 7-day audit then reads 2,016 points per series instead of 40,320
+raw samples at a 15 s scrape. When gpuaudit finds every rule of a metric on the server
+(`/api/v1/rules`), it queries the recorded series instead of the raw ones. Sums and counts over
+contiguous 5-minute windows add up exactly to the window's, so the figures do not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaudit import queries
+
+RULE_INTERVAL_S = 300
+DRAIN_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
+RECORDED = (queries.ACT_PROF, queries.UTIL, queries.FB_USED, queries.FB_FREE, queries.POWER)
+"""Metrics with recording rules."""
+AGGS = ("sum", "count", "max")
+
+
+def record_name(metric: str, agg: str) -> str:
+    """`gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m`."""
+    return f"gpuaudit:{metric.lower()}:{agg}5m"
+
+
+def _by(pod_spelling: str) -> str:
+    return ", ".join(queries.IDENTITY_LABELS + queries.POD_LABELS[pod_spelling])
+
+
+def recording_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
+    by = _by(pod_spelling)
+    rules = [
+        {
+            "record": record_name(m, agg),
+            "expr": f"{'max' if agg == 'max' else 'sum'} by ({by}) ({agg}_over_time({m}[5m]))",
+        }
+        for m in RECORDED
+        for agg in AGGS
+    ]
+    return [{"name": "gpuaudit.recording", "interval": "5m", "rules": rules}]
+
+
+def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
+    pod, ns = (
+        ("exported_pod", "exported_namespace")
+        if pod_spelling == "exported"
+        else ("pod", "namespace")
+    )
+    held = f'{pod}!=""'
+    where = f"{{{{ $labels.{ns} }}}}/{{{{ $labels.{pod} }}}}"
+    gpu = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
+    labels = f"UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}"
+    drain = " or ".join(f"{queries.XID} == {x}" for x in DRAIN_XIDS)
+    return [
+        {
+            "name": "gpuaudit.alerts",
+            "rules": [
+                {
+                    "alert": "GpuauditFramebufferPressure",
+                    "expr": (
+                        f"max by (UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}) "
+                        f"({queries.FB_USED} / ({queries.FB_USED} + {queries.FB_FREE})) "
+                        "> 0.95"
+                    ),
+                    "for": "15m",
+                    "labels": {"severity": "critical", "gpuaudit_code": "GPU020"},
+                    "annotations": {
+                        "summary": f"{where} uses over 95 % of the memory of {gpu}.",
+                        "description": "Out-of-memory failures are likely; see `gpuaudit explain "
+                        "GPU020`.",
+                    },
+                },
+                {
+                    "alert": "GpuauditFramebufferPressureWarning",
+                    "expr": (
+                        f"max by (UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}) "
+                        f"({queries.FB_USED} / ({queries.FB_USED} + {queries.FB_FREE})) "
+                        "> 0.90"
+                    ),
+                    "for": "30m",
+                    "labels": {"severity": "warning", "gpuaudit_code": "GPU020"},
+                    "annotations": {"summary": f"{where} uses over 90 % of the memory of {gpu}."},
+                },
+                {
+                    "alert": "GpuauditIdleReservation",
+                    "expr": (
+                        f"avg by ({labels}) "
+                        f"(avg_over_time({queries.ACT_PROF}{{{held}}}[4h])) < 0.05"
+                        f" and avg by ({labels}) "
+                        f"(present_over_time({queries.ACT_PROF}{{{held}}}[10m] offset 3h50m))"
+                    ),
+                    "for": "30m",
+                    "labels": {"severity": "warning", "gpuaudit_code": "GPU001"},
+                    "annotations": {
+                        "summary": f"{where} has held {gpu} for 4 h at under 5 % engine activity.",
+                        "description": "See `gpuaudit explain GPU001`.",
+                    },
+                },
+                {
+                    "alert": "GpuauditIdleReservationUtil",
+                    "expr": (
+                        f"avg by (UUID, gpu, Hostname, {pod}, {ns}) "
+                        f"(avg_over_time({queries.UTIL}{{{held}}}[4h])) < 5 "
+                        f"unless on (UUID, gpu) {queries.ACT_PROF}"
+                    ),
+                    "for": "30m",
+                    "labels": {"severity": "warning", "gpuaudit_code": "GPU001"},
+                    "annotations": {
+                        "summary": f"{where} has held {gpu} for 4 h at under 5 % GPU utilisation "
+                        "(no profiling metrics on this GPU).",
+                    },
+                },
+                {
+                    "alert": "GpuauditXidDrain",
+                    "expr": f"({drain}) and on (UUID, gpu) changes({queries.XID}[15m]) > 0",
+                    "labels": {"severity": "critical", "gpuaudit_code": "GPU070"},
+                    "annotations": {
+                        "summary": f"XID {{{{ $value }}}} on {gpu}: cordon and drain the node.",
+                        "description": "This XID calls for a drain (NVIDIA's XID catalogue); see "
+                        "`gpuaudit explain GPU070`.",
+                    },
+                },
+                {
+                    "alert": "GpuauditXid",
+                    "expr": (
+                        f"{queries.XID} != 0 and on (UUID, gpu) changes({queries.XID}[15m]) > 0"
+                    ),
+                    "labels": {"severity": "warning", "gpuaudit_code": "GPU070"},
+                    "annotations": {"summary": f"XID {{{{ $value }}}} on {gpu}."},
+                },
+            ],
+        }
+    ]
+
+
+def rule_groups(pod_spelling: str = "exported") -> list[dict[str, Any]]:
+    return recording_rules(pod_spelling) + alerting_rules(pod_spelling)
+
+
+def render(
+    fmt: str, pod_spelling: str = "exported", name: str = "gpuaudit", namespace: str = "monitoring"
+) -> str:
+    """YAML of a Prometheus rule file (`rules`) or a prometheus-operator PrometheusRule."""
+    import yaml  # type: ignore[import-untyped,unused-ignore]
+
+    groups = rule_groups(pod_spelling)
+    if fmt == "rules":
+        doc: dict[str, Any] = {"groups": groups}
+    else:
+        doc = {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/name": "gpuaudit"},
+            },
+            "spec": {"groups": groups},
+        }
+    text: str = yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=False)
+    return "# Generated by `gpuaudit rules`. See `gpuaudit explain CODE` for each alert.\n" + text
+
+
+def usable_metrics(rule_names: set[str]) -> set[str]:
+    """Metrics whose every recording rule exists on the server."""
+    return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}

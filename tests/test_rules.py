@@ -1,0 +1,161 @@
+# ruff: noqa: E501
+"""`gpuaudit rules` output, validated and unit-tested by promtool itself."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import yaml  # type: ignore[import-untyped,unused-ignore]
+from typer.testing import CliRunner
+
+from gpuaudit import queries
+from gpuaudit.cli import app
+from gpuaudit.collect import collect_prometheus, make_window
+from gpuaudit.rules import AGGS, RECORDED, record_name
+from gpuaudit.sources.prometheus import PromClient, PromConfig
+from tests.promserver import require
+
+runner = CliRunner()
+
+TESTS = """
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="idle",exported_namespace="ml"}'
+        values: '0.01+0x330'
+      - series: 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-2",gpu="1",Hostname="n1",exported_pod="busy",exported_namespace="ml"}'
+        values: '0.5+0x330'
+      - series: 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-3",gpu="2",Hostname="n1"}'
+        values: '0+0x330'
+      - series: 'DCGM_FI_DEV_FB_USED{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="idle",exported_namespace="ml"}'
+        values: '79000+0x60'
+      - series: 'DCGM_FI_DEV_FB_FREE{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="idle",exported_namespace="ml"}'
+        values: '1000+0x60'
+      - series: 'DCGM_FI_DEV_FB_USED{UUID="GPU-2",gpu="1",Hostname="n1",exported_pod="busy",exported_namespace="ml"}'
+        values: '40000+0x60'
+      - series: 'DCGM_FI_DEV_FB_FREE{UUID="GPU-2",gpu="1",Hostname="n1",exported_pod="busy",exported_namespace="ml"}'
+        values: '40000+0x60'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-1",gpu="0",Hostname="n1"}'
+        values: '0x10 79+0x20'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-2",gpu="1",Hostname="n1"}'
+        values: '0x10 13+0x20'
+    promql_expr_test:
+      - expr: gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m{exported_pod="idle"} / gpuaudit:dcgm_fi_prof_gr_engine_active:count5m{exported_pod="idle"}
+        eval_time: 30m
+        exp_samples:
+          - labels: '{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="idle",exported_namespace="ml"}'
+            value: 0.01
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: GpuauditFramebufferPressure
+        exp_alerts:
+          - exp_labels: {severity: critical, gpuaudit_code: GPU020, UUID: GPU-1, gpu: "0", Hostname: n1, exported_pod: idle, exported_namespace: ml}
+            exp_annotations:
+              summary: "ml/idle uses over 95 % of the memory of GPU 0 (GPU-1) on n1."
+              description: "Out-of-memory failures are likely; see `gpuaudit explain GPU020`."
+      - eval_time: 5h30m
+        alertname: GpuauditIdleReservation
+        exp_alerts:
+          - exp_labels: {severity: warning, gpuaudit_code: GPU001, UUID: GPU-1, gpu: "0", Hostname: n1, exported_pod: idle, exported_namespace: ml}
+            exp_annotations:
+              summary: "ml/idle has held GPU 0 (GPU-1) on n1 for 4 h at under 5 % engine activity."
+              description: "See `gpuaudit explain GPU001`."
+      - eval_time: 3h
+        alertname: GpuauditIdleReservation
+        exp_alerts: []
+      - eval_time: 12m
+        alertname: GpuauditXidDrain
+        exp_alerts:
+          - exp_labels: {severity: critical, gpuaudit_code: GPU070, UUID: GPU-1, gpu: "0", Hostname: n1}
+            exp_annotations:
+              summary: "XID 79 on GPU 0 (GPU-1) on n1: cordon and drain the node."
+              description: "This XID calls for a drain (NVIDIA's XID catalogue); see `gpuaudit explain GPU070`."
+      - eval_time: 12m
+        alertname: GpuauditXid
+        exp_alerts:
+          - exp_labels: {severity: warning, gpuaudit_code: GPU070, UUID: GPU-1, gpu: "0", Hostname: n1}
+            exp_annotations: {summary: "XID 79 on GPU 0 (GPU-1) on n1."}
+          - exp_labels: {severity: warning, gpuaudit_code: GPU070, UUID: GPU-2, gpu: "1", Hostname: n1}
+            exp_annotations: {summary: "XID 13 on GPU 1 (GPU-2) on n1."}
+      - eval_time: 40m
+        alertname: GpuauditXid
+        exp_alerts: []
+"""
+
+
+def _promtool() -> str:
+    return require("promtool")
+
+
+def test_rule_files_pass_promtool_check(tmp_path: Path) -> None:
+    promtool = _promtool()
+    for fmt in ("rules", "prometheusrule"):
+        res = runner.invoke(app, ["rules", "--format", fmt])
+        assert res.exit_code == 0, res.output
+        doc = yaml.safe_load(res.stdout)
+        groups = doc["groups"] if fmt == "rules" else doc["spec"]["groups"]
+        path = tmp_path / f"{fmt}.yml"
+        path.write_text(yaml.safe_dump({"groups": groups}))
+        check = subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    assert doc["kind"] == "PrometheusRule"
+
+
+def test_alerts_fire_and_stay_quiet_under_promtool_test(tmp_path: Path) -> None:
+    promtool = _promtool()
+    out = tmp_path / "rules.yml"
+    assert runner.invoke(app, ["rules", "-f", "rules", "-o", str(out)]).exit_code == 0
+    (tmp_path / "tests.yml").write_text(TESTS)
+    res = subprocess.run(
+        [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
+    names = [record_name(m, a) for m in RECORDED for a in AGGS]
+    seen: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        path = req.url.path
+        if path.endswith("/rules"):
+            return httpx.Response(
+                200,
+                json={
+                    "status": "success",
+                    "data": {
+                        "groups": [
+                            {
+                                "name": "gpuaudit.recording",
+                                "rules": [{"name": n, "type": "recording"} for n in names],
+                            }
+                        ]
+                    },
+                },
+            )
+        if path.endswith("__name__/values"):
+            return httpx.Response(
+                200, json={"status": "success", "data": [queries.ACT_PROF, queries.FB_USED]}
+            )
+        if path.endswith("/labels"):
+            return httpx.Response(200, json={"status": "success", "data": ["exported_pod"]})
+        if path.endswith("buildinfo"):
+            return httpx.Response(200, json={"status": "success", "data": {"version": "2.42"}})
+        seen.append(httpx.QueryParams(req.content.decode())["query"])
+        rtype = "matrix" if path.endswith("query_range") else "vector"
+        return httpx.Response(
+            200, json={"status": "success", "data": {"resultType": rtype, "result": []}}
+        )
+
+    client = PromClient(PromConfig(url="http://p.test"), transport=httpx.MockTransport(handler))
+    _, fields = collect_prometheus(client, make_window(86400, 3600, 1_795_392_000))
+    assert fields["capabilities"]["recording_rules"] == sorted([queries.ACT_PROF, queries.FB_USED])
+    sums = [q for q in seen if "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m" in q]
+    assert sums, seen
+    assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)
