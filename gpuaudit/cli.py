@@ -348,6 +348,29 @@ def demo_path() -> Path:
     raise GpuauditError("the bundled demo snapshot is missing from this installation")
 
 
+class _Stages:
+    """Wall time per stage, printed to stderr as one JSON line when GPUAUDIT_TIMINGS is set
+    (the benchmarks read it)."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.perf_counter
+        self._last = self._now()
+        self.stages: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = self._now()
+        self.stages[name] = round(now - self._last, 4)
+        self._last = now
+
+    def report(self) -> None:
+        if os.environ.get("GPUAUDIT_TIMINGS"):
+            import json
+
+            sys.stderr.write("gpuaudit-timings: " + json.dumps(self.stages) + "\n")
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     """What the report compares against and how it groups."""
@@ -575,13 +598,17 @@ def _scan(
     if sum(sources) > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
     settings = _settings(config, window, step, end, sets)
+    clock = _Stages()
     if live.prometheus_url:
         snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
     else:
         path = demo_path() if demo else snapshot_path
         assert path is not None
         snap = snap_mod.read(path)
+    clock.mark("load")
     inv = build(snap)
+    del snap  # the raw answers are no longer needed; free them before the checks run
+    clock.mark("inventory")
     report = report or ReportOptions()
     if report.baseline and report.previous:
         raise ConfigError("use --baseline (CI) or --previous (trend), not both")
@@ -591,7 +618,10 @@ def _scan(
     result = run_checks(
         inv, settings, waivers=waivers, group_label=report.group_by_label, previous=previous
     )
+    clock.mark("checks")
     _emit(result, fmt, output)
+    clock.mark("render")
+    clock.report()
     if report.webhook:
         from gpuaudit.report.markdown import summary as markdown_summary
         from gpuaudit.report.webhook import post as post_webhook
