@@ -3,11 +3,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 || ! command -v victoria-metrics >/dev/null 2>&1; then
   echo "installing Debian's prometheus and victoria-metrics (real servers for the tests)"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus victoria-metrics >/dev/null
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing Debian's chromium (the browser tests open the HTML report)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 PY=${PYTHON:-python3}

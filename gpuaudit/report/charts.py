@@ -81,12 +81,19 @@ def _svg(fig: Figure, prefix: str, label: str) -> str:
 
 
 def _day_ticks(ax: Axes, start: float, end: float) -> None:
-    """Unix-second x axis: a labelled tick at each UTC midnight, minor ticks every 6 hours."""
-    day = 86400
-    first = int(start // day * day)
-    major = [float(t) for t in range(first, int(end) + 1, day) if start <= t <= end]
-    minor = [float(t) for t in range(first, int(end) + 1, day // 4) if start <= t <= end]
-    labels = [datetime.fromtimestamp(t, timezone.utc).strftime("%a %d %b") for t in major]
+    """Unix-second x axis in UTC: a labelled tick at each midnight over a week, or every few
+    hours over a day or two, with minor ticks between."""
+    span = end - start
+    if span > 2 * 86400:
+        major_s, minor_s, fmt = 86400, 6 * 3600, "%a %d %b"
+    elif span > 12 * 3600:
+        major_s, minor_s, fmt = 6 * 3600, 3600, "%a %H:%M"
+    else:
+        major_s, minor_s, fmt = 2 * 3600, 3600, "%a %H:%M"
+    first = int(start // major_s * major_s)
+    major = [float(t) for t in range(first, int(end) + 1, major_s) if start <= t <= end]
+    minor = [float(t) for t in range(first, int(end) + 1, minor_s) if start <= t <= end]
+    labels = [datetime.fromtimestamp(t, timezone.utc).strftime(fmt) for t in major]
     ax.set_xticks(major, labels)
     ax.set_xticks([t for t in minor if t not in major], minor=True)
     ax.set_xlim(start, end)
@@ -107,8 +114,18 @@ def fleet_chart(charts: Charts, gpus_total: int) -> str:
         ax = fig.add_subplot()
         x = _midpoints(charts.hours)
         alloc = list(charts.allocated)
-        ax.fill_between(x, alloc, step="mid", color=ALLOCATED_COLOUR, alpha=0.18, linewidth=0)
-        ax.plot(x, alloc, color=ALLOCATED_COLOUR, linewidth=1.4, label="GPUs allocated")
+        # Allocation holds for a whole bucket: draw it as steps over each bucket's span.
+        edges = [t - _step(charts.hours) for t in charts.hours] + [charts.hours[-1]]
+        held = [*alloc, alloc[-1]]
+        ax.fill_between(edges, held, step="post", color=ALLOCATED_COLOUR, alpha=0.18, linewidth=0)
+        ax.plot(
+            edges,
+            held,
+            drawstyle="steps-post",
+            color=ALLOCATED_COLOUR,
+            linewidth=1.4,
+            label="GPUs allocated",
+        )
         top = max(max(alloc), float(gpus_total))
         if gpus_total > 0:
             ax.axhline(

@@ -96,6 +96,8 @@ tbody tr:hover { background: #fafafa; }
 td.res { word-break: break-all; min-width: 180px; max-width: 300px; }
 td.res .kind, td.res .node { display: block; color: var(--muted); font-size: 12px; }
 td.msg { min-width: 360px; }
+h1 .cluster, td, li { overflow-wrap: anywhere; }
+td code { white-space: nowrap; }
 td.msg .rec { color: #166534; margin-top: 4px; }
 td.msg .rec::before { content: "\\2192\\00a0"; }
 h2 code { font-size: 16px; }
@@ -329,7 +331,7 @@ def _trend(result: AuditResult) -> str:
             else ""
         )
         out.append(
-            f"<h3>Resolved ({len(c.resolved)})</h3><table><thead><tr><th>Code</th>"
+            f'<h3>Resolved ({len(c.resolved)})</h3><table class="narrow"><thead><tr><th>Code</th>'
             '<th>Severity</th><th>Resource</th><th class="num">GPU-h then</th></tr></thead>'
             f"<tbody>{''.join(items)}</tbody></table>{more}"
         )

@@ -402,11 +402,13 @@ def summary(result: AuditResult) -> str:
         lines += ["", "No findings."]
     tail = []
     if result.suppressed:
-        tail.append(f"{len(result.suppressed)} waived")
+        n = len(result.suppressed)
+        tail.append(f"{n} finding{'s' if n != 1 else ''} waived")
     if result.skipped:
-        tail.append(f"{len(result.skipped)} checks skipped for lack of data")
+        n = len(result.skipped)
+        tail.append(f"{n} check{'s' if n != 1 else ''} skipped for lack of data")
     if tail:
-        lines += ["", ", ".join(tail).capitalize() + "."]
+        lines += ["", ", ".join(tail) + "."]
     text = "\n".join(lines)
     if len(text) > SUMMARY_LIMIT:
         # Cut at a line end so no escape or emphasis is left half open.

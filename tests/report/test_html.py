@@ -1,0 +1,221 @@
+"""The HTML report through the CLI: self-contained, complete, deterministic charts, and names
+from the cluster shown as text, never markup."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import re
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaudit import snapshot
+from gpuaudit.cli import app
+from gpuaudit.report import charts
+from gpuaudit.report import html as html_report
+from gpuaudit.report.safe import terminal
+from gpuaudit.waivers import Waiver
+from tests.factories import Series, gpu_labels
+from tests.factories import snapshot as make_snapshot
+from tests.report import (
+    HOSTILE,
+    HOSTILE_CLUSTER,
+    RESOLVED_NAME,
+    Page,
+    demo_result,
+    previous_report,
+    write_hostile_snapshot,
+)
+
+runner = CliRunner()
+# Elements that load or run something; none may appear.
+ACTIVE = {"script", "iframe", "frame", "object", "embed", "link", "img", "video", "audio", "form"}
+URL_ATTRS = {"src", "href", "xlink:href", "srcset", "action", "poster", "data", "background"}
+
+
+def _scan(*args: str) -> str:
+    res = runner.invoke(app, ["scan", "-q", *args])
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("json") / "demo.json"
+    _scan("--demo", "--format", "json", "--output", str(out))
+    doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return doc
+
+
+@pytest.fixture(scope="module")
+def full_html(tmp_path_factory: pytest.TempPathFactory, demo_json: dict[str, Any]) -> str:
+    """The demo with a trend and a label table, written with --output like the CronJob does."""
+    d = tmp_path_factory.mktemp("html")
+    prev = d / "last-week.json"
+    prev.write_text(json.dumps(previous_report(demo_json)), encoding="utf-8")
+    out = d / "report.html"
+    args = ["--demo", "--format", "html", "--output", str(out), "--group-by-label", "app"]
+    assert _scan(*args, "--previous", str(prev)) == ""
+    return out.read_text(encoding="utf-8")
+
+
+def assert_self_contained(text: str) -> None:
+    """Nothing in the page reaches the network: no active elements, no event handlers, every
+    URL-bearing attribute is a fragment or an inline PNG, no other attribute holds a URL, and
+    no stylesheet imports, loads fonts or points `url()` anywhere but inside the page."""
+    page = Page(text)
+    assert not page.tags() & ACTIVE
+    for _, attrs in page.elements:
+        for name, value in attrs.items():
+            assert not name.startswith("on"), name
+            if name in URL_ATTRS:
+                assert value.startswith(("#", "data:image/png;base64,")), (name, value[:80])
+            elif not name.startswith("xmlns"):  # xmlns names SVG's namespaces; never fetched
+                assert "://" not in value, (name, value[:80])
+    css = "\n".join(page.styles)
+    assert "://" not in css and "@import" not in css and "@font-face" not in css
+    assert not re.search(r"url\((?!#)", css)
+    assert not re.search(r"url\((?!#)", " ".join(a.get("style", "") for _, a in page.elements))
+
+
+def test_demo_html_is_one_self_contained_page(full_html: str, demo_json: dict[str, Any]) -> None:
+    assert full_html.startswith("<!DOCTYPE html>\n")
+    assert_self_contained(full_html)
+    # Not even as text: the only URLs in the demo's page are SVG's namespace names.
+    assert "://" not in re.sub(r'\sxmlns(:\w+)?="[^"]*"', "", full_html)
+    page = Page(full_html)
+    assert [t for t, _ in page.elements].count("svg") == 2
+    ids = {a.get("id") for _, a in page.elements if a.get("id")}
+    assert {"week", "trend", "findings", "by-namespace", "by-label"} <= ids
+    assert len(ids) == sum(1 for _, a in page.elements if a.get("id"))  # ids are unique
+    assert "<title>GPU audit: scenario-1</title>" in full_html
+    text = " ".join(page.text.split())
+    s = demo_json["summary"]
+    assert f"GPUs {s['gpus_total']:,} physical GPUs in the fleet" in text
+    assert f"Wasted {s['wasted_cost']:,.0f} USD" in text
+    assert f"Findings ({len(demo_json['findings'])}, worst first)" in text
+    assert "Waste by label app" in text
+    # A short explanation goes with each chart.
+    assert "The blue area is the number of GPUs held by pods in each hour" in text
+    assert "red is idle, green is busy, grey means it held no GPU" in text
+
+
+def test_findings_keep_the_ranked_order_with_severity_and_numbers(
+    full_html: str, demo_json: dict[str, Any]
+) -> None:
+    section = full_html[full_html.index('id="findings"') : full_html.index('id="by-namespace"')]
+    refs = [html.unescape(r) for r in re.findall(r'<td class="res">(.*?)<span', section)]
+    expected = [
+        f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/")
+        for f in demo_json["findings"]
+    ]
+    assert refs == expected
+    badges = re.findall(r'class="badge sev-(\w+)"', section)
+    assert badges == [f["severity"] for f in demo_json["findings"]]
+    first = demo_json["findings"][0]["impact"]
+    gh, cost = f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"
+    assert f'<td class="num">{gh}</td><td class="num">{cost}</td>' in section
+    assert re.findall(r'class="badge st-(\w+)"', section)[:3] == ["new", "improved", "worse"]
+
+
+def test_trend_section(full_html: str, demo_json: dict[str, Any]) -> None:
+    section = full_html[full_html.index('id="trend"') : full_html.index('id="findings"')]
+    text = " ".join(Page(section).text.split())
+    assert "Trend since last-week.json, generated 2026-11-16T06:00:00Z" in text
+    unchanged = len(demo_json["findings"]) - 3
+    for count in ("1 new", "1 worse", "1 improved", "1 resolved", f"{unchanged} unchanged"):
+        assert count in text
+    assert '<span class="delta good">-1,000 USD</span>' in section
+    assert f"old/{RESOLVED_NAME}" in text  # shown literally
+    assert "<i>" not in section
+
+
+def test_plain_demo_has_no_trend_or_label_table() -> None:
+    out = _scan("--demo", "--format", "html")
+    assert_self_contained(out)
+    assert 'id="trend"' not in out and 'id="by-label"' not in out
+    assert "since the previous report" not in out
+
+
+def test_charts_are_deterministic_inline_svg() -> None:
+    result = demo_result()
+    assert result.breakdown is not None
+    c = result.breakdown.charts
+    first = charts.fleet_chart(c, result.summary.gpus_total)
+    assert first == charts.fleet_chart(c, result.summary.gpus_total)
+    heat = charts.heatmap_chart(c)
+    assert heat == charts.heatmap_chart(c)
+    for svg, prefix in ((first, "fleet"), (heat, "heat")):
+        assert svg.startswith('<svg class="chart" role="img" aria-label=')
+        assert svg.endswith("</svg>")
+        assert "<metadata" not in svg and "dc:date" not in svg and "<?xml" not in svg
+        assert not re.search(r"<svg\b[^>]*\s(width|height)=", svg)  # scales with the page
+        assert "viewBox=" in svg
+        assert all(i.startswith(f"{prefix}-") for i in re.findall(r'\bid="([^"]+)"', svg))
+        assert "font-family" in svg and ".ttf" not in svg and "@font-face" not in svg
+    assert "Mon 16 Nov" in first and "ml-train" in heat
+
+
+def test_matplotlib_is_imported_only_to_draw() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from gpuaudit.cli import app\n"
+        "import gpuaudit.report.html, gpuaudit.report.markdown, gpuaudit.report.charts\n"
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_hostile_names_are_text_not_markup(tmp_path: Path) -> None:
+    snap = write_hostile_snapshot(tmp_path)
+    out = _scan("--snapshot", str(snap), "--format", "html", "--group-by-label", "team")
+    assert_self_contained(out)
+    assert "\x1b" not in out and "\r" not in out and "x" * 501 not in out
+    page = Page(out)
+    assert not page.tags() & {"b", "i", "a", "script", "img"}
+    text = page.text
+    for key, name in HOSTILE.items():
+        ns = f"ns-{key}" if key != "html" else "<script>ns</script>"
+        assert terminal(f"{ns}/{name}", 160) in text
+        assert terminal(name, 80) in text  # the team label table
+    assert f"GPU audit: {terminal(HOSTILE_CLUSTER, 80)}" in text  # the <title>
+    assert "<script>alert(1)</script><img src=x onerror=alert(2)>" in text
+    assert "evil-\\x1b[31mred\\x1b[0m" in text
+    # Namespace names reach the heatmap's tick labels as escaped SVG text.
+    assert "&lt;script&gt;ns&lt;/script&gt;" in out[out.index('aria-label="Engine activity') :]
+
+
+def test_a_week_without_allocations_says_so(tmp_path: Path) -> None:
+    snap = make_snapshot([Series(gpu_labels(uuid="GPU-0"), act=[0.5] * 4)], hours=4)
+    path = tmp_path / "idle.json"
+    snapshot.write(snap, path)
+    out = _scan("--snapshot", str(path), "--format", "html")
+    assert "No GPU was held by a pod in this window: nothing to chart." in out
+    assert "<svg" not in out
+
+
+def test_incomplete_banner_waivers_skipped_and_warnings() -> None:
+    waiver = Waiver("GPU003", "nightly <batch> accepted", date(2099, 1, 1), namespace="batch")
+    result = dataclasses.replace(
+        demo_result(waivers=(waiver,)),
+        complete=False,
+        incomplete_reasons=("Kubernetes pods: forbidden <b>x</b>",),
+        warnings=("a <warning>",),
+    )
+    out = html_report.render(result)
+    assert_self_contained(out)
+    assert '<div class="banner" role="alert"><strong>INCOMPLETE.</strong>' in out
+    assert "<li>Kubernetes pods: forbidden &lt;b&gt;x&lt;/b&gt;</li>" in out
+    assert f"Waived findings ({len(result.suppressed)})" in out
+    assert "<td>nightly &lt;batch&gt; accepted</td><td>2099-01-01</td>" in out
+    assert '<section id="warnings">' in out and "<li>a &lt;warning&gt;</li>" in out

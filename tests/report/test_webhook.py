@@ -1,0 +1,306 @@
+"""`--webhook`: the Markdown summary reaches a real HTTP server on loopback as Slack-style JSON,
+and failures end in one clear line that never shows the secret part of the URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuaudit.cli import app
+from gpuaudit.errors import GpuauditError
+from gpuaudit.report import webhook
+from tests.conftest import DEMO, ROOT
+from tests.report import write_hostile_snapshot
+
+runner = CliRunner()
+SECRET_PATH = "/services/T0SECRET/B0SECRET/xoxSECRETtoken"
+SECRET_QUERY = "token=SECRETquery"
+
+
+@dataclass
+class Hook:
+    """A loopback incoming webhook: records requests, answers with `status` and `body`."""
+
+    server: ThreadingHTTPServer
+    status: int = 200
+    body: str = "ok"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    hold: bool = False
+
+    @property
+    def base(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}{SECRET_PATH}?{SECRET_QUERY}"
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("all_proxy", raising=False)
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    state: list[Hook] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            h = state[0]
+            n = int(self.headers.get("Content-Length", "0"))
+            h.requests.append(
+                {
+                    "path": self.path,
+                    "content_type": self.headers.get("Content-Type", ""),
+                    "body": self.rfile.read(n),
+                }
+            )
+            if h.hold:
+                h.release.wait(timeout=10)  # bounded: the test releases it
+            data = h.body.encode()
+            try:
+                self.send_response(h.status)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up first (the timeout test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    h = Hook(server)
+    state.append(h)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield h
+    finally:
+        h.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _error_line(res: Any) -> str:
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    line: str = lines[0]
+    for secret in ("SECRET", "services", "token"):
+        assert secret not in res.output
+    return line
+
+
+def test_summary_is_posted_as_slack_json(hook: Hook) -> None:
+    res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "json", "--webhook", hook.url])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["findings"]  # the report itself is unchanged
+    assert len(hook.requests) == 1
+    req = hook.requests[0]
+    assert req["path"] == f"{SECRET_PATH}?{SECRET_QUERY}"
+    assert req["content_type"] == "application/json"
+    doc = json.loads(req["body"])
+    assert set(doc) == {"text"}
+    text = doc["text"]
+    assert text.startswith("**GPU audit: scenario-1**")
+    assert re.search(r"Top 5 of \d+ findings:", text) and len(text) <= 3000
+
+
+def test_webhook_from_the_environment(hook: Hook) -> None:
+    res = runner.invoke(app, ["scan", "--demo", "-q"], env={"GPUAUDIT_WEBHOOK": hook.url})
+    assert res.exit_code == 0, res.output
+    assert len(hook.requests) == 1
+
+
+def test_server_error_is_one_line_without_the_secret(hook: Hook) -> None:
+    hook.status, hook.body = 500, "internal_error"
+    res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "markdown", "--webhook", hook.url])
+    assert res.exit_code == 2
+    assert _error_line(res) == (
+        f"gpuaudit: error: webhook {hook.base} answered HTTP 500 (internal_error); the summary "
+        "was not posted (check that the webhook URL is current)"
+    )
+
+
+def test_a_redirect_is_not_followed(hook: Hook) -> None:
+    hook.status, hook.body = 302, ""
+    with pytest.raises(GpuauditError, match=r"answered HTTP 302;"):
+        webhook.post(hook.url, "hi")
+    assert len(hook.requests) == 1
+
+
+def test_an_answer_echoing_the_url_is_scrubbed(hook: Hook) -> None:
+    hook.status, hook.body = 404, f"no such hook: {SECRET_PATH}?{SECRET_QUERY}"
+    with pytest.raises(GpuauditError) as exc:
+        webhook.post(hook.url, "hi")
+    assert "SECRET" not in str(exc.value)
+    assert str(exc.value).startswith(f"webhook {hook.base} answered HTTP 404 (no such hook: …")
+
+
+def test_unreachable_server_is_one_line_without_the_secret() -> None:
+    with socket.socket() as s:  # a port nobody listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}{SECRET_PATH}?{SECRET_QUERY}"
+    res = runner.invoke(app, ["scan", "--demo", "-q", "--webhook", url])
+    assert res.exit_code == 2
+    line = _error_line(res)
+    assert line.startswith(f"gpuaudit: error: cannot post to webhook http://127.0.0.1:{port}: ")
+
+
+def test_slow_server_times_out(hook: Hook) -> None:
+    hook.hold = True
+    with pytest.raises(GpuauditError) as exc:
+        webhook.post(hook.url, "hi", timeout_s=0.5)
+    hook.release.set()
+    assert str(exc.value) == (
+        f"webhook {hook.base} did not answer within 0.5 s; the report was written, but the "
+        "summary was not posted"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["hooks.slack.com/services/T0SECRET/B0SECRET/x", "ftp://h/services/SECRET", "", "::::"],
+)
+def test_not_an_http_url(url: str) -> None:
+    with pytest.raises(GpuauditError, match=r"--webhook must be an http:// or https:// URL") as e:
+        webhook.post(url, "hi")
+    assert "SECRET" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.slack.com/services/T/B/X", "https://hooks.slack.com"),
+        ("https://user:pw@chat.example:8443/hooks/abc?x=1#f", "https://chat.example:8443"),
+        ("http://[::1]:8065/hooks/abc", "http://[::1]:8065"),
+        ("https://h/p\x1b[31m", "https://h"),
+    ],
+)
+def test_display_url_shows_scheme_and_host_only(url: str, shown: str) -> None:
+    assert webhook.display_url(url) == shown
+
+
+def test_hostile_summary_is_escaped(hook: Hook, tmp_path: Path) -> None:
+    snap = write_hostile_snapshot(tmp_path)
+    res = runner.invoke(app, ["scan", "--snapshot", str(snap), "-q", "--webhook", hook.url])
+    assert res.exit_code == 0, res.output
+    text = json.loads(hook.requests[0]["body"])["text"]
+    assert "\x1b" not in text and "\r" not in text and "<script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "x" * 300 not in text and len(text) <= 3000
+
+
+DEPLOY = ROOT / "deploy"
+
+
+def _cron_container() -> dict[str, Any]:
+    (cron,) = yaml.safe_load_all((DEPLOY / "cronjob.yaml").read_text(encoding="utf-8"))
+    container: dict[str, Any] = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    return container
+
+
+def test_cronjob_script_chains_previous_and_posts_once_a_week(hook: Hook, tmp_path: Path) -> None:
+    """The CronJob's own script, run by /bin/sh two weeks in a row with the real gpuaudit (only
+    the Prometheus collection is replaced by the demo snapshot)."""
+    reports, bin_dir = tmp_path / "reports", tmp_path / "bin"
+    reports.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "gpuaudit").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = snapshot ] && [ "$2" = save ]; then cp "$DEMO_SNAPSHOT" "$3"; exit 0; fi\n'
+        f'exec "{sys.executable}" -m gpuaudit "$@"\n'
+    )
+    (bin_dir / "date").write_text('#!/bin/sh\necho "$FAKE_DAY"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    container = _cron_container()
+    assert container["command"] == ["/bin/sh", "-c"]
+    script = container["args"][0].replace("out=/reports", f"out={reports}")
+    env = {e["name"]: e.get("value", "") for e in container["env"] if "value" in e}
+    assert env["GPUAUDIT_GROUP_BY_LABEL"] == "team"
+    for day in ("2026-11-16", "2026-11-23"):
+        run_env = dict(
+            os.environ,
+            PATH=f"{bin_dir}:{os.environ['PATH']}",
+            FAKE_DAY=day,
+            DEMO_SNAPSHOT=str(DEMO),
+            GPUAUDIT_WEBHOOK=hook.url,
+            GPUAUDIT_GROUP_BY_LABEL="app",
+            HOME=str(tmp_path),
+            MPLCONFIGDIR=str(tmp_path / "mpl"),
+        )
+        res = subprocess.run(
+            ["/bin/sh", "-c", script], env=run_env, capture_output=True, text=True, timeout=300
+        )
+        assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in reports.iterdir() if p.is_file())
+    assert names == [f"gpuaudit-{d}.{x}" for d in ("2026-11-16", "2026-11-23") for x in EXTS]
+    assert (reports / "snapshots" / "gpuaudit-2026-11-23.snapshot.json.gz").is_file()
+    second = json.loads((reports / "gpuaudit-2026-11-23.json").read_text())
+    assert second["comparison"]["against"] == "gpuaudit-2026-11-16.json"
+    assert (
+        "Trend since gpuaudit-2026-11-16.json" in (reports / "gpuaudit-2026-11-23.md").read_text()
+    )
+    assert "Waste by label <code>app</code>" in (reports / "gpuaudit-2026-11-23.html").read_text()
+    texts = [json.loads(r["body"])["text"] for r in hook.requests]
+    assert len(texts) == 2  # one post a week, from the HTML run only
+    assert "Since the previous report" not in texts[0]
+    assert "Since the previous report: 0 new, 0 worse, 0 improved, 0 resolved" in texts[1]
+
+
+EXTS = ("html", "json", "md")
+
+
+def test_deploy_manifests_are_read_only_and_locked_down() -> None:
+    rbac = (DEPLOY / "rbac.yaml").read_text(encoding="utf-8")
+    docs = (ROOT / "docs" / "rbac.yaml").read_text(encoding="utf-8")
+    assert list(yaml.safe_load_all(rbac)) == list(yaml.safe_load_all(docs))  # no drift
+    kust = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert kust["resources"] == ["rbac.yaml", "pvc.yaml", "cronjob.yaml"]
+    (cron,) = yaml.safe_load_all((DEPLOY / "cronjob.yaml").read_text(encoding="utf-8"))
+    assert cron["spec"]["schedule"] == "0 6 * * 1"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpuaudit"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = pod["containers"][0]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["cpu"]
+    hook_env = next(e for e in c["env"] if e["name"] == "GPUAUDIT_WEBHOOK")
+    assert hook_env["valueFrom"]["secretKeyRef"] == {
+        "name": "gpuaudit-webhook",
+        "key": "url",
+        "optional": True,
+    }
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == {"gpuaudit-reports"}
