@@ -464,6 +464,16 @@ def scan(
     ] = "none",
     config: Config_ = None,
     set_: Sets = None,
+    topology: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology",
+            envvar="GPUAUDIT_TOPOLOGY",
+            rich_help_panel=CONFIG,
+            help="Folder of `nvidia-smi topo -m` outputs, one per node (<node>.txt) or per "
+            "product (<nvidia.com/gpu.product>.txt), for GPU030.",
+        ),
+    ] = None,
     strict: Strict = False,
     baseline: Annotated[
         Path | None,
@@ -557,6 +567,7 @@ def scan(
             tuple(set_ or ()),
             strict,
             ReportOptions(baseline, previous, group_by_label or "", webhook),
+            topology,
         )
     except GpuauditError as exc:
         _fail(str(exc))
@@ -577,6 +588,7 @@ def _scan(
     sets: tuple[str, ...] = (),
     strict: bool = False,
     report: ReportOptions | None = None,
+    topology: Path | None = None,
 ) -> None:
     from gpuaudit import snapshot as snap_mod
     from gpuaudit import waivers as waiver_mod
@@ -597,7 +609,7 @@ def _scan(
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if sum(sources) > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
-    settings = _settings(config, window, step, end, sets)
+    settings = _settings(config, window, step, end, sets, topology)
     clock = _Stages()
     if live.prometheus_url:
         snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
@@ -661,6 +673,7 @@ def _settings(
     step: str | None,
     end: str | None,
     sets: tuple[str, ...] = (),
+    topology: Path | None = None,
 ) -> Settings:
     from gpuaudit.settings import CheckSettings, load_config, parse_duration, settings_from
 
@@ -682,8 +695,15 @@ def _settings(
         window_s=parse_duration(window) if window else None,
         step_s=parse_duration(step) if step else None,
         end=parse_end(end),
+        topology_dir=_topology_dir(topology),
         **checks,
     )
+
+
+def _topology_dir(path: Path | None) -> Path | None:
+    if path is not None and not path.is_dir():
+        raise ConfigError(f"--topology {path} is not a folder of `nvidia-smi topo -m` files")
+    return path
 
 
 def _parse_headers(raw: tuple[str, ...]) -> dict[str, str]:

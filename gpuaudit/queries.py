@@ -32,8 +32,27 @@ FB_FREE = "DCGM_FI_DEV_FB_FREE"
 FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 XID = "DCGM_FI_DEV_XID_ERRORS"
+REMAP_UNCORR = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+ECC_DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+ECC_DBE_AGG = "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"
+P2P_STATUS = "DCGM_EXP_P2P_STATUS"
 
-DCGM_METRICS = (ACT_PROF, UTIL, SM_ACTIVE, TENSOR, FB_USED, FB_FREE, POWER, XID)
+DCGM_METRICS = (
+    ACT_PROF,
+    UTIL,
+    SM_ACTIVE,
+    TENSOR,
+    FB_USED,
+    FB_FREE,
+    POWER,
+    XID,
+    REMAP_UNCORR,
+    REMAP_FAILURE,
+    ECC_DBE_VOL,
+    ECC_DBE_AGG,
+    P2P_STATUS,
+)
 """Metrics whose presence capability discovery records."""
 
 IDENTITY_LABELS = (
@@ -92,6 +111,9 @@ class QuerySpec:
     kind: Kind
     metric: str
     stat: Stat
+    extra_by: tuple[str, ...] = ()
+    """Labels grouped on besides the identity and pod labels (`err_code` of an XID, the
+    `peer_gpu` of a P2P status): the series they tell apart are kept apart."""
 
     def promql(
         self, range_s: int, pod_spelling: str, selector: str = "", recorded: bool = False
@@ -101,7 +123,7 @@ class QuerySpec:
         With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
         (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
         """
-        by = ", ".join(IDENTITY_LABELS + POD_LABELS[pod_spelling])
+        by = ", ".join(self.by_labels(pod_spelling))
         rng = f"[{range_s}s]"
         if recorded and self.stat != "p95":
 
@@ -131,6 +153,10 @@ class QuerySpec:
             return f"max by ({by}) (quantile_over_time(0.95, {sel}{rng}))"
         return f"sum by ({by}) (count_over_time({sel}{rng}))"
 
+    def by_labels(self, pod_spelling: str) -> tuple[str, ...]:
+        """The labels of the `by` clause: identity, pod labels, then `extra_by`."""
+        return IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+
 
 def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
     return [QuerySpec(f"{short}_{s}", "window", metric, s) for s in stats]
@@ -146,6 +172,15 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
     QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
     QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
+    # GPU health: the largest value each series held in the window. The XID gauge holds the
+    # last XID code and carries it as `err_code` too, so grouping on it keeps every code seen.
+    QuerySpec("xid_max", "window", XID, "max", ("err_code", "err_msg")),
+    QuerySpec("remap_uncorr_max", "window", REMAP_UNCORR, "max"),
+    QuerySpec("remap_failure_max", "window", REMAP_FAILURE, "max"),
+    QuerySpec("ecc_dbe_max", "window", ECC_DBE_VOL, "max"),
+    QuerySpec("ecc_dbe_agg_max", "window", ECC_DBE_AGG, "max"),
+    # NVLink P2P status per GPU pair (0 = OK), where the exporter's P2P collector is on.
+    QuerySpec("p2p_max", "window", P2P_STATUS, "max", ("peer_gpu",)),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 

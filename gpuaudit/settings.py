@@ -71,6 +71,18 @@ class CheckSettings:
     """GPU040: hours a card must look busy while doing no work."""
     unmonitored_min_hours: float = 1.0
     """GPU080: shortest GPU holding without DCGM data worth reporting."""
+    gang_partial_min_minutes: float = 30.0
+    """GPU010: minutes a gang must have run short of members before it is reported."""
+    gang_start_spread_minutes: float = 30.0
+    """GPU010: minutes between the first and the last start of a complete gang's members from
+    which the early members' wait is reported."""
+    placement_slowdown: float = 0.10
+    """GPU030, GPU031: share of a badly placed job's GPU-hours counted as lost to slower
+    GPU-to-GPU links (an estimate; 0 ranks these findings by severity alone)."""
+    pending_min_minutes: float = 30.0
+    """GPU050, GPU051: minutes a pod must have been unschedulable for lack of GPUs."""
+    warm_idle_hours: float = 24.0
+    """GPU060: contiguous hours a GPU node must have had no GPU pod at work."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,9 @@ class Settings:
     prices: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     checks: CheckSettings = field(default_factory=CheckSettings)
     currency: str = "USD"
+    topology_dir: Path | None = None
+    """A directory of `nvidia-smi topo -m` outputs, one per node (`<node>.txt`) or per GPU
+    product (`<nvidia.com/gpu.product>.txt`), for GPU030 (`--topology`)."""
 
 
 def load_config(path: Path | None) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit import queries
@@ -23,6 +24,10 @@ class Series:
     util: list[float | None] | None = None
     fb_used: float | None = None
     fb_free: float | None = None
+    xids: list[int] = field(default_factory=list)
+    """XID codes the gauge showed in the window (each answered as its own `err_code` series)."""
+    health: dict[str, float] = field(default_factory=dict)
+    """Window maxima of GPU-health queries by query id (`remap_failure_max`, `ecc_dbe_max` ...)."""
 
 
 def gpu_labels(
@@ -66,12 +71,28 @@ def snapshot(
     hours: int,
     pods: list[dict[str, Any]] | None = None,
     nodes: list[dict[str, Any]] | None = None,
+    lists: dict[str, list[dict[str, Any]]] | None = None,
+    p2p: list[tuple[dict[str, str], str, float]] | None = None,
 ) -> Snapshot:
+    """`lists`: other Kubernetes lists by key (`volcano_podgroups` ...), as item lists; `p2p`:
+    (GPU labels, peer GPU index, status) rows of `DCGM_EXP_P2P_STATUS`."""
     end = START + hours * STEP
     prom: dict[str, list[dict[str, Any]]] = {}
     for q in queries.CATALOGUE:
         result: list[dict[str, Any]] = []
+        if q.id == "xid_max":
+            for s in series:
+                for code in s.xids:
+                    lab = dict(s.labels, err_code=str(code), err_msg=f"xid {code}")
+                    result.append({"metric": lab, "value": [end, str(code)]})
+        elif q.id == "p2p_max":
+            for lab, peer, status in p2p or []:
+                metric = dict(lab, peer_gpu=peer)
+                result.append({"metric": metric, "value": [end, repr(float(status))]})
         for s in series:
+            if q.id in s.health:
+                result.append({"metric": dict(s.labels), "value": [end, repr(s.health[q.id])]})
+                continue
             if q.metric == queries.ACT_PROF:
                 per_hour: list[float | None] = s.act
             elif q.metric == queries.UTIL:
@@ -113,12 +134,18 @@ def snapshot(
         kube["pods"] = [{"kind": "PodList", "items": pods}]
     if nodes is not None:
         kube["nodes"] = [{"kind": "NodeList", "items": nodes}]
+    for key, items in (lists or {}).items():
+        kube[key] = [{"items": items}]
     manifest = {"window": {"start": START, "end": end, "step": STEP}, "cluster": "test"}
     return Snapshot(manifest=manifest, prometheus=prom, kubernetes=kube)
 
 
 def inventory(series: list[Series], hours: int, **kw: Any) -> Inventory:
     return build(snapshot(series, hours, **kw))
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_pod(
@@ -128,20 +155,75 @@ def make_pod(
     gpus: int = 1,
     owner: tuple[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str = "Running",
+    priority: int | None = None,
+    priority_class: str = "",
+    preemption_policy: str = "",
+    node_selector: dict[str, str] | None = None,
+    started: float | None = None,
+    created: float | None = None,
+    unschedulable: str = "",
+    pending_since: float | None = None,
 ) -> dict[str, Any]:
+    """A pod as the API returns it. `unschedulable`: the scheduler's message of a pending
+    pod (PodScheduled False, reason Unschedulable) since `pending_since`."""
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "uid": f"uid-{name}",
         "labels": labels or {},
+        "annotations": annotations or {},
     }
+    if created is not None:
+        meta["creationTimestamp"] = iso(created)
     if owner:
         meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+    }
+    if not node:
+        del spec["nodeName"]
+    if priority is not None:
+        spec["priority"] = priority
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if preemption_policy:
+        spec["preemptionPolicy"] = preemption_policy
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    status: dict[str, Any] = {"phase": phase}
+    if started is not None:
+        status["startTime"] = iso(started)
+    if unschedulable:
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": unschedulable,
+                "lastTransitionTime": iso(pending_since or START),
+            }
+        ]
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def make_node(
+    name: str,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    gpus: int = 8,
+    clique: str = "",
+    cordoned: bool = False,
+) -> dict[str, Any]:
+    labels = {"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus)}
+    if clique:
+        labels["nvidia.com/gpu.clique"] = clique
     return {
-        "metadata": meta,
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {
+            "capacity": {"nvidia.com/gpu": str(gpus)},
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
         },
-        "status": {"phase": "Running"},
     }

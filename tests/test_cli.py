@@ -21,7 +21,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "GPUs 400" in out
+    assert "GPUs 416" in out
     assert "findings, worst first" in out
     assert "GPU001" in out
     assert "llm-canary-0" in out
@@ -62,9 +62,16 @@ def test_output_file(tmp_path: Path) -> None:
     assert "\x1b[" not in txt.read_text() and "GPU001" in txt.read_text()
 
 
-def test_fail_on_exit_codes() -> None:
+def test_fail_on_exit_codes(tmp_path: Path) -> None:
     assert runner.invoke(app, ["scan", "--demo", "--fail-on", "high", "-q"]).exit_code == 1
-    assert runner.invoke(app, ["scan", "--demo", "--fail-on", "critical", "-q"]).exit_code == 0
+    # The demo's only critical findings are GPU070 (sick GPUs); waived, nothing is critical.
+    assert runner.invoke(app, ["scan", "--demo", "--fail-on", "critical", "-q"]).exit_code == 1
+    cfg = tmp_path / "gpuaudit.toml"
+    cfg.write_text('[[waivers]]\ncode = "GPU070"\nreason = "RMA open"\nexpires = 2099-01-01\n')
+    res = runner.invoke(
+        app, ["scan", "--demo", "--fail-on", "critical", "-q", "--config", str(cfg)]
+    )
+    assert res.exit_code == 0
     bad = runner.invoke(app, ["scan", "--demo", "--fail-on", "bogus"])
     assert bad.exit_code == 2
     assert "unknown severity" in bad.output

@@ -22,7 +22,22 @@ def report() -> dict:  # type: ignore[type-arg]
     return json.loads(res.stdout)
 
 
-CODES = ["GPU001", "GPU002", "GPU003", "GPU020", "GPU021", "GPU040", "GPU080"]
+CODES = [
+    "GPU001",
+    "GPU002",
+    "GPU003",
+    "GPU010",
+    "GPU020",
+    "GPU021",
+    "GPU030",
+    "GPU031",
+    "GPU040",
+    "GPU050",
+    "GPU051",
+    "GPU060",
+    "GPU070",
+    "GPU080",
+]
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -47,7 +62,7 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     step = doc["manifest"]["window"]["step"]
     end = doc["manifest"]["window"]["end"]
     hours = (end - doc["manifest"]["window"]["start"]) / 3600
-    prices = {"H100": 6.88, "A100": 5.12, "L40S": 2.70}
+    prices = {"H100": 6.88, "A100": 5.12, "L40S": 2.70, "GB200": 10.50}
     body = doc["prometheus"]["act_hourly"][0]["body"]
     alloc = idle = cost = now = wsum = 0.0
     gpus_by_node: dict[str, set[str]] = defaultdict(set)

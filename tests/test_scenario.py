@@ -57,7 +57,7 @@ def test_different_seeds_differ() -> None:
 def test_scale_and_node_types() -> None:
     sc = generate(400, 7, 1)
     kinds = {n.kind for n in sc.nodes}
-    assert kinds == {"h100", "a100-mig", "l40s"}
+    assert kinds == {"h100", "a100-mig", "l40s", "gb200"}
     total = sum(n.gpu_count for n in sc.nodes)
     assert 380 <= total <= 420
     assert 40 <= len(sc.nodes) <= 70

@@ -6,9 +6,16 @@ from gpuaudit.checks import (
     gpu001_idle_reservation,
     gpu002_idle_tail,
     gpu003_part_time_reservation,
+    gpu010_partial_gang,
     gpu020_framebuffer_pressure,
     gpu021_oversized_reservation,
+    gpu030_topology_mismatch,
+    gpu031_gang_spread,
     gpu040_busy_no_work,
+    gpu050_priority_inversion,
+    gpu051_fragmentation,
+    gpu060_warm_idle_nodes,
+    gpu070_sick_gpus,
     gpu080_unmonitored_gpus,
 )
 from gpuaudit.checks.base import Check, from_module
@@ -19,9 +26,16 @@ REGISTRY: tuple[Check, ...] = tuple(
         gpu001_idle_reservation,
         gpu002_idle_tail,
         gpu003_part_time_reservation,
+        gpu010_partial_gang,
         gpu020_framebuffer_pressure,
         gpu021_oversized_reservation,
+        gpu030_topology_mismatch,
+        gpu031_gang_spread,
         gpu040_busy_no_work,
+        gpu050_priority_inversion,
+        gpu051_fragmentation,
+        gpu060_warm_idle_nodes,
+        gpu070_sick_gpus,
         gpu080_unmonitored_gpus,
     )
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -54,3 +54,23 @@ def short_model(model: str) -> str:
         if m.startswith(prefix):
             m = m[len(prefix) :]
     return m or "unknown-model"
+
+
+def pack(sizes: Sequence[float], room: Mapping[str, float]) -> list[str] | None:
+    """Nodes used when packing pods of `sizes` GPUs into `room` (GPUs per node), largest pod
+    first, each into the fullest open node it fits, else the roomiest unused node; None when
+    some pod fits nowhere."""
+    left = dict(room)
+    opened: list[str] = []
+    for size in sorted(sizes, reverse=True):
+        fits = [n for n in opened if left[n] >= size]
+        if fits:
+            node = min(fits, key=lambda n: (left[n], n))
+        else:
+            spare = [n for n in left if n not in opened and left[n] >= size]
+            if not spare:
+                return None
+            node = max(spare, key=lambda n: (left[n], n))
+            opened.append(node)
+        left[node] -= size
+    return opened

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaudit import mig, queries
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory import kube, prom
 from gpuaudit.snapshot import Snapshot
 
@@ -18,6 +19,40 @@ if TYPE_CHECKING:
 
 Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
+
+GANG_COLUMNS = [
+    C.GANG_ID,
+    C.GANG_KIND,
+    C.NAMESPACE,
+    C.GANG_NAME,
+    C.NEEDED,
+    C.GANG_PHASE,
+    C.GANG_SIGNAL,
+    C.GANG_SOURCE,
+]
+P2P_COLUMNS = [C.NODE, C.GPU_INDEX, C.PEER_INDEX, C.P2P_STATUS]
+HEALTH_QUERIES = {
+    C.REMAP_UNCORR_MAX: "remap_uncorr_max",
+    C.REMAP_FAILURE_MAX: "remap_failure_max",
+    C.ECC_DBE_MAX: "ecc_dbe_max",
+    C.ECC_DBE_AGG_MAX: "ecc_dbe_agg_max",
+}
+"""Holding columns of GPU-health counters and gauges, by the query that fills them."""
+
+
+def _frame(columns: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    out: pd.DataFrame = pd.DataFrame(columns=columns)
+    return out
+
+
+def _empty_gangs() -> pd.DataFrame:
+    return _frame(GANG_COLUMNS)
+
+
+def _empty_p2p() -> pd.DataFrame:
+    return _frame(P2P_COLUMNS)
 
 
 @dataclass
@@ -39,12 +74,18 @@ class Inventory:
     nodes: pd.DataFrame
     """GPU nodes: from the Kubernetes API, else from DCGM host labels."""
     capabilities: set[str] = field(default_factory=set)
-    """What data exists: `activity`, `profiling`, `gpu_util`, `framebuffer`, `kubernetes.pods`."""
+    """What data exists: `activity`, `profiling`, `gpu_util`, `framebuffer`, `gpu_health`,
+    `kubernetes.pods`, `kubernetes.nodes`, and `kubernetes.<list>` for every other list read."""
     missing: dict[str, str] = field(default_factory=dict)
     """Capability -> why it is missing, for skipped checks."""
     warnings: list[str] = field(default_factory=list)
     complete: bool = True
     incomplete_reasons: list[str] = field(default_factory=list)
+    gangs: pd.DataFrame = field(default_factory=_empty_gangs)
+    """One row per gang (PodGroup, Kueue Workload, training job, JobSet ...); pods name theirs
+    in the `gang` column."""
+    p2p: pd.DataFrame = field(default_factory=_empty_p2p)
+    """NVLink P2P status per (node, GPU index, peer index), where the exporter reports it."""
 
     @property
     def window_hours(self) -> float:
@@ -98,6 +139,13 @@ class _Parser:
             chunks.append(rows)
         return chunks
 
+    def labelled(self, qid: str) -> list[tuple[Mapping[str, Any], float]]:
+        """Every row of a window query's chunks, with its raw labels (for `extra_by` labels)."""
+        rows: list[tuple[Mapping[str, Any], float]] = []
+        for i, entry in enumerate(_answers(self.snap, qid)):
+            rows.extend(prom.vector(entry["body"], f"prometheus.{qid}[{i}]", self.stats))
+        return rows
+
     def hourly(self, qid: str) -> dict[Key, dict[float, float]]:
         out: dict[Key, dict[float, float]] = defaultdict(dict)
         for i, entry in enumerate(_answers(self.snap, qid)):
@@ -144,6 +192,50 @@ def _combine(
     return mean, mx, p95, dict(cnt), len(p95_chunks) > 1
 
 
+def _xids(p: _Parser) -> tuple[dict[Key, float], dict[Key, set[int]], dict[Key, dict[int, str]]]:
+    """Largest XID value, every non-zero XID code, and the exporter's message per code, by key.
+
+    The gauge holds the last XID; the query groups on `err_code`, so each code the gauge held
+    in the window is its own series whose maximum is that code."""
+    mx: dict[Key, float] = {}
+    codes: dict[Key, set[int]] = defaultdict(set)
+    msgs: dict[Key, dict[int, str]] = defaultdict(dict)
+    for labels, v in p.labelled("xid_max"):
+        k = p.key(labels)
+        mx[k] = max(v, mx.get(k, v))
+        code = int(v)
+        if code > 0:
+            codes[k].add(code)
+            msg = labels.get("err_msg")
+            if isinstance(msg, str) and msg:
+                msgs[k][code] = msg
+    return mx, dict(codes), dict(msgs)
+
+
+def _p2p(p: _Parser) -> list[dict[str, Any]]:
+    """Worst NVLink P2P status per (node, GPU, peer) over the window; 0 is OK."""
+    worst: dict[tuple[str, str, str], float] = {}
+    for labels, v in p.labelled("p2p_max"):
+        ident = prom.identity(labels, p.spelling)
+        peer = labels.get("peer_gpu")
+        if not ident.host or not ident.gpu_index or not isinstance(peer, str) or not peer:
+            continue
+        k = (ident.host, ident.gpu_index, peer)
+        worst[k] = max(v, worst.get(k, v))
+    return [
+        {C.NODE: n, C.GPU_INDEX: g, C.PEER_INDEX: peer, C.P2P_STATUS: v}
+        for (n, g, peer), v in sorted(worst.items())
+    ]
+
+
+def _window_max(p: _Parser, qid: str) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for chunk in p.window_chunks(qid):
+        for k, v in chunk.items():
+            out[k] = max(v, out.get(k, v))
+    return out
+
+
 def _ratio(percent: float | None) -> float | None:
     return None if percent is None else percent / 100.0
 
@@ -166,6 +258,9 @@ def build(snap: Snapshot) -> Inventory:
     util_h = p.hourly("util_hourly")
     sm_h = p.hourly("sm_hourly")
     tensor_h = p.hourly("tensor_hourly")
+    xid_max, xid_codes, xid_msgs = _xids(p)
+    health = {col: _window_max(p, qid) for col, qid in HEALTH_QUERIES.items()}
+    p2p_rows = _p2p(p)
 
     caps: set[str] = set()
     missing: dict[str, str] = {}
@@ -187,6 +282,15 @@ def build(snap: Snapshot) -> Inventory:
         missing["profiling"] = "no DCGM_FI_PROF_* series (profiling module not loaded?)"
     if "framebuffer" not in caps:
         missing["framebuffer"] = "no DCGM_FI_DEV_FB_USED/FB_FREE series in the window"
+    if xid_max or any(health.values()):
+        caps.add("gpu_health")
+    else:
+        missing["gpu_health"] = (
+            "no DCGM_FI_DEV_XID_ERRORS, row-remap or ECC series in the window "
+            "(are they in dcgm-exporter's counters CSV?)"
+        )
+    if p2p_rows:
+        caps.add("p2p_status")
 
     # Pods and nodes from the Kubernetes API.
     pod_rows = [kube.pod_row(o) for o in kube.items(snap.kubernetes.get("pods", []))]
@@ -211,6 +315,17 @@ def build(snap: Snapshot) -> Inventory:
         missing["kubernetes.nodes"] = str(
             objects.get("nodes") or "nodes were not read from the Kubernetes API"
         )
+    for key in snap.kubernetes:
+        if key not in ("pods", "nodes"):
+            caps.add(f"kubernetes.{key}")
+    for key in gang_mod.GANG_LISTS:
+        if key not in snap.kubernetes:
+            missing[f"kubernetes.{key}"] = str(objects.get(key) or f"{key} were not read")
+    gang_list, pod_gang = gang_mod.build(
+        snap.kubernetes, kube.items(snap.kubernetes.get("pods", []))
+    )
+    for r in pod_rows:
+        r[C.GANG] = pod_gang.get((r["namespace"], r["pod"]), "")
     pod_index = {(r["namespace"], r["pod"]): r for r in pod_rows}
 
     # Holdings: every key seen anywhere.
@@ -292,6 +407,10 @@ def build(snap: Snapshot) -> Inventory:
                 if used_mean is not None and free_mean is not None
                 else None,
                 C.POWER_MEAN: power[0].get(k),
+                C.XID_MAX: xid_max.get(k),
+                C.XID_CODES: ",".join(str(c) for c in sorted(xid_codes.get(k, ()))),
+                C.XID_MSG: "; ".join(f"{c}: {m}" for c, m in sorted(xid_msgs.get(k, {}).items())),
+                **{col: vals.get(k) for col, vals in health.items()},
             }
         )
         u_series = util_h.get(k, {})
@@ -337,6 +456,10 @@ def build(snap: Snapshot) -> Inventory:
         C.FB_FREE_MEAN,
         C.MEM_TOTAL_MIB,
         C.POWER_MEAN,
+        C.XID_MAX,
+        C.XID_CODES,
+        C.XID_MSG,
+        *HEALTH_QUERIES,
     ]
     holdings = pd.DataFrame(rows, columns=holding_cols)
     hourly = pd.DataFrame(hourly_rows)
@@ -355,6 +478,8 @@ def build(snap: Snapshot) -> Inventory:
             C.POWER_MEAN,
             C.FIRST_TS,
             C.LAST_TS,
+            C.XID_MAX,
+            *HEALTH_QUERIES,
         ):
             holdings[col] = pd.to_numeric(holdings[col], errors="coerce").astype("float64")
     gpu_cols = [
@@ -392,6 +517,13 @@ def build(snap: Snapshot) -> Inventory:
         "mig_request",
         "created",
         "started",
+        C.PREEMPTION_POLICY,
+        C.UNSCHEDULABLE,
+        C.PENDING_SINCE,
+        C.SCHED_MESSAGE,
+        C.SELECTOR_PRODUCTS,
+        C.SCHEDULER,
+        C.GANG,
     ]
     pods = pd.DataFrame(pod_rows, columns=pod_cols)
     node_cols = [
@@ -403,6 +535,8 @@ def build(snap: Snapshot) -> Inventory:
         "mig_capacity",
         "clique",
         "mig_strategy",
+        C.POOL,
+        C.CORDONED,
     ]
     nodes = pd.DataFrame(node_rows, columns=node_cols)
 
@@ -437,4 +571,21 @@ def build(snap: Snapshot) -> Inventory:
         warnings=warnings,
         complete=complete,
         incomplete_reasons=reasons,
+        gangs=pd.DataFrame(
+            [
+                {
+                    C.GANG_ID: g.id,
+                    C.GANG_KIND: g.kind,
+                    C.NAMESPACE: g.namespace,
+                    C.GANG_NAME: g.name,
+                    C.NEEDED: float(g.needed) if g.needed is not None else float("nan"),
+                    C.GANG_PHASE: g.phase,
+                    C.GANG_SIGNAL: g.signal,
+                    C.GANG_SOURCE: g.source,
+                }
+                for g in gang_list
+            ],
+            columns=GANG_COLUMNS,
+        ),
+        p2p=pd.DataFrame(p2p_rows, columns=P2P_COLUMNS),
     )

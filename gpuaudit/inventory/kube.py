@@ -128,6 +128,55 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     return total, last
 
 
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+POOL_LABELS = (
+    "karpenter.sh/nodepool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+    "node.kubernetes.io/pool",
+)
+"""Node labels that name a node pool, in the order they are preferred."""
+
+
+def scheduling(status: Mapping[str, Any]) -> tuple[bool, float | None, str]:
+    """Whether the pod is unschedulable (PodScheduled False, reason Unschedulable), since when,
+    and the scheduler's message."""
+    for cond in _list(status, "conditions"):
+        if not isinstance(cond, Mapping) or cond.get("type") != "PodScheduled":
+            continue
+        if cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return True, timestamp(cond.get("lastTransitionTime")), str(cond.get("message", ""))
+        return False, None, ""
+    return False, None, ""
+
+
+def selector_products(spec: Mapping[str, Any]) -> list[str]:
+    """GPU products a pod is pinned to: its nodeSelector on `nvidia.com/gpu.product`, else the
+    values of a required node-affinity `In` term on that label (every term must name it)."""
+    sel = _map(spec, "nodeSelector").get(PRODUCT_LABEL)
+    if isinstance(sel, str) and sel:
+        return [sel]
+    required = _map(
+        _map(_map(spec, "affinity"), "nodeAffinity"),
+        "requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    terms = _list(required, "nodeSelectorTerms")
+    products: list[str] = []
+    for term in terms:
+        found = [
+            [str(v) for v in _list(e, "values")]
+            for e in _list(term, "matchExpressions")
+            if isinstance(e, Mapping)
+            and e.get("key") == PRODUCT_LABEL
+            and e.get("operator") == "In"
+        ]
+        if not found:
+            return []  # one term without the label lets the pod run on any product
+        products.extend(v for vals in found for v in vals)
+    return sorted(set(products))
+
+
 def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = _map(pod, "metadata")
     spec = _map(pod, "spec")
@@ -137,6 +186,8 @@ def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     okind, oname = owner(pod)
     prio = spec.get("priority")
     labels = _map(meta, "labels")
+    unsched, since, message = scheduling(status)
+    created = timestamp(meta.get("creationTimestamp"))
     return {
         "labels": {str(k): str(v) for k, v in labels.items()},
         "restarts": n_restarts,
@@ -152,8 +203,14 @@ def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
         "priority_class": str(spec.get("priorityClassName", "") or ""),
         "gpu_request": gpus,
         "mig_request": ",".join(f"{k}={v:g}" for k, v in sorted(mig.items())),
-        "created": timestamp(meta.get("creationTimestamp")),
+        "created": created,
         "started": timestamp(status.get("startTime")),
+        "preemption_policy": str(spec.get("preemptionPolicy", "") or ""),
+        "unschedulable": unsched,
+        "pending_since": (since if since is not None else created) if unsched else None,
+        "sched_message": message[:500],
+        "selector_products": ",".join(selector_products(spec)),
+        "scheduler": str(spec.get("schedulerName", "") or ""),
     }
 
 
@@ -173,4 +230,9 @@ def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
         "mig_capacity": mig_cap,
         "clique": str(labels.get("nvidia.com/gpu.clique", "")),
         "mig_strategy": str(labels.get("nvidia.com/mig.strategy", "")),
+        "pool": next(
+            (str(labels[k]) for k in POOL_LABELS if isinstance(labels.get(k), str) and labels[k]),
+            str(labels.get(PRODUCT_LABEL, "")),
+        ),
+        "cordoned": bool(_map(node, "spec").get("unschedulable", False)),
     }

@@ -174,3 +174,41 @@ def matrix(
             pts.append((ts, v))
         out.append((metric, pts))
     return out
+
+
+def matrix_arrays(
+    body: Any, where: str, stats: ParseStats
+) -> list[tuple[Mapping[str, Any], Any, Any]]:
+    """Like `matrix`, but each series' points as two float64 numpy arrays (timestamps, values);
+    unusable points are left out and counted. Vectorised: large answers parse in C."""
+    import numpy as np
+
+    out: list[tuple[Mapping[str, Any], Any, Any]] = []
+    for item in _result(body, "matrix", where):
+        metric = item.get("metric") if isinstance(item, Mapping) else None
+        values = item.get("values") if isinstance(item, Mapping) else None
+        if not isinstance(metric, Mapping) or not isinstance(values, list):
+            stats.malformed_series += 1
+            continue
+        try:
+            ts = np.array([p[0] for p in values], dtype=np.float64)
+            vs = np.array([p[1] for p in values], dtype=np.float64)
+        except (TypeError, ValueError, IndexError, KeyError):
+            pts = matrix(
+                {"status": "success", "data": {"resultType": "matrix", "result": [item]}},
+                where,
+                stats,
+            )
+            if not pts:
+                continue
+            ts = np.array([t for t, _ in pts[0][1]], dtype=np.float64)
+            vs = np.array([v for _, v in pts[0][1]], dtype=np.float64)
+            out.append((metric, ts, vs))
+            continue
+        ok = np.isfinite(vs) & np.isfinite(ts)
+        bad = int((~ok).sum())
+        if bad:
+            stats.dropped_values += bad
+            ts, vs = ts[ok], vs[ok]
+        out.append((metric, ts, vs))
+    return out

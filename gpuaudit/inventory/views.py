@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 POD_GPUS = "pod_gpus"
 COST = "cost"
 MODELS = "models"
+WAITED = "waited_h"
 
 
 def held(inv: Inventory) -> pd.DataFrame:
@@ -100,3 +101,87 @@ def pod_hourly(inv: Inventory) -> pd.DataFrame:
 
 def model_price(model: str, prices: Mapping[str, float]) -> float:
     return price_for(model, prices)
+
+
+def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
+    """Hourly rows of whole GPUs (MIG instances left out) with node, slot, GPU index, holder
+    and model: one row per (GPU, holder, bucket) that has data."""
+    h = inv.holdings
+    cols = [C.HOLDING, C.NODE, C.SLOT, C.GPU_INDEX, C.HELD, C.NAMESPACE, C.POD, C.MODEL]
+    whole = h.loc[h[C.MIG_ID] == "", cols]
+    out: pd.DataFrame = inv.hourly[[C.HOLDING, C.TS, C.ACT]].merge(whole, on=C.HOLDING)
+    return out
+
+
+def free_gpus(hourly: pd.DataFrame) -> dict[tuple[str, float], set[str]]:
+    """(node, bucket end) -> the GPU indices no pod held in that bucket, from
+    `whole_gpu_hourly`. A GPU with no data in a bucket is not counted free."""
+    free = hourly.loc[~hourly[C.HELD].astype(bool), [C.NODE, C.TS, C.GPU_INDEX]]
+    if free.empty:
+        return {}
+    sets = free.groupby([C.NODE, C.TS], sort=False)[C.GPU_INDEX].agg(lambda s: set(map(str, s)))
+    return {(str(n), float(t)): v for (n, t), v in sets.items()}
+
+
+def node_products(inv: Inventory) -> dict[str, str]:
+    """Node -> GPU product: the `nvidia.com/gpu.product` label, else the DCGM model name."""
+    out: dict[str, str] = {}
+    h = inv.holdings
+    if not h.empty:
+        for node, model in zip(h[C.NODE], h[C.MODEL], strict=True):
+            if node and model:
+                out.setdefault(str(node), str(model))
+    if not inv.nodes.empty:
+        for node, product in zip(inv.nodes[C.NODE], inv.nodes[C.PRODUCT], strict=True):
+            if product:
+                out[str(node)] = str(product)
+    return out
+
+
+def waiting_for_gpus(inv: Inventory, min_minutes: float) -> pd.DataFrame:
+    """Pods unschedulable for lack of GPUs (PodScheduled False, reason Unschedulable, the
+    scheduler's message naming an `nvidia.com/` resource) for at least `min_minutes` at the
+    window's end, asking for whole GPUs; with a `waited_h` column."""
+    p: pd.DataFrame = inv.pods
+    if p.empty:
+        return p
+    msg = p[C.SCHED_MESSAGE].fillna("").astype(str).str.lower()
+    since = p[C.PENDING_SINCE].astype("float64")
+    cand = p[
+        (p[C.PHASE] == "Pending")
+        & p[C.UNSCHEDULABLE].fillna(False).astype(bool)
+        & msg.str.contains("nvidia.com/", regex=False)
+        & (p[C.GPU_REQUEST] > 0)
+        & since.notna()
+        & ((inv.window_end - since) >= min_minutes * 60)
+    ].copy()
+    cand[WAITED] = (inv.window_end - cand[C.PENDING_SINCE].astype("float64")) / 3600.0
+    out: pd.DataFrame = cand
+    return out
+
+
+def gpu_nodes(inv: Inventory) -> pd.DataFrame:
+    """Schedulable GPU nodes with whole-GPU allocatable, requested and free counts, as the
+    scheduler sees them at the window's end (requests of pods bound to the node that have not
+    finished)."""
+    import pandas as pd
+
+    n = inv.nodes
+    cols = [C.NODE, C.PRODUCT, C.POOL, C.ALLOCATABLE_GPU, "requested", "free"]
+    if n.empty:
+        empty: pd.DataFrame = pd.DataFrame(columns=cols)
+        return empty
+    n = n[(n[C.ALLOCATABLE_GPU] > 0) & ~n[C.CORDONED].fillna(False).astype(bool)]
+    p = inv.pods
+    bound = p[(p[C.NODE] != "") & ~p[C.PHASE].isin(["Succeeded", "Failed"])]
+    req = bound.groupby(C.NODE)[C.GPU_REQUEST].sum()
+    out = n[[C.NODE, C.PRODUCT, C.POOL, C.ALLOCATABLE_GPU]].copy()
+    out["requested"] = out[C.NODE].map(req).fillna(0.0).astype("float64")
+    out["free"] = (out[C.ALLOCATABLE_GPU] - out["requested"]).clip(lower=0.0)
+    result: pd.DataFrame = out.reset_index(drop=True)
+    return result
+
+
+def fits_products(selector: str, product: str) -> bool:
+    """Whether a node of `product` matches a pod's pinned products (empty: any)."""
+    return not selector or product in selector.split(",")

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from gpuaudit import __version__, queries
+from gpuaudit import __version__, queries, xid
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.model import Holding
 from gpuaudit.snapshot import Snapshot
@@ -83,8 +83,30 @@ class _Series:
     lo: dict[str, Arr]
 
 
-_METRICS = (queries.ACT_PROF, queries.UTIL, queries.FB_USED, queries.FB_FREE, queries.POWER)
-_INT_METRICS = {queries.UTIL, queries.FB_USED, queries.FB_FREE}
+_METRICS = (
+    queries.ACT_PROF,
+    queries.UTIL,
+    queries.FB_USED,
+    queries.FB_FREE,
+    queries.POWER,
+    queries.XID,
+    queries.REMAP_UNCORR,
+    queries.REMAP_FAILURE,
+)
+_INT_METRICS = {
+    queries.UTIL,
+    queries.FB_USED,
+    queries.FB_FREE,
+    queries.XID,
+    queries.REMAP_UNCORR,
+    queries.REMAP_FAILURE,
+}
+_HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE)
+"""GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
+
+
+def _xid_text(code: int) -> str:
+    return "No Error" if code == 0 else xid.meaning(code)
 
 
 def _series(sc: Scenario, style: str) -> list[_Series]:
@@ -116,6 +138,9 @@ def _series(sc: Scenario, style: str) -> list[_Series]:
         lo[queries.FB_FREE] = mem - hi[queries.FB_USED]
         hi[queries.POWER] = cat(lambda h: h.power)
         lo[queries.POWER] = hi[queries.POWER]
+        slot = hs[0].slot
+        for m in _HEALTH:
+            hi[m] = lo[m] = slot.health_at(m, hours)
         for m in list(hi):
             # The values Prometheus will parse from the exposition text.
             if m in _INT_METRICS:
@@ -124,6 +149,15 @@ def _series(sc: Scenario, style: str) -> list[_Series]:
                 hi[m] = np.array([float(f"{v:.6f}") for v in hi[m]])
                 lo[m] = np.array([float(f"{v:.6f}") for v in lo[m]])
         out.append(_Series(dict(key), hours, hi, lo))
+        # The XID gauge holds the last XID code and names it in `err_code`/`err_msg`, so each
+        # code the GPU showed is a series of its own over the hours it showed it.
+        codes = slot.health_at(queries.XID, hours)
+        for code in dict.fromkeys(codes.tolist()):
+            sel = codes == code
+            labels = dict(key) | {"err_code": str(int(code)), "err_msg": _xid_text(int(code))}
+            vals = codes[sel]
+            xid_hi = {queries.XID: vals}
+            out.append(_Series(labels, hours[sel], xid_hi, xid_hi))
     return out
 
 
@@ -188,7 +222,7 @@ def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
             "profiling": True,
             "kube_state_metrics": False,
         },
-        "objects": {"pods": "ok", "nodes": "ok", "pytorchjobs": "ok", "priorityclasses": "ok"},
+        "objects": dict.fromkeys(k8s_lists(sc), "ok"),
         "queries": [
             {
                 "id": q.id,
@@ -211,12 +245,12 @@ def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
 def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Snapshot:
     """The snapshot a live collection of this scenario would record."""
     spelling = spelling_of(style)
-    by = set(queries.IDENTITY_LABELS + queries.POD_LABELS[spelling])
     k = 3600 // sc.scrape_s // 2
     series = _series(sc, style)
     window_s = sc.end - sc.start
     prom: dict[str, list[dict[str, Any]]] = {}
     for q in queries.CATALOGUE:
+        by = set(q.by_labels(spelling))
         result: list[dict[str, Any]] = []
         for s in series:
             if q.metric not in s.hi:
@@ -288,7 +322,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
     for i, p in enumerate(sc.pods):
         if not p.alive:
             continue
-        created = sc.start + p.created_h * 3600 - 120
+        created = sc.start + p.created_h * 3600 + p.created_delta_s
         limits: dict[str, str] = {}
         if p.gpus:
             limits["nvidia.com/gpu"] = str(p.gpus)
@@ -304,7 +338,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         }
         spec: dict[str, Any] = {
             "nodeName": p.node,
-            "schedulerName": "default-scheduler",
+            "schedulerName": p.scheduler_name,
             "restartPolicy": "OnFailure" if p.owner_kind == "PyTorchJob" else "Always",
             "containers": [
                 {
@@ -317,22 +351,25 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         if p.priority_class:
             spec["priorityClassName"] = p.priority_class
             spec["priority"] = p.priority
+        if p.preemption_policy:
+            spec["preemptionPolicy"] = p.preemption_policy
+        if p.node_selector:
+            spec["nodeSelector"] = dict(p.node_selector)
         if not p.node:
             del spec["nodeName"]
-        yield {
-            "metadata": {
-                "name": p.name,
-                "namespace": p.namespace,
-                "uid": p.uid,
-                "resourceVersion": str(100000 + i),
-                "creationTimestamp": _iso(created),
-                "labels": dict(p.labels),
-                "annotations": dict(p.annotations),
-                "ownerReferences": [owner],
-            },
-            "spec": spec,
-            "status": _pod_status(sc, p, created),
+        meta: dict[str, Any] = {
+            "name": p.name,
+            "namespace": p.namespace,
+            "uid": p.uid,
+            "resourceVersion": str(100000 + i),
+            "creationTimestamp": _iso(created),
+            "labels": dict(p.labels),
+            "annotations": dict(p.annotations),
+            "ownerReferences": [owner],
         }
+        if not p.owner_kind:  # a plain pod (a Kueue pod group member, say) has no owner
+            del meta["ownerReferences"]
+        yield {"metadata": meta, "spec": spec, "status": _pod_status(sc, p, created)}
     for j, n in enumerate(sc.nodes):
         yield {
             "metadata": {
@@ -370,7 +407,8 @@ def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
                     "type": "PodScheduled",
                     "status": "False",
                     "reason": "Unschedulable",
-                    "message": "0/1 nodes are available: insufficient nvidia.com/gpu.",
+                    "message": p.pending_message
+                    or "0/1 nodes are available: insufficient nvidia.com/gpu.",
                     "lastTransitionTime": _iso(created + 1),
                 }
             ],
@@ -380,7 +418,7 @@ def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
         "ready": True,
         "restartCount": p.restarts,
         "image": f"registry.example/{p.container}:1",
-        "state": {"running": {"startedAt": _iso(created + 30)}},
+        "state": {"running": {"startedAt": _iso(created + p.start_delay_s + 25)}},
     }
     if p.last_termination:
         reason, message = p.last_termination
@@ -395,7 +433,7 @@ def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
     return {
         "phase": p.phase,
         "hostIP": next((n.ip for n in sc.nodes if n.name == p.node), ""),
-        "startTime": _iso(created + 5),
+        "startTime": _iso(created + p.start_delay_s),
         "qosClass": "Guaranteed",
         "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(created + 1)},
@@ -411,6 +449,7 @@ def _owner_api(kind: str) -> str:
         "StatefulSet": "apps/v1",
         "Job": "batch/v1",
         "PyTorchJob": "kubeflow.org/v1",
+        "JobSet": "jobset.x-k8s.io/v1alpha2",
     }.get(kind, "v1")
 
 
@@ -438,7 +477,7 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
         }
         for i, n in enumerate(sc.nodes)
     ]
-    jobs = [
+    jobs: list[dict[str, Any]] = [
         {
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",
@@ -453,6 +492,11 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
         }
         for j in sc.objects.get("pytorchjobs", [])
     ]
+    for j, job in zip(sc.objects.get("pytorchjobs", []), jobs, strict=True):
+        if j.get("min_available"):
+            job["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": j["min_available"]}}
+        if j.get("labels"):
+            job["metadata"]["labels"] = dict(j["labels"])
     classes = [
         {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -463,6 +507,17 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
         }
         for name, value in (("serving", 10000), ("training", 1000), ("batch", 100))
     ]
+    classes.extend(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": c["name"]},
+            "value": c["value"],
+            "preemptionPolicy": c["preemptionPolicy"],
+            "description": c.get("description", ""),
+        }
+        for c in sc.objects.get("priorityclasses", [])
+    )
     return {
         "pods": {"kind": "PodList", "apiVersion": "v1", "metadata": rv, "items": list(_pods(sc))},
         "nodes": {"kind": "NodeList", "apiVersion": "v1", "metadata": rv, "items": nodes},
@@ -478,4 +533,19 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
             "metadata": rv,
             "items": classes,
         },
+        **{
+            key: {"kind": kind, "apiVersion": api, "metadata": rv, "items": list(sc.objects[key])}
+            for key, (api, kind) in _CRD_LISTS.items()
+            if key in sc.objects
+        },
     }
+
+
+_CRD_LISTS = {
+    "volcano_podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroupList"),
+    "coscheduling_podgroups": ("scheduling.x-k8s.io/v1alpha1", "PodGroupList"),
+    "kueue_workloads": ("kueue.x-k8s.io/v1beta2", "WorkloadList"),
+    "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSetList"),
+}
+"""Gang objects the generator writes as whole API objects, by list key (see
+`gpuaudit.sources.kubernetes.RESOURCES`)."""

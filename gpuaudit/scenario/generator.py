@@ -1,9 +1,12 @@
 """A deterministic, seeded generator of realistic GPU clusters with planted problems.
 
 Node types: 8x H100 80GB HGX, 8x A100 80GB with MIG in the mixed strategy (`all-balanced`:
-3g.40gb + 2g.20gb + 2x 1g.10gb per GPU), and 4x L40S PCIe. Workloads: gang-scheduled
-PyTorchJobs, inference Deployments (whole GPUs and MIG slices), Kubeflow notebooks and nightly
-batch. Every planted problem, and every near-miss that must stay quiet, is listed in the truth.
+3g.40gb + 2g.20gb + 2x 1g.10gb per GPU), and 4x L40S PCIe; plus three 4x GB200 trays in two
+NVLink domains (`nvidia.com/gpu.clique`) and one more L40S node for the placement cases.
+Workloads: gang-scheduled PyTorchJobs, inference Deployments (whole GPUs and MIG slices),
+Kubeflow notebooks and nightly batch, Volcano, coscheduling and Kueue gangs, a JobSet, and
+pods pending for GPUs. Every planted problem, and every near-miss that must stay quiet, is
+listed in the truth.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from gpuaudit.scenario import cases
 from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 L40S = "NVIDIA L40S"
-MEM = {H100: 81559, A100: 81920, L40S: 46068}
+GB200 = "NVIDIA GB200"
+MEM = {H100: 81559, A100: 81920, L40S: 46068, GB200: 189471}
 MIG_LAYOUT = (
     ("3g.40gb", "2", 40192),
     ("2g.20gb", "3", 19968),
@@ -82,6 +87,15 @@ class _Builder:
         self.truth: dict[str, Any] = {"planted": {}, "near_misses": {}}
         self.pytorchjobs: list[dict[str, Any]] = []
         self.used: dict[str, list[tuple[int, int]]] = {}
+        self.api: dict[str, list[dict[str, Any]]] = {
+            "volcano_podgroups": [],
+            "coscheduling_podgroups": [],
+            "kueue_workloads": [],
+            "jobsets": [],
+            "priorityclasses": [],
+        }
+        """Whole API objects by list key (the extra PriorityClasses besides the three base
+        ones, gang objects)."""
 
     # ---- nodes and slots -------------------------------------------------------------
     def add_node(self, kind: str, i: int) -> NodeSpec:
@@ -89,6 +103,7 @@ class _Builder:
             "h100": (H100, "NVIDIA-H100-80GB-HBM3", 8),
             "a100-mig": (A100, "NVIDIA-A100-SXM4-80GB", 8),
             "l40s": (L40S, "NVIDIA-L40S", 4),
+            "gb200": (GB200, "NVIDIA-GB200", 4),
         }[kind]
         name = f"{kind}-node-{i:03d}"
         ip = f"10.{len(self.nodes) // 250 % 250}.{len(self.nodes) % 250}.{(i % 200) + 10}"
@@ -111,6 +126,7 @@ class _Builder:
                 "h100": "hopper",
                 "a100-mig": "ampere",
                 "l40s": "ada-lovelace",
+                "gb200": "blackwell",
             }[kind],
             "nvidia.com/gpu.replicas": "1",
             "nvidia.com/mig.capable": "false" if kind == "l40s" else "true",
@@ -135,7 +151,7 @@ class _Builder:
                 }
             )
         else:
-            labels["nvidia.com/mig.strategy"] = "single" if kind == "h100" else "none"
+            labels["nvidia.com/mig.strategy"] = "single" if kind in ("h100", "gb200") else "none"
             capacity["nvidia.com/gpu"] = str(count)
         if kind == "h100":
             labels["nvidia.com/gpu.machine"] = "HGX-H100"
@@ -214,7 +230,7 @@ class _Builder:
         cap = slot.mem_mib * 0.995
         fb = np.round(np.clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, cap))
         fb_amp = np.minimum(np.round(fb * 0.01), np.maximum(np.floor(cap - fb), 0))
-        tdp = {H100: 700.0, A100: 400.0, L40S: 350.0}[slot.node.model]
+        tdp = {H100: 700.0, A100: 400.0, L40S: 350.0, GB200: 1200.0}[slot.node.model]
         power = np.round(tdp * (0.09 + 0.8 * act) * slot.fraction, 3)
         if slot.mig_id:
             util = np.zeros(n)
@@ -723,6 +739,16 @@ class _Builder:
             pend.node = ""
             self.plant("GPU080", pend, "pending, holds no GPU")
 
+    def build_extra(self) -> None:
+        """Cases of GPU010-GPU070, placed after the base workloads so that those stay exactly
+        as they were: in the GPUs the base left free, and on nodes added here."""
+        h100 = [n for n in self.nodes if n.kind == "h100"]
+        l40s = [n for n in self.nodes if n.kind == "l40s"]
+        cases.plant_gangs(self, h100)
+        cases.plant_health(self, h100)
+        cases.plant_placement(self, l40s)
+        cases.plant_pending(self)
+
 
 def generate(
     gpus: int, days: int, seed: int, end: int = DEFAULT_END, scrape_s: int = 60
@@ -737,7 +763,9 @@ def generate(
     b = _Builder(seed, gpus, days, end, scrape_s)
     b.build_nodes()
     b.build_workloads()
+    b.build_extra()
     b.free_rest()
+    cases.truth_from_state(b)
     slots = [s for n in b.nodes for s in b.slots_by_node[n.name]]
     truth = dict(b.truth)
     truth.update(
@@ -762,4 +790,5 @@ def generate(
         truth=truth,
     )
     sc.objects["pytorchjobs"] = b.pytorchjobs
+    sc.objects.update(b.api)
     return sc

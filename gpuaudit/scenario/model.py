@@ -39,6 +39,16 @@ class SlotSpec:
     profile: str
     mem_mib: int
     fraction: float
+    health: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    """GPU-health metric -> (hour index, value) steps: from that hour on the metric reads that
+    value (XID code, remapped rows, remap failure); 0 before the first step."""
+
+    def health_at(self, metric: str, hours: Arr) -> Arr:
+        """The metric's value at each (absolute) hour index."""
+        vals = np.zeros(len(hours), dtype=np.float64)
+        for h, v in sorted(self.health.get(metric, [])):
+            vals[hours >= h] = v
+        return vals
 
     @property
     def key(self) -> str:
@@ -69,6 +79,17 @@ class PodSpec:
     restarts: int = 0
     last_termination: tuple[str, str] | None = None
     """(reason, message) of the last container termination, if any."""
+    scheduler_name: str = "default-scheduler"
+    preemption_policy: str = ""
+    """`spec.preemptionPolicy` as admission resolves it from the PriorityClass; empty: unset."""
+    node_selector: dict[str, str] = field(default_factory=dict)
+    pending_message: str = ""
+    """The scheduler's message of a Pending pod's PodScheduled=False condition (a default
+    naming `nvidia.com/gpu` when empty)."""
+    created_delta_s: int = -120
+    """Seconds added to the creation hour's start for `creationTimestamp`."""
+    start_delay_s: int = 5
+    """Seconds from creation to `status.startTime`."""
 
 
 @dataclass

@@ -1,0 +1,167 @@
+"""GPU030 topology mismatch: a multi-GPU pod got poorly connected GPUs while better ones were free.
+
+What it finds
+    Pods holding several whole GPUs of one node whose GPUs are not all joined by NVLink (or,
+    on PCIe-only boards, sit on different NUMA nodes or PCIe switches) when, as the pod
+    started, the node had a better-connected set of that size free.
+
+Why it matters
+    Tensor-parallel inference and data-parallel training exchange data between their GPUs all
+    the time. Over NVLink that costs little; across PCIe host bridges or the CPU interconnect
+    (`SYS`) it can cost a large share of the GPUs' time, for as long as the pod runs.
+
+How it decides
+    The node's GPU links come from, most specific first: a `nvidia-smi topo -m` file in the
+    `--topology` directory named `<node>.txt` or `<nvidia.com/gpu.product>.txt`; the built-in
+    table by product (HGX/DGX SXM boards such as H100, H200, A100-SXM, B200 and GB200 are
+    all-to-all NVSwitch, so a mismatch is impossible there; H100/H200 NVL cards are bridged in
+    pairs; PCIe-only L4/L40/L40S/A10/T4 boards get an assumed layout of switch pairs on two NUMA
+    nodes); and `DCGM_EXP_P2P_STATUS` where it is collected (status 0 means NVLink P2P).
+    Links rank NVLink, then PIX, PXB, PHB, NODE, SYS; a set ranks by its worst pair. GPU
+    indices come from the DCGM `gpu` label.
+    For each pod holding two or more whole GPUs of one node: the GPUs available as it started
+    are its own plus those no pod held in its first bucket. It is a mismatch when the best set
+    of the same size among them ranks better than the pod's. Nodes whose product is in no table
+    and has no file are not judged.
+    Impact: the pod's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate of the
+    time lost to the slower links. Severity: medium when NVLink was available and not used, or
+    the pod crosses NUMA nodes (`SYS`) while a set within one was free; low otherwise.
+
+What to do
+    Restart the pod so it lands on the better set, and make it stick: keep the NVIDIA device
+    plugin's preferred allocation on (it picks NVLink-connected GPUs), turn on the kubelet
+    Topology Manager with policy `single-numa-node` or `restricted` on PCIe boards, or, with DRA,
+    request the GPUs with a `matchAttribute` constraint on their PCIe root or NVLink domain.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuaudit import topology
+from gpuaudit.checks.base import gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CODE = "GPU030"
+TITLE = "Topology mismatch in a node"
+REQUIRES = ("activity",)
+
+
+def node_topologies(inv: Inventory, settings: Settings) -> dict[str, topology.Topology | None]:
+    """Every DCGM node's best-known GPU topology (None when it cannot be known)."""
+    files = topology.load_dir(settings.topology_dir) if settings.topology_dir else None
+    h = inv.holdings
+    whole = h[(h[C.MIG_ID] == "") & (h[C.GPU_INDEX] != "") & (h[C.NODE] != "")]
+    idx = whole[C.GPU_INDEX].astype(str)
+    highest = idx[idx.str.isdigit()].astype(int).groupby(whole[C.NODE]).max()
+    labelled = (
+        dict(zip(inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], strict=True))
+        if not inv.nodes.empty
+        else {}
+    )
+    p2p: dict[str, dict[tuple[int, int], float]] = {}
+    for row in inv.p2p.itertuples(index=False):
+        g, peer = str(getattr(row, C.GPU_INDEX)), str(getattr(row, C.PEER_INDEX))
+        if g.isdigit() and peer.isdigit():
+            pairs = p2p.setdefault(str(getattr(row, C.NODE)), {})
+            pairs[(int(g), int(peer))] = float(getattr(row, C.P2P_STATUS))
+    products = views.node_products(inv)
+    out: dict[str, topology.Topology | None] = {}
+    for node in sorted(set(whole[C.NODE]) | set(p2p)):
+        count = max(int(highest.get(node, -1)) + 1, int(float(labelled.get(node, 0) or 0)))
+        out[node] = topology.for_node(node, products.get(node, ""), count, files, p2p.get(node))
+    return out
+
+
+def multi_gpu_pods(hourly: pd.DataFrame) -> pd.DataFrame:
+    """Per holder pod and node: its whole GPUs (indices), first bucket and GPU-hours, for pods
+    holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
+    held = hourly[hourly[C.HELD].astype(bool)]
+    g = held.groupby([C.NAMESPACE, C.POD, C.NODE], sort=True)
+    pods = g.agg(
+        first=(C.TS, "min"),
+        buckets=(C.TS, "size"),
+        model=(C.MODEL, "first"),
+        indices=(C.GPU_INDEX, lambda s: tuple(sorted({str(i) for i in s}))),
+    ).reset_index()
+    out: pd.DataFrame = pods[pods["indices"].map(len) >= 2]
+    return out
+
+
+def _medium(own_code: str, best_rank: int, own_rank: int) -> bool:
+    return (best_rank == 0 and own_rank > 0) or (own_code == "SYS" and best_rank < 5)
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    if inv.holdings.empty or inv.hourly.empty:
+        return []
+    hourly = views.whole_gpu_hourly(inv)
+    pods = multi_gpu_pods(hourly)
+    if pods.empty:
+        return []
+    topos = node_topologies(inv, settings)
+    free = views.free_gpus(hourly[hourly[C.TS].isin(set(pods["first"]))])
+    bucket_h = inv.step_s / 3600.0
+    out: list[Finding] = []
+    for row in pods.to_dict("records"):
+        node = str(row[C.NODE])
+        topo = topos.get(node)
+        indices: tuple[str, ...] = row["indices"]
+        if topo is None or not all(i.isdigit() for i in indices):
+            continue
+        own = [int(i) for i in indices]
+        mine = topo.worst(own)
+        if mine is None or mine[0] == 0:
+            continue
+        first = float(row["first"])
+        avail = set(own) | {int(i) for i in free.get((node, first), set()) if i.isdigit()}
+        best = topo.best(avail, len(own))
+        if best is None or best[1] >= mine[0]:
+            continue
+        better, best_rank, best_code = best
+        ns, pod = str(row[C.NAMESPACE]), str(row[C.POD])
+        model = str(row["model"])
+        gpus = float(len(own))
+        held_hours = float(row["buckets"]) * bucket_h
+        lost = held_hours * cfg.placement_slowdown
+        cost = lost * views.model_price(model, settings.prices)
+        own_txt = ", ".join(str(i) for i in own)
+        better_txt = ", ".join(str(i) for i in better)
+        message = (
+            f"Pod {ns}/{pod} holds {gpu_word(gpus)} ({short_model(model)}) on {node} joined at "
+            f"worst by {mine[1]} (GPUs {own_txt}), while GPUs {better_txt}, joined at worst by "
+            f"{best_code}, were free when it started."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.MEDIUM if _medium(mine[1], best_rank, mine[0]) else Severity.LOW,
+                resource=Resource("Pod", ns, pod, node, gpus),
+                message=message,
+                impact=Impact(gpu_hours=lost, cost=cost),
+                recommendation=(
+                    f"Restart {ns}/{pod} so it gets GPUs {better_txt} (or another set joined "
+                    f"by {best_code}); keep the device plugin's preferred allocation on, and on "
+                    "PCIe boards set the kubelet Topology Manager policy to single-numa-node."
+                ),
+                evidence={
+                    "gpu_indices": own,
+                    "worst_link": mine[1],
+                    "better_indices": list(better),
+                    "better_worst_link": best_code,
+                    "free_at_start": sorted(avail - set(own)),
+                    "topology_source": topo.source,
+                    "topology_assumed": topo.assumed,
+                    "gpu_hours_held": round(held_hours, 2),
+                    "placement_slowdown": cfg.placement_slowdown,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,235 @@
+"""GPU031 gang spread too wide: a multi-GPU job spread over more nodes or NVLink domains than it
+needs, or put on PCIe-only GPUs while NVLink GPUs had room.
+
+What it finds
+    - Gangs (PodGroups, Kueue Workloads, training jobs, JobSets ...) whose members hold GPUs on
+      more nodes than their GPU count needs, while, as the gang started, the nodes had room to
+      place it on fewer;
+    - gangs spread over more NVLink domains (node label `nvidia.com/gpu.clique`, multi-node
+      NVLink such as GB200 NVL72) while one domain had room for all of it;
+    - multi-GPU jobs (a gang, or one pod with several GPUs) placed on PCIe-only GPUs while a
+      node with NVLink-connected GPUs had room for the whole job.
+
+Why it matters
+    Collective operations run at the speed of the slowest link. Between nodes that is the
+    network, an order of magnitude slower than NVLink inside a node or an NVLink domain; on
+    PCIe-only boards every all-reduce crosses PCIe and often the CPU interconnect.
+
+How it decides
+    Members are the gang's pods holding whole GPUs (DCGM pod labels); a job's start is the
+    first bucket any member held a GPU. Room at that bucket, per node, is the GPUs no pod held
+    plus the job's own; the pods are packed largest first into the fewest nodes (best fit).
+    - Nodes: the packing needs fewer nodes than the members use.
+    - NVLink domains: every member node has a clique label, the members span several cliques,
+      and the packing fits all pods into the nodes of one clique.
+    - PCIe: every member node's GPUs lack NVLink (built-in table or `--topology` files, see
+      GPU030), the job has two or more GPUs, no member pins its GPU product (nodeSelector or
+      required node affinity on `nvidia.com/gpu.product`), and one node whose GPUs are all
+      NVLink-connected had room for every pod.
+    One finding per job, for the first rule that holds in this order: domains, nodes, PCIe.
+    Impact: the job's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate.
+    Severity: medium from 24 such GPU-hours held, low below.
+
+What to do
+    Use a topology-aware gang scheduler: Kueue Topology Aware Scheduling
+    (`kueue.x-k8s.io/podset-required-topology` on the hostname or clique level), Volcano's
+    network-topology-aware scheduling, or pod affinity on `nvidia.com/gpu.clique` (with DRA,
+    a ComputeDomain). Size members to whole nodes (8 GPUs per pod on 8-GPU nodes), and pin
+    communication-heavy jobs to NVLink products with a nodeSelector.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpuaudit import topology
+from gpuaudit.checks.base import gpu_word, pack, short_model
+from gpuaudit.checks.gpu030_topology_mismatch import node_topologies
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CODE = "GPU031"
+TITLE = "Gang spread too wide"
+REQUIRES = ("activity", "kubernetes.pods")
+
+
+def _is_pcie_only(topo: topology.Topology | None) -> bool:
+    return topo is not None and len(topo.gpus) > 1 and not topo.any_nvlink
+
+
+def _jobs(inv: Inventory, hourly: pd.DataFrame) -> list[dict[str, Any]]:
+    """Gangs with GPU-holding members, and single pods holding several whole GPUs."""
+    held = hourly[hourly[C.HELD].astype(bool)]
+    if held.empty:
+        return []
+    per_pod = (
+        held.groupby([C.NAMESPACE, C.POD, C.NODE], sort=True)
+        .agg(
+            first=(C.TS, "min"),
+            gpus=(C.SLOT, "nunique"),
+            buckets=(C.TS, "size"),
+            model=(C.MODEL, "first"),
+        )
+        .reset_index()
+    )
+    pods = inv.pods.drop_duplicates([C.NAMESPACE, C.POD])
+    meta = (
+        pods.set_index([C.NAMESPACE, C.POD])[[C.GANG, C.SELECTOR_PRODUCTS]]
+        if not pods.empty
+        else None
+    )
+    gangs = inv.gangs.set_index(C.GANG_ID) if not inv.gangs.empty else None
+    jobs: dict[str, dict[str, Any]] = {}
+    for row in per_pod.itertuples(index=False):
+        ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+        gang, pinned = "", ""
+        if meta is not None and (ns, pod) in meta.index:
+            gang = str(meta.at[(ns, pod), C.GANG] or "")
+            pinned = str(meta.at[(ns, pod), C.SELECTOR_PRODUCTS] or "")
+        if gang and gangs is not None and gang in gangs.index:
+            kind, name = str(gangs.at[gang, C.GANG_KIND]), str(gangs.at[gang, C.GANG_NAME])
+            key = gang
+        else:
+            kind, name, key = "Pod", pod, f"Pod/{ns}/{pod}"
+        job = jobs.setdefault(
+            key, {"kind": kind, "namespace": ns, "name": name, "members": [], "pinned": False}
+        )
+        job["members"].append(
+            {
+                "pod": pod,
+                "node": str(getattr(row, C.NODE)),
+                "gpus": int(row.gpus),
+                "first": float(row.first),
+                "buckets": int(row.buckets),
+                "model": str(row.model),
+            }
+        )
+        job["pinned"] = job["pinned"] or bool(pinned)
+    out = []
+    for job in jobs.values():
+        members = job["members"]
+        total = sum(m["gpus"] for m in members)
+        if job["kind"] == "Pod" and total < 2:
+            continue
+        if job["kind"] != "Pod" and len(members) < 2 and total < 2:
+            continue
+        job["total"] = total
+        job["start"] = min(m["first"] for m in members)
+        out.append(job)
+    return out
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    if inv.holdings.empty or inv.hourly.empty:
+        return []
+    hourly = views.whole_gpu_hourly(inv)
+    jobs = _jobs(inv, hourly)
+    if not jobs:
+        return []
+    free = views.free_gpus(hourly[hourly[C.TS].isin({j["start"] for j in jobs})])
+    topos = node_topologies(inv, settings)
+    nodes = inv.nodes.set_index(C.NODE) if not inv.nodes.empty else None
+    cordoned = (
+        {str(n) for n, c in zip(inv.nodes[C.NODE], inv.nodes[C.CORDONED], strict=True) if c}
+        if nodes is not None
+        else set()
+    )
+    cliques = (
+        {str(n): str(c) for n, c in zip(inv.nodes[C.NODE], inv.nodes[C.CLIQUE], strict=True) if c}
+        if nodes is not None
+        else {}
+    )
+    free_at: dict[float, dict[str, int]] = {}
+    for (node, ts), idx in free.items():
+        if node not in cordoned:
+            free_at.setdefault(ts, {})[node] = len(idx)
+    bucket_h = inv.step_s / 3600.0
+    out: list[Finding] = []
+    for job in sorted(jobs, key=lambda j: (j["namespace"], j["name"])):
+        members = job["members"]
+        sizes = [m["gpus"] for m in members]
+        used = sorted({m["node"] for m in members})
+        room = dict(free_at.get(job["start"], {}))
+        for m in members:
+            room[m["node"]] = room.get(m["node"], 0) + m["gpus"]
+        model = members[0]["model"]
+        gpu_hours = sum(m["buckets"] for m in members) * bucket_h
+        reason = ""
+        evidence: dict[str, Any] = {}
+        used_cliques = sorted({cliques.get(n, "") for n in used})
+        if len(used) > 1 and all(cliques.get(n) for n in used) and len(used_cliques) > 1:
+            for clique in sorted(set(cliques.values())):
+                inside = {n: r for n, r in room.items() if cliques.get(n) == clique}
+                placed = pack(sizes, inside)
+                if placed is not None:
+                    reason = (
+                        f"spans {len(used_cliques)} NVLink domains (gpu.clique "
+                        f"{', '.join(used_cliques)}) while domain {clique} had room for all of it"
+                    )
+                    evidence = {"cliques_used": used_cliques, "tighter_clique": clique}
+                    evidence["tighter_nodes"] = placed
+                    break
+        if not reason and len(used) > 1:
+            placed = pack(sizes, room)
+            if placed is not None and len(placed) < len(used):
+                reason = (
+                    f"runs on {len(used)} nodes ({', '.join(used)}) while "
+                    f"{len(placed)} ({', '.join(sorted(placed))}) had room for all of it"
+                )
+                evidence = {"tighter_nodes": sorted(placed)}
+        if not reason and not job["pinned"] and all(_is_pcie_only(topos.get(n)) for n in used):
+            nvlink = {
+                n: r
+                for n, r in room.items()
+                if n not in used and (t := topos.get(n)) is not None and t.all_nvlink
+            }
+            for node in sorted(nvlink, key=lambda n: (-nvlink[n], n)):
+                if pack(sizes, {node: nvlink[node]}) is not None:
+                    reason = (
+                        f"runs on PCIe-only GPUs ({', '.join(used)}) while {node}, whose GPUs "
+                        f"are all NVLink-connected, had {nvlink[node]} free"
+                    )
+                    evidence = {"nvlink_node": node, "nvlink_node_free": nvlink[node]}
+                    break
+        if not reason:
+            continue
+        lost = gpu_hours * cfg.placement_slowdown
+        cost = lost * views.model_price(model, settings.prices)
+        kind, ns, name = job["kind"], job["namespace"], job["name"]
+        pods = [f"{m['pod']}@{m['node']}" for m in members]
+        pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "
+        message = (
+            f"{kind} {ns}/{name} ({pods_txt}{gpu_word(job['total'])}, {short_model(model)}) "
+            f"{reason}."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.MEDIUM if gpu_hours >= 24 else Severity.LOW,
+                resource=Resource(kind, ns, name, used[0] if len(used) == 1 else "", job["total"]),
+                message=message,
+                impact=Impact(gpu_hours=lost, cost=cost),
+                recommendation=(
+                    "Schedule it topology-aware: Kueue Topology Aware Scheduling or Volcano's "
+                    "network-topology plugin, or pod affinity on nvidia.com/gpu.clique; size "
+                    "members to whole nodes, and pin communication-heavy jobs to NVLink GPUs "
+                    "with a nodeSelector on nvidia.com/gpu.product."
+                ),
+                evidence={
+                    "members": pods,
+                    "gpus_per_member": sizes,
+                    "nodes_used": used,
+                    "room_at_start": {n: room[n] for n in sorted(room) if room[n] > 0},
+                    **evidence,
+                    "gpu_hours_held": round(gpu_hours, 2),
+                    "placement_slowdown": cfg.placement_slowdown,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,241 @@
+"""GPU050 priority inversion: important GPU pods wait while less important ones hold the GPUs.
+
+What it finds
+    - GPU pods unschedulable for lack of GPUs for 30 minutes or more while pods of lower
+      priority hold GPUs of the kind they need, and preemption did not free them (or cannot:
+      the waiting pod's `preemptionPolicy` is Never). It names the waiting pod and the holders.
+    - Node pools where serving and batch GPU workloads share the GPUs while some of them have
+      no PriorityClass, so the scheduler cannot let the one preempt the other.
+
+Why it matters
+    Priorities are how Kubernetes decides who gets a scarce GPU. When the order is missing or
+    not enforced, a production model server waits behind a batch job or a notebook, or a
+    deadline-bound training run waits behind experiments.
+
+How it decides
+    - Inversion: a pod in phase Pending whose PodScheduled condition is False with reason
+      Unschedulable, the scheduler's message naming an `nvidia.com/` resource, for at least
+      `checks.pending_min_minutes` (default 30), asking for N whole GPUs. Nodes that can hold
+      it: not cordoned, at least N allocatable `nvidia.com/gpu`, of a product it is not pinned
+      away from (nodeSelector or required node affinity on `nvidia.com/gpu.product`). When
+      one of them has N free GPUs (allocatable minus the requests of pods bound to it) the
+      wait is not for GPUs and nothing is reported. Otherwise, when on one of them the free
+      GPUs plus those of running pods with a lower priority (missing priority counts as 0)
+      reach N, it is an inversion; the node needing the fewest GPUs evicted is named, with
+      the lowest-priority holders that would free them.
+      Impact: N x the hours it has waited, priced per GPU product. Severity: high from 4 hours
+      of waiting, medium below.
+    - Policy: in a node pool (a node-pool label, else the GPU product), running GPU pods of
+      serving kinds (Deployment, StatefulSet, LeaderWorkerSet) and of batch kinds (Job,
+      CronJob, PyTorchJob, MPIJob, JobSet, RayCluster ...) both run, and some GPU pods there
+      have no PriorityClass. Impact: none counted (a risk, not waste); the GPU pods without a
+      class are in the evidence. Severity: low.
+    Only whole-GPU requests (`nvidia.com/gpu`) are judged; MIG requests are not.
+
+What to do
+    Give every GPU workload a PriorityClass (serving above training above batch and
+    notebooks); let important pods preempt (`preemptionPolicy: PreemptLowerPriority`), check
+    that PodDisruptionBudgets of the holders allow it, or run the pool through a queue that
+    preempts by priority (Kueue cohorts with `withinClusterQueue: LowerPriority`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaudit.checks.base import gpu_word
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+
+CODE = "GPU050"
+TITLE = "Priority inversion"
+REQUIRES = ("kubernetes.pods", "kubernetes.nodes")
+
+SERVING_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "InferenceService"})
+BATCH_KINDS = frozenset(
+    {"Job", "CronJob", "PyTorchJob", "MPIJob", "TFJob", "JobSet", "RayJob", "RayCluster"}
+)
+
+
+def _prio(v: Any) -> int:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return 0
+    return 0 if f != f else int(f)
+
+
+def _victims(
+    holders: list[tuple[int, float, str]], free: float, need: float
+) -> tuple[float, list[tuple[int, float, str]]] | None:
+    """Lowest-priority holders first until free plus freed reaches `need`: (GPUs evicted,
+    victims), or None when all of them are not enough."""
+    freed, chosen = 0.0, []
+    for h in sorted(holders, key=lambda x: (x[0], -x[1], x[2])):
+        if free + freed >= need:
+            break
+        chosen.append(h)
+        freed += h[1]
+    return (freed, chosen) if free + freed >= need else None
+
+
+def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
+    cfg = settings.checks
+    waiting = views.waiting_for_gpus(inv, cfg.pending_min_minutes)
+    nodes = views.gpu_nodes(inv)
+    if waiting.empty or nodes.empty:
+        return []
+    pods = inv.pods
+    running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
+    by_node: dict[str, list[tuple[int, float, str]]] = {}
+    for r in running.itertuples(index=False):
+        by_node.setdefault(str(getattr(r, C.NODE)), []).append(
+            (
+                _prio(getattr(r, C.PRIORITY)),
+                float(getattr(r, C.GPU_REQUEST)),
+                f"{getattr(r, C.NAMESPACE)}/{getattr(r, C.POD)}",
+            )
+        )
+    out: list[Finding] = []
+    for w in waiting.itertuples(index=False):
+        need = float(getattr(w, C.GPU_REQUEST))
+        prio = _prio(getattr(w, C.PRIORITY))
+        sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
+        fit = nodes[
+            (nodes[C.ALLOCATABLE_GPU] >= need)
+            & nodes[C.PRODUCT].map(lambda p, s=sel: views.fits_products(s, str(p)))
+        ]
+        if fit.empty or bool((fit["free"] >= need).any()):
+            continue
+        best: tuple[float, str, str, float, list[tuple[int, float, str]]] | None = None
+        for n in fit.itertuples(index=False):
+            node = str(getattr(n, C.NODE))
+            lower = [h for h in by_node.get(node, []) if h[0] < prio]
+            plan = _victims(lower, float(n.free), need)
+            if plan is not None and (best is None or (plan[0], node) < (best[0], best[1])):
+                best = (plan[0], node, str(getattr(n, C.PRODUCT)), float(n.free), plan[1])
+        if best is None:
+            continue
+        evicted, node, product, free, victims = best
+        ns, name = str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))
+        waited = min(float(getattr(w, views.WAITED)), inv.window_hours)
+        gpu_hours = need * waited
+        cost = gpu_hours * views.model_price(product, settings.prices)
+        policy = str(getattr(w, C.PREEMPTION_POLICY) or "")
+        pclass = str(getattr(w, C.PRIORITY_CLASS) or "")
+        why = (
+            "its preemptionPolicy is Never, so it cannot preempt them"
+            if policy == "Never"
+            else "preemption did not free them"
+        )
+        names = ", ".join(f"{v[2]} (priority {v[0]}, {gpu_word(v[1])})" for v in victims)
+        message = (
+            f"Pod {ns}/{name} (priority {prio}{', class ' + pclass if pclass else ''}) has "
+            f"waited {waited:.1f} h for {gpu_word(need)} while lower-priority pods hold the "
+            f"{product} GPUs it needs on {node}: {names}; {why}."
+        )
+        rec = (
+            f"Let {ns}/{name} preempt: give its PriorityClass preemptionPolicy PreemptLowerPriority"
+            if policy == "Never"
+            else f"Find what stops {ns}/{name} from preempting (PodDisruptionBudgets of the "
+            "holders, a gang scheduler that ignores priorities)"
+        ) + (
+            f", or move the lower-priority work off {node}; give every GPU workload a "
+            "PriorityClass so the order is explicit."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.HIGH if waited >= 4 else Severity.MEDIUM,
+                resource=Resource("Pod", ns, name, "", need),
+                message=message,
+                impact=Impact(gpu_hours=gpu_hours, cost=cost),
+                recommendation=rec,
+                evidence={
+                    "waited_hours": round(waited, 2),
+                    "gpus_requested": need,
+                    "priority": prio,
+                    "priority_class": pclass,
+                    "preemption_policy": policy or "PreemptLowerPriority",
+                    "node": node,
+                    "node_free_gpus": free,
+                    "lower_priority_holders": [
+                        {"pod": v[2], "priority": v[0], "gpus": v[1]} for v in victims
+                    ],
+                    "gpus_to_evict": evicted,
+                    "pinned_products": sel.split(",") if sel else [],
+                    "threshold_minutes": cfg.pending_min_minutes,
+                },
+            )
+        )
+    return out
+
+
+def _pools(inv: Inventory) -> list[Finding]:
+    pods, nodes = inv.pods, inv.nodes
+    if pods.empty or nodes.empty:
+        return []
+    pool_of = dict(zip(nodes[C.NODE], nodes[C.POOL], strict=True))
+    gpu = pods[
+        (pods[C.PHASE] == "Running")
+        & (pods[C.NODE] != "")
+        & ((pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != ""))
+    ].copy()
+    gpu["_pool"] = gpu[C.NODE].map(pool_of).fillna("")
+    out: list[Finding] = []
+    for pool, grp in gpu[gpu["_pool"] != ""].groupby("_pool", sort=True):
+        kinds = grp[C.OWNER_KIND].astype(str)
+        serving = grp[kinds.isin(SERVING_KINDS)]
+        batch = grp[kinds.isin(BATCH_KINDS)]
+        bare = grp[grp[C.PRIORITY_CLASS].fillna("") == ""]
+        if serving.empty or batch.empty or bare.empty:
+            continue
+
+        def workloads(df: Any) -> list[str]:
+            return sorted(
+                {
+                    f"{k} {ns}/{o or p}"
+                    for k, ns, o, p in zip(
+                        df[C.OWNER_KIND], df[C.NAMESPACE], df[C.OWNER_NAME], df[C.POD], strict=True
+                    )
+                }
+            )
+
+        unclassed = sorted(
+            f"{ns}/{p}" for ns, p in zip(bare[C.NAMESPACE], bare[C.POD], strict=True)
+        )
+        sv, bt = workloads(serving), workloads(batch)
+        shown = ", ".join(unclassed[:4]) + (" ..." if len(unclassed) > 4 else "")
+        message = (
+            f"Node pool {pool} runs serving ({', '.join(sv[:2])}{' ...' if len(sv) > 2 else ''}) "
+            f"and batch ({', '.join(bt[:2])}{' ...' if len(bt) > 2 else ''}) GPU workloads, yet "
+            f"{len(unclassed)} of its {len(grp)} GPU pods have no PriorityClass ({shown}): the "
+            "scheduler cannot tell which may preempt which."
+        )
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.LOW,
+                resource=Resource("NodePool", "", str(pool), "", 0.0),
+                message=message,
+                impact=Impact(gpu_hours=0.0, cost=0.0),
+                recommendation=(
+                    f"Give every GPU workload in {pool} a PriorityClass (for example serving "
+                    "10000, training 1000, batch 100, notebooks 0) through its pod template "
+                    "or a Kueue WorkloadPriorityClass."
+                ),
+                evidence={
+                    "pods_without_priority_class": unclassed,
+                    "gpu_pods": len(grp),
+                    "serving_workloads": sv,
+                    "batch_workloads": bt,
+                },
+            )
+        )
+    return out
+
+
+def run(inv: Inventory, settings: Settings) -> list[Finding]:
+    return _inversions(inv, settings) + _pools(inv)

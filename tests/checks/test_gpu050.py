@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuaudit.checks import gpu050_priority_inversion as gpu050
+from gpuaudit.findings import Severity
+from gpuaudit.settings import Settings
+from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+
+HOURS = 10
+END = START + HOURS * STEP
+GPU_MSG = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+def _inv(pods: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None):  # type: ignore[no-untyped-def]
+    nodes = nodes if nodes is not None else [make_node("n1"), make_node("n2", "NVIDIA-L40S", 4)]
+    return inventory([Series(gpu_labels(), act=[0.0] * HOURS)], HOURS, pods=pods, nodes=nodes)
+
+
+def _waiting(since: float = START + 4 * STEP, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("priority", 1000)
+    kw.setdefault("priority_class", "training")
+    kw.setdefault("gpus", 8)
+    kw.setdefault("unschedulable", GPU_MSG)
+    return make_pod("urgent-0", namespace="ml", node="", phase="Pending", pending_since=since, **kw)
+
+
+def _holders() -> list[dict[str, Any]]:
+    return [
+        make_pod(
+            "batch-a",
+            namespace="b",
+            node="n1",
+            gpus=4,
+            owner=("Job", "a"),
+            priority=100,
+            priority_class="batch",
+        ),
+        make_pod("batch-b", namespace="b", node="n1", gpus=4, owner=("Job", "b")),
+        make_pod(
+            "srv",
+            namespace="s",
+            node="n2",
+            gpus=4,
+            owner=("StatefulSet", "srv"),
+            priority=10000,
+            priority_class="serving",
+        ),
+    ]
+
+
+def test_pending_pod_waits_behind_lower_priority_holders() -> None:
+    found = gpu050.run(_inv([_waiting(), *_holders()]), Settings())
+    (f,) = [x for x in found if x.resource.kind == "Pod"]
+    assert f.code == "GPU050" and f.severity is Severity.HIGH
+    assert f.resource.name == "urgent-0" and f.resource.gpus == 8
+    assert f.message == (
+        "Pod ml/urgent-0 (priority 1000, class training) has waited 6.0 h for 8 GPUs while "
+        "lower-priority pods hold the NVIDIA-H100-80GB-HBM3 GPUs it needs on n1: b/batch-b "
+        "(priority 0, 4 GPUs), b/batch-a (priority 100, 4 GPUs); preemption did not free them."
+    )
+    assert f.impact.gpu_hours == pytest.approx(48)
+    assert f.impact.cost == pytest.approx(48 * 6.88)
+    assert f.evidence["gpus_to_evict"] == 8
+
+
+def test_preemption_policy_never_says_it_cannot_preempt() -> None:
+    found = gpu050.run(_inv([_waiting(preemption_policy="Never"), *_holders()]), Settings())
+    (f,) = [x for x in found if x.resource.kind == "Pod"]
+    assert "its preemptionPolicy is Never, so it cannot preempt them" in f.message
+    assert "PreemptLowerPriority" in f.recommendation
+
+
+@pytest.mark.parametrize(
+    "pod, why",
+    [
+        (_waiting(since=END - 600), "pending 10 minutes"),
+        (_waiting(priority=0, priority_class=""), "no lower priority"),
+        (
+            _waiting(unschedulable="0/2 nodes are available: 2 node(s) had untolerated taint."),
+            "not GPUs",
+        ),
+        (
+            _waiting(gpus=4, node_selector={"nvidia.com/gpu.product": "NVIDIA-L40S"}),
+            "holder outranks",
+        ),
+    ],
+)
+def test_near_misses(pod: dict[str, Any], why: str) -> None:
+    found = gpu050.run(_inv([pod, *_holders()]), Settings())
+    assert [f for f in found if f.resource.kind == "Pod"] == [], why
+
+
+def test_a_node_with_room_means_the_wait_is_not_for_gpus() -> None:
+    nodes = [make_node("n1"), make_node("n3")]
+    found = gpu050.run(_inv([_waiting(), *_holders()], nodes), Settings())
+    assert [f for f in found if f.resource.kind == "Pod"] == []
+
+
+def test_serving_and_batch_share_a_pool_without_priority_classes() -> None:
+    pods = [
+        make_pod(
+            "api-7f-x",
+            namespace="web",
+            node="n1",
+            gpus=2,
+            owner=("ReplicaSet", "api-7f"),
+            labels={"pod-template-hash": "7f"},
+        ),
+        make_pod(
+            "train-0",
+            namespace="ml",
+            node="n1",
+            gpus=4,
+            owner=("Job", "train"),
+            priority=100,
+            priority_class="batch",
+        ),
+        make_pod("srv-0", namespace="s", node="n2", gpus=1, owner=("StatefulSet", "srv")),
+    ]
+    found = gpu050.run(_inv(pods), Settings())
+    (f,) = found
+    assert (f.resource.kind, f.resource.name) == ("NodePool", "NVIDIA-H100-80GB-HBM3")
+    assert f.severity is Severity.LOW and f.impact.gpu_hours == 0
+    assert f.message == (
+        "Node pool NVIDIA-H100-80GB-HBM3 runs serving (Deployment web/api) and batch (Job "
+        "ml/train) GPU workloads, yet 1 of its 2 GPU pods have no PriorityClass (web/api-7f-x): "
+        "the scheduler cannot tell which may preempt which."
+    )
+    assert f.evidence["pods_without_priority_class"] == ["web/api-7f-x"]
+
+
+def test_classed_pools_stay_quiet() -> None:
+    pods = [
+        make_pod(
+            "api-0", node="n1", owner=("StatefulSet", "api"), priority_class="serving", priority=1
+        ),
+        make_pod("job-0", node="n1", owner=("Job", "j"), priority_class="batch", priority=0),
+    ]
+    assert gpu050.run(_inv(pods), Settings()) == []

@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import gangs
+from tests.factories import Series, gpu_labels, inventory, make_pod
+
+
+def obj(
+    kind: str,
+    name: str,
+    spec: dict[str, Any],
+    status: dict[str, Any] | None = None,
+    ns: str = "ml",
+    **meta: Any,
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns, **meta},
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+def pages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"items": items}]
+
+
+def by_id(found: list[gangs.Gang]) -> dict[str, gangs.Gang]:
+    return {g.id: g for g in found}
+
+
+def test_volcano_podgroup_by_annotation_with_phase_unknown_signal() -> None:
+    pg = obj("PodGroup", "pg", {"minMember": 4}, {"phase": "Unknown", "running": 2})
+    pod = make_pod("w-0", annotations={"scheduling.k8s.io/group-name": "pg"})
+    other = make_pod("w-1", annotations={"scheduling.volcano.sh/group-name": "pg"})
+    found, member = gangs.build({"volcano_podgroups": pages([pg])}, [pod, other])
+    (g,) = found
+    assert (g.kind, g.needed, g.phase) == ("PodGroup", 4, "Unknown")
+    assert "phase Unknown" in g.signal
+    assert member == {("ml", "w-0"): g.id, ("ml", "w-1"): g.id}
+
+
+@pytest.mark.parametrize(
+    "phase, signalled", [("Scheduling", True), ("Unknown", True), ("Running", False)]
+)
+def test_coscheduling_podgroup_signals(phase: str, signalled: bool) -> None:
+    pg = obj("PodGroup", "cg", {"minMember": 3}, {"phase": phase})
+    pod = make_pod("a", labels={"scheduling.x-k8s.io/pod-group": "cg"})
+    (g,), member = gangs.build({"coscheduling_podgroups": pages([pg])}, [pod])
+    assert g.group == "scheduling.x-k8s.io" and g.needed == 3
+    assert bool(g.signal) is signalled
+    assert member[("ml", "a")] == g.id
+
+
+def test_legacy_coscheduling_labels_give_the_size_without_the_object() -> None:
+    labels = {
+        "pod-group.scheduling.sigs.k8s.io/name": "old",
+        "pod-group.scheduling.sigs.k8s.io/min-available": "2",
+    }
+    (g,), _ = gangs.build({}, [make_pod("a", labels=labels)])
+    assert (g.kind, g.name, g.needed) == ("PodGroup", "old", 2)
+    assert "min-available" in g.source
+
+
+def test_kueue_workload_admitted_without_pods_ready_owned_by_a_job() -> None:
+    wl = obj(
+        "Workload",
+        "job-train-1a2b3",
+        {"podSets": [{"name": "main", "count": 4}]},
+        {
+            "admission": {"podSetAssignments": [{"name": "main", "count": 3}]},
+            "conditions": [
+                {"type": "Admitted", "status": "True"},
+                {"type": "PodsReady", "status": "False"},
+            ],
+        },
+        ownerReferences=[{"kind": "Job", "name": "train", "controller": True}],
+    )
+    pod = make_pod("train-0-x", owner=("Job", "train"))
+    (g,), member = gangs.build({"kueue_workloads": pages([wl])}, [pod])
+    # Partial admission: the admitted count is what the gang needs.
+    assert (g.kind, g.name, g.needed, g.phase) == ("Workload", "job-train-1a2b3", 3, "Admitted")
+    assert g.signal == "Kueue Workload Admitted without PodsReady"
+    assert member[("ml", "train-0-x")] == g.id
+
+
+def test_kueue_plain_pod_group_from_labels_alone() -> None:
+    meta = {
+        "labels": {"kueue.x-k8s.io/pod-group-name": "grp"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
+    }
+    pods = [make_pod(f"p{i}", **meta) for i in range(2)]
+    (g,), member = gangs.build({}, pods)
+    assert (g.kind, g.name, g.needed) == ("Workload", "grp", 3)
+    assert len(member) == 2
+
+
+def test_pytorchjob_min_available_wins_over_replicas_and_volcano_outranks_it() -> None:
+    job = obj(
+        "PyTorchJob",
+        "ft",
+        {
+            "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 4}},
+        },
+        {
+            "conditions": [
+                {"type": "Created", "status": "True"},
+                {"type": "Running", "status": "True"},
+            ]
+        },
+    )
+    plain = obj(
+        "PyTorchJob", "plain", {"pytorchReplicaSpecs": {"Master": {}, "Worker": {"replicas": 2}}}
+    )
+    pod = make_pod("ft-worker-0", labels={"training.kubeflow.org/job-name": "ft"})
+    pg = obj("PodGroup", "plain", {"minMember": 5})
+    gang_pod = make_pod(
+        "plain-worker-0",
+        labels={"training.kubeflow.org/job-name": "plain"},
+        annotations={"scheduling.k8s.io/group-name": "plain"},
+    )
+    found, member = gangs.build(
+        {"pytorchjobs": pages([job, plain]), "volcano_podgroups": pages([pg])}, [pod, gang_pod]
+    )
+    g = by_id(found)
+    ft = g["kubeflow.org/PyTorchJob/ml/ft"]
+    assert (ft.needed, ft.phase) == (3, "Running") and "minAvailable" in ft.source
+    assert g["kubeflow.org/PyTorchJob/ml/plain"].needed == 3  # 1 master by default + 2
+    assert member[("ml", "ft-worker-0")] == ft.id
+    assert member[("ml", "plain-worker-0")] == "scheduling.volcano.sh/PodGroup/ml/plain"
+
+
+def test_mpijob_jobset_lws_and_raycluster_sizes() -> None:
+    lists = {
+        "mpijobs": pages(
+            [
+                obj(
+                    "MPIJob",
+                    "mpi",
+                    {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 4}}},
+                )
+            ]
+        ),
+        "jobsets": pages(
+            [
+                obj(
+                    "JobSet",
+                    "js",
+                    {
+                        "replicatedJobs": [
+                            {"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 4}}},
+                            {"name": "driver", "template": {"spec": {}}},
+                        ]
+                    },
+                )
+            ]
+        ),
+        "leaderworkersets": pages(
+            [obj("LeaderWorkerSet", "lws", {"replicas": 2, "leaderWorkerTemplate": {"size": 3}})]
+        ),
+        "rayclusters": pages(
+            [
+                obj(
+                    "RayCluster",
+                    "rc",
+                    {"workerGroupSpecs": [{"replicas": 2, "numOfHosts": 2}, {"replicas": 1}]},
+                )
+            ]
+        ),
+    }
+    pods = [
+        make_pod(
+            "mpi-worker-0",
+            owner=("MPIJob", "mpi"),
+            labels={"training.kubeflow.org/job-name": "mpi"},
+        ),
+        make_pod(
+            "js-w-0-0", labels={"jobset.sigs.k8s.io/jobset-name": "js"}, owner=("Job", "js-w-0")
+        ),
+        make_pod(
+            "lws-1-2",
+            labels={
+                "leaderworkerset.sigs.k8s.io/name": "lws",
+                "leaderworkerset.sigs.k8s.io/group-index": "1",
+            },
+        ),
+        make_pod("rc-worker-x", labels={"ray.io/cluster": "rc"}),
+    ]
+    found, member = gangs.build(lists, pods)
+    g = by_id(found)
+    assert g["kubeflow.org/MPIJob/ml/mpi"].needed == 5
+    assert g["jobset.x-k8s.io/JobSet/ml/js"].needed == 9
+    assert g["leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-0"].needed == 3
+    assert g["ray.io/RayCluster/ml/rc"].needed == 6
+    assert member[("ml", "mpi-worker-0")] == "kubeflow.org/MPIJob/ml/mpi"
+    assert member[("ml", "js-w-0-0")] == "jobset.x-k8s.io/JobSet/ml/js"
+    assert member[("ml", "lws-1-2")] == "leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-1"
+    assert member[("ml", "rc-worker-x")] == "ray.io/RayCluster/ml/rc"
+
+
+def test_unknown_size_when_nothing_says() -> None:
+    pod = make_pod("x", labels={"jobset.sigs.k8s.io/jobset-name": "gone"})
+    (g,), _ = gangs.build({}, [pod])
+    assert g.needed is None
+
+
+def test_inventory_carries_gangs_and_the_pod_gang_column() -> None:
+    pg = obj("PodGroup", "pg", {"minMember": 2}, {"phase": "Running"})
+    pods = [
+        make_pod("a", annotations={"scheduling.k8s.io/group-name": "pg"}),
+        make_pod("solo"),
+    ]
+    s = Series(gpu_labels(pod="a", namespace="ml"), act=[0.5] * 3)
+    inv = inventory([s], 3, pods=pods, lists={"volcano_podgroups": [pg]})
+    assert list(inv.gangs[C.GANG_ID]) == ["scheduling.volcano.sh/PodGroup/ml/pg"]
+    row = inv.gangs.iloc[0]
+    assert (row[C.GANG_KIND], row[C.GANG_NAME], row[C.NEEDED]) == ("PodGroup", "pg", 2.0)
+    gang_of = dict(zip(inv.pods[C.POD], inv.pods[C.GANG], strict=True))
+    assert gang_of == {"a": "scheduling.volcano.sh/PodGroup/ml/pg", "solo": ""}
+    assert "kubernetes.volcano_podgroups" in inv.capabilities
+    assert "kubernetes.kueue_workloads" in inv.missing
+
+
+def test_gang_table_is_empty_without_kubernetes() -> None:
+    inv = inventory([Series(gpu_labels(), act=[0.0])], 1)
+    assert inv.gangs.empty and list(inv.gangs.columns)[0] == C.GANG_ID
