@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.views import hourly_with
 from gpuaudit.pricing import price_for
 
 NONE_GROUP = "(no label)"
@@ -68,7 +69,8 @@ def _groups(
         alloc = float(w.sum())
         is_idle = g[C.ACT] < idle
         idle_h = float(w[is_idle].sum())
-        price = g.loc[is_idle, C.MODEL].map(lambda m: price_for(str(m), prices)).astype(float)
+        models = g.loc[is_idle, C.MODEL]
+        price = models.map({m: price_for(str(m), prices) for m in models.unique()}).astype(float)
         cost = float((w[is_idle] * price).sum())
         mean = float((g[C.ACT] * w).sum() / alloc) if alloc > 0 else None
         out.append(Group(str(k), alloc, idle_h, cost, mean))
@@ -91,8 +93,7 @@ def breakdown(
     )
     if held.empty or inv.hourly.empty:
         return Breakdown((), group_label, (), empty)
-    info = held.set_index(C.HOLDING)[[C.FRACTION, C.MODEL, C.NAMESPACE, C.POD]]
-    pts = inv.hourly[inv.hourly[C.HOLDING].isin(info.index)].join(info, on=C.HOLDING)
+    pts = hourly_with(inv, [C.FRACTION, C.MODEL, C.NAMESPACE, C.POD], held_only=True)
     by_ns = _groups(pts, C.NAMESPACE, bucket_h, idle_activity, prices)
     by_group: tuple[Group, ...] = ()
     if group_label:

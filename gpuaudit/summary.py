@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.views import hourly_with
 from gpuaudit.pricing import price_for
 
 
@@ -79,8 +80,7 @@ def summarise(
     idle = 0.0
     cost = 0.0
     if not held.empty and not hr.empty:
-        info = held.set_index(C.HOLDING)[[C.FRACTION, C.MODEL]]
-        pts = hr[hr[C.HOLDING].isin(info.index)].join(info, on=C.HOLDING)
+        pts = hourly_with(inv, [C.FRACTION, C.MODEL], held_only=True)
         weights = pts[C.FRACTION] * bucket_h
         if float(weights.sum()) > 0:
             mean_act = float((pts[C.ACT] * weights).sum() / weights.sum())
@@ -88,7 +88,8 @@ def summarise(
         now = float(last[C.FRACTION].sum())
         idle_pts = pts[pts[C.ACT] < idle_activity]
         idle = float((idle_pts[C.FRACTION] * bucket_h).sum())
-        price = idle_pts[C.MODEL].map(lambda m: price_for(str(m), prices)).astype("float64")
+        unit = {m: price_for(str(m), prices) for m in idle_pts[C.MODEL].unique()}
+        price = idle_pts[C.MODEL].map(unit).astype("float64")
         cost = float((idle_pts[C.FRACTION] * bucket_h * price).sum())
     hours = inv.window_hours
     avg = allocated / hours if hours > 0 else 0.0

@@ -83,13 +83,15 @@ def multi_gpu_pods(hourly: pd.DataFrame) -> pd.DataFrame:
     """Per holder pod and node: its whole GPUs (indices), first bucket and GPU-hours, for pods
     holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
     held = hourly[hourly[C.HELD].astype(bool)]
-    g = held.groupby([C.NAMESPACE, C.POD, C.NODE], sort=True)
-    pods = g.agg(
-        first=(C.TS, "min"),
-        buckets=(C.TS, "size"),
-        model=(C.MODEL, "first"),
-        indices=(C.GPU_INDEX, lambda s: tuple(sorted({str(i) for i in s}))),
-    ).reset_index()
+    keys = [C.NAMESPACE, C.POD, C.NODE]
+    g = held.groupby(keys, sort=True)
+    pods = g.agg(first=(C.TS, "min"), buckets=(C.TS, "size"), model=(C.MODEL, "first"))
+    # Indices from the distinct (pod, GPU) pairs: a small table, not every hourly row.
+    pairs = held[[*keys, C.GPU_INDEX]].drop_duplicates()
+    indices = pairs.groupby(keys, sort=True)[C.GPU_INDEX].agg(
+        lambda s: tuple(sorted({str(i) for i in s}))
+    )
+    pods = pods.join(indices.rename("indices")).reset_index()
     out: pd.DataFrame = pods[pods["indices"].map(len) >= 2]
     return out
 

@@ -41,9 +41,9 @@ REQUIRES = ("profiling", "gpu_util")
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     bucket_h = inv.step_s / 3600.0
-    h = views.held(inv)[[C.HOLDING, C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE]]
-    h = h[h[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL"]
-    hr = inv.hourly.merge(h, on=C.HOLDING, how="inner")
+    cols = [C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE]
+    hr = views.hourly_with(inv, cols, held_only=True)
+    hr = hr[hr[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL"]
     if hr.empty:
         return []
     work = hr[C.SM].where(hr[C.SM].notna(), hr[C.ACT])

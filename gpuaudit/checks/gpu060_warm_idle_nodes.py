@@ -60,8 +60,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         return []
     step = float(inv.step_s)
     bucket_h = step / 3600.0
-    info = h[[C.HOLDING, C.NODE, C.HELD, C.NAMESPACE, C.POD]]
-    hr = inv.hourly[[C.HOLDING, C.TS, C.ACT]].merge(info, on=C.HOLDING)
+    hr = views.hourly_with(inv, [C.NODE, C.HELD, C.NAMESPACE, C.POD])
     hr = hr[hr[C.NODE] != ""]
     hr["_busy"] = hr[C.HELD].astype(bool) & (hr[C.ACT] >= cfg.idle_activity)
     per = (

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from gpuaudit import mig, queries
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import columns as C
@@ -16,6 +18,30 @@ from gpuaudit.snapshot import Snapshot
 
 if TYPE_CHECKING:
     import pandas as pd
+
+_IDENTITY_INPUTS = (
+    "UUID",
+    "uuid",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "model_name",
+    "node",
+    "Hostname",
+    "hostname",
+    "kubernetes_node",
+    "exported_pod",
+    "exported_namespace",
+    "exported_container",
+    "pod",
+    "pod_name",
+    "namespace",
+    "pod_namespace",
+    "container",
+    "container_name",
+)
+"""Every label `prom.identity` reads."""
 
 Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
@@ -115,12 +141,19 @@ class _Parser:
             spelling = prom.detect_spelling(b for b in bodies if isinstance(b, Mapping))
         self.spelling = str(spelling)
         self.ident: dict[Key, prom.Identity] = {}
+        self._cache: dict[tuple[Any, ...], Key] = {}
 
     def key(self, labels: Mapping[str, Any]) -> Key:
+        # Identities repeat across every query (one label set per series): cache them.
+        cache_key = tuple(labels.items())
+        k = self._cache.get(cache_key)
+        if k is not None:
+            return k
         ident = prom.identity(labels, self.spelling)
         k = (ident.slot, ident.namespace, ident.pod)
         if k not in self.ident:
             self.ident[k] = ident
+        self._cache[cache_key] = k
         return k
 
     def window_chunks(self, qid: str) -> list[dict[Key, float]]:
@@ -146,14 +179,30 @@ class _Parser:
             rows.extend(prom.vector(entry["body"], f"prometheus.{qid}[{i}]", self.stats))
         return rows
 
-    def hourly(self, qid: str) -> dict[Key, dict[float, float]]:
-        out: dict[Key, dict[float, float]] = defaultdict(dict)
+    def hourly(self, qid: str) -> dict[Key, tuple[Any, Any]]:
+        """Per key: bucket end times and values, as sorted float64 arrays."""
+        import numpy as np
+
+        parts: dict[Key, list[tuple[Any, Any]]] = defaultdict(list)
         for i, entry in enumerate(_answers(self.snap, qid)):
-            for labels, pts in prom.matrix(entry["body"], f"prometheus.{qid}[{i}]", self.stats):
-                k = self.key(labels)
-                series = out[k]
-                for ts, v in pts:
-                    series[ts] = v
+            for labels, ts, vs in prom.matrix_arrays(
+                entry["body"], f"prometheus.{qid}[{i}]", self.stats
+            ):
+                parts[self.key(labels)].append((ts, vs))
+        out: dict[Key, tuple[Any, Any]] = {}
+        for k, chunks in parts.items():
+            if len(chunks) == 1:
+                ts, vs = chunks[0]
+            else:
+                ts = np.concatenate([c[0] for c in chunks])
+                vs = np.concatenate([c[1] for c in chunks])
+            # Sorted, one value per bucket (a later duplicate wins, as a dict would keep it).
+            order = np.argsort(ts, kind="stable")
+            ts, vs = ts[order], vs[order]
+            if len(ts) > 1 and (np.diff(ts) == 0).any():
+                keep = np.append(np.diff(ts) != 0, True)
+                ts, vs = ts[keep], vs[keep]
+            out[k] = (ts, vs)
         return out
 
 
@@ -233,6 +282,27 @@ def _window_max(p: _Parser, qid: str) -> dict[Key, float]:
     for chunk in p.window_chunks(qid):
         for k, v in chunk.items():
             out[k] = max(v, out.get(k, v))
+    return out
+
+
+def _long(parts: list[tuple[int, Any, Any]], col: str) -> pd.DataFrame:
+    """(holding id, times, values) per holding -> one long table."""
+    import pandas as pd
+
+    if not parts:
+        empty: pd.DataFrame = pd.DataFrame(
+            {C.HOLDING: np.empty(0, dtype=np.int64), C.TS: np.empty(0), col: np.empty(0)}
+        )
+        return empty
+    out: pd.DataFrame = pd.DataFrame(
+        {
+            C.HOLDING: np.concatenate(
+                [np.full(len(ts), hid, dtype=np.int64) for hid, ts, _ in parts]
+            ),
+            C.TS: np.concatenate([ts for _, ts, _ in parts]),
+            col: np.concatenate([vs for _, _, vs in parts]),
+        }
+    )
     return out
 
 
@@ -332,22 +402,15 @@ def build(snap: Snapshot) -> Inventory:
     keys = set(p.ident)
     bucket_h = step / 3600.0
     rows: list[dict[str, Any]] = []
-    hourly_rows: dict[str, list[Any]] = {
-        C.HOLDING: [],
-        C.TS: [],
-        C.ACT: [],
-        C.UTIL: [],
-        C.SM: [],
-        C.TENSOR: [],
-    }
-    nan = float("nan")
-    for k in sorted(keys):
+    act_parts: list[tuple[int, Any, Any]] = []
+    empty = (np.empty(0), np.empty(0))
+    for hid, k in enumerate(sorted(keys)):
         ident = p.ident[k]
         has_prof = k in act[0] or k in act_h
         has_util = k in util[0] or k in util_h
         a_mean = a_max = a_p95 = a_cnt = None
         source, approx = "", False
-        series: dict[float, float] = {}
+        series: tuple[Any, Any] = empty
         if has_prof:
             a_mean, a_max, a_p95, a_cnt = (
                 act[0].get(k),
@@ -355,7 +418,7 @@ def build(snap: Snapshot) -> Inventory:
                 act[2].get(k),
                 act[3].get(k),
             )
-            source, approx, series = queries.ACT_PROF, bool(act[4]), act_h.get(k, {})
+            source, approx, series = queries.ACT_PROF, bool(act[4]), act_h.get(k, empty)
         elif has_util:
             a_mean, a_max, a_p95 = (
                 _ratio(util[0].get(k)),
@@ -364,14 +427,14 @@ def build(snap: Snapshot) -> Inventory:
             )
             a_cnt = util[3].get(k)
             source, approx = queries.UTIL, bool(util[4])
-            series = {ts: v / 100.0 for ts, v in util_h.get(k, {}).items()}
-        ts_all = set(series) | set(util_h.get(k, {}))
+            u_ts, u_vs = util_h.get(k, empty)
+            series = (u_ts, u_vs / 100.0)
+        ts_all = np.union1d(series[0], util_h.get(k, empty)[0])
         hours = len(ts_all) * bucket_h
         model = ident.model
         fraction = mig.slice_fraction(ident.mig_profile, model) if ident.mig_profile else 1.0
         pod = pod_index.get((ident.namespace, ident.pod)) if ident.held else None
         node = (pod["node"] if pod and pod["node"] else "") or ident.host
-        hid = "|".join(k)
         used_mean, free_mean = fb_used[0].get(k), fb_free[0].get(k)
         rows.append(
             {
@@ -388,8 +451,8 @@ def build(snap: Snapshot) -> Inventory:
                 C.CONTAINER: ident.container,
                 C.HELD: ident.held,
                 C.FRACTION: fraction,
-                C.FIRST_TS: (min(ts_all) - step) if ts_all else None,
-                C.LAST_TS: max(ts_all) if ts_all else None,
+                C.FIRST_TS: float(ts_all[0]) - step if len(ts_all) else None,
+                C.LAST_TS: float(ts_all[-1]) if len(ts_all) else None,
                 C.HOURS: hours,
                 C.GPU_HOURS: hours * fraction,
                 C.ACT_MEAN: a_mean,
@@ -413,17 +476,8 @@ def build(snap: Snapshot) -> Inventory:
                 **{col: vals.get(k) for col, vals in health.items()},
             }
         )
-        u_series = util_h.get(k, {})
-        sm_series = sm_h.get(k, {})
-        t_series = tensor_h.get(k, {})
-        for ts in sorted(series):
-            hourly_rows[C.HOLDING].append(hid)
-            hourly_rows[C.TS].append(ts)
-            hourly_rows[C.ACT].append(series[ts])
-            u = u_series.get(ts)
-            hourly_rows[C.UTIL].append(u / 100.0 if u is not None else nan)
-            hourly_rows[C.SM].append(sm_series.get(ts, nan))
-            hourly_rows[C.TENSOR].append(t_series.get(ts, nan))
+        if len(series[0]):
+            act_parts.append((hid, series[0], series[1]))
 
     holding_cols = [
         C.HOLDING,
@@ -462,7 +516,14 @@ def build(snap: Snapshot) -> Inventory:
         *HEALTH_QUERIES,
     ]
     holdings = pd.DataFrame(rows, columns=holding_cols)
-    hourly = pd.DataFrame(hourly_rows)
+    hid_of = {k: i for i, k in enumerate(sorted(keys))}
+    hourly = _long(act_parts, C.ACT)
+    for col, src, scale in ((C.UTIL, util_h, 100.0), (C.SM, sm_h, 1.0), (C.TENSOR, tensor_h, 1.0)):
+        parts = [(hid_of[k], ts, vs / scale) for k, (ts, vs) in src.items() if k in hid_of]
+        if parts:
+            hourly = hourly.merge(_long(parts, col), on=[C.HOLDING, C.TS], how="left")
+        else:
+            hourly[col] = np.nan
     if not holdings.empty:
         for col in (
             C.ACT_MEAN,

@@ -8,7 +8,7 @@ from gpuaudit.inventory import columns as C
 from gpuaudit.pricing import price_for
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import pandas as pd
 
@@ -28,6 +28,12 @@ def held(inv: Inventory) -> pd.DataFrame:
 
 
 def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
+    """One row per holder pod (see `_per_pod`), computed once per inventory and prices."""
+    key = ("per_pod", tuple(sorted(prices.items())))
+    return _memo(inv, key, lambda: _per_pod(inv, prices))
+
+
+def _per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     """One row per holder pod: GPUs, hours, GPU-hours, cost, activity and owner.
 
     Mean activity is weighted by sample counts where known (exactly the mean over every
@@ -58,7 +64,8 @@ def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
             ]
         )
         return empty
-    h[COST] = h[C.GPU_HOURS] * h[C.MODEL].map(lambda m: price_for(str(m), prices)).astype("float64")
+    price = {m: price_for(str(m), prices) for m in h[C.MODEL].unique()}
+    h[COST] = h[C.GPU_HOURS] * h[C.MODEL].map(price).astype("float64")
     w = h[C.ACT_COUNT].where(h[C.ACT_COUNT].notna() & (h[C.ACT_COUNT] > 0), h[C.GPU_HOURS])
     h["_w"] = w.where(h[C.ACT_MEAN].notna(), 0.0)
     h["_wa"] = (h[C.ACT_MEAN] * h["_w"]).fillna(0.0)
@@ -87,10 +94,57 @@ def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     return merged
 
 
+def _memo(
+    inv: Inventory, key: tuple[object, ...], make: Callable[[], pd.DataFrame]
+) -> pd.DataFrame:
+    """Views several checks share are computed once per inventory (checks must not mutate
+    them)."""
+    cache: dict[tuple[object, ...], pd.DataFrame] = inv.__dict__.setdefault("_views", {})
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
 def pod_hourly(inv: Inventory) -> pd.DataFrame:
     """Per holder pod and bucket: GPUs held (whole-GPU equivalents) and their mean activity."""
-    h = held(inv)[[C.HOLDING, C.NAMESPACE, C.POD, C.FRACTION]]
-    hr = inv.hourly.merge(h, on=C.HOLDING, how="inner")
+    return _memo(inv, ("pod_hourly",), lambda: _pod_hourly(inv))
+
+
+def hourly_with(
+    inv: Inventory, cols: list[str], held_only: bool = False, whole_only: bool = False
+) -> pd.DataFrame:
+    """The hourly table with holding columns attached (a join on the holding id done as an
+    array lookup: holding ids are row positions in `inv.holdings`)."""
+    import numpy as np
+
+    h = inv.holdings
+    hr = inv.hourly
+    ids = hr[C.HOLDING].to_numpy()
+    positional = len(h) > 0 and bool((h[C.HOLDING].to_numpy() == np.arange(len(h))).all())
+    if not positional:  # a hand-built inventory: fall back to a merge
+        keep = h
+        if held_only:
+            keep = keep[keep[C.HELD] & (keep[C.HOURS] > 0)]
+        if whole_only:
+            keep = keep[keep[C.MIG_ID] == ""]
+        merged: pd.DataFrame = hr.merge(keep[[C.HOLDING, *cols]], on=C.HOLDING, how="inner")
+        return merged
+    mask = np.ones(len(h), dtype=bool)
+    if held_only:
+        mask &= (h[C.HELD] & (h[C.HOURS] > 0)).to_numpy(dtype=bool)
+    if whole_only:
+        mask &= (h[C.MIG_ID] == "").to_numpy(dtype=bool)
+    rows = mask[ids]
+    out = hr[rows].reset_index(drop=True)
+    sel = ids[rows]
+    for col in cols:
+        out[col] = h[col].to_numpy()[sel]
+    result: pd.DataFrame = out
+    return result
+
+
+def _pod_hourly(inv: Inventory) -> pd.DataFrame:
+    hr = hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
     hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
     g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
     out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
@@ -106,11 +160,13 @@ def model_price(model: str, prices: Mapping[str, float]) -> float:
 def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
     """Hourly rows of whole GPUs (MIG instances left out) with node, slot, GPU index, holder
     and model: one row per (GPU, holder, bucket) that has data."""
-    h = inv.holdings
-    cols = [C.HOLDING, C.NODE, C.SLOT, C.GPU_INDEX, C.HELD, C.NAMESPACE, C.POD, C.MODEL]
-    whole = h.loc[h[C.MIG_ID] == "", cols]
-    out: pd.DataFrame = inv.hourly[[C.HOLDING, C.TS, C.ACT]].merge(whole, on=C.HOLDING)
-    return out
+    cols = [C.NODE, C.SLOT, C.GPU_INDEX, C.HELD, C.NAMESPACE, C.POD, C.MODEL]
+
+    def make() -> pd.DataFrame:
+        out: pd.DataFrame = hourly_with(inv, cols, whole_only=True)[[C.HOLDING, C.TS, C.ACT, *cols]]
+        return out
+
+    return _memo(inv, ("whole_gpu_hourly",), make)
 
 
 def free_gpus(hourly: pd.DataFrame) -> dict[tuple[str, float], set[str]]:
