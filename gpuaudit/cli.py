@@ -403,6 +403,29 @@ class LiveOptions:
     no_kubernetes: bool = False
     quiet: bool = False
 
+    @classmethod
+    def from_flags(cls, flags: dict[str, Any]) -> LiveOptions:
+        """Build from the parameters of `scan` or `snapshot save` (their `locals()`)."""
+        return cls(
+            prometheus_url=flags["prometheus_url"] or "",
+            token=flags["prometheus_token"],
+            token_file=flags["prometheus_token_file"],
+            user=flags["prometheus_user"],
+            password=flags["prometheus_password"],
+            headers=tuple(flags["header"] or ()),
+            ca_file=flags["ca_file"],
+            client_cert=flags["client_cert"],
+            client_key=flags["client_key"],
+            insecure=flags["insecure_skip_tls_verify"],
+            cluster_label=flags["cluster_label"],
+            timeout=flags["timeout"],
+            kubeconfig=flags["kubeconfig"],
+            context=flags["context"],
+            namespaces=tuple(flags["namespace"] or ()),
+            no_kubernetes=flags["no_kubernetes"],
+            quiet=flags["quiet"],
+        )
+
 
 @app.command(rich_help_panel="Audit")
 def scan(
@@ -533,25 +556,7 @@ def scan(
     or a source that could not be read.
     """
     try:
-        live = LiveOptions(
-            prometheus_url=prometheus_url or "",
-            token=prometheus_token,
-            token_file=prometheus_token_file,
-            user=prometheus_user,
-            password=prometheus_password,
-            headers=tuple(header or ()),
-            ca_file=ca_file,
-            client_cert=client_cert,
-            client_key=client_key,
-            insecure=insecure_skip_tls_verify,
-            cluster_label=cluster_label,
-            timeout=timeout,
-            kubeconfig=kubeconfig,
-            context=context,
-            namespaces=tuple(namespace or ()),
-            no_kubernetes=no_kubernetes,
-            quiet=quiet,
-        )
+        live = LiveOptions.from_flags(locals())
         _scan(
             demo,
             snapshot,
@@ -862,25 +867,7 @@ def snapshot_save(
     try:
         if not prometheus_url:
             raise ConfigError("snapshot save needs --prometheus-url URL")
-        live = LiveOptions(
-            prometheus_url=prometheus_url,
-            token=prometheus_token,
-            token_file=prometheus_token_file,
-            user=prometheus_user,
-            password=prometheus_password,
-            headers=tuple(header or ()),
-            ca_file=ca_file,
-            client_cert=client_cert,
-            client_key=client_key,
-            insecure=insecure_skip_tls_verify,
-            cluster_label=cluster_label,
-            timeout=timeout,
-            kubeconfig=kubeconfig,
-            context=context,
-            namespaces=tuple(namespace or ()),
-            no_kubernetes=no_kubernetes,
-            quiet=quiet,
-        )
+        live = LiveOptions.from_flags(locals())
         settings = _settings(config, window, step, end)
         snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
         try:
