@@ -93,33 +93,37 @@ def prometheus(tsdb: Path, *extra: str) -> Iterator[str]:
     tsdb = data
     cfg = tsdb.parent / f"prom-{port}.yml"
     cfg.write_text("global:\n  scrape_interval: 60s\nscrape_configs: []\n")
-    log = open(tsdb.parent / f"prom-{port}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={cfg}",
-            f"--storage.tsdb.path={tsdb}",
-            "--storage.tsdb.retention.time=3650d",
-            f"--web.listen-address=127.0.0.1:{port}",
-            *extra,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    cmd = [
+        binary,
+        f"--config.file={cfg}",
+        f"--storage.tsdb.path={tsdb}",
+        "--storage.tsdb.retention.time=3650d",
+        f"--web.listen-address=127.0.0.1:{port}",
+        *extra,
+    ]
+    with server(
+        cmd, f"http://127.0.0.1:{port}", "/-/ready", tsdb.parent / f"prom-{port}.log"
+    ) as url:
+        yield url
+
+
+@contextmanager
+def server(cmd: list[str], url: str, ready_path: str, log_path: Path) -> Iterator[str]:
+    """Run a server process until the block ends; yields `url` once `ready_path` answers 200."""
+    log = open(log_path, "wb")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                if httpx.get(f"{url}{ready_path}", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 log.close()
                 raise RuntimeError(
-                    "prometheus did not become ready: "
-                    + (tsdb.parent / f"prom-{port}.log").read_text()[-2000:]
+                    f"{cmd[0]} did not become ready: " + log_path.read_text()[-2000:]
                 )
             time.sleep(0.05)
         yield url

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics
-from tests.promserver import Backfilled, free_port, require
+from tests.promserver import Backfilled, free_port, require, server
 
 runner = CliRunner()
 
@@ -47,64 +46,49 @@ def vm_url(tmp_path_factory: pytest.TempPathFactory, scenario_tsdb: Backfilled) 
         # The same scenario as the Prometheus fixture (see tests/live/conftest.py).
         write_openmetrics(generate(60, 2, 5, scrape_s=300), fh)
     port = free_port()
-    log = open(tmp / "vm.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"-storageDataPath={tmp / 'data'}",
-            f"-httpListenAddr=127.0.0.1:{port}",
-            "-retentionPeriod=100y",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    cmd = [
+        binary,
+        f"-storageDataPath={tmp / 'data'}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+        "-retentionPeriod=100y",
+    ]
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "VM did not start"
-            time.sleep(0.05)
-        r = httpx.post(f"{url}/api/v1/import/prometheus", content=_import_lines(om), timeout=120)
-        assert r.status_code == 204, r.text
-        httpx.get(f"{url}/internal/force_flush", timeout=30)
-        om.unlink()
-        # Imported rows become searchable asynchronously: wait until every sample is there.
-        snap = json.loads(gzip.decompress(scenario_tsdb.snapshot_path.read_bytes()))
-        expected = sum(
-            float(r["value"][1])
-            for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            q = httpx.post(
-                f"{url}/api/v1/query",
-                data={
-                    "query": "sum(count_over_time(DCGM_FI_DEV_FB_USED[3d]))",
-                    "time": str(scenario_tsdb.end),
-                },
-                timeout=10,
-            ).json()
-            got = q["data"]["result"]
-            if got and float(got[0]["value"][1]) >= expected:
-                break
-            assert time.monotonic() < deadline, "imported data never became searchable"
+        with server(cmd, f"http://127.0.0.1:{port}", "/health", tmp / "vm.log") as url:
+            r = httpx.post(
+                f"{url}/api/v1/import/prometheus", content=_import_lines(om), timeout=120
+            )
+            assert r.status_code == 204, r.text
             httpx.get(f"{url}/internal/force_flush", timeout=30)
-            time.sleep(0.2)
-        yield url
+            om.unlink()
+            _wait_until_searchable(url, scenario_tsdb)
+            yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         shutil.rmtree(tmp / "data", ignore_errors=True)
+
+
+def _wait_until_searchable(url: str, scenario_tsdb: Backfilled) -> None:
+    """Imported rows become searchable asynchronously: wait until every sample is there."""
+    snap = json.loads(gzip.decompress(scenario_tsdb.snapshot_path.read_bytes()))
+    expected = sum(
+        float(r["value"][1])
+        for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        q = httpx.post(
+            f"{url}/api/v1/query",
+            data={
+                "query": "sum(count_over_time(DCGM_FI_DEV_FB_USED[3d]))",
+                "time": str(scenario_tsdb.end),
+            },
+            timeout=10,
+        ).json()
+        got = q["data"]["result"]
+        if got and float(got[0]["value"][1]) >= expected:
+            return
+        assert time.monotonic() < deadline, "imported data never became searchable"
+        httpx.get(f"{url}/internal/force_flush", timeout=30)
+        time.sleep(0.2)
 
 
 def _doc(*args: str) -> dict[str, Any]:
