@@ -66,8 +66,10 @@ IDENTITY_LABELS = (
     "hostname",
     "pci_bus_id",
     "node",
+    "instance",
 )
-"""Labels that identify a GPU or MIG instance and where it is, in every exporter version."""
+"""Labels that identify a GPU or MIG instance and where it is, in every exporter version.
+`instance` (the exporter's address) finds the node when `Hostname` names the exporter pod."""
 
 POD_LABELS = {
     "exported": ("exported_pod", "exported_namespace", "exported_container", "pod_uid"),

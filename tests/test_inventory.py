@@ -124,3 +124,33 @@ def test_pods_join_owner_and_node_from_the_api() -> None:
     assert pods.loc["web-7d9f-abcde", C.OWNER_KIND] == "Deployment"
     assert pods.loc["web-7d9f-abcde", C.OWNER_NAME] == "web"
     assert "kubernetes.pods" in inv.capabilities
+
+
+def test_node_found_through_the_exporter_when_hostname_names_the_exporter_pod() -> None:
+    # Without NODE_NAME, dcgm-exporter's Hostname is its own pod name: the scrape address
+    # (instance) leads to the exporter pod, and its nodeName is the GPU's node.
+    lab = gpu_labels(host="nvidia-dcgm-exporter-x7k2p", pod="train-0", namespace="ml")
+    lab["instance"] = "10.1.2.3:9400"
+    free = gpu_labels(uuid="GPU-1", gpu="1", host="nvidia-dcgm-exporter-x7k2p")
+    free["instance"] = "10.1.2.3:9400"
+    exporter = {
+        "metadata": {"name": "nvidia-dcgm-exporter-x7k2p", "namespace": "gpu-operator"},
+        "spec": {"nodeName": "gpu-node-a", "containers": [{"name": "exporter"}]},
+        "status": {"phase": "Running", "podIP": "10.1.2.3"},
+    }
+    node = {
+        "metadata": {"name": "gpu-node-a", "labels": {"nvidia.com/gpu.count": "2"}},
+        "status": {"capacity": {"nvidia.com/gpu": "2"}},
+    }
+    inv = inventory(
+        [Series(lab, act=[0.5] * 3), Series(free, act=[0.0] * 3)],
+        hours=3,
+        pods=[exporter],
+        nodes=[node],
+    )
+    assert set(inv.holdings[C.NODE]) == {"gpu-node-a"}
+    from gpuaudit.settings import Settings
+    from gpuaudit.summary import summarise
+
+    s = Settings()
+    assert summarise(inv, s.prices, 0.05, "USD").gpus_total == 2

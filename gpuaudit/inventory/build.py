@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -306,6 +306,36 @@ def _long(parts: list[tuple[int, Any, Any]], col: str) -> pd.DataFrame:
     return out
 
 
+def _node_resolver(snap: Snapshot, api_nodes: set[str]) -> Callable[[prom.Identity], str]:
+    """The node a series' GPU sits on. `Hostname` is the node when dcgm-exporter has NODE_NAME,
+    but the exporter's own pod name otherwise; then the scrape address (`instance`) finds the
+    node: the exporter pod with that IP (its nodeName), or a node with that InternalIP
+    (hostNetwork exporters)."""
+    by_ip: dict[str, str] = {}
+    for obj in kube.items(snap.kubernetes.get("nodes", [])):
+        name = str(obj["metadata"].get("name", ""))
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        assert isinstance(status, Mapping)
+        for addr in status.get("addresses", []) or []:
+            if isinstance(addr, Mapping) and addr.get("type") == "InternalIP":
+                by_ip[str(addr.get("address", ""))] = name
+    for obj in kube.items(snap.kubernetes.get("pods", [])):
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        assert isinstance(spec, Mapping) and isinstance(status, Mapping)
+        ip, node = status.get("podIP"), spec.get("nodeName")
+        if isinstance(ip, str) and ip and isinstance(node, str) and node:
+            by_ip.setdefault(ip, node)
+
+    def where(ident: prom.Identity) -> str:
+        if not api_nodes or ident.host in api_nodes:
+            return ident.host
+        ip = ident.instance.rsplit(":", 1)[0].strip("[]") if ident.instance else ""
+        return by_ip.get(ip, ident.host)
+
+    return where
+
+
 def _ratio(percent: float | None) -> float | None:
     return None if percent is None else percent / 100.0
 
@@ -398,6 +428,8 @@ def build(snap: Snapshot) -> Inventory:
         r[C.GANG] = pod_gang.get((r["namespace"], r["pod"]), "")
     pod_index = {(r["namespace"], r["pod"]): r for r in pod_rows}
 
+    where = _node_resolver(snap, {r["node"] for r in node_rows})
+
     # Holdings: every key seen anywhere.
     keys = set(p.ident)
     bucket_h = step / 3600.0
@@ -434,7 +466,7 @@ def build(snap: Snapshot) -> Inventory:
         model = ident.model
         fraction = mig.slice_fraction(ident.mig_profile, model) if ident.mig_profile else 1.0
         pod = pod_index.get((ident.namespace, ident.pod)) if ident.held else None
-        node = (pod["node"] if pod and pod["node"] else "") or ident.host
+        node = (pod["node"] if pod and pod["node"] else "") or where(ident)
         used_mean, free_mean = fb_used[0].get(k), fb_free[0].get(k)
         rows.append(
             {

@@ -30,6 +30,7 @@ class Identity:
     mig_profile: str
     model: str
     host: str
+    instance: str
     namespace: str
     pod: str
     container: str
@@ -88,6 +89,7 @@ def identity(labels: Mapping[str, Any], spelling: str) -> Identity:
         mig_profile=_s(labels, "GPU_I_PROFILE"),
         model=_s(labels, "modelName", "model_name"),
         host=host,
+        instance=_s(labels, "instance"),
         namespace=ns if pod else "",
         pod=pod,
         container=container if pod else "",
