@@ -4,205 +4,68 @@ Samples are generated so that Prometheus's answers can be computed exactly: with
 series alternates between `level + amp` and `level - amp`, at times offset by half a scrape
 interval from the hour boundaries (so range selectors never see a sample on their edge, on
 Prometheus 2.x's closed or 3.x's left-open ranges alike).
+
+The series are held column-wise (`gpuaudit.scenario.series`) and the text is assembled per
+series from strings computed once per distinct value, so scenarios of tens of thousands of
+GPUs take seconds. `write_snapshot` streams a snapshot to its file (byte for byte what
+`gpuaudit.snapshot.write(to_snapshot(...))` writes) without holding the answers in memory.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+import contextlib
+import functools
+import gzip
+import json
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
+from itertools import chain
+from operator import add
+from pathlib import Path
+from types import TracebackType
 from typing import IO, Any
 
 import numpy as np
 
-from gpuaudit import __version__, queries, xid
+from gpuaudit import __version__, queries
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.model import Holding
+from gpuaudit.scenario.model import without_gc
+from gpuaudit.scenario.series import DRIVER as DRIVER
+from gpuaudit.scenario.series import INT_METRICS, METRICS, Table, Values, distinct
+from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
+from gpuaudit.scenario.series import fmt as fmt
+from gpuaudit.scenario.series import raw_labels as raw_labels
+from gpuaudit.scenario.series import spelling_of as spelling_of
 from gpuaudit.snapshot import Snapshot
 
 Arr = np.ndarray[Any, np.dtype[Any]]
-DRIVER = "570.133.20"
-LABEL_STYLES = ("helm", "honor", "old")
-"""`helm`: dcgm-exporter Helm chart defaults (`honorLabels: false`, workload labels arrive as
-`exported_pod` ...); `honor`: `honorLabels: true` (`pod` is the workload, or the exporter for
-unallocated GPUs); `old`: `--use-old-namespace` (`uuid`, `pod_name` ...)."""
+_METRICS = METRICS
+_dumps = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+"""`json.dumps(o, separators=(",", ":"), sort_keys=True)`, as `gpuaudit.snapshot.write`."""
+_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
+"""A string as `_dumps` writes it."""
 
 
-def spelling_of(style: str) -> str:
-    return "exported" if style == "helm" else "pod"
+def _label_text(d: dict[str, str]) -> str:
+    """`_dumps(d)` of labels (string keys and values), faster."""
+    return "{" + ",".join([_quote(k) + ":" + _quote(v) for k, v in sorted(d.items())]) + "}"
 
 
-def raw_labels(h: Holding, style: str) -> dict[str, str]:
-    s, n = h.slot, h.slot.node
-    lab = {
-        "gpu": str(s.index),
-        ("uuid" if style == "old" else "UUID"): s.uuid,
-        "pci_bus_id": s.pci_bus_id,
-        "device": f"nvidia{s.index}",
-        "modelName": n.model,
-    }
-    if s.mig_id:
-        lab["GPU_I_PROFILE"] = s.profile
-        lab["GPU_I_ID"] = s.mig_id
-    lab["Hostname"] = n.name
-    lab["DCGM_FI_DRIVER_VERSION"] = DRIVER
-    target = {
-        "container": "nvidia-dcgm-exporter",
-        "endpoint": "gpu-metrics",
-        "instance": f"{n.ip}:9400",
-        "job": "nvidia-dcgm-exporter",
-        "namespace": "gpu-operator",
-        "pod": n.exporter_pod,
-        "service": "nvidia-dcgm-exporter",
-    }
-    p = h.pod
-    if style == "helm":
-        if p:
-            lab.update(
-                exported_container=p.container, exported_namespace=p.namespace, exported_pod=p.name
-            )
-        lab.update(target)
-    elif style == "honor":
-        lab.update(target)
-        if p:
-            lab.update(container=p.container, namespace=p.namespace, pod=p.name)
-    else:
-        lab.update({k: v for k, v in target.items() if k not in ("pod", "namespace", "container")})
-        if p:
-            lab.update(container_name=p.container, pod_namespace=p.namespace, pod_name=p.name)
-    return lab
-
-
-@dataclass
-class _Series:
-    labels: dict[str, str]
-    hours: Arr
-    """Absolute hour indices with data, ascending."""
-    hi: dict[str, Arr]
-    lo: dict[str, Arr]
-
-
-_METRICS = (
-    queries.ACT_PROF,
-    queries.UTIL,
-    queries.FB_USED,
-    queries.FB_FREE,
-    queries.POWER,
-    queries.XID,
-    queries.REMAP_UNCORR,
-    queries.REMAP_FAILURE,
-)
-_INT_METRICS = {
-    queries.UTIL,
-    queries.FB_USED,
-    queries.FB_FREE,
-    queries.XID,
-    queries.REMAP_UNCORR,
-    queries.REMAP_FAILURE,
-}
-_HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE)
-"""GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
-
-
-def _xid_text(code: int) -> str:
-    return "No Error" if code == 0 else xid.meaning(code)
-
-
-def _series(sc: Scenario, style: str) -> list[_Series]:
-    groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
-    for h in sc.holdings:
-        if not h.slot.node.exporter:
-            continue
-        key = tuple(sorted(raw_labels(h, style).items()))
-        groups.setdefault(key, []).append(h)
-    out: list[_Series] = []
-    for key, hs in groups.items():
-        hs.sort(key=lambda h: h.h0)
-        hours = np.concatenate([np.arange(h.h0, h.h1) for h in hs]).astype(np.float64)
-        hi: dict[str, Arr] = {}
-        lo: dict[str, Arr] = {}
-
-        def cat(f: Any, hs: list[Holding] = hs) -> Arr:
-            return np.concatenate([f(h) for h in hs]).astype(np.float64)
-
-        hi[queries.ACT_PROF] = cat(lambda h: h.act + h.act_amp)
-        lo[queries.ACT_PROF] = cat(lambda h: h.act - h.act_amp)
-        if not hs[0].slot.mig_id:
-            hi[queries.UTIL] = cat(lambda h: h.util + h.util_amp)
-            lo[queries.UTIL] = cat(lambda h: h.util - h.util_amp)
-        hi[queries.FB_USED] = cat(lambda h: h.fb_used + h.fb_amp)
-        lo[queries.FB_USED] = cat(lambda h: h.fb_used - h.fb_amp)
-        mem = float(hs[0].slot.mem_mib)
-        hi[queries.FB_FREE] = mem - lo[queries.FB_USED]
-        lo[queries.FB_FREE] = mem - hi[queries.FB_USED]
-        hi[queries.POWER] = cat(lambda h: h.power)
-        lo[queries.POWER] = hi[queries.POWER]
-        slot = hs[0].slot
-        for m in _HEALTH:
-            hi[m] = lo[m] = slot.health_at(m, hours)
-        for m in list(hi):
-            # The values Prometheus will parse from the exposition text.
-            if m in _INT_METRICS:
-                hi[m], lo[m] = np.round(hi[m]), np.round(lo[m])
-            else:
-                hi[m] = np.array([float(f"{v:.6f}") for v in hi[m]])
-                lo[m] = np.array([float(f"{v:.6f}") for v in lo[m]])
-        out.append(_Series(dict(key), hours, hi, lo))
-        # The XID gauge holds the last XID code and names it in `err_code`/`err_msg`, so each
-        # code the GPU showed is a series of its own over the hours it showed it.
-        codes = slot.health_at(queries.XID, hours)
-        for code in dict.fromkeys(codes.tolist()):
-            sel = codes == code
-            labels = dict(key) | {"err_code": str(int(code)), "err_msg": _xid_text(int(code))}
-            vals = codes[sel]
-            xid_hi = {queries.XID: vals}
-            out.append(_Series(labels, hours[sel], xid_hi, xid_hi))
-    return out
-
-
-def fmt(v: float) -> str:
-    """A float as Prometheus's JSON writes it (shortest round-trip, no exponent)."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return str(np.format_float_positional(v, trim="-"))
-
-
-def _ts(t: float) -> float | int:
+def _ts(t: Any) -> Any:
     return int(t) if float(t).is_integer() else round(t, 3)
 
 
-def _quantile(q: float, hi: Arr, lo: Arr, k: int) -> float:
-    """Prometheus's `quantile_over_time` over a multiset where every hi and lo occurs k times."""
-    vals = np.concatenate([hi, lo])
-    order = np.argsort(vals, kind="stable")
-    vals = vals[order]
-    n = len(vals) * k
-    rank = q * (n - 1)
-    lower = max(0, math.floor(rank))
-    upper = min(n - 1, lower + 1)
-    weight = rank - math.floor(rank)
-    a, b = vals[lower // k], vals[upper // k]
-    return float(a * (1 - weight) + b * weight)
-
-
-def _window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
-    if stat == "sum":
-        return float((hi.sum() + lo.sum()) * k)
-    if stat == "max":
-        return float(max(hi.max(), lo.max()))
-    if stat == "p95":
-        return _quantile(0.95, hi, lo, k)
-    return float(2 * k * len(hi))
-
-
-def _envelope(rtype: str, result: list[dict[str, Any]]) -> dict[str, Any]:
+def _envelope(rtype: str, result: Any) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": rtype, "result": result}}
 
 
 def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
+    return _manifest(sc, style, generated_by, k8s_lists(sc))
+
+
+def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]) -> dict[str, Any]:
     spelling = spelling_of(style)
     window_s = sc.end - sc.start
     return {
@@ -222,7 +85,7 @@ def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
             "profiling": True,
             "kube_state_metrics": False,
         },
-        "objects": dict.fromkeys(k8s_lists(sc), "ok"),
+        "objects": dict.fromkeys(lists, "ok"),
         "queries": [
             {
                 "id": q.id,
@@ -242,70 +105,413 @@ def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
     }
 
 
+# ---- Prometheus's answers ----------------------------------------------------------------
+
+
+class _Answers:
+    """What Prometheus answers to each query of the catalogue, one metric's levels at a time
+    (ask for the queries of one metric together)."""
+
+    def __init__(self, sc: Scenario, style: str) -> None:
+        self.sc = sc
+        self.spelling = spelling_of(style)
+        self.k = 3600 // sc.scrape_s // 2
+        self.table = Table(sc, style)
+        self._cur: tuple[str, Values | None] = ("", None)
+        self._dicts: dict[tuple[tuple[str, ...], int], list[dict[str, str]]] = {}
+        self._texts: dict[tuple[tuple[str, ...], int], list[str]] = {}
+        self._times: list[Any] = []
+
+    def values(self, metric: str) -> Values | None:
+        if self._cur[0] != metric:
+            self._cur = ("", None)  # let the previous metric's arrays go first
+            self._cur = (metric, self.table.values(metric))
+        return self._cur[1]
+
+    def request(self, q: queries.QuerySpec) -> tuple[str, dict[str, Any], str]:
+        """(PromQL, parameters, result type) of a query."""
+        sc = self.sc
+        if q.kind == "window":
+            return q.promql(sc.end - sc.start, self.spelling), {"time": sc.end}, "vector"
+        params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
+        return q.promql(3600, self.spelling), params, "matrix"
+
+    def metric_dicts(self, q: queries.QuerySpec, v: Values) -> list[dict[str, str]]:
+        """Each series' `metric` object (its labels kept by the query's `by`)."""
+        by = q.by_labels(self.spelling)
+        base = v.labels if v.rows is None else self.table.labels
+        every = self._dicts.get((by, id(base)))
+        if every is None:
+            keep = set(by)
+            every = [{kk: x for kk, x in lab.items() if kk in keep and x} for lab in base]
+            self._dicts[by, id(base)] = every
+        return every if v.rows is None else [every[i] for i in v.rows.tolist()]
+
+    def metric_texts(self, q: queries.QuerySpec, v: Values) -> list[str]:
+        """Each series' `metric` object as JSON."""
+        by = q.by_labels(self.spelling)
+        base = v.labels if v.rows is None else self.table.labels
+        every = self._texts.get((by, id(base)))
+        if every is None:
+            keep = set(by)
+            every = [
+                _label_text({kk: x for kk, x in lab.items() if kk in keep and x}) for lab in base
+            ]
+            self._texts[by, id(base)] = every
+        return every if v.rows is None else [every[i] for i in v.rows.tolist()]
+
+    def window(self, q: queries.QuerySpec, v: Values) -> tuple[list[str], Arr]:
+        """The value texts of the answer, and each series' index into them."""
+        return distinct(v.window(q.stat, self.k), fmt)
+
+    def hourly(self, v: Values) -> tuple[list[str], Arr, list[Any], Arr]:
+        """(value texts, each point's index into them, the timestamps by hour index, each
+        point's hour index)."""
+        texts, codes = distinct(v.means(self.k), fmt)
+        hours = v.hours.astype(np.int32 if len(v.hours) and v.hours.max() < 2**31 else np.int64)
+        top = int(hours.max()) + 1 if len(hours) else 0
+        if len(self._times) < top:
+            # As Prometheus stamps the bucket ending at each hour.
+            stamps = self.sc.start + (np.arange(top, dtype=np.float64) + 1) * 3600
+            self._times = [_ts(t) for t in stamps]
+        return texts, codes, self._times, hours
+
+
+def _distinct_ints(keys: Arr) -> tuple[Arr, Arr]:
+    """`np.unique(keys, return_inverse=True)` of non-negative integers, by a table over their
+    range when that is not much larger than the keys (sorting millions of keys is slow)."""
+    top = int(keys.max()) + 1 if len(keys) else 0
+    if top > 4 * len(keys) + (1 << 20):
+        u, inv = np.unique(keys, return_inverse=True)
+        return u, inv.reshape(-1)
+    present = np.zeros(top, dtype=bool)
+    present[keys] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[keys]
+
+
+def _by_metric(qs: Iterable[queries.QuerySpec]) -> list[queries.QuerySpec]:
+    """The queries grouped by metric (in order of first appearance), order kept within."""
+    order: dict[str, list[queries.QuerySpec]] = {}
+    for q in qs:
+        order.setdefault(q.metric, []).append(q)
+    return [q for group in order.values() for q in group]
+
+
+@without_gc
 def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Snapshot:
-    """The snapshot a live collection of this scenario would record."""
-    spelling = spelling_of(style)
-    k = 3600 // sc.scrape_s // 2
-    series = _series(sc, style)
-    window_s = sc.end - sc.start
+    """The snapshot a live collection of this scenario would record.
+
+    Equal `metric` objects, `value`s and `[timestamp, value]` points are shared lists and
+    dicts: treat the answers as read-only (as their JSON)."""
+    ans = _Answers(sc, style)
+    prom: dict[str, list[dict[str, Any]]] = {}
+    for q in _by_metric(queries.CATALOGUE):
+        query, params, rtype = ans.request(q)
+        v = ans.values(q.metric)
+        result: list[dict[str, Any]] = []
+        if v is not None and q.kind == "window":
+            texts, codes = ans.window(q, v)
+            value = [[sc.end, t] for t in texts]  # one list per distinct value
+            result = [
+                {"metric": d, "value": value[c]}
+                for d, c in zip(ans.metric_dicts(q, v), codes.tolist(), strict=True)
+            ]
+        elif v is not None:
+            texts, codes, times, hours = ans.hourly(v)
+            # One list per distinct (hour, value) point.
+            keys, pick_arr = _distinct_ints(hours.astype(np.int64) * len(texts) + codes)
+            hs, cs = (keys // len(texts)).tolist(), (keys % len(texts)).tolist()
+            points = [[times[h], texts[c]] for h, c in zip(hs, cs, strict=True)]
+            pick = pick_arr.tolist()
+            bounds = v.off.tolist()
+            result = [
+                {"metric": d, "values": list(map(points.__getitem__, pick[a:b]))}
+                for d, a, b in zip(ans.metric_dicts(q, v), bounds[:-1], bounds[1:], strict=True)
+            ]
+        prom[q.id] = [{"query": query, "params": params, "body": _envelope(rtype, result)}]
+    prom = {q.id: prom[q.id] for q in queries.CATALOGUE}
+    lists = k8s_lists(sc)
+    kube = {res: [lst] for res, lst in lists.items()}
+    return Snapshot(
+        manifest=_manifest(sc, style, generated_by, lists), prometheus=prom, kubernetes=kube
+    )
+
+
+# ---- streaming the snapshot --------------------------------------------------------------
+
+
+class _Lazy:
+    """JSON text produced when the encoder reaches it."""
+
+    def __init__(self, chunks: Callable[[], Iterator[bytes]]) -> None:
+        self.chunks = chunks
+
+
+def _window_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
+    v = ans.values(q.metric)
+    if v is None:
+        yield b"[]"
+        return
+    texts, codes = ans.window(q, v)
+    values = [f",{_dumps(t)}]}}" for t in texts]
+    head = '{"metric":'
+    tail = f',"value":[{_dumps(ans.sc.end)}'
+    metric = ans.metric_texts(q, v)
+    c = codes.tolist()
+    step = 4096
+    for i in range(0, len(c), step):
+        part = ",".join(
+            [
+                head + m + tail + values[j]
+                for m, j in zip(metric[i : i + step], c[i : i + step], strict=True)
+            ]
+        )
+        yield (("[" if i == 0 else ",") + part).encode()
+    yield b"]" if c else b"[]"
+
+
+def _table(items: list[bytes]) -> tuple[Arr, Arr]:
+    """Byte strings as a fixed-width array (NUL-padded) and their lengths."""
+    lens = np.array([len(b) for b in items], dtype=np.int64)
+    width = max(1, int(lens.max()) if len(lens) else 1)
+    return np.array(items, dtype=f"S{width}"), lens
+
+
+def _hourly_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
+    v = ans.values(q.metric)
+    if v is None or not len(v.labels):
+        yield b"[]"
+        return
+    texts, codes, times, hours = ans.hourly(v)
+    # Each point is `[<time>,` then `"<value>"],`, pasted side by side from fixed-width tables
+    # and the NUL padding squeezed out: no Python work per point.
+    stamps, stamp_len = _table([("[" + _dumps(t) + ",").encode() for t in times])
+    values, value_len = _table([(_dumps(t) + "],").encode() for t in texts])
+    ws, wv = stamps.itemsize, values.itemsize
+    padded = bool((stamp_len < ws).any() or (value_len < wv).any())
+    metric = ans.metric_texts(q, v)
+    bounds = v.off.tolist()
+    n = len(metric)
+    i = 0
+    while i < n:
+        # The series of about 64k points at a time.
+        j = int(np.searchsorted(v.off, bounds[i] + (1 << 16), side="right")) - 1
+        j = min(n, max(j, i + 1))
+        a0, e0 = bounds[i], bounds[j]
+        hb, cb = hours[a0:e0], codes[a0:e0]
+        buf = np.empty((e0 - a0, ws + wv), dtype=np.uint8)
+        buf[:, :ws] = stamps[hb].view(np.uint8).reshape(-1, ws)
+        buf[:, ws:] = values[cb].view(np.uint8).reshape(-1, wv)
+        raw = buf.tobytes()
+        if padded:
+            raw = raw.translate(None, b"\0")
+        ends = [0, *np.cumsum(stamp_len[hb] + value_len[cb]).tolist()]
+        parts = []
+        for s in range(i, j):
+            x0, x1 = ends[bounds[s] - a0], ends[bounds[s + 1] - a0]
+            points = raw[x0 : x1 - 1] if x1 > x0 else b""  # less the last comma
+            parts.append(b'{"metric":' + metric[s].encode() + b',"values":[' + points + b"]}")
+        yield (b"[" if i == 0 else b",") + b",".join(parts)
+        i = j
+    yield b"]"
+
+
+def _iterencode(o: Any, deep: set[int]) -> Iterator[bytes]:
+    """`_dumps(o)` in pieces, where `_Lazy` parts (only inside the containers in `deep`) give
+    their own text."""
+    if isinstance(o, _Lazy):
+        yield from o.chunks()
+    elif isinstance(o, dict) and id(o) in deep and o:
+        sep = "{"
+        for key, val in sorted(o.items()):
+            yield (sep + _dumps(key) + ":").encode()
+            yield from _iterencode(val, deep)
+            sep = ","
+        yield b"}"
+    elif isinstance(o, list) and id(o) in deep and o:
+        lsep = b"["
+        for val in o:
+            yield lsep
+            yield from _iterencode(val, deep)
+            lsep = b","
+        yield b"]"
+    else:
+        yield _dumps(o).encode()
+
+
+class _GzipWriter:
+    """`gpuaudit.snapshot.write`'s gzip stream, compressed on a thread of its own (zlib lets go
+    of the GIL) while the text is produced."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._gz = gzip.GzipFile(
+            filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=6
+        )
+        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._err: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            data = self._q.get()
+            if data is None:
+                return
+            if self._err is None:
+                try:
+                    self._gz.write(data)
+                except BaseException as exc:  # noqa: BLE001 - raised again by the writer
+                    self._err = exc
+
+    def write(self, data: bytes) -> None:
+        if self._err is not None:
+            raise self._err
+        self._q.put(data)
+
+    def close(self, ok: bool = True) -> None:
+        """Finish the stream (`ok`), or just let go of everything after an error."""
+        self._q.put(None)
+        self._thread.join()
+        try:
+            if ok and self._err is not None:
+                raise self._err
+            if ok:
+                self._gz.close()
+        finally:
+            if not self._gz.closed:
+                with contextlib.suppress(Exception):
+                    self._gz.close()
+            self._raw.close()
+
+    def __enter__(self) -> _GzipWriter:
+        return self
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        ev: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(ok=et is None)
+
+
+@without_gc
+def write_snapshot(
+    sc: Scenario, path: Path | str, style: str = "helm", generated_by: str = ""
+) -> None:
+    """Write `to_snapshot(sc, style, generated_by)` as `gpuaudit.snapshot.write` would, byte
+    for byte (gzip-compressed when the name ends in `.gz`), but streaming: the answers are
+    never all in memory at once, and the compression runs alongside."""
+    path = Path(path)
+    ans = _Answers(sc, style)
+    deep: set[int] = set()
     prom: dict[str, list[dict[str, Any]]] = {}
     for q in queries.CATALOGUE:
-        by = set(q.by_labels(spelling))
-        result: list[dict[str, Any]] = []
-        for s in series:
-            if q.metric not in s.hi:
-                continue
-            metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
-            hi, lo = s.hi[q.metric], s.lo[q.metric]
-            if q.kind == "window":
-                val = _window_stat(q.stat, hi, lo, k)
-                result.append({"metric": metric, "value": [sc.end, fmt(val)]})
-            else:
-                ts = sc.start + (s.hours + 1) * 3600
-                means = (hi * k + lo * k) / (2 * k)
-                result.append(
-                    {
-                        "metric": metric,
-                        "values": [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)],
-                    }
-                )
-        if q.kind == "window":
-            params: dict[str, Any] = {"time": sc.end}
-            body = _envelope("vector", result)
-        else:
-            params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
-            body = _envelope("matrix", result)
-        rng = window_s if q.kind == "window" else 3600
-        prom[q.id] = [{"query": q.promql(rng, spelling), "params": params, "body": body}]
-    kube = {res: [lst] for res, lst in k8s_lists(sc).items()}
-    return Snapshot(manifest=manifest(sc, style, generated_by), prometheus=prom, kubernetes=kube)
+        query, params, rtype = ans.request(q)
+        text = _window_text if q.kind == "window" else _hourly_text
+        result = _Lazy(functools.partial(text, ans, q))
+        body = _envelope(rtype, result)
+        answer = {"query": query, "params": params, "body": body}
+        prom[q.id] = [answer]
+        deep.update((id(body), id(body["data"]), id(answer), id(prom[q.id])))
+    deep.add(id(prom))
+    box = [k8s_lists(sc)]
+    names = dict.fromkeys(box[0])
+    doc = Snapshot(
+        manifest=_manifest(sc, style, generated_by, names), prometheus=prom, kubernetes={}
+    ).to_json()
+    # The API objects are written first (keys are sorted) and let go of before the answers.
+    doc["kubernetes"] = _Lazy(functools.partial(_kube_text, box))
+    deep.add(id(doc))
+    chunks = _iterencode(doc, deep)
+    if path.name.endswith(".gz"):
+        with _GzipWriter(path) as gz:
+            for block in _blocks(chunks):
+                gz.write(block)
+    else:
+        with open(path, "wb") as fh:
+            for block in _blocks(chunks):
+                fh.write(block)
 
 
+def _kube_text(box: list[dict[str, dict[str, Any]]]) -> Iterator[bytes]:
+    """The `kubernetes` part of the snapshot, object by object; the lists (taken out of `box`)
+    are let go of when it is written."""
+    kube = {res: [lst] for res, lst in box.pop().items()}
+    deep = {id(kube)}
+    for pages in kube.values():
+        deep.add(id(pages))
+        for page in pages:
+            deep.add(id(page))
+            if isinstance(page.get("items"), list):
+                deep.add(id(page["items"]))
+    yield from _iterencode(kube, deep)
+
+
+def _blocks(chunks: Iterator[bytes], size: int = 1 << 22) -> Iterator[bytes]:
+    """The text in blocks of about `size` bytes."""
+    buf: list[bytes] = []
+    n = 0
+    for c in chunks:
+        buf.append(c)
+        n += len(c)
+        if n >= size:
+            yield b"".join(buf)
+            buf, n = [], 0
+    if buf:
+        yield b"".join(buf)
+
+
+# ---- OpenMetrics -------------------------------------------------------------------------
+
+
+@without_gc
 def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
     """Every sample of the scenario as OpenMetrics text for `promtool tsdb
     create-blocks-from openmetrics`: integer-second timestamps, each family contiguous with one
     TYPE line, each series in ascending time, `# EOF` last. Returns the sample count."""
-    series = _series(sc, style)
+    table = Table(sc, style)
     per_hour = 3600 // sc.scrape_s
-    offsets = (np.arange(per_hour) + 0.5) * sc.scrape_s
+    half = per_hour // 2
+    offsets = [int(off) for off in (np.arange(per_hour) + 0.5) * sc.scrape_s]
+    top = len(table.hours) and int(table.hours.max()) + 1
+    # " <timestamp>\n" of every sample, by hour index and sample within the hour.
+    stamps = [f" {sc.start + h * 3600 + off}\n" for h in range(top) for off in offsets]
+    labels: dict[int, str] = {}
     n = 0
     for m in _METRICS:
         out.write(f"# TYPE {m} gauge\n")
-        for s in series:
-            if m not in s.hi:
-                continue
-            lab = ",".join(f'{k}="{_esc(v)}"' for k, v in s.labels.items())
-            prefix = f"{m}{{{lab}}} "
-            integer = m in _INT_METRICS
-            lines: list[str] = []
-            for h, hv, lv in zip(s.hours, s.hi[m], s.lo[m], strict=True):
-                base = sc.start + int(h) * 3600
-                hs = f"{int(hv)}" if integer else f"{hv:.6f}"
-                ls = f"{int(lv)}" if integer else f"{lv:.6f}"
-                for j, off in enumerate(offsets):
-                    lines.append(f"{prefix}{hs if j % 2 == 0 else ls} {base + int(off)}\n")
-            out.write("".join(lines))
-            n += len(lines)
+        v = table.values(m)
+        if v is None:
+            continue
+        if m in INT_METRICS:
+            hs_texts, hs_codes = distinct(v.hi, lambda x: f"{int(x)}")
+            ls_texts, ls_codes = distinct(v.lo, lambda x: f"{int(x)}")
+        else:
+            hs_texts, hs_codes = distinct(v.hi, lambda x: f"{x:.6f}")
+            ls_texts, ls_codes = distinct(v.lo, lambda x: f"{x:.6f}")
+        hs_all = list(map(hs_texts.__getitem__, hs_codes.tolist()))
+        ls_all = list(map(ls_texts.__getitem__, ls_codes.tolist()))
+        hours = v.hours.astype(np.int64).tolist()
+        bounds = v.off.tolist()
+        for i, lab in enumerate(v.labels):
+            text = labels.get(id(lab))
+            if text is None:
+                text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
+            prefix = f"{m}{{{text}}} "
+            a, b = bounds[i], bounds[i + 1]
+            vals: list[str] = []
+            for hv, lv in zip(hs_all[a:b], ls_all[a:b], strict=True):
+                vals += [hv, lv] * half
+            ts: list[str] = []
+            for h in hours[a:b]:
+                ts += stamps[h * per_hour : (h + 1) * per_hour]
+            # Pieces of 128 lines (about 64 kB): memory the allocator reuses.
+            for c in range(0, len(vals), 128):
+                out.write(prefix.join(chain(("",), map(add, vals[c : c + 128], ts[c : c + 128]))))
+            n += len(vals)
     out.write("# EOF\n")
     return n
 
@@ -314,11 +520,25 @@ def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+# ---- Kubernetes objects ------------------------------------------------------------------
+
+
 def _iso(ts: float) -> str:
+    if isinstance(ts, int) and not isinstance(ts, bool):
+        day, sec = divmod(ts, 86400)
+        return f"{_iso_day(day)}T{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}Z"
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@functools.lru_cache(maxsize=4096)
+def _iso_day(day: int) -> str:
+    return datetime.fromtimestamp(day * 86400, timezone.utc).strftime("%Y-%m-%d")
+
+
 def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
+    ips: dict[str, str] = {}
+    for node in sc.nodes:
+        ips.setdefault(node.name, node.ip)
     for i, p in enumerate(sc.pods):
         if not p.alive:
             continue
@@ -369,7 +589,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         }
         if not p.owner_kind:  # a plain pod (a Kueue pod group member, say) has no owner
             del meta["ownerReferences"]
-        yield {"metadata": meta, "spec": spec, "status": _pod_status(sc, p, created)}
+        yield {"metadata": meta, "spec": spec, "status": _pod_status(sc, p, created, ips)}
     for j, n in enumerate(sc.nodes):
         yield {
             "metadata": {
@@ -397,7 +617,9 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         }
 
 
-def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
+def _pod_status(
+    sc: Scenario, p: Any, created: float, ips: dict[str, str] | None = None
+) -> dict[str, Any]:
     if p.phase == "Pending":
         return {
             "phase": "Pending",
@@ -432,7 +654,11 @@ def _pod_status(sc: Scenario, p: Any, created: float) -> dict[str, Any]:
         cs["lastState"] = {"terminated": term}
     return {
         "phase": p.phase,
-        "hostIP": next((n.ip for n in sc.nodes if n.name == p.node), ""),
+        "hostIP": (
+            ips.get(p.node, "")
+            if ips is not None
+            else next((n.ip for n in sc.nodes if n.name == p.node), "")
+        ),
         "startTime": _iso(created + p.start_delay_s),
         "qosClass": "Guaranteed",
         "conditions": [
@@ -453,6 +679,7 @@ def _owner_api(kind: str) -> str:
     }.get(kind, "v1")
 
 
+@without_gc
 def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
     """The scenario's Kubernetes objects as the API server's list responses."""
     rv = {"resourceVersion": "999999"}

@@ -11,13 +11,14 @@ listed in the truth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpuaudit.scenario import cases
-from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
+from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec, without_gc
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -34,6 +35,26 @@ DEFAULT_END = 1795392000  # 2026-11-23T00:00:00Z, a Monday: fixed so scenarios a
 
 Rng = np.random.Generator
 Arr = np.ndarray[Any, np.dtype[Any]]
+TDP = {H100: 700.0, A100: 400.0, L40S: 350.0, GB200: 1200.0}
+
+_clip: Callable[..., Arr] = getattr(
+    getattr(getattr(np, "_core", None), "umath", None), "clip", np.clip
+)
+"""The ufunc `np.clip` calls on float arrays with both bounds given, without the wrappers."""
+
+
+def _round(x: Arr, decimals: int = 0) -> Arr:
+    """`np.round(x, decimals)` of a float64 array by the same operations (multiply, round to
+    nearest even, divide), without the wrappers' cost."""
+    if x.dtype != np.float64:
+        return np.round(x, decimals)
+    if decimals == 0:
+        return np.rint(x)
+    f = 10.0**decimals
+    y: Arr = x * f
+    np.rint(y, out=y)
+    y /= f
+    return y
 
 
 @dataclass
@@ -61,7 +82,8 @@ class _Ids:
         self.rng = rng
 
     def hex(self, n: int) -> str:
-        return "".join(f"{int(b):02x}" for b in self.rng.integers(0, 256, size=(n + 1) // 2))[:n]
+        b = self.rng.integers(0, 256, size=(n + 1) // 2)
+        return b.astype(np.uint8).tobytes().hex()[:n]
 
     def uuid(self) -> str:
         h = self.hex(32)
@@ -69,7 +91,7 @@ class _Ids:
 
     def suffix(self, n: int = 5) -> str:
         alphabet = "bcdfghjklmnpqrstvwxz2456789"
-        return "".join(alphabet[int(i)] for i in self.rng.integers(0, len(alphabet), size=n))
+        return "".join([alphabet[i] for i in self.rng.integers(0, len(alphabet), size=n).tolist()])
 
 
 class _Builder:
@@ -87,6 +109,7 @@ class _Builder:
         self.truth: dict[str, Any] = {"planted": {}, "near_misses": {}}
         self.pytorchjobs: list[dict[str, Any]] = []
         self.used: dict[str, list[tuple[int, int]]] = {}
+        self._free: dict[tuple[int, str, float, bool], tuple[Arr, Arr]] = {}
         self.api: dict[str, list[dict[str, Any]]] = {
             "volcano_podgroups": [],
             "coscheduling_podgroups": [],
@@ -212,7 +235,7 @@ class _Builder:
             v = np.where(bursts, r.uniform(0.3, 0.7, n), r.uniform(0.0, 0.03, n))
         else:  # pragma: no cover - programming error
             raise ValueError(name)
-        return np.round(np.clip(v, 0.0, 1.0), 4)
+        return _round(_clip(v, 0.0, 1.0), 4)
 
     def hold(
         self,
@@ -226,19 +249,39 @@ class _Builder:
     ) -> None:
         n = h1 - h0
         r = self.rng
-        act_amp = np.round(np.minimum(np.minimum(act, 1.0 - act), 0.02), 4)
+        act_amp = _round(np.minimum(np.minimum(act, 1.0 - act), 0.02), 4)
         cap = slot.mem_mib * 0.995
-        fb = np.round(np.clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, cap))
-        fb_amp = np.minimum(np.round(fb * 0.01), np.maximum(np.floor(cap - fb), 0))
-        tdp = {H100: 700.0, A100: 400.0, L40S: 350.0, GB200: 1200.0}[slot.node.model]
-        power = np.round(tdp * (0.09 + 0.8 * act) * slot.fraction, 3)
+        fb = _round(_clip(fb_level * slot.mem_mib * r.uniform(0.97, 1.0, n), 0, cap))
+        fb_amp = np.minimum(_round(fb * 0.01), np.maximum(np.floor(cap - fb), 0))
+        tdp = TDP[slot.node.model]
+        power = _round(tdp * (0.09 + 0.8 * act) * slot.fraction, 3)
         if slot.mig_id:
             util = np.zeros(n)
         elif util is None:
-            util = np.round(np.clip(act * 100 * 1.15, 0, 100))
+            util = _round(_clip(act * 100 * 1.15, 0, 100))
         util_amp = np.minimum(np.minimum(util, 100 - util), 2)
         self.holdings.append(
             Holding(slot, pod, h0, h1, act, act_amp, fb, fb_amp, power, util, util_amp)
+        )
+        self.used.setdefault(slot.key, []).append((h0, h1))
+
+    def hold_free(self, slot: SlotSpec, h0: int, h1: int) -> None:
+        """What `hold(slot, None, h0, h1, np.zeros(h1 - h0), 0.0)` holds, without its random
+        draws (they change nothing: the framebuffer is 0 whatever they are, and nothing draws
+        after the free holdings) and with its constant arrays shared, read-only, among the free
+        holdings."""
+        n = h1 - h0
+        key = (n, slot.node.model, slot.fraction, bool(slot.mig_id))
+        arrays = self._free.get(key)
+        if arrays is None:
+            zeros = np.zeros(n)
+            zeros.flags.writeable = False
+            power = _round(TDP[slot.node.model] * (0.09 + 0.8 * zeros) * slot.fraction, 3)
+            power.flags.writeable = False
+            arrays = self._free[key] = (zeros, power)
+        zeros, power = arrays
+        self.holdings.append(
+            Holding(slot, None, h0, h1, zeros, zeros, zeros, zeros, power, zeros, zeros)
         )
         self.used.setdefault(slot.key, []).append((h0, h1))
 
@@ -255,8 +298,7 @@ class _Builder:
                 if cursor < self.H:
                     gaps.append((cursor, self.H))
                 for a, b in gaps:
-                    n = b - a
-                    self.hold(slot, None, a, b, np.zeros(n), 0.0)
+                    self.hold_free(slot, a, b)
 
     # ---- pods ------------------------------------------------------------------------
     def pod(
@@ -750,6 +792,7 @@ class _Builder:
         cases.plant_pending(self)
 
 
+@without_gc
 def generate(
     gpus: int, days: int, seed: int, end: int = DEFAULT_END, scrape_s: int = 60
 ) -> Scenario:

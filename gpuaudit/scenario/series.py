@@ -1,0 +1,453 @@
+"""Every series a scenario's dcgm-exporters expose, held column-wise, and the exact answers
+Prometheus gives about them.
+
+Within each hour a series alternates between `level + amp` and `level - amp` (see
+`gpuaudit.scenario.emit`), so a series is fully described by two values per hour: `hi` and
+`lo`, the values Prometheus parses back from the exposition text. All series of one metric are
+held in flat numpy arrays (series after series, hours ascending within each), which is what
+makes scenarios of tens of thousands of GPUs cheap to write. Every vectorised computation here
+reproduces, bit for bit, what a per-series computation in plain numpy gives (the committed demo
+and the live tests rely on that); where that cannot be guaranteed for the data at hand
+(non-finite values, negative zeros), the per-series computation is used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuaudit import queries, xid
+from gpuaudit.scenario.generator import Scenario
+from gpuaudit.scenario.model import Holding, SlotSpec
+
+Arr = np.ndarray[Any, np.dtype[Any]]
+DRIVER = "570.133.20"
+LABEL_STYLES = ("helm", "honor", "old")
+"""`helm`: dcgm-exporter Helm chart defaults (`honorLabels: false`, workload labels arrive as
+`exported_pod` ...); `honor`: `honorLabels: true` (`pod` is the workload, or the exporter for
+unallocated GPUs); `old`: `--use-old-namespace` (`uuid`, `pod_name` ...)."""
+
+METRICS = (
+    queries.ACT_PROF,
+    queries.UTIL,
+    queries.FB_USED,
+    queries.FB_FREE,
+    queries.POWER,
+    queries.XID,
+    queries.REMAP_UNCORR,
+    queries.REMAP_FAILURE,
+)
+INT_METRICS = {
+    queries.UTIL,
+    queries.FB_USED,
+    queries.FB_FREE,
+    queries.XID,
+    queries.REMAP_UNCORR,
+    queries.REMAP_FAILURE,
+}
+HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE)
+"""GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
+
+
+def spelling_of(style: str) -> str:
+    return "exported" if style == "helm" else "pod"
+
+
+def raw_labels(h: Holding, style: str) -> dict[str, str]:
+    s, n = h.slot, h.slot.node
+    lab = {
+        "gpu": str(s.index),
+        ("uuid" if style == "old" else "UUID"): s.uuid,
+        "pci_bus_id": s.pci_bus_id,
+        "device": f"nvidia{s.index}",
+        "modelName": n.model,
+    }
+    if s.mig_id:
+        lab["GPU_I_PROFILE"] = s.profile
+        lab["GPU_I_ID"] = s.mig_id
+    lab["Hostname"] = n.name
+    lab["DCGM_FI_DRIVER_VERSION"] = DRIVER
+    target = {
+        "container": "nvidia-dcgm-exporter",
+        "endpoint": "gpu-metrics",
+        "instance": f"{n.ip}:9400",
+        "job": "nvidia-dcgm-exporter",
+        "namespace": "gpu-operator",
+        "pod": n.exporter_pod,
+        "service": "nvidia-dcgm-exporter",
+    }
+    p = h.pod
+    if style == "helm":
+        if p:
+            lab.update(
+                exported_container=p.container, exported_namespace=p.namespace, exported_pod=p.name
+            )
+        lab.update(target)
+    elif style == "honor":
+        lab.update(target)
+        if p:
+            lab.update(container=p.container, namespace=p.namespace, pod=p.name)
+    else:
+        lab.update({k: v for k, v in target.items() if k not in ("pod", "namespace", "container")})
+        if p:
+            lab.update(container_name=p.container, pod_namespace=p.namespace, pod_name=p.name)
+    return lab
+
+
+def xid_text(code: int) -> str:
+    return "No Error" if code == 0 else xid.meaning(code)
+
+
+# ---- exact vectorised number handling -------------------------------------------------
+
+
+def round6(x: Arr, out: Arr | None = None, block: int = 1 << 16) -> Arr:
+    """`float(f"{v:.6f}")` of every element (the value Prometheus parses from `%.6f` text),
+    exactly, without formatting each one (into `out`, which may be `x`).
+
+    `rint(v * 1e6)` is the correctly rounded `v * 10**6` unless the product lies within its own
+    rounding error of a half-integer (or is huge, or not finite): those few are formatted one by
+    one. The rest are `k / 1e6`, the nearest double to `k / 10**6`, which is what `float()` of
+    the 6-decimal text gives."""
+    v = np.ascontiguousarray(x, dtype=np.float64)
+    res: Arr = np.empty_like(v) if out is None else out
+    for i in range(0, len(v), block):
+        part = v[i : i + block]
+        y = part * 1e6
+        k = np.rint(y)
+        with np.errstate(invalid="ignore"):
+            y -= k
+            np.abs(y, out=y)
+            y -= 0.5
+            np.abs(y, out=y)
+            ok = (y > (np.abs(k) + 1) * 2.0**-50) & (np.abs(k) < 2.0**52)
+        bad = np.flatnonzero(~ok) if not ok.all() else None
+        slow = [float(f"{e:.6f}") for e in part[bad].tolist()] if bad is not None else []
+        np.divide(k, 1e6, out=res[i : i + block])
+        if bad is not None:
+            res[i + bad] = slow
+    return res
+
+
+def fmt(v: float) -> str:
+    """A float as Prometheus's JSON writes it (shortest round-trip, no exponent)."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(np.format_float_positional(v, trim="-"))
+
+
+def distinct(x: Arr, text: Callable[[float], str], block: int = 1 << 16) -> tuple[list[str], Arr]:
+    """`text` of every element, computed once per distinct value (bit pattern, so -0.0 and 0.0
+    stay apart): (the texts of the distinct values, each element's index into them).
+    Blockwise: sorting small blocks is much faster than sorting everything."""
+    bits = np.ascontiguousarray(x, dtype=np.float64).view(np.int64)
+    codes = np.empty(len(bits), dtype=np.int32 if len(bits) < 2**31 else np.int64)
+    index: dict[int, int] = {}
+    texts: list[str] = []
+    for i in range(0, len(bits), block):
+        u, inv = np.unique(bits[i : i + block], return_inverse=True)
+        local = []
+        for b, f in zip(u.tolist(), u.view(np.float64).tolist(), strict=True):
+            c = index.get(b)
+            if c is None:
+                c = index[b] = len(texts)
+                texts.append(text(f))
+            local.append(c)
+        codes[i : i + block] = np.array(local, dtype=codes.dtype)[inv.reshape(-1)]
+    return texts, codes
+
+
+def _scan(a: Arr, block: int = 1 << 16) -> tuple[bool, bool, float]:
+    """(finite with no negative zero, all whole numbers, the largest magnitude), blockwise."""
+    plain = whole = True
+    top = 0.0
+    for i in range(0, len(a), block):
+        part = a[i : i + block]
+        if not np.isfinite(part).all():
+            return False, False, math.inf
+        plain = plain and not (np.signbit(part) & (part == 0)).any()
+        whole = whole and bool((np.floor(part) == part).all())
+        if len(part):
+            top = max(top, float(np.abs(part).max()))
+    return plain, whole, top
+
+
+# ---- per-series statistics (the reference definitions) ---------------------------------
+
+
+def quantile(q: float, hi: Arr, lo: Arr, k: int) -> float:
+    """Prometheus's `quantile_over_time` over a multiset where every hi and lo occurs k times."""
+    vals = np.concatenate([hi, lo])
+    order = np.argsort(vals, kind="stable")
+    vals = vals[order]
+    n = len(vals) * k
+    rank = q * (n - 1)
+    lower = max(0, math.floor(rank))
+    upper = min(n - 1, lower + 1)
+    weight = rank - math.floor(rank)
+    a, b = vals[lower // k], vals[upper // k]
+    return float(a * (1 - weight) + b * weight)
+
+
+def window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
+    if stat == "sum":
+        return float((hi.sum() + lo.sum()) * k)
+    if stat == "max":
+        return float(max(hi.max(), lo.max()))
+    if stat == "p95":
+        return quantile(0.95, hi, lo, k)
+    return float(2 * k * len(hi))
+
+
+# ---- the table ---------------------------------------------------------------------------
+
+
+@dataclass
+class Values:
+    """One metric's levels over the series that carry it."""
+
+    metric: str
+    labels: list[dict[str, str]]
+    """The labels of each series carrying the metric, in exposition order."""
+    rows: Arr | None
+    """Each series' index in the table's main series (XID series, for the XID metric); None:
+    all of them, in order."""
+    off: Arr
+    """Series i's points are [off[i], off[i + 1])."""
+    hours: Arr
+    """Absolute hour index of every point (float64)."""
+    hi: Arr
+    lo: Arr
+    _flags: tuple[bool, bool, float] | None = None
+
+    @property
+    def lengths(self) -> Arr:
+        return np.diff(self.off)
+
+    def flags(self) -> tuple[bool, bool, float]:
+        """(`hi` and `lo` finite with no negative zero, all whole numbers, largest magnitude)."""
+        if self._flags is None:
+            a, b = _scan(self.hi), _scan(self.lo)
+            self._flags = (a[0] and b[0], a[1] and b[1], max(a[2], b[2]))
+        return self._flags
+
+    def window(self, stat: str, k: int) -> Arr:
+        """`window_stat` of every series."""
+        n = len(self.labels)
+        lens = self.lengths
+        hi, lo, off = self.hi, self.lo, self.off
+        if stat not in ("sum", "max", "p95"):
+            return (2 * k * lens).astype(np.float64)
+        if n == 0:
+            return np.zeros(0)
+        nonempty = bool((lens > 0).all())
+        plain, whole, top = self.flags()
+        if stat == "sum" and nonempty and whole and top * 2.0 * k * float(lens.max()) < 2.0**52:
+            # Sums of whole numbers are exact in any order.
+            starts = off[:-1]
+            res: Arr = (np.add.reduceat(hi, starts) + np.add.reduceat(lo, starts)) * k
+            return res
+        if stat == "max" and nonempty and plain:
+            starts = off[:-1]
+            res = np.maximum(np.maximum.reduceat(hi, starts), np.maximum.reduceat(lo, starts))
+            return res
+        if stat == "p95" and nonempty and plain:
+            return self._p95(k)
+        bounds = off.tolist()
+        return np.array(
+            [
+                window_stat(stat, hi[a:b], lo[a:b], k)
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            ],
+            dtype=np.float64,
+        )
+
+    def _p95(self, k: int, q: float = 0.95, rows: int = 4096) -> Arr:
+        """`quantile` of every series, series of one length at a time (with no NaN or negative
+        zero, sorting needs no stable tie-break)."""
+        lens = self.lengths
+        out = np.empty(len(lens))
+        for length in np.unique(lens).tolist():
+            which = np.flatnonzero(lens == length)
+            n = 2 * length * k
+            rank = q * (n - 1)
+            lower = max(0, math.floor(rank))
+            upper = min(n - 1, lower + 1)
+            weight = rank - math.floor(rank)
+            cols = np.arange(length)
+            for c in range(0, len(which), rows):
+                part = which[c : c + rows]
+                pos = self.off[part][:, None] + cols
+                vals = np.concatenate([self.hi[pos], self.lo[pos]], axis=1)
+                vals.sort(axis=1)
+                a, b = vals[:, lower // k], vals[:, upper // k]
+                out[part] = a * (1 - weight) + b * weight
+        return out
+
+    def means(self, k: int, block: int = 1 << 16) -> Arr:
+        """The hourly `sum_over_time / count_over_time` of every point."""
+        res: Arr = np.empty(len(self.hi))
+        for i in range(0, len(res), block):
+            res[i : i + block] = (self.hi[i : i + block] * k + self.lo[i : i + block] * k) / (2 * k)
+        return res
+
+
+class Table:
+    """The series of a scenario under one label style: the main series (one per GPU or MIG
+    instance and workload labels, in the order their first holding appears), each followed,
+    in exposition order, by its XID series (one per XID code it showed)."""
+
+    def __init__(self, sc: Scenario, style: str) -> None:
+        groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
+        for h in sc.holdings:
+            if not h.slot.node.exporter:
+                continue
+            key = tuple(sorted(raw_labels(h, style).items()))
+            groups.setdefault(key, []).append(h)
+        self.labels: list[dict[str, str]] = []
+        self.slots: list[SlotSpec] = []
+        self.holdings: list[Holding] = []
+        hser: list[int] = []
+        for i, (key, hs) in enumerate(groups.items()):
+            hs.sort(key=lambda h: h.h0)
+            self.labels.append(dict(key))
+            self.slots.append(hs[0].slot)
+            self.holdings.extend(hs)
+            hser.extend([i] * len(hs))
+        self.hser = np.array(hser, dtype=np.int64)
+        """Each holding's series."""
+        h0 = np.array([h.h0 for h in self.holdings], dtype=np.int64)
+        hlen = np.array([max(0, h.h1 - h.h0) for h in self.holdings], dtype=np.int64)
+        n = len(self.labels)
+        lengths = np.bincount(self.hser, weights=hlen, minlength=n).astype(np.int64)
+        self.off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.off[1:])
+        total = int(self.off[-1])
+        first = np.repeat(np.cumsum(hlen) - hlen, hlen)
+        self.hours: Arr = (np.arange(total) - first + np.repeat(h0, hlen)).astype(np.float64)
+        self.mig = np.array([bool(s.mig_id) for s in self.slots], dtype=bool)
+        self._xid: tuple[list[dict[str, str]], Arr, Arr, Arr] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+    # -- raw per-holding arrays, concatenated in series order --
+    def _fill(self, get: Callable[[Holding], Arr], keep: Arr | None) -> Arr:
+        """`get` of every holding (of the kept series), one after the other, as float64: the
+        same values as concatenating them and converting (one cast per element), without the
+        concatenation's copies."""
+        total = int(self.off[-1]) if keep is None else int(np.diff(self.off)[keep].sum())
+        out: Arr = np.empty(total)
+        pos = 0
+        keep_of = None if keep is None else keep[self.hser].tolist()
+        for j, h in enumerate(self.holdings):
+            if keep_of is not None and not keep_of[j]:
+                continue
+            part = get(h)
+            out[pos : pos + len(part)] = part
+            pos += len(part)
+        if pos != total:
+            raise ValueError("scenario holding arrays do not match their hours")
+        return out
+
+    def _subset(self, keep: Arr | None) -> tuple[Arr, Arr, Arr]:
+        """(series indices, offsets, mask of their points) of the kept series (all of them, and
+        an empty mask, when `keep` is None)."""
+        if keep is None:
+            return np.arange(self.n), self.off, np.ones(0, dtype=bool)
+        idx = np.flatnonzero(keep)
+        lens = np.diff(self.off)[idx]
+        off = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        return idx, off, np.repeat(keep, np.diff(self.off))
+
+    def values(self, m: str) -> Values | None:
+        """The levels of metric `m` (None: no series carries it)."""
+        if m == queries.XID:
+            labels, off, hours, vals = self.xid()
+            return Values(m, labels, None, off, hours, vals, vals) if labels else None
+        if m not in METRICS:
+            return None
+        keep: Arr | None = None
+        if m == queries.UTIL:
+            keep = ~self.mig
+            if not keep.any():
+                return None
+        if self.n == 0:
+            return None
+        idx, off, mask = self._subset(keep)
+        hours = self.hours if keep is None else self.hours[mask]
+        if m == queries.ACT_PROF:
+            hi = round6(self._fill(lambda h: h.act + h.act_amp, keep))
+            lo = round6(self._fill(lambda h: h.act - h.act_amp, keep))
+        elif m == queries.UTIL:
+            hi = np.round(self._fill(lambda h: h.util + h.util_amp, keep))
+            lo = np.round(self._fill(lambda h: h.util - h.util_amp, keep))
+        elif m == queries.FB_USED:
+            hi = np.round(self._fill(lambda h: h.fb_used + h.fb_amp, keep))
+            lo = np.round(self._fill(lambda h: h.fb_used - h.fb_amp, keep))
+        elif m == queries.FB_FREE:
+            mem = np.array([float(s.mem_mib) for s in self.slots])
+            each = np.repeat(mem, np.diff(self.off))
+            hi = np.round(each - self._fill(lambda h: h.fb_used - h.fb_amp, keep))
+            lo = np.round(each - self._fill(lambda h: h.fb_used + h.fb_amp, keep))
+        elif m == queries.POWER:
+            hi = round6(self._fill(lambda h: h.power, keep))
+            lo = hi
+        else:  # GPU health, constant within each hour
+            vals = np.zeros(len(hours))
+            for i, slot in enumerate(self.slots):
+                if slot.health.get(m):
+                    a, b = int(self.off[i]), int(self.off[i + 1])
+                    vals[a:b] = slot.health_at(m, self.hours[a:b])
+            hi = lo = np.round(vals)
+        if keep is None:
+            return Values(m, self.labels, None, off, hours, hi, lo)
+        rows = idx.tolist()
+        return Values(m, [self.labels[i] for i in rows], idx, off, hours, hi, lo)
+
+    def xid(self) -> tuple[list[dict[str, str]], Arr, Arr, Arr]:
+        """The XID series: (labels, offsets, hours, values). The XID gauge holds the last XID
+        code and names it in `err_code`/`err_msg`, so each code a GPU showed is a series of its
+        own over the hours it showed it."""
+        if self._xid is not None:
+            return self._xid
+        none = {"err_code": "0", "err_msg": xid_text(0)}
+        lens = np.diff(self.off)
+        if (lens > 0).all() and not any(s.health.get(queries.XID) for s in self.slots):
+            labels = [lab | none for lab in self.labels]
+            self._xid = (labels, self.off, self.hours, np.zeros(len(self.hours)))
+            return self._xid
+        labels = []
+        hparts: list[Arr] = []
+        vparts: list[Arr | None] = []
+        bounds = self.off.tolist()
+        for i, slot in enumerate(self.slots):
+            hours = self.hours[bounds[i] : bounds[i + 1]]
+            if not slot.health.get(queries.XID) and len(hours):
+                labels.append(self.labels[i] | none)
+                hparts.append(hours)
+                vparts.append(None)
+                continue
+            codes = slot.health_at(queries.XID, hours)
+            for code in dict.fromkeys(codes.tolist()):
+                sel = codes == code
+                c = int(code)
+                labels.append(self.labels[i] | {"err_code": str(c), "err_msg": xid_text(c)})
+                hparts.append(hours[sel])
+                vparts.append(codes[sel])
+        off = np.zeros(len(labels) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in hparts], out=off[1:])
+        vals = np.zeros(int(off[-1]))
+        for j, part in enumerate(vparts):
+            if part is not None:
+                vals[off[j] : off[j + 1]] = part
+        self._xid = (labels, off, np.concatenate(hparts) if hparts else np.zeros(0), vals)
+        return self._xid
