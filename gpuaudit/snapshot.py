@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaudit.errors import SnapshotError
+from gpuaudit.gcpause import without_gc
 
 FORMAT_NAME = "gpuaudit-snapshot"
 FORMAT_VERSION = 1
@@ -92,6 +93,7 @@ def _loads(data: bytes) -> Any:
         raise ValueError(str(exc)) from None
 
 
+@without_gc
 def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line."""
     name = str(path)

@@ -11,6 +11,7 @@ import numpy as np
 
 from gpuaudit import mig, queries
 from gpuaudit.errors import SnapshotError
+from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory import kube, prom
@@ -340,6 +341,7 @@ def _ratio(percent: float | None) -> float | None:
     return None if percent is None else percent / 100.0
 
 
+@without_gc
 def build(snap: Snapshot) -> Inventory:
     """Join a snapshot's raw answers into the inventory tables."""
     import pandas as pd

@@ -30,8 +30,8 @@ from typing import IO, Any
 import numpy as np
 
 from gpuaudit import __version__, queries
+from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.model import without_gc
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import INT_METRICS, METRICS, Table, Values, distinct
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario import cases
-from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec, without_gc
+from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

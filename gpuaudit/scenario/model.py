@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-import gc
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
 
 Arr = np.ndarray[Any, np.dtype[Any]]
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def without_gc(f: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run `f` with the cyclic garbage collector paused: building a large scenario creates
-    millions of objects and no cycles, and collections triggered by the allocations would
-    otherwise take a good part of the time."""
-
-    @functools.wraps(f)
-    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return f(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-
-    return run
 
 
 @dataclass
