@@ -41,12 +41,16 @@ What to do
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CODE = "GPU010"
 TITLE = "Partial gang"
@@ -93,39 +97,75 @@ def _recommendation(kind: str, ns: str, name: str, needed: int | None) -> str:
     )
 
 
+class _Member(NamedTuple):
+    """One gang member pod: the columns this check reads, as plain values."""
+
+    namespace: object
+    pod: object
+    node: object
+    phase: object
+    gpu_request: float
+    started: object
+    created: object
+
+
+def _members(pods: pd.DataFrame) -> dict[str, list[_Member]]:
+    """Gang id -> its member pods, in pod order (pods with a missing gang id are left out, as a
+    groupby leaves them out)."""
+    members = pods[pods[C.GANG] != ""]
+    cols = [C.NAMESPACE, C.POD, C.NODE, C.PHASE, C.GPU_REQUEST, C.STARTED, C.CREATED]
+    by_gang: dict[str, list[_Member]] = {}
+    for gid, *values in zip(*(members[c].tolist() for c in [C.GANG, *cols]), strict=True):
+        if gid is not None and gid == gid:
+            by_gang.setdefault(str(gid), []).append(_Member(*values))
+    return by_gang
+
+
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     pods, gangs = inv.pods, inv.gangs
     if pods.empty or gangs.empty:
         return []
-    members = pods[pods[C.GANG] != ""]
-    if members.empty:
+    by_gang = _members(pods)
+    if not by_gang:
         return []
-    per_pod = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    pp = views.per_pod(inv, settings.prices)
+    per_pod = {
+        (ns, pod): (float(g), str(m))
+        for ns, pod, g, m in zip(
+            pp[C.NAMESPACE].tolist(),
+            pp[C.POD].tolist(),
+            pp[views.POD_GPUS].tolist(),
+            pp[C.MODEL].tolist(),
+            strict=True,
+        )
+    }
     ph = views.pod_hourly(inv)
+    # The hourly rows of every running member, cut from the pod-hourly view once (a string
+    # match over all its rows), then cut per gang; row order is kept, so sums add the same
+    # numbers in the same order.
+    ph_members: pd.DataFrame | None = None
     bucket_h = inv.step_s / 3600.0
     products = views.node_products(inv)
     start_w, end_w = inv.window_start, inv.window_end
-    by_gang = {str(gid): m for gid, m in members.groupby(C.GANG, sort=False)}
     out: list[Finding] = []
     for gang in gangs.itertuples(index=False):
         m = by_gang.get(str(getattr(gang, C.GANG_ID)))
         if m is None:
             continue
-        running = m[(m[C.PHASE] == "Running") & (m[C.NODE] != "")]
-        succeeded = m[m[C.PHASE] == "Succeeded"]
-        pending = m[m[C.PHASE] == "Pending"]
+        running = [r for r in m if r.phase == "Running" and r.node != ""]
+        succeeded = [r for r in m if r.phase == "Succeeded"]
+        pending = [r for r in m if r.phase == "Pending"]
         gpus: dict[str, float] = {}
         models: dict[str, str] = {}
-        for r in running.itertuples(index=False):
-            pod = str(getattr(r, C.POD))
-            key = (str(getattr(r, C.NAMESPACE)), pod)
-            if key in per_pod.index:
-                gpus[pod] = float(per_pod.at[key, views.POD_GPUS])
-                models[pod] = str(per_pod.at[key, C.MODEL])
-            elif float(getattr(r, C.GPU_REQUEST)) > 0:
-                gpus[pod] = float(getattr(r, C.GPU_REQUEST))
-                models[pod] = products.get(str(getattr(r, C.NODE)), "")
+        for r in running:
+            pod = str(r.pod)
+            key = (str(r.namespace), pod)
+            if key in per_pod:
+                gpus[pod], models[pod] = per_pod[key]
+            elif float(r.gpu_request) > 0:
+                gpus[pod] = float(r.gpu_request)
+                models[pod] = products.get(str(r.node), "")
         if not gpus:
             continue  # nothing held: a waiting gang wastes no GPU
         kind, ns, name = (
@@ -141,17 +181,22 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         model = next((v for v in models.values() if v), "")
         price = views.model_price(model, settings.prices)
         held = sum(gpus.values())
-        starts = [s for s in (_num(v) for v in running[C.STARTED]) if s is not None]
+        starts = [s for s in (_num(r.started) for r in running) if s is not None]
         if partial:
-            created = [c for c in (_num(v) for v in pending[C.CREATED]) if c is not None]
+            created = [c for c in (_num(r.created) for r in pending) if c is not None]
             since = max([start_w, min(starts, default=start_w), *created])
             if end_w - since < cfg.gang_partial_min_minutes * 60:
                 continue
-            mine = ph[(ph[C.NAMESPACE] == ns) & ph[C.POD].isin(list(gpus)) & (ph[C.TS] > since)]
+            if ph_members is None:
+                names = {str(r.pod) for rs in by_gang.values() for r in rs if r.phase == "Running"}
+                ph_members = ph[ph[C.POD].isin(list(names))]
+            sub = ph_members
+            mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(gpus)) & (sub[C.TS] > since)]
             gpu_hours = float(mine["gpus"].sum()) * bucket_h
+            seen = set(mine[C.POD])
             for pod, g in gpus.items():
-                if pod not in set(mine[C.POD]):
-                    began = _num(running.loc[running[C.POD] == pod, C.STARTED].iloc[0])
+                if pod not in seen:
+                    began = _num(next(r.started for r in running if r.pod == pod))
                     gpu_hours += g * (end_w - max(since, began or since)) / 3600.0
             hours = (end_w - since) / 3600.0
             missing = f"{needed - have} missing" if needed is not None else "members missing"
@@ -173,9 +218,9 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                     recommendation=_recommendation(kind, ns, name, needed),
                     evidence={
                         "needed": needed,
-                        "running": sorted(str(p) for p in running[C.POD]),
-                        "succeeded": sorted(str(p) for p in succeeded[C.POD]),
-                        "pending": sorted(str(p) for p in pending[C.POD]),
+                        "running": sorted(str(r.pod) for r in running),
+                        "succeeded": sorted(str(r.pod) for r in succeeded),
+                        "pending": sorted(str(r.pod) for r in pending),
                         "gpus_held": round(held, 4),
                         "incomplete_hours": round(hours, 2),
                         "scheduler_signal": signal,
@@ -193,9 +238,9 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         if spread_min <= cfg.gang_start_spread_minutes or last <= start_w:
             continue
         wait = 0.0
-        for r in running.itertuples(index=False):
-            began = _num(getattr(r, C.STARTED))
-            g = gpus.get(str(getattr(r, C.POD)), 0.0)
+        for r in running:
+            began = _num(r.started)
+            g = gpus.get(str(r.pod), 0.0)
             if began is not None:
                 wait += g * max(0.0, last - max(began, start_w)) / 3600.0
         message = (
@@ -217,7 +262,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                 ),
                 evidence={
                     "needed": needed,
-                    "members": sorted(str(p) for p in running[C.POD]),
+                    "members": sorted(str(r.pod) for r in running),
                     "start_spread_minutes": round(spread_min, 1),
                     "gpus_held": round(held, 4),
                     "waiting_gpu_hours": round(wait, 2),

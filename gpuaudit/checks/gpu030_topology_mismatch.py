@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuaudit import topology
+from gpuaudit.checks._grouped import PodOnNode, pods_on_nodes
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
@@ -79,20 +80,16 @@ def node_topologies(inv: Inventory, settings: Settings) -> dict[str, topology.To
     return out
 
 
-def multi_gpu_pods(hourly: pd.DataFrame) -> pd.DataFrame:
-    """Per holder pod and node: its whole GPUs (indices), first bucket and GPU-hours, for pods
-    holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
-    held = hourly[hourly[C.HELD].astype(bool)]
-    keys = [C.NAMESPACE, C.POD, C.NODE]
-    g = held.groupby(keys, sort=True)
-    pods = g.agg(first=(C.TS, "min"), buckets=(C.TS, "size"), model=(C.MODEL, "first"))
-    # Indices from the distinct (pod, GPU) pairs: a small table, not every hourly row.
-    pairs = held[[*keys, C.GPU_INDEX]].drop_duplicates()
-    indices = pairs.groupby(keys, sort=True)[C.GPU_INDEX].agg(
-        lambda s: tuple(sorted({str(i) for i in s}))
-    )
-    pods = pods.join(indices.rename("indices")).reset_index()
-    out: pd.DataFrame = pods[pods["indices"].map(len) >= 2]
+def multi_gpu_pods(inv: Inventory, hourly: pd.DataFrame) -> list[tuple[PodOnNode, tuple[str, ...]]]:
+    """Per holder pod and node, sorted: its whole GPUs and their indices (distinct, sorted as
+    text), for pods holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
+    pods, keys = pods_on_nodes(inv, hourly)
+    index = keys[C.GPU_INDEX].to_numpy(dtype=object)
+    out = []
+    for p in pods:
+        indices = tuple(sorted({str(index[i]) for i in p.holdings}))
+        if len(indices) >= 2:
+            out.append((p, indices))
     return out
 
 
@@ -105,33 +102,36 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     if inv.holdings.empty or inv.hourly.empty:
         return []
     hourly = views.whole_gpu_hourly(inv)
-    pods = multi_gpu_pods(hourly)
-    if pods.empty:
+    pods = multi_gpu_pods(inv, hourly)
+    if not pods:
         return []
     topos = node_topologies(inv, settings)
-    free = views.free_gpus(hourly[hourly[C.TS].isin(set(pods["first"]))])
-    bucket_h = inv.step_s / 3600.0
-    out: list[Finding] = []
-    for row in pods.to_dict("records"):
-        node = str(row[C.NODE])
-        topo = topos.get(node)
-        indices: tuple[str, ...] = row["indices"]
+    # Pods that may be misplaced: judged on a node's links, with some pair worse than NVLink.
+    judged: list[tuple[PodOnNode, topology.Topology, list[int], tuple[int, str]]] = []
+    for p, indices in pods:
+        topo = topos.get(p.node)
         if topo is None or not all(i.isdigit() for i in indices):
             continue
         own = [int(i) for i in indices]
         mine = topo.worst(own)
-        if mine is None or mine[0] == 0:
-            continue
-        first = float(row["first"])
+        if mine is not None and mine[0] > 0:
+            judged.append((p, topo, own, mine))
+    if not judged:
+        return []
+    free = views.free_gpus(hourly, {p.first for p, *_ in judged}, {p.node for p, *_ in judged})
+    bucket_h = inv.step_s / 3600.0
+    out: list[Finding] = []
+    for p, topo, own, mine in judged:
+        node, first = p.node, p.first
         avail = set(own) | {int(i) for i in free.get((node, first), set()) if i.isdigit()}
         best = topo.best(avail, len(own))
         if best is None or best[1] >= mine[0]:
             continue
         better, best_rank, best_code = best
-        ns, pod = str(row[C.NAMESPACE]), str(row[C.POD])
-        model = str(row["model"])
+        ns, pod = p.namespace, p.pod
+        model = p.model
         gpus = float(len(own))
-        held_hours = float(row["buckets"]) * bucket_h
+        held_hours = float(p.buckets) * bucket_h
         lost = held_hours * cfg.placement_slowdown
         cost = lost * views.model_price(model, settings.prices)
         own_txt = ", ".join(str(i) for i in own)

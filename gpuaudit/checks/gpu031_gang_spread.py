@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit import topology
+from gpuaudit.checks._grouped import is_na, pods_on_nodes
 from gpuaudit.checks.base import gpu_word, pack, short_model
 from gpuaudit.checks.gpu030_topology_mismatch import node_topologies
 from gpuaudit.findings import Finding, Impact, Resource, Severity
@@ -64,49 +65,56 @@ def _is_pcie_only(topo: topology.Topology | None) -> bool:
 
 def _jobs(inv: Inventory, hourly: pd.DataFrame) -> list[dict[str, Any]]:
     """Gangs with GPU-holding members, and single pods holding several whole GPUs."""
-    held = hourly[hourly[C.HELD].astype(bool)]
-    if held.empty:
+    per_pod, keys = pods_on_nodes(inv, hourly)
+    if not per_pod:
         return []
-    per_pod = (
-        held.groupby([C.NAMESPACE, C.POD, C.NODE], sort=True)
-        .agg(
-            first=(C.TS, "min"),
-            gpus=(C.SLOT, "nunique"),
-            buckets=(C.TS, "size"),
-            model=(C.MODEL, "first"),
-        )
-        .reset_index()
-    )
-    pods = inv.pods.drop_duplicates([C.NAMESPACE, C.POD])
-    meta = (
-        pods.set_index([C.NAMESPACE, C.POD])[[C.GANG, C.SELECTOR_PRODUCTS]]
-        if not pods.empty
-        else None
-    )
-    gangs = inv.gangs.set_index(C.GANG_ID) if not inv.gangs.empty else None
+    slots = keys[C.SLOT].to_numpy(dtype=object)
+    # The first row of each (namespace, pod), as dropping duplicates keeps it.
+    meta: dict[tuple[str, str], tuple[object, object]] = {}
+    pods = inv.pods
+    if not pods.empty:
+        for ns, pod, gang, pinned in zip(
+            pods[C.NAMESPACE].tolist(),
+            pods[C.POD].tolist(),
+            pods[C.GANG].tolist(),
+            pods[C.SELECTOR_PRODUCTS].tolist(),
+            strict=True,
+        ):
+            meta.setdefault((ns, pod), (gang, pinned))
+    gangs: dict[str, tuple[object, object]] = {}
+    if not inv.gangs.empty:
+        for gid, kind, name in zip(
+            inv.gangs[C.GANG_ID].tolist(),
+            inv.gangs[C.GANG_KIND].tolist(),
+            inv.gangs[C.GANG_NAME].tolist(),
+            strict=True,
+        ):
+            gangs.setdefault(gid, (kind, name))
     jobs: dict[str, dict[str, Any]] = {}
-    for row in per_pod.itertuples(index=False):
-        ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
+    for row in per_pod:
+        ns, pod = row.namespace, row.pod
         gang, pinned = "", ""
-        if meta is not None and (ns, pod) in meta.index:
-            gang = str(meta.at[(ns, pod), C.GANG] or "")
-            pinned = str(meta.at[(ns, pod), C.SELECTOR_PRODUCTS] or "")
-        if gang and gangs is not None and gang in gangs.index:
-            kind, name = str(gangs.at[gang, C.GANG_KIND]), str(gangs.at[gang, C.GANG_NAME])
+        if (ns, pod) in meta:
+            gang = str(meta[(ns, pod)][0] or "")
+            pinned = str(meta[(ns, pod)][1] or "")
+        if gang and gang in gangs:
+            kind, name = str(gangs[gang][0]), str(gangs[gang][1])
             key = gang
         else:
             kind, name, key = "Pod", pod, f"Pod/{ns}/{pod}"
         job = jobs.setdefault(
             key, {"kind": kind, "namespace": ns, "name": name, "members": [], "pinned": False}
         )
+        # Distinct GPUs as pandas counts them: missing slots left out.
+        gpus = len({slots[i] for i in row.holdings if not is_na(slots[i])})
         job["members"].append(
             {
                 "pod": pod,
-                "node": str(getattr(row, C.NODE)),
-                "gpus": int(row.gpus),
-                "first": float(row.first),
-                "buckets": int(row.buckets),
-                "model": str(row.model),
+                "node": row.node,
+                "gpus": gpus,
+                "first": row.first,
+                "buckets": row.buckets,
+                "model": row.model,
             }
         )
         job["pinned"] = job["pinned"] or bool(pinned)
@@ -132,7 +140,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     jobs = _jobs(inv, hourly)
     if not jobs:
         return []
-    free = views.free_gpus(hourly[hourly[C.TS].isin({j["start"] for j in jobs})])
+    free = views.free_gpus(hourly, {j["start"] for j in jobs})
     topos = node_topologies(inv, settings)
     nodes = inv.nodes.set_index(C.NODE) if not inv.nodes.empty else None
     cordoned = (

@@ -169,14 +169,32 @@ def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
     return _memo(inv, ("whole_gpu_hourly",), make)
 
 
-def free_gpus(hourly: pd.DataFrame) -> dict[tuple[str, float], set[str]]:
+def free_gpus(
+    hourly: pd.DataFrame, buckets: set[float] | None = None, nodes: set[str] | None = None
+) -> dict[tuple[str, float], set[str]]:
     """(node, bucket end) -> the GPU indices no pod held in that bucket, from
-    `whole_gpu_hourly`. A GPU with no data in a bucket is not counted free."""
-    free = hourly.loc[~hourly[C.HELD].astype(bool), [C.NODE, C.TS, C.GPU_INDEX]]
-    if free.empty:
-        return {}
-    sets = free.groupby([C.NODE, C.TS], sort=False)[C.GPU_INDEX].agg(lambda s: set(map(str, s)))
-    return {(str(n), float(t)): v for (n, t), v in sets.items()}
+    `whole_gpu_hourly`, for the bucket ends in `buckets` and the nodes in `nodes` (None: all).
+    A GPU with no data in a bucket is not counted free. Keys come in the order of their first
+    row."""
+    import numpy as np
+
+    mask = ~hourly[C.HELD].astype(bool).to_numpy()
+    if buckets is not None:
+        mask &= hourly[C.TS].isin(list(buckets)).to_numpy()
+    # Strings are read only for the rows left: a few buckets of a table of millions of rows.
+    rows = np.flatnonzero(mask)
+    out: dict[tuple[str, float], set[str]] = {}
+    for node, ts, idx in zip(
+        hourly[C.NODE].array[rows].tolist(),
+        hourly[C.TS].to_numpy()[rows].tolist(),
+        hourly[C.GPU_INDEX].array[rows].tolist(),
+        strict=True,
+    ):
+        if node is None or node != node or ts != ts:
+            continue  # a missing key: a groupby leaves the row out
+        if nodes is None or str(node) in nodes:
+            out.setdefault((str(node), float(ts)), set()).add(str(idx))
+    return out
 
 
 def node_products(inv: Inventory) -> dict[str, str]:
@@ -184,9 +202,12 @@ def node_products(inv: Inventory) -> dict[str, str]:
     out: dict[str, str] = {}
     h = inv.holdings
     if not h.empty:
-        for node, model in zip(h[C.NODE], h[C.MODEL], strict=True):
-            if node and model:
-                out.setdefault(str(node), str(model))
+        # A node's first holding with a model names it; a missing value counts as named, as
+        # it is truthy in a row-by-row test.
+        named = h.loc[(h[C.NODE] != "") & (h[C.MODEL] != ""), [C.NODE, C.MODEL]]
+        first = named.drop_duplicates(C.NODE)
+        for node, model in zip(first[C.NODE].tolist(), first[C.MODEL].tolist(), strict=True):
+            out.setdefault(str(node), str(model))
     if not inv.nodes.empty:
         for node, product in zip(inv.nodes[C.NODE], inv.nodes[C.PRODUCT], strict=True):
             if product:

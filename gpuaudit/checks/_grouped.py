@@ -1,0 +1,122 @@
+"""Grouping of the hourly table by holding attributes, done on integer codes.
+
+The hourly table has millions of rows and only a holding id; node, pod and GPU are attributes
+of the holding. Grouping the hourly rows by those strings means hashing every string of every
+row. Here the attributes are looked up on the holdings table (thousands of rows) and the hourly
+rows carry only the holding's row position, so grouping is integer work (`np.bincount`,
+`np.fmin.at`) and strings are touched once per holding, not once per row.
+
+Hand-built inventories may number holdings otherwise; when the hourly rows cannot be mapped to
+holding rows, the hourly frame itself serves as the table of attributes (one "holding" per row),
+which is slower but gives the same answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpuaudit.inventory import columns as C
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from gpuaudit.inventory import Inventory
+
+
+def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:
+    """The row position in `inv.holdings` of each row of `hourly` (the hourly table or a view of
+    it with its holding column), or None when some row's holding cannot be placed (holding ids
+    repeated or missing)."""
+    import pandas as pd
+
+    ids = hourly[C.HOLDING].to_numpy()
+    hid = inv.holdings[C.HOLDING].to_numpy()
+    n = len(hid)
+    if n and np.array_equal(hid, np.arange(n)):  # the inventory builder numbers them so
+        if len(ids) == 0 or (ids.min() >= 0 and ids.max() < n):
+            return ids.astype(np.int64, copy=False)
+        return None
+    index = pd.Index(hid)
+    if not index.is_unique:
+        return None
+    rows = index.get_indexer(ids)
+    return None if (rows < 0).any() else rows
+
+
+def keyed(inv: Inventory, hourly: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """(rows, keys): each hourly row's position in `keys`, a table with the holding columns
+    `hourly` carries (the holdings table, or `hourly` itself when rows cannot be mapped)."""
+    rows = holding_positions(inv, hourly)
+    if rows is not None:
+        return rows, inv.holdings
+    return np.arange(len(hourly), dtype=np.int64), hourly.reset_index(drop=True)
+
+
+def is_na(v: object) -> bool:
+    """A missing value as pandas stores it in a string column (NaN or None)."""
+    return v is None or v != v
+
+
+@dataclass(frozen=True)
+class PodOnNode:
+    """The whole GPUs one pod held on one node, from the held rows of `whole_gpu_hourly`."""
+
+    namespace: str
+    pod: str
+    node: str
+    first: float
+    """The first bucket end at which it held any of them."""
+    buckets: int
+    """(GPU, bucket) rows held: GPU-hours in buckets."""
+    model: str
+    """The model of the first held row (hourly order)."""
+    holdings: tuple[int, ...]
+    """Positions in the key table of the holdings that held rows (ascending)."""
+
+
+def pods_on_nodes(inv: Inventory, hourly: pd.DataFrame) -> tuple[list[PodOnNode], pd.DataFrame]:
+    """Per (namespace, pod, node) with held rows in `hourly` (`views.whole_gpu_hourly`), sorted
+    by those three, with the key table its `holdings` positions refer to.
+
+    The same groups, firsts, counts and models as a pandas groupby of the held rows on
+    (namespace, pod, node) with `min`, `size` and `first`; groups with a missing key are left
+    out as pandas leaves them out."""
+    rows, keys = keyed(inv, hourly)
+    k = len(keys)
+    held = keys[C.HELD].to_numpy(dtype=bool, na_value=False)[rows]
+    hrows = rows[held]
+    counts = np.bincount(hrows, minlength=k)
+    first = np.full(k, np.inf)
+    np.fmin.at(first, hrows, hourly[C.TS].to_numpy(dtype="float64")[held])
+    order = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(order, hrows, np.flatnonzero(held))
+    used = np.flatnonzero(counts)
+    ns = keys[C.NAMESPACE].to_numpy(dtype=object)[used]
+    pod = keys[C.POD].to_numpy(dtype=object)[used]
+    node = keys[C.NODE].to_numpy(dtype=object)[used]
+    model = keys[C.MODEL].to_numpy(dtype=object)[used]
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for i, key in enumerate(zip(ns.tolist(), pod.tolist(), node.tolist(), strict=True)):
+        if not any(is_na(v) for v in key):
+            groups.setdefault(key, []).append(i)
+    out: list[PodOnNode] = []
+    for key in sorted(groups):
+        members = groups[key]
+        named = [i for i in members if not is_na(model[i])]
+        m = model[min(named, key=lambda i: order[used[i]])] if named else float("nan")
+        pos = [int(used[i]) for i in members]
+        out.append(
+            PodOnNode(
+                namespace=key[0],
+                pod=key[1],
+                node=key[2],
+                first=float(first[pos].min()),
+                buckets=int(counts[pos].sum()),
+                model=str(m),
+                holdings=tuple(pos),
+            )
+        )
+    return out, keys
