@@ -120,3 +120,21 @@ def pods_on_nodes(inv: Inventory, hourly: pd.DataFrame) -> tuple[list[PodOnNode]
             )
         )
     return out, keys
+
+
+def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """(index, ends): each time's position in `ends`, ascending bucket ends that include every
+    time of `ts`. Times on the window's grid (start + k x step, as the inventory builder makes
+    them) are placed by arithmetic; any other time sends all of them through a sort, so `ends`
+    holds the very values of `ts` either way."""
+    finite = bool(np.isfinite(ts).all())
+    if len(ts) and step > 0 and finite:
+        k = np.rint((ts - start) / step)
+        lo, hi = float(k.min()), float(k.max())
+        if hi - lo < 10_000_000:
+            index = (k - lo).astype(np.int64)
+            ends = start + np.arange(lo, hi + 1.0) * step
+            if np.array_equal(ends[index], ts):
+                return index, ends
+    ends, index = np.unique(ts, return_inverse=True)
+    return index.astype(np.int64).reshape(-1), ends

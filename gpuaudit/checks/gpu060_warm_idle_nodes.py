@@ -29,12 +29,19 @@ What to do
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from gpuaudit.checks import _grouped
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CODE = "GPU060"
 TITLE = "Warm idle nodes"
@@ -53,6 +60,93 @@ def _severity(gpu_hours: float) -> Severity:
     return Severity.LOW
 
 
+def _idle_runs(
+    inv: Inventory, step: float, idle_activity: float, min_hours: float
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Runs of idle buckets of at least `min_hours` (node, `_run`, `min`, `max`, `size`,
+    `hours`: sorted by node, then time), and per node with such runs the pods that held its
+    GPUs in them (`namespace/pod`, sorted).
+
+    Grid cells (node, bucket) are integer codes: nodes are coded on the holdings table, and
+    each hourly row reaches its node through its holding's row position."""
+    import pandas as pd
+
+    rows = _grouped.holding_positions(inv, inv.hourly)
+    if rows is not None:
+        hr, keys = inv.hourly, inv.holdings
+    else:
+        hr = views.hourly_with(inv, [C.NODE, C.HELD, C.NAMESPACE, C.POD])
+        keys = hr.reset_index(drop=True)
+        rows = np.arange(len(hr), dtype=np.int64)
+    node_names = keys[C.NODE]
+    codes, names = pd.factorize(node_names, sort=True)
+    codes = np.where((node_names != "").to_numpy(dtype=bool), codes, -1)
+    held_k = keys[C.HELD].astype(bool).to_numpy()
+    ts = hr[C.TS].to_numpy(dtype="float64")
+    act = hr[C.ACT].to_numpy(dtype="float64")
+    node = codes[rows]
+    ok = (node >= 0) & ~np.isnan(ts)
+    if not ok.all():  # rows without a node or a time: a groupby leaves them out
+        rows, node, ts, act = rows[ok], node[ok], ts[ok], act[ok]
+    if len(rows) == 0:
+        return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
+    bucket, ends = _grouped.bucket_index(ts, inv.window_start, step)
+    nb = len(ends)
+    cell = node * nb + bucket
+    held = held_k[rows]
+    busy = held & (act >= idle_activity)
+    size = len(names) * nb
+    present = np.bincount(cell, minlength=size) > 0
+    busy_cell = np.bincount(cell[busy], minlength=size) > 0
+    # Present cells in (node, time) order, split into runs as a sorted groupby would: a new run
+    # where the node changes, idle turns busy or back, or a bucket is missing.
+    at = np.flatnonzero(present)
+    n_of, b_of = at // nb, at % nb
+    t_of = ends[b_of]
+    idle = ~busy_cell[at]
+    new = np.ones(len(at), dtype=bool)
+    if len(at) > 1:
+        same_node = n_of[1:] == n_of[:-1]
+        new[1:] = (
+            ~same_node | (idle[1:] != idle[:-1]) | ~(same_node & (t_of[1:] - t_of[:-1] == step))
+        )
+    run_id = np.cumsum(new)
+    starts = np.flatnonzero(new & idle)
+    ends_at = np.append(np.flatnonzero(new)[1:], len(at))
+    stop = ends_at[np.searchsorted(np.flatnonzero(new), starts)]  # one past each run's last cell
+    sizes = stop - starts
+    runs = pd.DataFrame(
+        {
+            C.NODE: names.take(n_of[starts]),
+            "_run": run_id[starts],
+            "min": t_of[starts],
+            "max": t_of[stop - 1],
+            "size": sizes.astype(np.int64),
+        }
+    )
+    runs["hours"] = runs["size"] * (step / 3600.0)
+    long_runs: pd.DataFrame = runs[runs["hours"] >= min_hours].reset_index(drop=True)
+    if long_runs.empty:
+        return long_runs, {}
+    # Pods that held GPUs (idly) during the long runs.
+    keep = runs["hours"].to_numpy() >= min_hours
+    marked = np.zeros(size, dtype=bool)
+    for a, z in zip(starts[keep].tolist(), stop[keep].tolist(), strict=True):
+        marked[at[a:z]] = True
+    mine = held.copy()
+    mine[mine] = marked[cell[mine]]
+    holders = np.unique(rows[mine])
+    idle_pods: dict[str, set[str]] = {str(n): set() for n in long_runs[C.NODE].tolist()}
+    for n, ns, p in zip(
+        keys[C.NODE].to_numpy(dtype=object)[holders].tolist(),
+        keys[C.NAMESPACE].to_numpy(dtype=object)[holders].tolist(),
+        keys[C.POD].to_numpy(dtype=object)[holders].tolist(),
+        strict=True,
+    ):
+        idle_pods[str(n)].add(f"{ns}/{p}")
+    return long_runs, {n: sorted(v) for n, v in idle_pods.items()}
+
+
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     h = inv.holdings
@@ -60,36 +154,11 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         return []
     step = float(inv.step_s)
     bucket_h = step / 3600.0
-    hr = views.hourly_with(inv, [C.NODE, C.HELD, C.NAMESPACE, C.POD])
-    hr = hr[hr[C.NODE] != ""]
-    hr["_busy"] = hr[C.HELD].astype(bool) & (hr[C.ACT] >= cfg.idle_activity)
-    per = (
-        hr.groupby([C.NODE, C.TS], sort=True)["_busy"]
-        .max()
-        .reset_index()
-        .sort_values([C.NODE, C.TS])
-    )
-    per["_idle"] = ~per["_busy"].astype(bool)
-    gap = per[C.TS] - per.groupby(C.NODE)[C.TS].shift()
-    new_run = (
-        (per[C.NODE] != per[C.NODE].shift())
-        | (per["_idle"] != per["_idle"].shift())
-        | (gap != step)
-    )
-    per["_run"] = new_run.cumsum()
-    idle = per[per["_idle"]]
-    runs = idle.groupby([C.NODE, "_run"], sort=True)[C.TS].agg(["min", "max", "size"]).reset_index()
-    runs["hours"] = runs["size"] * bucket_h
-    long_runs = runs[runs["hours"] >= cfg.warm_idle_hours]
+    long_runs, idle_pods = _idle_runs(inv, step, cfg.idle_activity, cfg.warm_idle_hours)
     if long_runs.empty:
         return []
-    # Pods that held GPUs (idly) during the long runs.
-    marks = idle.merge(long_runs[[C.NODE, "_run"]], on=[C.NODE, "_run"])[[C.NODE, C.TS]]
-    holders = hr[hr[C.HELD].astype(bool)].merge(marks, on=[C.NODE, C.TS])
-    idle_pods = {
-        str(node): sorted({f"{ns}/{p}" for ns, p in zip(g[C.NAMESPACE], g[C.POD], strict=True)})
-        for node, g in holders.groupby(C.NODE)
-    }
+    # Node sizes and models for the nodes found idle only.
+    h = h[h[C.NODE].isin(list(idle_pods))]
     base = h[C.UUID].where(h[C.UUID] != "", h[C.SLOT].str.split("/").str[0])
     physical = base.groupby(h[C.NODE]).nunique()
     labelled = (

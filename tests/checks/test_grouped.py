@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpuaudit.checks import _grouped
+from gpuaudit.checks import gpu010_partial_gang as gpu010
+from gpuaudit.checks import gpu030_topology_mismatch as gpu030
+from gpuaudit.checks import gpu031_gang_spread as gpu031
+from gpuaudit.checks import gpu060_warm_idle_nodes as gpu060
+from gpuaudit.findings import Finding
+from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod
+
+HOURS = 30
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _gpu(host: str, i: int, pod: str = "", model: str = H100, act: float = 0.5) -> Series:
+    lab = gpu_labels(
+        uuid=f"{host}-{i}",
+        gpu=str(i),
+        host=host,
+        model=model,
+        pod=pod,
+        namespace="ml" if pod else "",
+    )
+    return Series(lab, act=[act if pod else 0.0] * HOURS)
+
+
+def _topology() -> Inventory:
+    board = {0: "tp2", 2: "tp2"}
+    return inventory([_gpu("n1", i, board.get(i, ""), "NVIDIA L40S") for i in range(4)], HOURS)
+
+
+def _spread() -> Inventory:
+    series = [_gpu("a", i, "g-master-0" if i < 2 else "") for i in range(8)]
+    series += [_gpu("b", i, "g-worker-0" if i < 2 else "x") for i in range(8)]
+    job = {
+        "metadata": {"name": "g", "namespace": "ml"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 1}}},
+    }
+    pods = [
+        make_pod(
+            p,
+            node=n,
+            gpus=2,
+            owner=("PyTorchJob", "g"),
+            labels={"training.kubeflow.org/job-name": "g"},
+        )
+        for p, n in (("g-master-0", "a"), ("g-worker-0", "b"))
+    ]
+    return inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [job]})
+
+
+def _idle_node() -> Inventory:
+    series = [_gpu("idle", 0, "stale", act=0.01), _gpu("idle", 1), _gpu("busy", 0, "job")]
+    return inventory(series, HOURS)
+
+
+def _partial_gang() -> Inventory:
+    group = {"scheduling.k8s.io/group-name": "pg"}
+    pods = [
+        make_pod(f"w-{i}", annotations=group, started=START, created=START) for i in range(2)
+    ] + [
+        make_pod(f"w-{i}", node="", phase="Pending", created=START, annotations=group)
+        for i in range(2, 4)
+    ]
+    pg = {
+        "metadata": {"name": "pg", "namespace": "ml"},
+        "spec": {"minMember": 4},
+        "status": {"phase": "Unknown"},
+    }
+    series = [_gpu("n1", i, f"w-{i}") for i in range(2)]
+    return inventory(series, HOURS, pods=pods, lists={"volcano_podgroups": [pg]})
+
+
+CASES: list[tuple[Callable[[Inventory, Settings], list[Finding]], Callable[[], Inventory]]] = [
+    (gpu010.run, _partial_gang),
+    (gpu030.run, _topology),
+    (gpu031.run, _spread),
+    (gpu060.run, _idle_node),
+]
+
+
+def _renumbered(inv: Inventory) -> Inventory:
+    """The same inventory with holding ids that are not row positions (rows reversed, ids
+    spaced out), as a hand-built inventory may number them."""
+    h = inv.holdings.iloc[::-1].reset_index(drop=True)
+    h[C.HOLDING] = 1000 + 3 * h[C.HOLDING]
+    hr = inv.hourly.copy()
+    hr[C.HOLDING] = 1000 + 3 * hr[C.HOLDING]
+    return dataclasses.replace(inv, holdings=h, hourly=hr)
+
+
+@pytest.mark.parametrize(("check", "make"), CASES)
+def test_holding_ids_that_are_not_row_positions_give_the_same_findings(
+    check: Callable[[Inventory, Settings], list[Finding]], make: Callable[[], Inventory]
+) -> None:
+    inv = make()
+    found = check(inv, Settings())
+    assert found
+    again = _renumbered(inv)
+    positions = _grouped.holding_positions(again, again.hourly)
+    assert positions is not None
+    assert not np.array_equal(positions, again.hourly[C.HOLDING].to_numpy())
+    assert check(again, Settings()) == found
+
+
+@pytest.mark.parametrize(("check", "make"), CASES)
+def test_hourly_rows_without_a_holding_row_give_the_same_findings(
+    check: Callable[[Inventory, Settings], list[Finding]],
+    make: Callable[[], Inventory],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inv = make()
+    found = check(inv, Settings())
+    monkeypatch.setattr(_grouped, "holding_positions", lambda *_: None)
+    assert check(make(), Settings()) == found
+
+
+def test_repeated_holding_ids_cannot_be_placed() -> None:
+    inv = _idle_node()
+    h = inv.holdings.copy()
+    h[C.HOLDING] = 5
+    assert _grouped.holding_positions(dataclasses.replace(inv, holdings=h), inv.hourly) is None
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        [START + 3 * STEP, START + STEP, START + 3 * STEP, START + 7 * STEP],
+        [START + 0.5, START + STEP, START + 0.5],
+        [START + STEP, float("inf")],
+    ],
+)
+def test_bucket_index_holds_the_times_themselves(ts: list[float]) -> None:
+    arr = np.array(ts)
+    index, ends = _grouped.bucket_index(arr, START, STEP)
+    assert np.array_equal(ends[index], arr)
+    assert np.all(np.diff(ends) > 0)
+
+
+def test_free_gpus_asked_about_some_buckets_and_nodes() -> None:
+    inv = inventory([_gpu("a", 0, "p"), _gpu("a", 1), _gpu("b", 0), _gpu("b", 1, "q")], HOURS)
+    hourly = views.whole_gpu_hourly(inv)
+    every = views.free_gpus(hourly)
+    first, last = START + STEP, START + HOURS * STEP
+    assert every[("a", first)] == {"1"} and every[("b", last)] == {"0"}
+    assert views.free_gpus(hourly, {first}, {"b"}) == {("b", first): {"0"}}
