@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.views import hourly_with
+from gpuaudit.inventory.views import group_sums, held_rows, series_sum
 from gpuaudit.pricing import price_for
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 NONE_GROUP = "(no label)"
 HEATMAP_ROWS = 20
@@ -61,26 +65,72 @@ class Breakdown:
 
 
 def _groups(
-    pts: Any, key: str, bucket_h: float, idle: float, prices: Mapping[str, float]
+    codes: npt.NDArray[np.intp],
+    names: list[str],
+    w: npt.NDArray[np.float64],
+    act: npt.NDArray[np.float64],
+    price: npt.NDArray[np.float64],
+    idle: float,
 ) -> tuple[Group, ...]:
+    """One `Group` per name, over the rows whose code is its position in `names` (-1: none).
+
+    Each group's rows are taken in table order and summed as `Series.sum` sums them, so the
+    figures are those of a groupby over the rows themselves."""
+    import numpy as np
+
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
     out: list[Group] = []
-    for k, g in pts.groupby(key, sort=True):
-        w = g[C.FRACTION] * bucket_h
-        alloc = float(w.sum())
-        is_idle = g[C.ACT] < idle
-        idle_h = float(w[is_idle].sum())
-        models = g.loc[is_idle, C.MODEL]
-        price = models.map({m: price_for(str(m), prices) for m in models.unique()}).astype(float)
-        cost = float((w[is_idle] * price).sum())
-        mean = float((g[C.ACT] * w).sum() / alloc) if alloc > 0 else None
-        out.append(Group(str(k), alloc, idle_h, cost, mean))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        k = int(sorted_codes[a])
+        if k < 0:
+            continue
+        rows = order[a:b]
+        wg, ag = w[rows], act[rows]
+        alloc = series_sum(wg)
+        is_idle = ag < idle
+        idle_w = wg[is_idle]
+        idle_h = series_sum(idle_w)
+        cost = series_sum(idle_w * price[rows][is_idle])
+        mean = series_sum(ag * wg) / alloc if alloc > 0 else None
+        out.append(Group(names[k], alloc, idle_h, cost, mean))
     out.sort(key=lambda grp: (-grp.wasted_cost, -grp.idle_gpu_hours, grp.key))
     return tuple(out)
+
+
+def _label_codes(
+    inv: Inventory, held_at: npt.NDArray[np.intp], group_label: str
+) -> tuple[npt.NDArray[np.intp], list[str]]:
+    """Each holding's group under `group_label` (the pod's label value, else `NONE_GROUP`), as
+    a code into the returned names; -1 for holdings not in `held_at`."""
+    import numpy as np
+    import pandas as pd
+
+    labels: dict[tuple[str, str], str] = {}
+    if C.LABELS in inv.pods.columns:
+        for ns, pod, lab in zip(
+            inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
+        ):
+            if isinstance(lab, Mapping) and group_label in lab:
+                labels[(str(ns), str(pod))] = str(lab[group_label])
+    h = inv.holdings
+    keys = [
+        labels.get((str(a), str(b)), NONE_GROUP)
+        for a, b in zip(
+            h[C.NAMESPACE].take(held_at).tolist(), h[C.POD].take(held_at).tolist(), strict=True
+        )
+    ]
+    codes, names = pd.factorize(pd.Series(keys, dtype=object))
+    out = np.full(len(h), -1, dtype=np.intp)
+    out[held_at] = codes
+    return out, [str(n) for n in names]
 
 
 def breakdown(
     inv: Inventory, prices: Mapping[str, float], idle_activity: float, group_label: str = ""
 ) -> Breakdown:
+    import numpy as np
     import pandas as pd
 
     bucket_h = inv.step_s / 3600.0
@@ -93,43 +143,60 @@ def breakdown(
     )
     if held.empty or inv.hourly.empty:
         return Breakdown((), group_label, (), empty)
-    pts = hourly_with(inv, [C.FRACTION, C.MODEL, C.NAMESPACE, C.POD], held_only=True)
-    by_ns = _groups(pts, C.NAMESPACE, bucket_h, idle_activity, prices)
+    # The held hourly rows as arrays, with holding attributes looked up by holding row: strings
+    # are handled once per holding, never once per hourly row.
+    rows = held_rows(inv)
+    pos = rows.holding
+    held_at = np.unique(pos)
+    frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
+    w = frac * bucket_h
+    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
+    models = h[C.MODEL]
+    unit = models.map({m: price_for(str(m), prices) for m in models.unique()})
+    price = unit.astype("float64").to_numpy()[pos]
+    ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
+    ns_of = np.full(len(h), -1, dtype=np.intp)
+    ns_of[held_at] = ns_codes
+    names = [str(x) for x in ns_names]
+    ns_row = ns_of[pos]
+    by_ns = _groups(ns_row, names, w, act, price, idle_activity)
     by_group: tuple[Group, ...] = ()
     if group_label:
-        labels: dict[tuple[str, str], str] = {}
-        if C.LABELS in inv.pods.columns:
-            for ns, pod, lab in zip(
-                inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
-            ):
-                if isinstance(lab, Mapping) and group_label in lab:
-                    labels[(str(ns), str(pod))] = str(lab[group_label])
-        keys = [
-            labels.get((str(a), str(b)), NONE_GROUP)
-            for a, b in zip(pts[C.NAMESPACE], pts[C.POD], strict=True)
-        ]
-        pts = pts.assign(_group=keys)
-        by_group = _groups(pts, "_group", bucket_h, idle_activity, prices)
-    pts = pts.assign(_w=pts[C.FRACTION], _wa=pts[C.ACT] * pts[C.FRACTION])
-    fleet = pts.groupby(C.TS).agg(alloc=("_w", "sum"), wa=("_wa", "sum"))
-    alloc_map = fleet["alloc"].to_dict()
-    act_map = (fleet["wa"] / fleet["alloc"]).to_dict()
+        label_of, label_names = _label_codes(inv, held_at, group_label)
+        by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
+    wa = act * frac
+    nb = len(rows.bucket_ts)
+    timed = rows.bucket >= 0
+    seen = np.bincount(rows.bucket[timed], minlength=nb) > 0
+    alloc_b, wa_b = group_sums(rows.bucket, nb, [frac, wa])
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 is NaN, as pandas divides
+        act_b = wa_b / alloc_b
+    alloc_map = {float(rows.bucket_ts[k]): float(alloc_b[k]) for k in np.flatnonzero(seen)}
+    act_map = {float(rows.bucket_ts[k]): float(act_b[k]) for k in np.flatnonzero(seen)}
     allocated = tuple(float(alloc_map.get(t, 0.0)) for t in hours)
     activity = tuple(
         float(act_map[t]) if t in act_map and alloc_map.get(t, 0) > 0 else None for t in hours
     )
     top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
     top = top[:HEATMAP_ROWS]
-    grid = (
-        pts[pts[C.NAMESPACE].isin(top)]
-        .groupby([C.NAMESPACE, C.TS])
-        .agg(w=("_w", "sum"), wa=("_wa", "sum"))
-    )
-    cell = (grid["wa"] / grid["w"]).to_dict()
+    row_of_ns = np.full(len(names) + 1, -1, dtype=np.intp)
+    for i, key in enumerate(top):
+        row_of_ns[names.index(key)] = i
+    heat_row = row_of_ns[ns_row]  # -1 (the last entry) for rows with no namespace
+    in_grid = (heat_row >= 0) & timed
+    cell_code = np.where(in_grid, heat_row * nb + rows.bucket, -1)
+    cells = len(top) * nb
+    cell_seen = np.bincount(cell_code[in_grid], minlength=cells) > 0
+    w_c, wa_c = group_sums(cell_code, cells, [frac, wa])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        act_c = wa_c / w_c
+    cell = {
+        (top[k // nb], float(rows.bucket_ts[k % nb])): float(act_c[k])
+        for k in np.flatnonzero(cell_seen).tolist()
+    }
     heat = tuple(
         tuple((float(cell[(ns, t)]) if (ns, t) in cell else None) for t in hours) for ns in top
     )
-    del pd
     return Breakdown(
         by_ns,
         group_label,

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.views import hourly_with
+from gpuaudit.inventory.views import held_rows, series_sum
 from gpuaudit.pricing import price_for
 
 
@@ -55,6 +55,8 @@ class Summary:
 def summarise(
     inv: Inventory, prices: Mapping[str, float], idle_activity: float, currency: str
 ) -> Summary:
+    import numpy as np
+
     h = inv.holdings
     hr = inv.hourly
     bucket_h = inv.step_s / 3600.0
@@ -80,17 +82,22 @@ def summarise(
     idle = 0.0
     cost = 0.0
     if not held.empty and not hr.empty:
-        pts = hourly_with(inv, [C.FRACTION, C.MODEL], held_only=True)
-        weights = pts[C.FRACTION] * bucket_h
-        if float(weights.sum()) > 0:
-            mean_act = float((pts[C.ACT] * weights).sum() / weights.sum())
-        last = pts[pts[C.TS] >= inv.window_end - 1e-6]
-        now = float(last[C.FRACTION].sum())
-        idle_pts = pts[pts[C.ACT] < idle_activity]
-        idle = float((idle_pts[C.FRACTION] * bucket_h).sum())
-        unit = {m: price_for(str(m), prices) for m in idle_pts[C.MODEL].unique()}
-        price = idle_pts[C.MODEL].map(unit).astype("float64")
-        cost = float((idle_pts[C.FRACTION] * bucket_h * price).sum())
+        # The held hourly rows as arrays, holding attributes looked up by holding row; sums
+        # run over the rows in table order, as over the joined frame.
+        rows = held_rows(inv)
+        frac = h[C.FRACTION].to_numpy(dtype="float64")[rows.holding]
+        act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
+        ts = hr[C.TS].to_numpy(dtype="float64")[rows.rows]
+        weights = frac * bucket_h
+        if series_sum(weights) > 0:
+            mean_act = series_sum(act * weights) / series_sum(weights)
+        now = series_sum(frac[ts >= inv.window_end - 1e-6])
+        is_idle = act < idle_activity
+        idle = series_sum(frac[is_idle] * bucket_h)
+        idle_models = h[C.MODEL].take(np.unique(rows.holding[is_idle]))
+        unit = {m: price_for(str(m), prices) for m in idle_models.unique()}
+        price = h[C.MODEL].map(unit).to_numpy(dtype="float64", na_value=np.nan)
+        cost = series_sum(frac[is_idle] * bucket_h * price[rows.holding[is_idle]])
     hours = inv.window_hours
     avg = allocated / hours if hours > 0 else 0.0
     return Summary(

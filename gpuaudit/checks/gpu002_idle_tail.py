@@ -28,16 +28,11 @@ What to do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 CODE = "GPU002"
 TITLE = "Idle tail"
@@ -68,46 +63,51 @@ def _severity(gpu_hours: float) -> Severity:
     return Severity.LOW
 
 
-def _candidates(ph: pd.DataFrame, end: float, idle: float, min_tail: float) -> pd.DataFrame:
-    """Rows of the pods that can qualify (still holding at the end, an idle tail at least
-    `min_tail` buckets long after an active bucket), found without a Python loop per pod."""
+def _candidates(
+    ph: views.PodHours, end: float, idle: float, min_tail: float
+) -> list[tuple[int, int, int]]:
+    """(pod number, start, end) entry spans of the pods that can qualify (still holding at the
+    end, an idle tail at least `min_tail` buckets long after an active bucket), found without a
+    Python loop per pod."""
     import numpy as np
-    import pandas as pd
 
-    ph = ph.sort_values([C.NAMESPACE, C.POD, C.TS], kind="stable").reset_index(drop=True)
-    gid = ph.groupby([C.NAMESPACE, C.POD], sort=False).ngroup().to_numpy()
-    pos = np.arange(len(ph))
-    last_pos = pd.Series(pos).groupby(gid).transform("max").to_numpy()
-    busy_pos = (
-        pd.Series(np.where(ph[C.ACT].to_numpy() >= idle, pos, -1))
-        .groupby(gid)
-        .transform("max")
-        .to_numpy()
-    )
+    starts, ends = ph.spans()
+    if len(starts) == 0:
+        return []
+    pos = np.arange(len(ph.pod))
+    last_pos = ends - 1
+    # NaN activity counts as idle here, as it did in the grouped filter; `run` decides exactly.
+    busy_pos = np.maximum.reduceat(np.where(ph.act >= idle, pos, -1), starts)
     tail = last_pos - busy_pos
-    ends = ph[C.TS].to_numpy()[last_pos]
-    ok = (busy_pos >= 0) & (tail >= min_tail) & (np.abs(ends - end) <= 1e-6)
-    out: pd.DataFrame = ph[ok]
-    return out
+    ok = (busy_pos >= 0) & (tail >= min_tail) & (np.abs(ph.ts[last_pos] - end) <= 1e-6)
+    keep = np.flatnonzero(ok)
+    return list(
+        zip(
+            ph.pod[starts[keep]].tolist(),
+            starts[keep].tolist(),
+            ends[keep].tolist(),
+            strict=True,
+        )
+    )
 
 
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     bucket_h = inv.step_s / 3600.0
-    ph = views.pod_hourly(inv)
-    if ph.empty:
+    ph = views.pod_hours(inv)
+    if len(ph.pod) == 0:
         return []
-    ph = _candidates(ph, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h)
-    if ph.empty:
+    candidates = _candidates(ph, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h)
+    if not candidates:
         return []
     pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
     out: list[Finding] = []
     last_ts = inv.window_end
-    for (ns, pod), grp in ph.groupby([C.NAMESPACE, C.POD], sort=True):
-        grp = grp.sort_values(C.TS)
-        if abs(float(grp[C.TS].iloc[-1]) - last_ts) > 1e-6:
+    for number, start, stop in candidates:
+        ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
+        if abs(float(ph.ts[stop - 1]) - last_ts) > 1e-6:
             continue  # no longer holding at the end of the window
-        acts = grp[C.ACT].tolist()
+        acts = ph.act[start:stop].tolist()
         tail = 0
         for a in reversed(acts):
             if a < cfg.idle_activity:
@@ -127,7 +127,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             longest = max(longest, run_len)
         if tail <= longest:
             continue
-        gpus = float(grp["gpus"].iloc[-1])
+        gpus = float(ph.gpus[stop - 1])
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
         gpu_hours = tail_h * gpus

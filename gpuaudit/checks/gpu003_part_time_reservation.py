@@ -27,16 +27,12 @@ What to do
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 CODE = "GPU003"
 TITLE = "Part-time reservation"
@@ -62,35 +58,56 @@ def _fmt(r: tuple[int, int]) -> str:
     return f"{r[0] % 24:02d}:00-{r[1] % 24:02d}:00"
 
 
-def _candidates(ph: pd.DataFrame, settings: Settings, bucket_h: float) -> pd.DataFrame:
-    """Rows of the pods that pass the rule, found with grouped arithmetic rather than a Python
-    loop per pod; `run` then describes each of them."""
+def _candidates(
+    ph: views.PodHours, settings: Settings, bucket_h: float
+) -> list[tuple[int, int, int]]:
+    """(pod number, start, end) entry spans of the pods that pass the rule, found with array
+    arithmetic rather than a Python loop per pod; `run` then describes each of them."""
     import numpy as np
 
     cfg = settings.checks
-    keys = [C.NAMESPACE, C.POD]
-    size = ph.groupby(keys)[C.TS].transform("size") * bucket_h
-    ph = ph[size >= cfg.part_time_min_days * 24]
-    if ph.empty:
-        none: pd.DataFrame = ph
-        return none
-    hod = ((ph[C.TS].to_numpy() - 3600) // 3600 % 24).astype(np.int64)
-    work = ph[keys].assign(_hod=hod, _act=(ph[C.ACT] >= cfg.active_activity).to_numpy())
-    per_hod = work.groupby([*keys, "_hod"])["_act"].agg(["size", "sum"])
-    per_hod["_win"] = per_hod["sum"] / per_hod["size"] >= cfg.part_time_recurrence
-    n_win = per_hod.groupby(level=[0, 1])["_win"].sum()
-    ok_n = n_win[(n_win >= 1) & (n_win <= cfg.part_time_max_hours)]
-    if ok_n.empty:
-        nothing: pd.DataFrame = ph.iloc[0:0]
-        return nothing
-    win = per_hod["_win"].rename("_w").reset_index()
-    joined = work.assign(_a=ph[C.ACT].to_numpy()).merge(win, on=[*keys, "_hod"], how="left")
-    outside = joined[~joined["_w"].astype(bool)]
-    mean_out = outside.groupby(keys)["_a"].mean()
-    good = mean_out[mean_out < cfg.idle_activity].index.intersection(ok_n.index)
-    idx = ph.set_index(keys).index
-    out: pd.DataFrame = ph[idx.isin(good)]
-    return out
+    starts, ends = ph.spans()
+    size = ends - starts
+    is_long = size * bucket_h >= cfg.part_time_min_days * 24
+    long = np.flatnonzero(is_long)
+    if len(long) == 0:
+        return []
+    entries = np.flatnonzero(np.repeat(is_long, size))
+    local = np.repeat(np.arange(len(long)), size[long])
+    hod_of_bucket = ((ph.bucket_ts - 3600) // 3600 % 24).astype(np.int64)
+    hod = hod_of_bucket[ph.bucket[entries]]
+    act = ph.act[entries]
+    cell = local * 24 + hod
+    cells = len(long) * 24
+    seen = np.bincount(cell, minlength=cells)
+    active = np.bincount(cell[act >= cfg.active_activity], minlength=cells)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        win = (seen > 0) & (active / seen >= cfg.part_time_recurrence)
+    n_win = win.reshape(len(long), 24).sum(axis=1)
+    ok_n = (n_win >= 1) & (n_win <= cfg.part_time_max_hours)
+    # The mean activity outside the window, as the groupby mean computed it (compensated sums
+    # in time order, NaN left out), so the same pods pass at the threshold's edge.
+    out_rows = np.flatnonzero(~win[cell])
+    out_pod = local[out_rows]
+    out_act = act[out_rows]
+    mean = np.full(len(long), np.nan)
+    if len(out_rows):
+        first = np.flatnonzero(np.r_[True, out_pod[1:] != out_pod[:-1]])
+        sums = views.sorted_sums(out_act, first)
+        counts = np.bincount(out_pod[~np.isnan(out_act)], minlength=len(long))[out_pod[first]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean[out_pod[first]] = np.where(counts > 0, sums / counts, np.nan)
+    with np.errstate(invalid="ignore"):
+        good = np.flatnonzero(ok_n & (mean < cfg.idle_activity))
+    chosen = long[good]
+    return list(
+        zip(
+            ph.pod[starts[chosen]].tolist(),
+            starts[chosen].tolist(),
+            ends[chosen].tolist(),
+            strict=True,
+        )
+    )
 
 
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
@@ -98,21 +115,23 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     bucket_h = inv.step_s / 3600.0
     if abs(bucket_h - 1.0) > 1e-9:
         return []  # the daily profile needs hourly buckets
-    ph = views.pod_hourly(inv)
-    if ph.empty:
+    ph = views.pod_hours(inv)
+    if len(ph.pod) == 0:
         return []
-    ph = _candidates(ph, settings, bucket_h)
-    if ph.empty:
+    candidates = _candidates(ph, settings, bucket_h)
+    if not candidates:
         return []
     pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    # A bucket ending at t covers (t - 1 h, t]: its hour of day is that of t - 1 h.
+    hour_of = [datetime.fromtimestamp(float(t) - 3600, timezone.utc).hour for t in ph.bucket_ts]
     out: list[Finding] = []
-    for (ns, pod), grp in ph.groupby([C.NAMESPACE, C.POD], sort=True):
-        held_h = len(grp) * bucket_h
+    for number, start, stop in candidates:
+        ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
+        held_h = (stop - start) * bucket_h
         if held_h < cfg.part_time_min_days * 24:
             continue
-        # A bucket ending at t covers (t - 1 h, t]: its hour of day is that of t - 1 h.
-        hod = [datetime.fromtimestamp(float(t) - 3600, timezone.utc).hour for t in grp[C.TS]]
-        acts = grp[C.ACT].tolist()
+        hod = [hour_of[b] for b in ph.bucket[start:stop].tolist()]
+        acts = ph.act[start:stop].tolist()
         days_seen: dict[int, int] = {}
         days_active: dict[int, int] = {}
         for h, a in zip(hod, acts, strict=True):
@@ -132,7 +151,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         outside_mean = sum(outside) / len(outside)
         if outside_mean >= cfg.idle_activity:
             continue
-        gpus = float(grp["gpus"].max())
+        gpus = float(ph.gpus[start:stop].max())
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
         gpu_hours = len(outside) * bucket_h * gpus

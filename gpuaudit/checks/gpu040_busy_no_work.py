@@ -27,30 +27,52 @@ What to do
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 CODE = "GPU040"
 TITLE = "Looks busy, does no work"
 REQUIRES = ("profiling", "gpu_util")
 
 
+def _hits(inv: Inventory, busy_util: float, low_activity: float) -> pd.DataFrame:
+    """Held hourly rows with GPU_UTIL at least `busy_util` and SM (else engine) activity below
+    `low_activity`, on holdings whose activity is not GPU_UTIL itself, with the holding's
+    columns and the activity used (`_work`). The test runs on arrays; holding columns are
+    attached only to the rows that pass, which are few."""
+    import numpy as np
+
+    rows = views.held_rows(inv)
+    h, hr = inv.holdings, inv.hourly
+    profiled = (h[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL").to_numpy(dtype=bool)
+    util = hr[C.UTIL].to_numpy(dtype="float64")[rows.rows]
+    sm = hr[C.SM].to_numpy(dtype="float64")[rows.rows]
+    act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
+    work = np.where(np.isnan(sm), act, sm)
+    hit = np.flatnonzero(profiled[rows.holding] & (util >= busy_util) & (work < low_activity))
+    at, pos = rows.rows[hit], rows.holding[hit]
+    out = hr.take(at).reset_index(drop=True)
+    for col in (C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE):
+        out[col] = h[col].take(pos).to_numpy()
+    out["_work"] = work[hit]
+    result: pd.DataFrame = out
+    return result
+
+
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     bucket_h = inv.step_s / 3600.0
-    cols = [C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE]
-    hr = views.hourly_with(inv, cols, held_only=True)
-    hr = hr[hr[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL"]
-    if hr.empty:
-        return []
-    work = hr[C.SM].where(hr[C.SM].notna(), hr[C.ACT])
-    hit = hr[(hr[C.UTIL] >= cfg.busy_util) & (work < cfg.busy_low_activity)].copy()
+    hit = _hits(inv, cfg.busy_util, cfg.busy_low_activity)
     if hit.empty:
         return []
-    hit["_work"] = work[hit.index]
     out: list[Finding] = []
     for (ns, pod), grp in hit.groupby([C.NAMESPACE, C.POD], sort=True):
         per_gpu = grp.groupby(C.HOLDING).size() * bucket_h

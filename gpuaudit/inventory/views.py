@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.pricing import price_for
@@ -10,9 +11,13 @@ from gpuaudit.pricing import price_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    import numpy as np
+    import numpy.typing as npt
     import pandas as pd
 
     from gpuaudit.inventory.build import Inventory
+
+T = TypeVar("T")
 
 POD_GPUS = "pod_gpus"
 COST = "cost"
@@ -94,15 +99,13 @@ def _per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     return merged
 
 
-def _memo(
-    inv: Inventory, key: tuple[object, ...], make: Callable[[], pd.DataFrame]
-) -> pd.DataFrame:
+def _memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
     """Views several checks share are computed once per inventory (checks must not mutate
     them)."""
-    cache: dict[tuple[object, ...], pd.DataFrame] = inv.__dict__.setdefault("_views", {})
+    cache: dict[tuple[object, ...], object] = inv.__dict__.setdefault("_views", {})
     if key not in cache:
         cache[key] = make()
-    return cache[key]
+    return cast("T", cache[key])
 
 
 def pod_hourly(inv: Inventory) -> pd.DataFrame:
@@ -143,14 +146,254 @@ def hourly_with(
     return result
 
 
+@dataclass(frozen=True)
+class HeldRows:
+    """The rows of the hourly table whose holding a pod held (`held`), in the order
+    `hourly_with(..., held_only=True)` gives them, as arrays rather than a frame."""
+
+    rows: npt.NDArray[np.intp]
+    """Row positions in `inv.hourly`."""
+    holding: npt.NDArray[np.intp]
+    """Row positions in `inv.holdings` of each row's holding."""
+    bucket: npt.NDArray[np.intp]
+    """Each row's bucket, an index into `bucket_ts` (-1 where its time is missing)."""
+    bucket_ts: npt.NDArray[np.float64]
+    """Bucket end times, ascending."""
+
+
+def held_rows(inv: Inventory) -> HeldRows:
+    """Hourly rows of held holdings (see `HeldRows`), computed once per inventory."""
+    return _memo(inv, ("held_rows",), lambda: _held_rows(inv))
+
+
+def _held_mask(h: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    import numpy as np
+
+    mask: npt.NDArray[np.bool_] = (h[C.HELD] & (h[C.HOURS] > 0)).to_numpy(dtype=bool)
+    return np.asarray(mask, dtype=bool)
+
+
+def _held_rows(inv: Inventory) -> HeldRows:
+    import numpy as np
+    import pandas as pd
+
+    h, hr = inv.holdings, inv.hourly
+    ids = hr[C.HOLDING].to_numpy()
+    mask = _held_mask(h)
+    if len(h) and np.array_equal(h[C.HOLDING].to_numpy(), np.arange(len(h))):
+        rows = np.flatnonzero(mask[ids]).astype(np.intp)
+        pos = ids[rows].astype(np.intp)
+    else:
+        # A hand-built inventory: the same rows, in the same order, as `hourly_with`'s merge.
+        left = pd.DataFrame({C.HOLDING: ids, "_row": np.arange(len(ids))})
+        right = pd.DataFrame({C.HOLDING: h[C.HOLDING].to_numpy(), "_pos": np.arange(len(h))})
+        joined = left.merge(right[mask], on=C.HOLDING, how="inner")
+        rows = joined["_row"].to_numpy(dtype=np.intp)
+        pos = joined["_pos"].to_numpy(dtype=np.intp)
+    ts = hr[C.TS].to_numpy(dtype="float64")[rows]
+    start, step = float(inv.window_start), float(inv.step_s)
+    k = np.rint((ts - start) / step) if step > 0 else ts
+    if len(ts) and step > 0 and bool(np.all(start + k * step == ts)):
+        # Bucket ends on the window's grid (always, for a built inventory): the bucket is
+        # integer arithmetic, no sort of millions of times needed.
+        lo, hi = int(k.min()), int(k.max())
+        bucket = (k - lo).astype(np.intp)
+        bucket_ts = start + np.arange(lo, hi + 1, dtype="float64") * step
+    else:
+        codes, uniques = pd.factorize(ts, sort=True)
+        bucket = codes.astype(np.intp)
+        bucket_ts = np.asarray(uniques, dtype="float64")
+    return HeldRows(rows, pos, bucket, bucket_ts)
+
+
+@dataclass(frozen=True)
+class Holders:
+    """The holder pods of held holdings, numbered in the (namespace, pod) order of a sorted
+    groupby."""
+
+    of_holding: npt.NDArray[np.intp]
+    """Each holding row's pod number; -1 for a holding no pod held."""
+    namespace: pd.Index
+    """Namespace of each pod number."""
+    pod: pd.Index
+    """Pod name of each pod number."""
+
+
+def holders(inv: Inventory) -> Holders:
+    """Holder pods (see `Holders`), computed once per inventory: grouping by pod becomes
+    grouping by a small integer, and strings are sorted once per holding, not once per row."""
+    return _memo(inv, ("holders",), lambda: _holders(inv))
+
+
+def _holders(inv: Inventory) -> Holders:
+    import numpy as np
+    import pandas as pd
+
+    h = inv.holdings
+    at = np.flatnonzero(_held_mask(h))
+    ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(at), sort=True)
+    pod_codes, pod_names = pd.factorize(h[C.POD].take(at), sort=True)
+    # A missing namespace or pod leaves the holding out, as groupby does.
+    ok = (ns_codes >= 0) & (pod_codes >= 0)
+    width = max(len(pod_names), 1)
+    pair = ns_codes[ok].astype(np.int64) * width + pod_codes[ok]
+    pairs, number = np.unique(pair, return_inverse=True)
+    of_holding = np.full(len(h), -1, dtype=np.intp)
+    of_holding[at[ok]] = number.reshape(-1)
+    return Holders(
+        of_holding,
+        pd.Index(ns_names.take(pairs // width)),
+        pd.Index(pod_names.take(pairs % width)),
+    )
+
+
+def group_sums(
+    codes: npt.NDArray[np.intp], n: int, values: list[npt.NDArray[np.float64]]
+) -> list[npt.NDArray[np.float64]]:
+    """Per-group sums of each of `values` over groups `codes` (0 .. n-1), summed exactly as a
+    pandas groupby sums (compensated, in row order, NaN skipped), so that the figures are
+    those a groupby on the original string keys gives, to the last bit."""
+    import pandas as pd
+
+    if not values:
+        return []
+    key = pd.Categorical.from_codes(codes, categories=pd.RangeIndex(n))
+    frame = pd.DataFrame({str(i): v for i, v in enumerate(values)})
+    sums = frame.groupby(key, observed=False).sum()
+    return [sums[str(i)].to_numpy(dtype="float64") for i in range(len(values))]
+
+
+def sorted_sums(
+    values: npt.NDArray[np.float64], starts: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
+    """Per-group sums of `values` (rows, or rows x columns) sorted by group, each group starting
+    at `starts`, summed exactly as a pandas groupby sums (compensated, in row order, NaN
+    skipped). Made for many small groups: it steps through the groups' first rows, then their
+    second rows, and so on."""
+    import numpy as np
+
+    n = len(starts)
+    if n == 0:
+        return np.zeros((0, *values.shape[1:]), dtype="float64")
+    counts = np.diff(np.r_[starts, len(values)])
+    # The first step, for every group at once: the running sum starts at 0.0 (so -0.0 becomes
+    # 0.0) and the compensation stays 0.
+    first = values[starts]
+    total = np.where(np.isnan(first), 0.0, first + 0.0)
+    comp = np.zeros_like(total)
+    group = np.flatnonzero(counts > 1)
+    rank = 1
+    while len(group):
+        v = values[starts[group] + rank]
+        tg, cg = total[group], comp[group]
+        # pandas' group_sum, step by step: Kahan summation, a NaN left out, and an infinite
+        # value's NaN compensation reset to 0.
+        y = v - cg
+        t = tg + y
+        c = (t - tg) - y
+        c[np.isnan(c)] = 0.0
+        present = ~np.isnan(v)
+        total[group] = np.where(present, t, tg)
+        comp[group] = np.where(present, c, cg)
+        rank += 1
+        group = group[counts[group] > rank]
+    return total
+
+
+def series_sum(values: npt.NDArray[np.float64]) -> float:
+    """The sum `pd.Series(values).sum()` gives (NaN skipped, numpy's pairwise order)."""
+    import numpy as np
+
+    x = np.ascontiguousarray(values, dtype="float64")
+    missing = np.isnan(x)
+    if missing.any():
+        x = np.where(missing, 0.0, x)
+    return float(x.sum())
+
+
+@dataclass(frozen=True)
+class PodHours:
+    """`pod_hourly` as arrays: one entry per (holder pod, bucket), sorted by pod then bucket."""
+
+    pods: Holders
+    pod: npt.NDArray[np.intp]
+    """Pod number (see `Holders`)."""
+    bucket: npt.NDArray[np.intp]
+    """Bucket index (see `HeldRows`)."""
+    ts: npt.NDArray[np.float64]
+    gpus: npt.NDArray[np.float64]
+    act: npt.NDArray[np.float64]
+    bucket_ts: npt.NDArray[np.float64]
+    """Bucket end times by bucket index."""
+
+    def spans(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """(start, end) entry positions of each pod present, in pod order."""
+        import numpy as np
+
+        n = len(self.pod)
+        if n == 0:
+            empty = np.zeros(0, dtype=np.intp)
+            return empty, empty
+        starts = np.flatnonzero(np.r_[True, self.pod[1:] != self.pod[:-1]]).astype(np.intp)
+        ends = np.r_[starts[1:], n].astype(np.intp)
+        return starts, ends
+
+
+def pod_hours(inv: Inventory) -> PodHours:
+    """`pod_hourly` as arrays (see `PodHours`), computed once per inventory."""
+    return _memo(inv, ("pod_hours",), lambda: _pod_hours(inv))
+
+
+def _pod_hours(inv: Inventory) -> PodHours:
+    import numpy as np
+
+    rows = held_rows(inv)
+    pods = holders(inv)
+    holding, bucket, at = rows.holding, rows.bucket, rows.rows
+    pod = pods.of_holding[holding]
+    keep = (pod >= 0) & (bucket >= 0)
+    if not keep.all():
+        holding, bucket, at, pod = holding[keep], bucket[keep], at[keep], pod[keep]
+    nb = len(rows.bucket_ts)
+    key = pod.astype(np.int64) * nb + bucket
+    # A stable sort keeps each (pod, bucket)'s rows in table order, the order a groupby sums
+    # them in; keys come in ascending runs (one per holding), which makes the sort cheap.
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if len(key) else key
+    pairs = sorted_key[starts]
+    frac = inv.holdings[C.FRACTION].to_numpy(dtype="float64")[holding[order]]
+    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[at[order]]
+    sums = sorted_sums(np.column_stack([frac, act * frac]), starts)
+    gpus, wa = sums[:, 0], sums[:, 1]
+    bucket = (pairs % max(nb, 1)).astype(np.intp)
+    with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
+        act_mean = wa / gpus
+    return PodHours(
+        pods,
+        (pairs // max(nb, 1)).astype(np.intp),
+        bucket,
+        rows.bucket_ts[bucket],
+        gpus,
+        act_mean,
+        rows.bucket_ts,
+    )
+
+
 def _pod_hourly(inv: Inventory) -> pd.DataFrame:
-    hr = hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
-    hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
-    g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
-    out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
-    out[C.ACT] = out["_wa"] / out["gpus"]
-    result: pd.DataFrame = out.drop(columns=["_wa"])
-    return result
+    import pandas as pd
+
+    ph = pod_hours(inv)
+    out: pd.DataFrame = pd.DataFrame(
+        {
+            C.NAMESPACE: ph.pods.namespace.take(ph.pod).array,
+            C.POD: ph.pods.pod.take(ph.pod).array,
+            C.TS: ph.ts,
+            "gpus": ph.gpus,
+            C.ACT: ph.act,
+        }
+    )
+    return out
 
 
 def model_price(model: str, prices: Mapping[str, float]) -> float:
