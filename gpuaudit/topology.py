@@ -20,6 +20,7 @@ Reading files happens only in `load_dir`, which caches what it read; everything 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -93,12 +94,13 @@ class Topology:
                     break
         return best
 
-    @property
+    # Cached: a check asks every node's topology once per job it places.
+    @functools.cached_property
     def all_nvlink(self) -> bool:
         """Every pair is joined by NVLink (an NVSwitch board, or a two-GPU bridged card)."""
         return bool(self.links) and all(link_rank(c) == 0 for c in self.links.values())
 
-    @property
+    @functools.cached_property
     def any_nvlink(self) -> bool:
         return any(link_rank(c) == 0 for c in self.links.values())
 
@@ -169,9 +171,11 @@ def _pcie_layout(count: int, pair_code: str) -> dict[tuple[int, int], str]:
     return links
 
 
+@functools.lru_cache(maxsize=1024)
 def builtin(product: str, count: int) -> Topology | None:
     """The built-in topology of a product (a `nvidia.com/gpu.product` label or a DCGM
-    `modelName`) with `count` GPUs; None when the product is not in the table."""
+    `modelName`) with `count` GPUs; None when the product is not in the table. Cached: a
+    cluster has thousands of nodes and a few kinds of board, and a topology is immutable."""
     if count < 1:
         return None
     tok = _tokens(product)

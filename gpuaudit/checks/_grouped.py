@@ -14,16 +14,31 @@ which is slower but gives the same answers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import views
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from gpuaudit.inventory import Inventory
+
+
+T = TypeVar("T")
+
+
+def _memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
+    """What GPU030 and GPU031 share is computed once per inventory (callers must not mutate
+    it)."""
+    cache: dict[tuple[object, ...], object] = inv.__dict__.setdefault("_grouped", {})
+    if key not in cache:
+        cache[key] = make()
+    return cast("T", cache[key])
 
 
 def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:
@@ -77,16 +92,22 @@ class PodOnNode:
     """Positions in the key table of the holdings that held rows (ascending)."""
 
 
-def pods_on_nodes(inv: Inventory, hourly: pd.DataFrame) -> tuple[list[PodOnNode], pd.DataFrame]:
-    """Per (namespace, pod, node) with held rows in `hourly` (`views.whole_gpu_hourly`), sorted
-    by those three, with the key table its `holdings` positions refer to.
+def pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
+    """Per (namespace, pod, node) with held rows in `views.whole_gpu_hourly`, sorted by those
+    three, with the key table its `holdings` positions refer to (computed once per inventory:
+    GPU030 and GPU031 both ask).
 
     The same groups, firsts, counts and models as a pandas groupby of the held rows on
     (namespace, pod, node) with `min`, `size` and `first`; groups with a missing key are left
     out as pandas leaves them out."""
+    return _memo(inv, ("pods_on_nodes",), lambda: _pods_on_nodes(inv))
+
+
+def _pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
+    hourly = views.whole_gpu_hourly(inv)
     rows, keys = keyed(inv, hourly)
     k = len(keys)
-    held = keys[C.HELD].to_numpy(dtype=bool, na_value=False)[rows]
+    held = keys[C.HELD].astype(bool).to_numpy()[rows]
     hrows = rows[held]
     counts = np.bincount(hrows, minlength=k)
     first = np.full(k, np.inf)
@@ -94,32 +115,58 @@ def pods_on_nodes(inv: Inventory, hourly: pd.DataFrame) -> tuple[list[PodOnNode]
     order = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(order, hrows, np.flatnonzero(held))
     used = np.flatnonzero(counts)
-    ns = keys[C.NAMESPACE].to_numpy(dtype=object)[used]
-    pod = keys[C.POD].to_numpy(dtype=object)[used]
-    node = keys[C.NODE].to_numpy(dtype=object)[used]
-    model = keys[C.MODEL].to_numpy(dtype=object)[used]
+    cols = [keys[c].to_numpy(dtype=object)[used].tolist() for c in (C.NAMESPACE, C.POD, C.NODE)]
+    model = keys[C.MODEL].to_numpy(dtype=object)[used].tolist()
+    used_l, first_l = used.tolist(), first[used].tolist()
+    counts_l, order_l = counts[used].tolist(), order[used].tolist()
     groups: dict[tuple[str, str, str], list[int]] = {}
-    for i, key in enumerate(zip(ns.tolist(), pod.tolist(), node.tolist(), strict=True)):
+    for i, key in enumerate(zip(*cols, strict=True)):
         if not any(is_na(v) for v in key):
             groups.setdefault(key, []).append(i)
     out: list[PodOnNode] = []
     for key in sorted(groups):
         members = groups[key]
         named = [i for i in members if not is_na(model[i])]
-        m = model[min(named, key=lambda i: order[used[i]])] if named else float("nan")
-        pos = [int(used[i]) for i in members]
+        m = model[min(named, key=lambda i: order_l[i])] if named else float("nan")
         out.append(
             PodOnNode(
                 namespace=key[0],
                 pod=key[1],
                 node=key[2],
-                first=float(first[pos].min()),
-                buckets=int(counts[pos].sum()),
+                first=min(first_l[i] for i in members),
+                buckets=sum(counts_l[i] for i in members),
                 model=str(m),
-                holdings=tuple(pos),
+                holdings=tuple(used_l[i] for i in members),
             )
         )
-    return out, keys
+    return tuple(out), keys
+
+
+def free_counts(inv: Inventory, buckets: set[float]) -> dict[float, dict[str, int]]:
+    """Bucket end -> node -> how many whole GPUs no pod held in that bucket, for the bucket
+    ends in `buckets`: the sizes of the sets `views.free_gpus` gives (distinct GPU indices),
+    counted on integer codes instead of built as sets."""
+    import pandas as pd
+
+    hourly = views.whole_gpu_hourly(inv)
+    rows, keys = keyed(inv, hourly)
+    ends = np.array(sorted(buckets), dtype="float64")
+    ts = hourly[C.TS].to_numpy(dtype="float64")
+    free = ~keys[C.HELD].astype(bool).to_numpy()
+    sel = np.flatnonzero(free[rows] & np.isin(ts, ends))
+    node_codes, node_names = pd.factorize(keys[C.NODE])
+    index_codes, index_names = pd.factorize(keys[C.GPU_INDEX], use_na_sentinel=False)
+    r = rows[sel]
+    node = node_codes[r]
+    ok = node >= 0  # a missing node: a groupby leaves the row out
+    n_idx = max(len(index_names), 1)
+    cell = node[ok] * len(ends) + np.searchsorted(ends, ts[sel][ok])
+    distinct = np.unique(cell * n_idx + index_codes[r][ok]) // n_idx
+    cells, counts = np.unique(distinct, return_counts=True)
+    out: dict[float, dict[str, int]] = {}
+    for c, n in zip(cells.tolist(), counts.tolist(), strict=True):
+        out.setdefault(float(ends[c % len(ends)]), {})[str(node_names[c // len(ends)])] = n
+    return out
 
 
 def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:

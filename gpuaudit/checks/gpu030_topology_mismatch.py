@@ -36,8 +36,6 @@ What to do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gpuaudit import topology
 from gpuaudit.checks._grouped import PodOnNode, pods_on_nodes
 from gpuaudit.checks.base import gpu_word, short_model
@@ -45,9 +43,6 @@ from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 CODE = "GPU030"
 TITLE = "Topology mismatch in a node"
@@ -60,9 +55,9 @@ def node_topologies(inv: Inventory, settings: Settings) -> dict[str, topology.To
     h = inv.holdings
     whole = h[(h[C.MIG_ID] == "") & (h[C.GPU_INDEX] != "") & (h[C.NODE] != "")]
     idx = whole[C.GPU_INDEX].astype(str)
-    highest = idx[idx.str.isdigit()].astype(int).groupby(whole[C.NODE]).max()
+    highest = idx[idx.str.isdigit()].astype(int).groupby(whole[C.NODE]).max().to_dict()
     labelled = (
-        dict(zip(inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], strict=True))
+        dict(zip(inv.nodes[C.NODE].tolist(), inv.nodes[C.GPU_COUNT].tolist(), strict=True))
         if not inv.nodes.empty
         else {}
     )
@@ -74,16 +69,16 @@ def node_topologies(inv: Inventory, settings: Settings) -> dict[str, topology.To
             pairs[(int(g), int(peer))] = float(getattr(row, C.P2P_STATUS))
     products = views.node_products(inv)
     out: dict[str, topology.Topology | None] = {}
-    for node in sorted(set(whole[C.NODE]) | set(p2p)):
+    for node in sorted(set(whole[C.NODE].tolist()) | set(p2p)):
         count = max(int(highest.get(node, -1)) + 1, int(float(labelled.get(node, 0) or 0)))
         out[node] = topology.for_node(node, products.get(node, ""), count, files, p2p.get(node))
     return out
 
 
-def multi_gpu_pods(inv: Inventory, hourly: pd.DataFrame) -> list[tuple[PodOnNode, tuple[str, ...]]]:
+def multi_gpu_pods(inv: Inventory) -> list[tuple[PodOnNode, tuple[str, ...]]]:
     """Per holder pod and node, sorted: its whole GPUs and their indices (distinct, sorted as
     text), for pods holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
-    pods, keys = pods_on_nodes(inv, hourly)
+    pods, keys = pods_on_nodes(inv)
     index = keys[C.GPU_INDEX].to_numpy(dtype=object)
     out = []
     for p in pods:
@@ -101,8 +96,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    hourly = views.whole_gpu_hourly(inv)
-    pods = multi_gpu_pods(inv, hourly)
+    pods = multi_gpu_pods(inv)
     if not pods:
         return []
     topos = node_topologies(inv, settings)
@@ -118,7 +112,9 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             judged.append((p, topo, own, mine))
     if not judged:
         return []
-    free = views.free_gpus(hourly, {p.first for p, *_ in judged}, {p.node for p, *_ in judged})
+    free = views.free_gpus(
+        views.whole_gpu_hourly(inv), {p.first for p, *_ in judged}, {p.node for p, *_ in judged}
+    )
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for p, topo, own, mine in judged:

@@ -40,19 +40,16 @@ What to do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuaudit import topology
-from gpuaudit.checks._grouped import is_na, pods_on_nodes
+from gpuaudit.checks._grouped import free_counts, is_na, pods_on_nodes
 from gpuaudit.checks.base import gpu_word, pack, short_model
 from gpuaudit.checks.gpu030_topology_mismatch import node_topologies
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 CODE = "GPU031"
 TITLE = "Gang spread too wide"
@@ -63,9 +60,9 @@ def _is_pcie_only(topo: topology.Topology | None) -> bool:
     return topo is not None and len(topo.gpus) > 1 and not topo.any_nvlink
 
 
-def _jobs(inv: Inventory, hourly: pd.DataFrame) -> list[dict[str, Any]]:
+def _jobs(inv: Inventory) -> list[dict[str, Any]]:
     """Gangs with GPU-holding members, and single pods holding several whole GPUs."""
-    per_pod, keys = pods_on_nodes(inv, hourly)
+    per_pod, keys = pods_on_nodes(inv)
     if not per_pod:
         return []
     slots = keys[C.SLOT].to_numpy(dtype=object)
@@ -136,36 +133,40 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    hourly = views.whole_gpu_hourly(inv)
-    jobs = _jobs(inv, hourly)
+    jobs = _jobs(inv)
     if not jobs:
         return []
-    free = views.free_gpus(hourly, {j["start"] for j in jobs})
     topos = node_topologies(inv, settings)
-    nodes = inv.nodes.set_index(C.NODE) if not inv.nodes.empty else None
+    nodes = inv.nodes
+    names = nodes[C.NODE].tolist() if not nodes.empty else []
     cordoned = (
-        {str(n) for n, c in zip(inv.nodes[C.NODE], inv.nodes[C.CORDONED], strict=True) if c}
-        if nodes is not None
+        {str(n) for n, c in zip(names, nodes[C.CORDONED].tolist(), strict=True) if c}
+        if names
         else set()
     )
     cliques = (
-        {str(n): str(c) for n, c in zip(inv.nodes[C.NODE], inv.nodes[C.CLIQUE], strict=True) if c}
-        if nodes is not None
+        {str(n): str(c) for n, c in zip(names, nodes[C.CLIQUE].tolist(), strict=True) if c}
+        if names
         else {}
     )
-    free_at: dict[float, dict[str, int]] = {}
-    for (node, ts), idx in free.items():
-        if node not in cordoned:
-            free_at.setdefault(ts, {})[node] = len(idx)
+    free_at = {
+        ts: {n: k for n, k in counts.items() if n not in cordoned}
+        for ts, counts in free_counts(inv, {j["start"] for j in jobs}).items()
+    }
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for job in sorted(jobs, key=lambda j: (j["namespace"], j["name"])):
         members = job["members"]
         sizes = [m["gpus"] for m in members]
         used = sorted({m["node"] for m in members})
+        pcie = not job["pinned"] and all(_is_pcie_only(topos.get(n)) for n in used)
+        if len(used) == 1 and not pcie:
+            continue  # one node, not PCIe-only: no rule below can hold
         room = dict(free_at.get(job["start"], {}))
         for m in members:
             room[m["node"]] = room.get(m["node"], 0) + m["gpus"]
+        # Nodes with less room than the smallest pod: packing never opens them.
+        fitting = {n: r for n, r in room.items() if r >= min(sizes)}
         model = members[0]["model"]
         gpu_hours = sum(m["buckets"] for m in members) * bucket_h
         reason = ""
@@ -173,7 +174,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         used_cliques = sorted({cliques.get(n, "") for n in used})
         if len(used) > 1 and all(cliques.get(n) for n in used) and len(used_cliques) > 1:
             for clique in sorted(set(cliques.values())):
-                inside = {n: r for n, r in room.items() if cliques.get(n) == clique}
+                inside = {n: r for n, r in fitting.items() if cliques.get(n) == clique}
                 placed = pack(sizes, inside)
                 if placed is not None:
                     reason = (
@@ -184,14 +185,14 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                     evidence["tighter_nodes"] = placed
                     break
         if not reason and len(used) > 1:
-            placed = pack(sizes, room)
+            placed = pack(sizes, fitting)
             if placed is not None and len(placed) < len(used):
                 reason = (
                     f"runs on {len(used)} nodes ({', '.join(used)}) while "
                     f"{len(placed)} ({', '.join(sorted(placed))}) had room for all of it"
                 )
                 evidence = {"tighter_nodes": sorted(placed)}
-        if not reason and not job["pinned"] and all(_is_pcie_only(topos.get(n)) for n in used):
+        if not reason and pcie:
             nvlink = {
                 n: r
                 for n, r in room.items()

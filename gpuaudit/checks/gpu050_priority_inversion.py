@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
@@ -90,32 +92,33 @@ def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
     pods = inv.pods
     running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
     by_node: dict[str, list[tuple[int, float, str]]] = {}
-    for r in running.itertuples(index=False):
-        by_node.setdefault(str(getattr(r, C.NODE)), []).append(
-            (
-                _prio(getattr(r, C.PRIORITY)),
-                float(getattr(r, C.GPU_REQUEST)),
-                f"{getattr(r, C.NAMESPACE)}/{getattr(r, C.POD)}",
-            )
-        )
+    # Columns are read as lists: iterating a string column value by value is slow.
+    cols = [C.NODE, C.PRIORITY, C.GPU_REQUEST, C.NAMESPACE, C.POD]
+    for node, priority, request, ns, pod in zip(*(running[c].tolist() for c in cols), strict=True):
+        by_node.setdefault(str(node), []).append((_prio(priority), float(request), f"{ns}/{pod}"))
+    allocatable = nodes[C.ALLOCATABLE_GPU].to_numpy()
+    free_gpus = nodes["free"].to_numpy()
+    node_names, node_products = nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist()
+    fits: dict[str, np.ndarray] = {}  # by pinned products: waiting pods share a few
     out: list[Finding] = []
     for w in waiting.itertuples(index=False):
         need = float(getattr(w, C.GPU_REQUEST))
         prio = _prio(getattr(w, C.PRIORITY))
         sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
-        fit = nodes[
-            (nodes[C.ALLOCATABLE_GPU] >= need)
-            & nodes[C.PRODUCT].map(lambda p, s=sel: views.fits_products(s, str(p)))
-        ]
-        if fit.empty or bool((fit["free"] >= need).any()):
+        if sel not in fits:
+            fits[sel] = np.array(
+                [views.fits_products(sel, str(p)) for p in node_products], dtype=bool
+            )
+        fit = np.flatnonzero((allocatable >= need) & fits[sel])
+        if len(fit) == 0 or bool((free_gpus[fit] >= need).any()):
             continue
         best: tuple[float, str, str, float, list[tuple[int, float, str]]] | None = None
-        for n in fit.itertuples(index=False):
-            node = str(getattr(n, C.NODE))
+        for i in fit.tolist():
+            node = str(node_names[i])
             lower = [h for h in by_node.get(node, []) if h[0] < prio]
-            plan = _victims(lower, float(n.free), need)
+            plan = _victims(lower, float(free_gpus[i]), need)
             if plan is not None and (best is None or (plan[0], node) < (best[0], best[1])):
-                best = (plan[0], node, str(getattr(n, C.PRODUCT)), float(n.free), plan[1])
+                best = (plan[0], node, str(node_products[i]), float(free_gpus[i]), plan[1])
         if best is None:
             continue
         evicted, node, product, free, victims = best
@@ -177,11 +180,14 @@ def _pools(inv: Inventory) -> list[Finding]:
     pods, nodes = inv.pods, inv.nodes
     if pods.empty or nodes.empty:
         return []
-    pool_of = dict(zip(nodes[C.NODE], nodes[C.POOL], strict=True))
-    gpu = pods[
+    pool_of = dict(zip(nodes[C.NODE].tolist(), nodes[C.POOL].tolist(), strict=True))
+    # Only the columns read below: each pool's group copies what it holds.
+    cols = [C.NODE, C.OWNER_KIND, C.NAMESPACE, C.OWNER_NAME, C.POD, C.PRIORITY_CLASS]
+    gpu = pods.loc[
         (pods[C.PHASE] == "Running")
         & (pods[C.NODE] != "")
-        & ((pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != ""))
+        & ((pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")),
+        cols,
     ].copy()
     gpu["_pool"] = gpu[C.NODE].map(pool_of).fillna("")
     out: list[Finding] = []
@@ -198,13 +204,15 @@ def _pools(inv: Inventory) -> list[Finding]:
                 {
                     f"{k} {ns}/{o or p}"
                     for k, ns, o, p in zip(
-                        df[C.OWNER_KIND], df[C.NAMESPACE], df[C.OWNER_NAME], df[C.POD], strict=True
+                        *(df[c].tolist() for c in (C.OWNER_KIND, C.NAMESPACE, C.OWNER_NAME, C.POD)),
+                        strict=True,
                     )
                 }
             )
 
         unclassed = sorted(
-            f"{ns}/{p}" for ns, p in zip(bare[C.NAMESPACE], bare[C.POD], strict=True)
+            f"{ns}/{p}"
+            for ns, p in zip(bare[C.NAMESPACE].tolist(), bare[C.POD].tolist(), strict=True)
         )
         sv, bt = workloads(serving), workloads(batch)
         shown = ", ".join(unclassed[:4]) + (" ..." if len(unclassed) > 4 else "")

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from gpuaudit.checks.base import gpu_word, pack
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
@@ -58,21 +60,27 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     pods = inv.pods
     running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
     holders: dict[str, list[tuple[float, str]]] = {}
-    for r in running.itertuples(index=False):
-        holders.setdefault(str(getattr(r, C.NODE)), []).append(
-            (float(getattr(r, C.GPU_REQUEST)), f"{getattr(r, C.NAMESPACE)}/{getattr(r, C.POD)}")
-        )
+    # Columns are read as lists: iterating a string column value by value is slow.
+    cols = [C.NODE, C.GPU_REQUEST, C.NAMESPACE, C.POD]
+    for node, request, ns, pod in zip(*(running[c].tolist() for c in cols), strict=True):
+        holders.setdefault(str(node), []).append((float(request), f"{ns}/{pod}"))
+    allocatable = nodes[C.ALLOCATABLE_GPU].to_numpy()
+    node_names = [str(n) for n in nodes[C.NODE].tolist()]
+    node_products = nodes[C.PRODUCT].tolist()
+    node_free = [float(f) for f in nodes["free"].tolist()]
+    fits: dict[str, np.ndarray] = {}  # by pinned products: waiting pods share a few
     out: list[Finding] = []
     for w in waiting.itertuples(index=False):
         need = float(getattr(w, C.GPU_REQUEST))
         sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
-        pool = nodes[
-            (nodes[C.ALLOCATABLE_GPU] >= need)
-            & nodes[C.PRODUCT].map(lambda p, s=sel: views.fits_products(s, str(p)))
-        ]
-        if pool.empty:
+        if sel not in fits:
+            fits[sel] = np.array(
+                [views.fits_products(sel, str(p)) for p in node_products], dtype=bool
+            )
+        fit = np.flatnonzero((allocatable >= need) & fits[sel]).tolist()
+        if not fit:
             continue
-        free = dict(zip(pool[C.NODE].astype(str), pool["free"].astype(float), strict=True))
+        free = {node_names[i]: node_free[i] for i in fit}
         total, most = sum(free.values()), max(free.values())
         if most >= need or total < need:
             continue
@@ -93,7 +101,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                 best = (cost_moved, node, moved)
         ns, name = str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))
         waited = min(float(getattr(w, views.WAITED)), inv.window_hours)
-        products = sorted(set(pool[C.PRODUCT].astype(str)))
+        products = sorted({str(node_products[i]) for i in fit})
         product = products[0] if products else ""
         gpu_hours = need * waited
         cost = gpu_hours * views.model_price(product, settings.prices)

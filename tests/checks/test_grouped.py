@@ -153,3 +153,15 @@ def test_free_gpus_asked_about_some_buckets_and_nodes() -> None:
     first, last = START + STEP, START + HOURS * STEP
     assert every[("a", first)] == {"1"} and every[("b", last)] == {"0"}
     assert views.free_gpus(hourly, {first}, {"b"}) == {("b", first): {"0"}}
+
+
+def test_free_counts_are_the_sizes_of_the_free_sets() -> None:
+    series = [_gpu("a", 0, "p"), _gpu("a", 1), _gpu("a", 2), _gpu("b", 0), _gpu("b", 1, "q")]
+    inv = inventory(series, HOURS)
+    first, last = START + STEP, START + HOURS * STEP
+    sets = views.free_gpus(views.whole_gpu_hourly(inv), {first, last})
+    counts = _grouped.free_counts(inv, {first, last})
+    assert counts == {first: {"a": 2, "b": 1}, last: {"a": 2, "b": 1}}
+    assert {(n, t): k for t, c in counts.items() for n, k in c.items()} == {
+        key: len(v) for key, v in sets.items()
+    }
