@@ -70,6 +70,11 @@ def recommendation(kind: str, name: str, ns: str, pod: str, on_mig: bool = False
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     pods = views.per_pod(inv, settings.prices)
+    # The rule's test on whole columns first; the loop below reads only the pods that pass.
+    mean_act, held_h = pods[C.ACT_MEAN], pods[C.HOURS].astype("float64")
+    pods = pods[
+        mean_act.notna() & ~(held_h < cfg.idle_min_hours) & ~(mean_act >= cfg.idle_activity)
+    ]
     out: list[Finding] = []
     for row in pods.itertuples(index=False):
         mean = getattr(row, C.ACT_MEAN)

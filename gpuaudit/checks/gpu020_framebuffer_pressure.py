@@ -66,6 +66,10 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     h = views.held(inv)
     h = h[h[C.FB_USED_P95].notna() & (h[C.MEM_TOTAL_MIB] > 0)]
+    # The threshold on whole columns first (the same division the loop does); the loop reads
+    # only the holdings that pass.
+    ratios = h[C.FB_USED_P95].astype("float64") / h[C.MEM_TOTAL_MIB].astype("float64")
+    h = h[~(ratios < cfg.fb_pressure_warning)]
     for row in h.itertuples(index=False):
         total = float(getattr(row, C.MEM_TOTAL_MIB))
         p95 = float(getattr(row, C.FB_USED_P95))
@@ -126,6 +130,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     pods = inv.pods
     if not pods.empty:
         gpu_pods = pods[(pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")]
+        gpu_pods = gpu_pods[~(gpu_pods[C.RESTARTS] < cfg.crashloop_restarts)]
         for row in gpu_pods.itertuples(index=False):
             restarts = int(getattr(row, C.RESTARTS))
             term = str(getattr(row, C.LAST_TERMINATION))

@@ -53,6 +53,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         return []
     counts = h.groupby([C.NAMESPACE, C.POD])[C.SLOT].transform("nunique")
     single = h[counts == 1]
+    single = single[~(single[C.HOURS].astype("float64") < cfg.oversized_min_hours)]
     pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
     out: list[Finding] = []
     for row in single.itertuples(index=False):

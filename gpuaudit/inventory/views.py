@@ -266,15 +266,14 @@ def group_sums(
 def sorted_sums(
     values: npt.NDArray[np.float64], starts: npt.NDArray[np.intp]
 ) -> npt.NDArray[np.float64]:
-    """Per-group sums of `values` (rows, or rows x columns) sorted by group, each group starting
-    at `starts`, summed exactly as a pandas groupby sums (compensated, in row order, NaN
-    skipped). Made for many small groups: it steps through the groups' first rows, then their
-    second rows, and so on."""
+    """Per-group sums of `values` sorted by group, each group starting at `starts`, summed
+    exactly as a pandas groupby sums (compensated, in row order, NaN skipped). Made for many
+    small groups: it steps through the groups' first rows, then their second rows, and so on."""
     import numpy as np
 
     n = len(starts)
     if n == 0:
-        return np.zeros((0, *values.shape[1:]), dtype="float64")
+        return np.zeros(0, dtype="float64")
     counts = np.diff(np.r_[starts, len(values)])
     # The first step, for every group at once: the running sum starts at 0.0 (so -0.0 becomes
     # 0.0) and the compensation stays 0.
@@ -283,20 +282,21 @@ def sorted_sums(
     comp = np.zeros_like(total)
     group = np.flatnonzero(counts > 1)
     rank = 1
-    while len(group):
-        v = values[starts[group] + rank]
-        tg, cg = total[group], comp[group]
-        # pandas' group_sum, step by step: Kahan summation, a NaN left out, and an infinite
-        # value's NaN compensation reset to 0.
-        y = v - cg
-        t = tg + y
-        c = (t - tg) - y
-        c[np.isnan(c)] = 0.0
-        present = ~np.isnan(v)
-        total[group] = np.where(present, t, tg)
-        comp[group] = np.where(present, c, cg)
-        rank += 1
-        group = group[counts[group] > rank]
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, handled as pandas handles it
+        while len(group):
+            v = values[starts[group] + rank]
+            tg, cg = total[group], comp[group]
+            # pandas' group_sum, step by step: Kahan summation, a NaN left out, and an
+            # infinite value's NaN compensation reset to 0.
+            y = v - cg
+            t = tg + y
+            c = (t - tg) - y
+            c[np.isnan(c)] = 0.0
+            present = ~np.isnan(v)
+            total[group] = np.where(present, t, tg)
+            comp[group] = np.where(present, c, cg)
+            rank += 1
+            group = group[counts[group] > rank]
     return total
 
 
@@ -364,8 +364,8 @@ def _pod_hours(inv: Inventory) -> PodHours:
     pairs = sorted_key[starts]
     frac = inv.holdings[C.FRACTION].to_numpy(dtype="float64")[holding[order]]
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[at[order]]
-    sums = sorted_sums(np.column_stack([frac, act * frac]), starts)
-    gpus, wa = sums[:, 0], sums[:, 1]
+    gpus = sorted_sums(frac, starts)
+    wa = sorted_sums(act * frac, starts)
     bucket = (pairs % max(nb, 1)).astype(np.intp)
     with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
         act_mean = wa / gpus

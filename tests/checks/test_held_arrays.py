@@ -1,0 +1,129 @@
+"""The array views behind GPU001-GPU003, GPU020, GPU021, GPU040, GPU070, the breakdown and the
+summary give the figures the groupbys on string keys gave, to the last bit, whatever the
+holding ids and bucket times."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuaudit import snapshot
+from gpuaudit.breakdown import breakdown
+from gpuaudit.checks import REGISTRY
+from gpuaudit.inventory import Inventory, build, views
+from gpuaudit.inventory import columns as C
+from gpuaudit.settings import Settings
+from gpuaudit.summary import summarise
+from tests.conftest import DEMO
+
+MINE = {"GPU001", "GPU002", "GPU003", "GPU020", "GPU021", "GPU040", "GPU070"}
+
+
+@pytest.fixture(scope="module")
+def demo() -> Inventory:
+    return build(snapshot.read(DEMO))
+
+
+def _fresh(inv: Inventory) -> Inventory:
+    """A copy without the views computed so far."""
+    return dataclasses.replace(inv)
+
+
+def _renumbered(inv: Inventory) -> Inventory:
+    """The same inventory with holding ids that are not row positions (rows reversed, ids
+    spaced out), as a hand-built inventory may number them."""
+    h = inv.holdings.iloc[::-1].reset_index(drop=True)
+    h[C.HOLDING] = 1000 + 3 * h[C.HOLDING]
+    hr = inv.hourly.copy()
+    hr[C.HOLDING] = 1000 + 3 * hr[C.HOLDING]
+    return dataclasses.replace(inv, holdings=h, hourly=hr)
+
+
+def _off_grid(inv: Inventory) -> Inventory:
+    """Bucket ends moved off the window's step grid (the bucket index then comes from the
+    times themselves)."""
+    hr = inv.hourly.copy()
+    hr[C.TS] = hr[C.TS] + 0.25
+    return dataclasses.replace(inv, hourly=hr)
+
+
+def _outputs(inv: Inventory) -> dict[str, str]:
+    s = Settings()
+    # Checks that walk the holdings table list findings in its row order; the report sorts them.
+    out = {
+        c.code: repr(sorted(map(repr, c.run(inv, s))))
+        for c in REGISTRY
+        if c.code in MINE and all(r in inv.capabilities for r in c.requires)
+    }
+    idle = s.checks.idle_activity
+    out["breakdown"] = repr(breakdown(inv, s.prices, idle, "training.kubeflow.org/job-name"))
+    out["summary"] = repr(summarise(inv, s.prices, idle, s.currency))
+    return out
+
+
+def _reference_pod_hourly(inv: Inventory) -> pd.DataFrame:
+    """The pod-hourly view as the groupby on namespace, pod and time computed it."""
+    hr = views.hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
+    hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
+    g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
+    out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
+    out[C.ACT] = out["_wa"] / out["gpus"]
+    return out.drop(columns=["_wa"])
+
+
+def test_demo_findings_do_not_depend_on_holding_ids(demo: Inventory) -> None:
+    found = _outputs(_fresh(demo))
+    assert all(found[code] != repr([]) for code in MINE)
+    assert _outputs(_renumbered(demo)) == found
+
+
+@pytest.mark.parametrize("change", [_fresh, _renumbered, _off_grid])
+def test_pod_hourly_is_the_groupby_to_the_last_bit(
+    demo: Inventory, change: Callable[[Inventory], Inventory]
+) -> None:
+    inv = change(_fresh(demo))
+    pd.testing.assert_frame_equal(
+        views.pod_hourly(inv), _reference_pod_hourly(_fresh(inv)), check_exact=True
+    )
+
+
+def _awkward(n: int, seed: int) -> np.ndarray:
+    """Values whose sums depend on the order and method of summation, with NaN, infinities
+    and negative zeros among them."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 17, n)
+    special = rng.integers(0, 40, n)
+    x[special == 0] = np.nan
+    x[special == 1] = -0.0
+    x[special == 2] = np.inf
+    return x
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sorted_sums_are_pandas_group_sums(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 5000
+    keys = np.sort(rng.integers(0, 900, n))  # groups of 0 to ~20 rows
+    values = _awkward(n, seed)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    expected = pd.Series(values).groupby(keys, sort=True).sum().to_numpy()
+    np.testing.assert_array_equal(views.sorted_sums(values, starts), expected, strict=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_group_sums_and_series_sum_are_pandas_sums(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 4000
+    codes = rng.integers(-1, 30, n)
+    values = _awkward(n, seed)
+    names = np.array([f"k{c:03d}" if c >= 0 else None for c in codes], dtype=object)
+    expected = pd.Series(values).groupby(names, sort=True).sum()
+    (got,) = views.group_sums(codes, 30, [values])
+    seen = np.bincount(codes[codes >= 0], minlength=30) > 0
+    np.testing.assert_array_equal(got[seen], expected.to_numpy(), strict=True)
+    finite = values[~np.isinf(values)]  # NaN left in: skipped
+    assert views.series_sum(finite) == pd.Series(finite).sum()
