@@ -78,7 +78,9 @@ def _groups(
     figures are those of a groupby over the rows themselves."""
     import numpy as np
 
-    order = np.argsort(codes, kind="stable")
+    # Small integers sort stably by radix, in linear time.
+    small = codes.astype(np.int16) if len(names) < 32767 else codes
+    order = np.argsort(small, kind="stable")
     sorted_codes = codes[order]
     bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
     out: list[Group] = []
@@ -147,7 +149,9 @@ def breakdown(
     # are handled once per holding, never once per hourly row.
     rows = held_rows(inv)
     pos = rows.holding
-    held_at = np.unique(pos)
+    present = np.zeros(len(h), dtype=bool)
+    present[pos] = True
+    held_at = np.flatnonzero(present)
     frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
     w = frac * bucket_h
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
