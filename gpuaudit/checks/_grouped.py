@@ -61,15 +61,6 @@ def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None
     return None if (rows < 0).any() else rows
 
 
-def keyed(inv: Inventory, hourly: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """(rows, keys): each hourly row's position in `keys`, a table with the holding columns
-    `hourly` carries (the holdings table, or `hourly` itself when rows cannot be mapped)."""
-    rows = holding_positions(inv, hourly)
-    if rows is not None:
-        return rows, inv.holdings
-    return np.arange(len(hourly), dtype=np.int64), hourly.reset_index(drop=True)
-
-
 def is_na(v: object) -> bool:
     """A missing value as pandas stores it in a string column (NaN or None)."""
     return v is None or v != v
@@ -92,6 +83,38 @@ class PodOnNode:
     """Positions in the key table of the holdings that held rows (ascending)."""
 
 
+@dataclass(frozen=True)
+class WholeRows:
+    """The hourly rows of whole GPUs (MIG instances left out), in hourly order: the rows of
+    `views.whole_gpu_hourly`, without its string columns."""
+
+    pos: np.ndarray
+    """Each row's position in `keys`."""
+    ts: np.ndarray
+    """Each row's bucket end."""
+    keys: pd.DataFrame
+    """The holding columns: the holdings table, or `whole_gpu_hourly` itself when hourly rows
+    cannot be placed in it."""
+
+
+def whole_rows(inv: Inventory) -> WholeRows:
+    """See `WholeRows`; computed once per inventory."""
+    return _memo(inv, ("whole_rows",), lambda: _whole_rows(inv))
+
+
+def _whole_rows(inv: Inventory) -> WholeRows:
+    positions = holding_positions(inv, inv.hourly)
+    if positions is not None:
+        h = inv.holdings
+        whole = (h[C.MIG_ID] == "").to_numpy(dtype=bool)
+        sel = np.flatnonzero(whole[positions])
+        ts = inv.hourly[C.TS].to_numpy(dtype="float64")[sel]
+        return WholeRows(positions[sel], ts, h)
+    hourly = views.whole_gpu_hourly(inv)
+    pos = np.arange(len(hourly), dtype=np.int64)
+    return WholeRows(pos, hourly[C.TS].to_numpy(dtype="float64"), hourly.reset_index(drop=True))
+
+
 def pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
     """Per (namespace, pod, node) with held rows in `views.whole_gpu_hourly`, sorted by those
     three, with the key table its `holdings` positions refer to (computed once per inventory:
@@ -104,14 +127,14 @@ def pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
 
 
 def _pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
-    hourly = views.whole_gpu_hourly(inv)
-    rows, keys = keyed(inv, hourly)
+    whole = whole_rows(inv)
+    rows, keys = whole.pos, whole.keys
     k = len(keys)
     held = keys[C.HELD].astype(bool).to_numpy()[rows]
     hrows = rows[held]
     counts = np.bincount(hrows, minlength=k)
     first = np.full(k, np.inf)
-    np.fmin.at(first, hrows, hourly[C.TS].to_numpy(dtype="float64")[held])
+    np.fmin.at(first, hrows, whole.ts[held])
     order = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(order, hrows, np.flatnonzero(held))
     used = np.flatnonzero(counts)
@@ -148,10 +171,9 @@ def free_counts(inv: Inventory, buckets: set[float]) -> dict[float, dict[str, in
     counted on integer codes instead of built as sets."""
     import pandas as pd
 
-    hourly = views.whole_gpu_hourly(inv)
-    rows, keys = keyed(inv, hourly)
+    whole = whole_rows(inv)
+    rows, keys, ts = whole.pos, whole.keys, whole.ts
     ends = np.array(sorted(buckets), dtype="float64")
-    ts = hourly[C.TS].to_numpy(dtype="float64")
     free = ~keys[C.HELD].astype(bool).to_numpy()
     sel = np.flatnonzero(free[rows] & np.isin(ts, ends))
     node_codes, node_names = pd.factorize(keys[C.NODE])
@@ -167,6 +189,23 @@ def free_counts(inv: Inventory, buckets: set[float]) -> dict[float, dict[str, in
     for c, n in zip(cells.tolist(), counts.tolist(), strict=True):
         out.setdefault(float(ends[c % len(ends)]), {})[str(node_names[c // len(ends)])] = n
     return out
+
+
+def free_sets(
+    inv: Inventory, buckets: set[float], nodes: set[str]
+) -> dict[tuple[str, float], set[str]]:
+    """`views.free_gpus` of `views.whole_gpu_hourly` for these buckets and nodes, reading
+    strings only for the rows it keeps."""
+    import pandas as pd
+
+    whole = whole_rows(inv)
+    rows, keys, ts = whole.pos, whole.keys, whole.ts
+    free = ~keys[C.HELD].astype(bool).to_numpy()
+    wanted = keys[C.NODE].isin(list(nodes)).to_numpy(dtype=bool)
+    sel = np.flatnonzero(free[rows] & wanted[rows] & np.isin(ts, list(buckets)))
+    picked = keys[[C.NODE, C.GPU_INDEX, C.HELD]].take(rows[sel]).reset_index(drop=True)
+    frame = pd.concat([picked, pd.DataFrame({C.TS: ts[sel]})], axis=1)
+    return views.free_gpus(frame, buckets, nodes)
 
 
 def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
+from gpuaudit.checks import _grouped
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
@@ -121,6 +124,39 @@ def _members(pods: pd.DataFrame) -> dict[str, list[_Member]]:
     return by_gang
 
 
+def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFrame:
+    """`views.pod_hourly` (namespace, pod, bucket end, GPUs) for the pods `names` of
+    `namespace` only.
+
+    Their held hourly rows are found through the holdings and grouped as that view groups
+    them, so each bucket's GPUs add the same numbers in the same order and the rows come in the
+    same order; the whole view is made only when hourly rows cannot be placed in the
+    holdings."""
+    import pandas as pd
+
+    positions = _grouped.holding_positions(inv, inv.hourly)
+    if positions is None:
+        ph = views.pod_hourly(inv)
+        out: pd.DataFrame = ph[(ph[C.NAMESPACE] == namespace) & ph[C.POD].isin(list(names))]
+        return out
+    h = inv.holdings
+    mine = (h[C.NAMESPACE] == namespace) & h[C.POD].isin(list(names))
+    keep = (h[C.HELD] & (h[C.HOURS] > 0) & mine).to_numpy(dtype=bool)
+    rows = np.flatnonzero(keep[positions])
+    pos = positions[rows]
+    hr = pd.DataFrame(
+        {
+            C.NAMESPACE: h[C.NAMESPACE].take(pos).to_numpy(),
+            C.POD: h[C.POD].take(pos).to_numpy(),
+            C.TS: inv.hourly[C.TS].to_numpy()[rows],
+            C.FRACTION: h[C.FRACTION].to_numpy()[pos],
+        }
+    )
+    g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
+    out = g.agg(gpus=(C.FRACTION, "sum")).reset_index()
+    return out
+
+
 def run(inv: Inventory, settings: Settings) -> list[Finding]:
     cfg = settings.checks
     pods, gangs = inv.pods, inv.gangs
@@ -140,11 +176,6 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             strict=True,
         )
     }
-    ph = views.pod_hourly(inv)
-    # The hourly rows of every running member, cut from the pod-hourly view once (a string
-    # match over all its rows), then cut per gang; row order is kept, so sums add the same
-    # numbers in the same order.
-    ph_members: pd.DataFrame | None = None
     bucket_h = inv.step_s / 3600.0
     products = views.node_products(inv)
     start_w, end_w = inv.window_start, inv.window_end
@@ -187,10 +218,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             since = max([start_w, min(starts, default=start_w), *created])
             if end_w - since < cfg.gang_partial_min_minutes * 60:
                 continue
-            if ph_members is None:
-                names = {str(r.pod) for rs in by_gang.values() for r in rs if r.phase == "Running"}
-                ph_members = ph[ph[C.POD].isin(list(names))]
-            sub = ph_members
+            sub = _pod_hourly_of(inv, ns, set(gpus))
             mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(gpus)) & (sub[C.TS] > since)]
             gpu_hours = float(mine["gpus"].sum()) * bucket_h
             seen = set(mine[C.POD])

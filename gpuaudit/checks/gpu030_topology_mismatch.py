@@ -37,7 +37,7 @@ What to do
 from __future__ import annotations
 
 from gpuaudit import topology
-from gpuaudit.checks._grouped import PodOnNode, pods_on_nodes
+from gpuaudit.checks._grouped import PodOnNode, free_sets, pods_on_nodes
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Inventory, views
@@ -112,9 +112,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             judged.append((p, topo, own, mine))
     if not judged:
         return []
-    free = views.free_gpus(
-        views.whole_gpu_hourly(inv), {p.first for p, *_ in judged}, {p.node for p, *_ in judged}
-    )
+    free = free_sets(inv, {p.first for p, *_ in judged}, {p.node for p, *_ in judged})
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for p, topo, own, mine in judged:

@@ -165,3 +165,26 @@ def test_free_counts_are_the_sizes_of_the_free_sets() -> None:
     assert {(n, t): k for t, c in counts.items() for n, k in c.items()} == {
         key: len(v) for key, v in sets.items()
     }
+
+
+def test_a_gangs_pod_hourly_is_the_views_to_the_last_bit() -> None:
+    a100 = "NVIDIA A100-SXM4-80GB"
+    slices = [("1g.10gb", "9"), ("2g.20gb", "5"), ("3g.40gb", "2"), ("1g.10gb", "13")]
+    series = [
+        Series(
+            gpu_labels(uuid="M", model=a100, pod=p, namespace="ml", mig=mig),
+            act=[0.3] * (HOURS - k) + [None] * k,
+        )
+        for k, (p, mig) in enumerate(zip(["w-0", "w-0", "w-0", "w-1"], slices, strict=True))
+    ]
+    series += [_gpu("n1", 1, "w-0"), _gpu("n1", 2, "w-2")]
+    inv = inventory(series, HOURS)
+    mine = gpu010._pod_hourly_of(inv, "ml", {"w-0", "w-1"})
+    ph = views.pod_hourly(inv)
+    want = ph[ph[C.POD].isin(["w-0", "w-1"])].reset_index(drop=True)
+    assert mine[[C.NAMESPACE, C.POD]].astype(str).values.tolist() == (
+        want[[C.NAMESPACE, C.POD]].astype(str).values.tolist()
+    )
+    assert mine[C.TS].tolist() == want[C.TS].tolist()
+    assert mine["gpus"].tolist() == want["gpus"].tolist()  # exact: same sums in the same order
+    assert len(set(want["gpus"].tolist())) > 2
