@@ -166,6 +166,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     if not by_gang:
         return []
     pp = views.per_pod(inv, settings.prices)
+    pp = pp[pp[C.POD].isin([str(r.pod) for rs in by_gang.values() for r in rs])]
     per_pod = {
         (ns, pod): (float(g), str(m))
         for ns, pod, g, m in zip(

@@ -104,7 +104,8 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     judged: list[tuple[PodOnNode, topology.Topology, list[int], tuple[int, str]]] = []
     for p, indices in pods:
         topo = topos.get(p.node)
-        if topo is None or not all(i.isdigit() for i in indices):
+        # An all-NVLink board has no worse pair to find (any pair not NVLink is unknown).
+        if topo is None or topo.all_nvlink or not all(i.isdigit() for i in indices):
             continue
         own = [int(i) for i in indices]
         mine = topo.worst(own)
