@@ -1070,8 +1070,7 @@ def scenario(
     """Generate a deterministic cluster scenario with planted problems."""
     import json
 
-    from gpuaudit import snapshot as snap_mod
-    from gpuaudit.scenario import generate, k8s_lists, to_snapshot, write_openmetrics
+    from gpuaudit.scenario import generate, k8s_lists, write_openmetrics, write_snapshot
     from gpuaudit.scenario.emit import LABEL_STYLES
     from gpuaudit.scenario.generator import DEFAULT_END
 
@@ -1089,7 +1088,7 @@ def scenario(
             f"gpuaudit scenario --gpus {gpus} --days {days} --seed {seed} "
             f"--scrape-interval {scrape_interval} --label-style {label_style}"
         )
-        snap_mod.write(to_snapshot(sc, label_style, cmd), output)
+        write_snapshot(sc, output, label_style, cmd)
         if truth:
             _write(truth, json.dumps(sc.truth, indent=2, sort_keys=True) + "\n")
         if openmetrics:

@@ -19,7 +19,7 @@ import httpx
 
 from gpuaudit import __version__, queries
 from gpuaudit.errors import SourceError
-from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
 from gpuaudit.sources.prometheus import PromClient, PromError
 
 MAX_POINTS = 11_000
@@ -318,7 +318,7 @@ def build_snapshot(
     warnings = list(fields.get("warnings", [])) + list(extra_warnings or [])
     reasons = list(fields.get("incomplete_reasons", []))
     manifest = {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "gpuaudit_version": __version__,
         "cluster": cluster,
         "source": "prometheus",

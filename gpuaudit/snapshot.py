@@ -1,7 +1,15 @@
-"""Snapshot format v1: the recorded raw answers of one collection, in one file.
+"""Snapshot format: the recorded raw answers of one collection, in one file.
 
-A snapshot is a JSON document (gzip-compressed when the file name ends in `.gz`, detected by
-magic bytes when read):
+Version 2 (what gpuaudit writes) is JSON Lines, gzip-compressed when the file name ends in `.gz`
+(detected by magic bytes when read): the envelope first, then one line per Kubernetes list page
+and per Prometheus answer, and an end line (a file cut short at a line boundary is refused):
+
+    {"format": "gpuaudit-snapshot", "manifest": {...}, "version": 2}
+    {"kubernetes": "<resource>", "page": <raw list response page>}
+    {"body": <raw answer>, "params": {...}, "prometheus": "<query id>", "query": "..."}
+    {"end": <number of lines between the first and this one>}
+
+Version 1, still read, is one JSON document:
 
     {"format": "gpuaudit-snapshot", "version": 1,
      "manifest": {...},
@@ -9,26 +17,31 @@ magic bytes when read):
      "kubernetes": {"<resource>": [<raw list response page>, ...]}}
 
 `body` is a Prometheus HTTP API answer exactly as the server returned it; each list page is a
-Kubernetes list response exactly as the API server returned it. Live scans, replays, the demo
-and test scenarios all go through the same parsing code (`gpuaudit.inventory`). See
-`docs/snapshot.md`.
+Kubernetes list response exactly as the API server returned it. Reading a version 2 file
+streams it and parses each answer into arrays as it goes (`gpuaudit.answers`); entries then
+hold `answer` instead of `body`. Live scans, replays, the demo and test scenarios all go
+through the same parsing code. See `docs/snapshot.md`.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from gpuaudit.answers import Answer, Interner, from_record_line, parse
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
 
 FORMAT_NAME = "gpuaudit-snapshot"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""What this gpuaudit writes; version 1 files are read too."""
+READABLE_VERSIONS = (1, 2)
 MAX_BYTES = int(os.environ.get("GPUAUDIT_SNAPSHOT_MAX_BYTES", str(4 * 1024**3)))
 """Largest decompressed snapshot accepted; a bigger one (or a gzip bomb) is refused."""
 
@@ -44,44 +57,116 @@ class Snapshot:
     kubernetes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """The snapshot as one version 1 document (answers held as arrays written back as
+        answer bodies)."""
+        prom = {qid: [_with_body(e) for e in entries] for qid, entries in self.prometheus.items()}
         return {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
+            "version": 1,
             "manifest": self.manifest,
-            "prometheus": self.prometheus,
+            "prometheus": prom,
             "kubernetes": self.kubernetes,
         }
 
 
+def _with_body(entry: dict[str, Any]) -> dict[str, Any]:
+    answer = entry.get("answer")
+    if "body" in entry or not isinstance(answer, Answer):
+        return entry
+    out = {k: v for k, v in entry.items() if k != "answer"}
+    out["body"] = answer.to_body()
+    return out
+
+
+def _record_lines(snapshot: Snapshot) -> Iterator[bytes]:
+    """The lines of a version 2 file: the envelope with the manifest, then one line per
+    Kubernetes list page and per Prometheus answer, each sorted by resource or query id and
+    kept in its recorded order within one."""
+    head = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "manifest": snapshot.manifest}
+    yield _dumps(head)
+    for res in sorted(snapshot.kubernetes):
+        for page in snapshot.kubernetes[res]:
+            yield _dumps({"kubernetes": res, "page": page})
+    n = sum(len(pages) for pages in snapshot.kubernetes.values())
+    for qid in sorted(snapshot.prometheus):
+        for entry in snapshot.prometheus[qid]:
+            record = {**_with_body(entry), "prometheus": qid}
+            yield _dumps(record)
+            n += 1
+    yield _dumps({"end": n})
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+
+
 def write(snapshot: Snapshot, path: Path) -> None:
-    """Write a snapshot; gzip-compressed when the name ends in `.gz`."""
-    data = json.dumps(snapshot.to_json(), separators=(",", ":"), sort_keys=True).encode()
+    """Write a snapshot (version 2, one JSON document per line); gzip-compressed when the name
+    ends in `.gz`. Identical content gives identical bytes."""
     if path.name.endswith(".gz"):
         # mtime=0 keeps the file byte-identical for identical content.
         with (
             open(path, "wb") as raw,
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
         ):
-            gz.write(data)
+            for line in _record_lines(snapshot):
+                gz.write(line)
     else:
-        path.write_bytes(data)
+        with open(path, "wb") as fh:
+            for line in _record_lines(snapshot):
+                fh.write(line)
 
 
-def _read_bounded(stream: io.BufferedIOBase | gzip.GzipFile, limit: int, name: str) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        chunk = stream.read(1 << 20)
+class _Lines:
+    """Lines of a stream, read in large blocks, refusing to go past `limit` bytes in all."""
+
+    BLOCK = 1 << 23
+
+    def __init__(self, stream: IO[bytes] | gzip.GzipFile, limit: int, name: str) -> None:
+        self.stream, self.limit, self.name, self.total = stream, limit, name, 0
+        self._buf = b""
+        self._eof = False
+
+    def _too_big(self) -> SnapshotError:
+        return SnapshotError(
+            f"snapshot {self.name} decompresses to more than {self.limit} bytes; refusing it "
+            "(raise GPUAUDIT_SNAPSHOT_MAX_BYTES if it is genuine)"
+        )
+
+    def _more(self) -> bool:
+        if self._eof:
+            return False
+        chunk = self.stream.read(self.BLOCK)
         if not chunk:
-            break
-        total += len(chunk)
-        if total > limit:
-            raise SnapshotError(
-                f"snapshot {name} decompresses to more than {limit} bytes; refusing it "
-                "(raise GPUAUDIT_SNAPSHOT_MAX_BYTES if it is genuine)"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+            self._eof = True
+            return False
+        self.total += len(chunk)
+        if self.total > self.limit:
+            raise self._too_big()
+        self._buf += chunk
+        return True
+
+    def readline(self) -> bytes:
+        """The next line with its newline (the last may lack one); empty at the end."""
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", start)
+            if nl >= 0:
+                line, self._buf = self._buf[: nl + 1], self._buf[nl + 1 :]
+                return line
+            start = len(self._buf)
+            if not self._more():
+                line, self._buf = self._buf, b""
+                return line
+
+    def rest(self) -> bytes:
+        """Everything not read yet."""
+        parts = [self._buf]
+        self._buf = b""
+        while self._more():
+            parts.append(self._buf)
+            self._buf = b""
+        return b"".join(parts)
 
 
 def _loads(data: bytes) -> Any:
@@ -95,7 +180,11 @@ def _loads(data: bytes) -> Any:
 
 @without_gc
 def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
-    """Read and validate a snapshot file. Raises `SnapshotError` with one clear line."""
+    """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
+
+    A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
+    as it is read, so memory holds the parsed data and one line, never the whole text. A
+    version 1 file (one JSON document) is read whole."""
     name = str(path)
     try:
         with open(path, "rb") as fh:
@@ -103,20 +192,98 @@ def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
             fh.seek(0)
             if head == _GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    data = _read_bounded(gz, limit, name)
-            else:
-                data = _read_bounded(fh, limit, name)
+                    return _read_stream(_Lines(gz, limit, name), name)
+            return _read_stream(_Lines(fh, limit, name), name)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
     except IsADirectoryError:
         raise SnapshotError(f"snapshot {name} is a directory, not a file") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise SnapshotError(f"snapshot {name} could not be read: {exc}") from None
+
+
+def _read_stream(lines: _Lines, name: str) -> Snapshot:
+    first = lines.readline()
     try:
-        doc = _loads(data)
-    except ValueError as exc:
-        raise SnapshotError(f"snapshot {name} is not valid JSON: {exc}") from None
-    return from_json(doc, name)
+        doc = _loads(first)
+    except ValueError:
+        doc = None
+    streamed = (
+        isinstance(doc, dict)
+        and doc.get("version") == 2
+        and "prometheus" not in doc
+        and "kubernetes" not in doc
+    )
+    if not streamed:
+        # Version 1 (or not a snapshot at all): one document, perhaps over several lines.
+        data = first + lines.rest() if doc is None else first
+        if doc is None:
+            try:
+                doc = _loads(data)
+            except ValueError as exc:
+                raise SnapshotError(f"snapshot {name} is not valid JSON: {exc}") from None
+        return from_json(doc, name)
+    assert isinstance(doc, dict)
+    snap = from_json({**doc, "prometheus": {}, "kubernetes": {}}, name)
+    intern = Interner()
+    n = records = 1
+    end: Any = None
+    while True:
+        line = lines.readline()
+        if not line:
+            break
+        n += 1
+        if not line.strip():
+            continue
+        if end is not None:
+            raise SnapshotError(f"{name} line {n}: data after the end line")
+        if line.startswith(b'{"end":'):
+            try:
+                end = _loads(line)["end"]
+            except (ValueError, TypeError, KeyError):
+                raise SnapshotError(f"{name} line {n}: the end line is not valid JSON") from None
+            continue
+        _add_record(snap, line, f"{name} line {n}", intern)
+        records += 1
+    if end is None:
+        raise SnapshotError(
+            f"snapshot {name} is truncated: it has no end line after its {records - 1} records"
+        )
+    if end != records - 1:
+        raise SnapshotError(
+            f"snapshot {name} is damaged: its end line counts {end!r} records, it holds "
+            f"{records - 1}"
+        )
+    return snap
+
+
+def _add_record(snap: Snapshot, line: bytes, where: str, intern: Interner) -> None:
+    record = from_record_line(line, intern)
+    if record is None:
+        try:
+            record = _loads(line)
+        except ValueError as exc:
+            raise SnapshotError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise SnapshotError(f"{where} is not a JSON object")
+    qid, res = record.get("prometheus"), record.get("kubernetes")
+    if isinstance(qid, str):
+        entries = snap.prometheus.setdefault(qid, [])
+        if "answer" not in record:
+            if "body" not in record:
+                raise SnapshotError(f'{where}: the answer to {qid} has no "body"')
+            record["answer"] = parse(
+                record.pop("body"), f"prometheus.{qid}[{len(entries)}]", intern
+            )
+        del record["prometheus"]
+        entries.append(record)
+    elif isinstance(res, str) and isinstance(record.get("page"), dict):
+        snap.kubernetes.setdefault(res, []).append(record["page"])
+    else:
+        raise SnapshotError(
+            f'{where} is neither a Prometheus answer ("prometheus": id) nor a Kubernetes '
+            'list page ("kubernetes": resource, "page": {...})'
+        )
 
 
 def from_json(doc: Any, name: str = "<snapshot>") -> Snapshot:
@@ -124,10 +291,10 @@ def from_json(doc: Any, name: str = "<snapshot>") -> Snapshot:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise SnapshotError(f'{name} is not a gpuaudit snapshot (no "format": "{FORMAT_NAME}")')
     version = doc.get("version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise SnapshotError(
-            f"{name} is snapshot format version {version!r}; this gpuaudit reads version "
-            f"{FORMAT_VERSION}"
+            f"{name} is snapshot format version {version!r}; this gpuaudit reads versions "
+            + " and ".join(str(v) for v in READABLE_VERSIONS)
         )
     manifest = doc.get("manifest")
     prom = doc.get("prometheus", {})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections import defaultdict
 
@@ -10,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import DEMO, DEMO_TRUTH
+from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
 
 runner = CliRunner()
 
@@ -58,7 +57,7 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
 
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
-    doc = json.loads(gzip.decompress(DEMO.read_bytes()))
+    doc = raw_snapshot(DEMO)
     step = doc["manifest"]["window"]["step"]
     end = doc["manifest"]["window"]["end"]
     hours = (end - doc["manifest"]["window"]["start"]) / 3600

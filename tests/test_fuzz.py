@@ -9,13 +9,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaudit import snapshot
+from gpuaudit import answers, snapshot
 from gpuaudit.errors import SnapshotError
-from gpuaudit.inventory import build, kube, prom
+from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
 from gpuaudit.sources.prometheus import PromClient, PromConfig, PromError
 from tests.factories import Series, gpu_labels
@@ -50,16 +51,72 @@ def test_snapshot_envelope_accepts_or_refuses_cleanly(doc: Any) -> None:
 @FAST
 @given(body=json_values)
 def test_prometheus_answer_parsers_never_crash(body: Any) -> None:
-    stats = prom.ParseStats()
-    for parse in (prom.vector, prom.matrix):
-        try:
-            rows = parse(body, "q", stats)
-        except SnapshotError:
-            continue
-        for _, v in rows:
-            values = v if isinstance(v, list) else [(0.0, v)]
-            for _, x in values:
-                assert math.isfinite(x)
+    try:
+        answer = answers.parse(body, "q")
+    except SnapshotError:
+        answer = None
+    if answer is not None:
+        assert np.isfinite(answer.values).all() and np.isfinite(answer.vs).all()
+    # A snapshot line holding it: the fast reader gives the general parse, or declines.
+    line = json.dumps({"body": body, "prometheus": "q"}, separators=(",", ":")).encode()
+    fast = answers.from_record_line(line)
+    if fast is not None:
+        assert answer is not None
+        _same(fast["answer"], answer)
+
+
+def _same(a: answers.Answer, b: answers.Answer) -> None:
+    assert a.rtype == b.rtype
+    assert [dict(m) for m in a.metrics] == [dict(m) for m in b.metrics]
+    for name in ("values", "offsets", "ts", "vs"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert (a.dropped, a.malformed) == (b.dropped, b.malformed)
+
+
+label_text = st.lists(
+    st.sampled_from([*'ab{}[]",:\\ \n\u00e9\u202e', '{"metric":', ',"values":[[', ',"value":[']),
+    max_size=8,
+).map("".join)
+sample_value = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "1e-05", "0.008700000000000001", "x", "", "1]"]),
+    st.integers(-(10**6), 10**6),
+)
+
+
+@FAST
+@given(
+    series=st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from(["UUID", "pod", "exported_pod", "x"]), label_text),
+            st.lists(st.tuples(st.integers(0, 10**10) | st.floats(0, 1e10), sample_value)),
+        ),
+        max_size=5,
+    ),
+    matrix=st.booleans(),
+)
+def test_fast_snapshot_reading_equals_the_general_parse(
+    series: list[tuple[dict[str, str], list[tuple[Any, Any]]]], matrix: bool
+) -> None:
+    """Labels that spell the markers the fast reader looks for, brackets, quotes, escapes and
+    odd values: the fast reader gives exactly the general parse, or declines."""
+    if matrix:
+        result: list[Any] = [{"metric": m, "values": [list(p) for p in pts]} for m, pts in series]
+    else:
+        result = [{"metric": m, "value": list(pts[0]) if pts else []} for m, pts in series]
+    body = {
+        "status": "success",
+        "data": {"resultType": "matrix" if matrix else "vector", "result": result},
+    }
+    line = json.dumps(
+        {"body": body, "params": {}, "prometheus": "q", "query": "up"},
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
+    general = answers.parse(body, "q")
+    fast = answers.from_record_line(line)
+    if fast is not None:
+        _same(fast["answer"], general)
 
 
 @FAST

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
-from gpuaudit.scenario import generate, to_snapshot
+from gpuaudit.scenario import generate, to_snapshot, write_snapshot
 from tests.conftest import DEMO, DEMO_TRUTH
 
 runner = CliRunner()
@@ -64,14 +64,16 @@ def test_scale_and_node_types() -> None:
     assert any(s.profile == "1g.10gb" for s in sc.slots)
 
 
-def test_bundled_demo_matches_the_generator() -> None:
-    """The committed demo is exactly what `gpuaudit scenario` makes (rebuild it if this fails:
-    `gpuaudit scenario --gpus 400 --days 7 --seed 1 -o fixtures/demo.snapshot.json.gz
-    --truth fixtures/demo.truth.json`)."""
+def test_bundled_demo_matches_the_generator(tmp_path: Path) -> None:
+    """The committed demo is exactly what `gpuaudit scenario` makes, byte for byte (rebuild it
+    if this fails: `gpuaudit scenario --gpus 400 --days 7 --seed 1 -o
+    fixtures/demo.snapshot.json.gz --truth fixtures/demo.truth.json`)."""
     assert DEMO.stat().st_size < 5 * 1024 * 1024
     demo = snapshot.read(DEMO)
-    fresh = to_snapshot(generate(400, 7, 1), "helm", demo.manifest["generated_by"])
-    assert json.dumps(demo.to_json(), sort_keys=True) == json.dumps(fresh.to_json(), sort_keys=True)
+    assert demo.manifest["format_version"] == snapshot.FORMAT_VERSION
+    fresh = tmp_path / "demo.snapshot.json.gz"
+    write_snapshot(generate(400, 7, 1), fresh, "helm", demo.manifest["generated_by"])
+    assert fresh.read_bytes() == DEMO.read_bytes()
     truth = json.loads(DEMO_TRUTH.read_text())
     assert truth["planted"]["GPU001"]
 

@@ -87,12 +87,12 @@ class Gang:
 
 
 def _map(obj: Any, key: str) -> Mapping[str, Any]:
-    val = obj.get(key) if isinstance(obj, Mapping) else None
-    return val if isinstance(val, Mapping) else {}
+    val = obj.get(key) if isinstance(obj, dict) else None
+    return val if isinstance(val, dict) else {}
 
 
 def _list(obj: Any, key: str) -> list[Any]:
-    val = obj.get(key) if isinstance(obj, Mapping) else None
+    val = obj.get(key) if isinstance(obj, dict) else None
     return val if isinstance(val, list) else []
 
 
@@ -114,7 +114,7 @@ def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
 def _condition(obj: Mapping[str, Any], ctype: str) -> str:
     """The status (`True`, `False`, ...) of a status condition, or empty when absent."""
     for c in _list(_map(obj, "status"), "conditions"):
-        if isinstance(c, Mapping) and c.get("type") == ctype:
+        if isinstance(c, dict) and c.get("type") == ctype:
             return str(c.get("status", ""))
     return ""
 
@@ -123,13 +123,13 @@ def _job_phase(obj: Mapping[str, Any]) -> str:
     """The last condition that is True (`Created`, `Running`, `Succeeded`, `Failed` ...)."""
     phase = ""
     for c in _list(_map(obj, "status"), "conditions"):
-        if isinstance(c, Mapping) and c.get("status") == "True":
+        if isinstance(c, dict) and c.get("status") == "True":
             phase = str(c.get("type", ""))
     return phase
 
 
 def _controller(pod: Mapping[str, Any]) -> tuple[str, str]:
-    refs = [r for r in _list(_map(pod, "metadata"), "ownerReferences") if isinstance(r, Mapping)]
+    refs = [r for r in _list(_map(pod, "metadata"), "ownerReferences") if isinstance(r, dict)]
     ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     if ref is None:
         return "", ""
@@ -137,7 +137,7 @@ def _controller(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, Mapping) else None
+    return obj.get(key) if isinstance(obj, dict) else None
 
 
 def _replica_sum(specs: Mapping[str, Any]) -> int | None:
@@ -189,12 +189,12 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
         assigned = [
             _int(a.get("count"))
             for a in _list(_map(_map(obj, "status"), "admission"), "podSetAssignments")
-            if isinstance(a, Mapping)
+            if isinstance(a, dict)
         ]
         requested = [
             _int(ps.get("count"), 1)
             for ps in _list(_map(obj, "spec"), "podSets")
-            if isinstance(ps, Mapping)
+            if isinstance(ps, dict)
         ]
         if assigned and all(a is not None for a in assigned):
             needed: int | None = sum(a or 0 for a in assigned)
@@ -297,7 +297,7 @@ def _kueue_owner_index(kubernetes: Mapping[str, Iterable[Any]]) -> dict[tuple[st
     for obj in items(kubernetes.get("kueue_workloads", [])):
         ns, name = _meta(obj)
         for ref in _list(_map(obj, "metadata"), "ownerReferences"):
-            if isinstance(ref, Mapping) and ref.get("kind") and ref.get("name"):
+            if isinstance(ref, dict) and ref.get("kind") and ref.get("name"):
                 out.setdefault((ns, str(ref["kind"]), str(ref["name"])), name)
     return out
 

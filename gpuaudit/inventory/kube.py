@@ -13,23 +13,23 @@ MIG_PREFIX = "nvidia.com/mig-"
 def items(pages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
     """The objects of every page of a list response; malformed entries are skipped."""
     for page in pages:
-        if not isinstance(page, Mapping):
+        if not isinstance(page, dict):
             continue
         objs = page.get("items")
         if not isinstance(objs, list):
             continue
         for obj in objs:
-            if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
+            if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
                 yield obj
 
 
 def _map(obj: Any, key: str) -> Mapping[str, Any]:
-    val = obj.get(key) if isinstance(obj, Mapping) else None
-    return val if isinstance(val, Mapping) else {}
+    val = obj.get(key) if isinstance(obj, dict) else None
+    return val if isinstance(val, dict) else {}
 
 
 def _list(obj: Any, key: str) -> list[Any]:
-    val = obj.get(key) if isinstance(obj, Mapping) else None
+    val = obj.get(key) if isinstance(obj, dict) else None
     return val if isinstance(val, list) else []
 
 
@@ -98,7 +98,7 @@ def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
     """The workload that owns a pod: a ReplicaSet is resolved to its Deployment by name."""
     meta = _map(pod, "metadata")
     labels = _map(meta, "labels")
-    refs = [r for r in _list(meta, "ownerReferences") if isinstance(r, Mapping)]
+    refs = [r for r in _list(meta, "ownerReferences") if isinstance(r, dict)]
     ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     if "notebook-name" in labels:
         return "Notebook", str(labels["notebook-name"])
@@ -117,7 +117,7 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     total = 0
     last = ""
     for cs in _list(status, "containerStatuses"):
-        n = cs.get("restartCount") if isinstance(cs, Mapping) else None
+        n = cs.get("restartCount") if isinstance(cs, dict) else None
         if isinstance(n, int) and not isinstance(n, bool):
             total += n
         term = _map(_map(cs, "lastState"), "terminated") or _map(_map(cs, "state"), "terminated")
@@ -143,7 +143,7 @@ def scheduling(status: Mapping[str, Any]) -> tuple[bool, float | None, str]:
     """Whether the pod is unschedulable (PodScheduled False, reason Unschedulable), since when,
     and the scheduler's message."""
     for cond in _list(status, "conditions"):
-        if not isinstance(cond, Mapping) or cond.get("type") != "PodScheduled":
+        if not isinstance(cond, dict) or cond.get("type") != "PodScheduled":
             continue
         if cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
             return True, timestamp(cond.get("lastTransitionTime")), str(cond.get("message", ""))
@@ -167,9 +167,7 @@ def selector_products(spec: Mapping[str, Any]) -> list[str]:
         found = [
             [str(v) for v in _list(e, "values")]
             for e in _list(term, "matchExpressions")
-            if isinstance(e, Mapping)
-            and e.get("key") == PRODUCT_LABEL
-            and e.get("operator") == "In"
+            if isinstance(e, dict) and e.get("key") == PRODUCT_LABEL and e.get("operator") == "In"
         ]
         if not found:
             return []  # one term without the label lets the pod run on any product

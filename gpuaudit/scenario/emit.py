@@ -38,7 +38,7 @@ from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
 from gpuaudit.scenario.series import spelling_of as spelling_of
-from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 _METRICS = METRICS
@@ -69,7 +69,7 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
     spelling = spelling_of(style)
     window_s = sc.end - sc.start
     return {
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "gpuaudit_version": __version__,
         "cluster": f"scenario-{sc.seed}",
         "source": "scenario",
@@ -405,49 +405,40 @@ def write_snapshot(
     for byte (gzip-compressed when the name ends in `.gz`), but streaming: the answers are
     never all in memory at once, and the compression runs alongside."""
     path = Path(path)
-    ans = _Answers(sc, style)
-    deep: set[int] = set()
-    prom: dict[str, list[dict[str, Any]]] = {}
-    for q in queries.CATALOGUE:
-        query, params, rtype = ans.request(q)
-        text = _window_text if q.kind == "window" else _hourly_text
-        result = _Lazy(functools.partial(text, ans, q))
-        body = _envelope(rtype, result)
-        answer = {"query": query, "params": params, "body": body}
-        prom[q.id] = [answer]
-        deep.update((id(body), id(body["data"]), id(answer), id(prom[q.id])))
-    deep.add(id(prom))
-    box = [k8s_lists(sc)]
-    names = dict.fromkeys(box[0])
-    doc = Snapshot(
-        manifest=_manifest(sc, style, generated_by, names), prometheus=prom, kubernetes={}
-    ).to_json()
-    # The API objects are written first (keys are sorted) and let go of before the answers.
-    doc["kubernetes"] = _Lazy(functools.partial(_kube_text, box))
-    deep.add(id(doc))
-    chunks = _iterencode(doc, deep)
     if path.name.endswith(".gz"):
         with _GzipWriter(path) as gz:
-            for block in _blocks(chunks):
+            for block in _blocks(_snapshot_lines(sc, style, generated_by)):
                 gz.write(block)
     else:
         with open(path, "wb") as fh:
-            for block in _blocks(chunks):
+            for block in _blocks(_snapshot_lines(sc, style, generated_by)):
                 fh.write(block)
 
 
-def _kube_text(box: list[dict[str, dict[str, Any]]]) -> Iterator[bytes]:
-    """The `kubernetes` part of the snapshot, object by object; the lists (taken out of `box`)
-    are let go of when it is written."""
-    kube = {res: [lst] for res, lst in box.pop().items()}
-    deep = {id(kube)}
-    for pages in kube.values():
-        deep.add(id(pages))
-        for page in pages:
-            deep.add(id(page))
-            if isinstance(page.get("items"), list):
-                deep.add(id(page["items"]))
-    yield from _iterencode(kube, deep)
+def _snapshot_lines(sc: Scenario, style: str, generated_by: str) -> Iterator[bytes]:
+    """The text of a version 2 snapshot file (see `gpuaudit.snapshot`) in pieces: the
+    envelope, the Kubernetes pages by resource, then the answers by query id."""
+    from gpuaudit.snapshot import FORMAT_NAME
+
+    lists = k8s_lists(sc)
+    head = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "manifest": _manifest(sc, style, generated_by, dict.fromkeys(lists)),
+    }
+    yield _dumps(head).encode() + b"\n"
+    records = len(lists) + len(queries.CATALOGUE)
+    for res in sorted(lists):
+        yield _dumps({"kubernetes": res, "page": lists.pop(res)}).encode() + b"\n"
+    ans = _Answers(sc, style)
+    for q in sorted(queries.CATALOGUE, key=lambda q: q.id):
+        query, params, rtype = ans.request(q)
+        text = _window_text if q.kind == "window" else _hourly_text
+        body = _envelope(rtype, _Lazy(functools.partial(text, ans, q)))
+        record = {"body": body, "params": params, "prometheus": q.id, "query": query}
+        yield from _iterencode(record, {id(record), id(body), id(body["data"])})
+        yield b"\n"
+    yield _dumps({"end": records}).encode() + b"\n"
 
 
 def _blocks(chunks: Iterator[bytes], size: int = 1 << 22) -> Iterator[bytes]:

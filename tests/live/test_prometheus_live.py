@@ -10,6 +10,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
+from tests.conftest import raw_snapshot
 from tests.k8s_apiserver import KubeAPIServer
 from tests.promserver import Backfilled
 
@@ -90,7 +91,7 @@ def test_small_max_samples_cuts_queries_and_keeps_figures(
         ],
     )
     assert res.exit_code == 0, res.output
-    plan = json.loads(out.read_text())["manifest"]["plan"]
+    plan = raw_snapshot(out)["manifest"]["plan"]
     assert len(plan["act_hourly"]) > 1, "the whole-window range query must have been cut"
     whole = _scan("--prometheus-url", prom_url, "--no-kubernetes", *_window(scenario_tsdb))
     assert _same(_scan("--snapshot", str(out))) == _same(whole)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
+from tests.conftest import raw_snapshot
 from tests.promserver import backfill, prometheus
 
 runner = CliRunner()
@@ -38,7 +37,7 @@ def test_request_count_is_the_same_for_100_and_2000_gpus(
                 ],
             )
             assert res.exit_code == 0, res.output
-        doc = json.loads(out.read_text())
+        doc = raw_snapshot(out)
         series = len(doc["prometheus"]["act_sum"][0]["body"]["data"]["result"])
         counts[gpus] = (doc["manifest"]["http_requests"], series, len(doc["manifest"]["queries"]))
     assert counts[100][0] == counts[2000][0]

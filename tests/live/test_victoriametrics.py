@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import time
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics
+from tests.conftest import raw_snapshot
 from tests.promserver import Backfilled, free_port, require, server
 
 runner = CliRunner()
@@ -68,7 +68,7 @@ def vm_url(tmp_path_factory: pytest.TempPathFactory, scenario_tsdb: Backfilled) 
 
 def _wait_until_searchable(url: str, scenario_tsdb: Backfilled) -> None:
     """Imported rows become searchable asynchronously: wait until every sample is there."""
-    snap = json.loads(gzip.decompress(scenario_tsdb.snapshot_path.read_bytes()))
+    snap = raw_snapshot(scenario_tsdb.snapshot_path)
     expected = sum(
         float(r["value"][1])
         for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]

@@ -1,0 +1,146 @@
+"""Snapshot files: version 2 is streamed line by line, version 1 is still read, damage is one
+clear error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuaudit import answers, snapshot
+from gpuaudit.errors import SnapshotError
+from gpuaudit.inventory import build
+from tests.factories import Series, gpu_labels
+from tests.factories import snapshot as make_snapshot
+
+
+def _small() -> snapshot.Snapshot:
+    series = [
+        Series(gpu_labels(uuid=f"GPU-{i}", gpu=str(i), pod=f"p{i}", namespace="ns"), act=[0.5] * 6)
+        for i in range(3)
+    ]
+    return make_snapshot(series, hours=6)
+
+
+def _frames_equal(a: snapshot.Snapshot, b: snapshot.Snapshot) -> None:
+    ia, ib = build(a), build(b)
+    pd.testing.assert_frame_equal(ia.holdings, ib.holdings, check_exact=True)
+    pd.testing.assert_frame_equal(ia.hourly, ib.hourly, check_exact=True)
+
+
+def test_version_2_round_trip_reads_answers_as_arrays(tmp_path: Path) -> None:
+    snap = _small()
+    path = tmp_path / "s.json.gz"
+    snapshot.write(snap, path)
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    assert json.loads(lines[0])["version"] == 2
+    assert json.loads(lines[-1]) == {"end": len(lines) - 2}
+    back = snapshot.read(path)
+    entry = back.prometheus["act_hourly"][0]
+    assert "body" not in entry and isinstance(entry["answer"], answers.Answer)
+    assert entry["answer"].rtype == "matrix" and len(entry["answer"].metrics) == 3
+    _frames_equal(snap, back)
+    # Written again, the same bytes.
+    again = tmp_path / "again.json.gz"
+    snapshot.write(back, again)
+    assert snapshot.read(again).manifest == snap.manifest
+    _frames_equal(snap, snapshot.read(again))
+
+
+def test_version_1_documents_are_still_read(tmp_path: Path) -> None:
+    snap = _small()
+    v1 = tmp_path / "v1.json"
+    v1.write_text(json.dumps(snap.to_json()))
+    assert json.loads(v1.read_text())["version"] == 1
+    _frames_equal(snap, snapshot.read(v1))
+    pretty = tmp_path / "v1-pretty.json"
+    pretty.write_text(json.dumps(snap.to_json(), indent=2))
+    _frames_equal(snap, snapshot.read(pretty))
+
+
+def test_reading_streams_large_files(tmp_path: Path) -> None:
+    """A 42 MB snapshot of many answers is read holding about one block of its text at a time,
+    never the whole file (a version 1 document needs several times its size)."""
+    labels = [gpu_labels(uuid=f"GPU-{i}", gpu=str(i % 8), host=f"n{i // 8}") for i in range(400)]
+    hours = 168
+    times = [1_700_000_000 + 3600 * h for h in range(hours)]
+    body = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": m, "values": [[t, str(0.25 + (j % 7) / 100)] for t in times]}
+                for j, m in enumerate(labels)
+            ],
+        },
+    }
+    entry = {"query": "q", "params": {"start": times[0], "end": times[-1], "step": 3600}}
+    chunks = [{**entry, "body": body} for _ in range(30)]
+    man = _small().manifest
+    big = snapshot.Snapshot(manifest=man, prometheus={"act_hourly": chunks}, kubernetes={})
+    path = tmp_path / "big.json"
+    snapshot.write(big, path)
+    size = path.stat().st_size
+    assert size > 40e6  # 30 answers of 1.4 MB
+    del big, chunks, body
+    tracemalloc.start()
+    try:
+        back = snapshot.read(path)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(back.prometheus["act_hourly"]) == 30
+    first = back.prometheus["act_hourly"][0]["answer"]
+    assert len(first.ts) == 400 * hours
+    assert np.allclose(first.vs[:3], [0.25, 0.25, 0.25])
+    # What is kept is the parsed arrays (30 x 1 MB); on the way, memory held about one block of
+    # text (8 MB) and one line's pieces beyond them, not the file.
+    assert peak - kept < size / 2, (peak, kept, size)
+
+
+def _lines(tmp_path: Path) -> list[bytes]:
+    path = tmp_path / "s.json"
+    snapshot.write(_small(), path)
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def _read(tmp_path: Path, lines: list[bytes]) -> snapshot.Snapshot:
+    path = tmp_path / "damaged.json"
+    path.write_bytes(b"".join(lines))
+    return snapshot.read(path)
+
+
+def test_a_file_cut_at_a_line_boundary_is_refused(tmp_path: Path) -> None:
+    lines = _lines(tmp_path)
+    with pytest.raises(SnapshotError, match="truncated"):
+        _read(tmp_path, lines[:-3])
+    with pytest.raises(SnapshotError, match="truncated"):
+        _read(tmp_path, lines[:-1])
+
+
+def test_damaged_lines_are_one_clear_error(tmp_path: Path) -> None:
+    lines = _lines(tmp_path)
+    with pytest.raises(SnapshotError, match=r"line 3 is not valid JSON"):
+        _read(tmp_path, [*lines[:2], b'{"prometheus": "act_sum", "body": {\n', *lines[3:]])
+    with pytest.raises(SnapshotError, match="neither a Prometheus answer"):
+        _read(tmp_path, [*lines[:2], b'{"something": 1}\n', *lines[2:]])
+    with pytest.raises(SnapshotError, match="counts"):
+        _read(tmp_path, [*lines[:2], *lines[3:]])
+    with pytest.raises(SnapshotError, match="after the end line"):
+        _read(tmp_path, [*lines, lines[1]])
+    with pytest.raises(SnapshotError, match="status 'error'"):
+        bad = json.loads(lines[-2])
+        bad["body"] = {"status": "error", "error": "boom"}
+        _read(tmp_path, [*lines[:-2], json.dumps(bad).encode() + b"\n", lines[-1]])
+
+
+def test_the_size_limit_applies_while_streaming(tmp_path: Path) -> None:
+    path = tmp_path / "s.json.gz"
+    snapshot.write(_small(), path)
+    with pytest.raises(SnapshotError, match="more than 1000 bytes"):
+        snapshot.read(path, limit=1000)
