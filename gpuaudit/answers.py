@@ -302,9 +302,12 @@ def from_record_line(line: bytes, intern: Interner | None = None) -> dict[str, A
 
     The markers searched for cannot occur inside a JSON string, where every `"` is escaped;
     anything unexpected (other keys, spacing, a count that does not add up) gives None."""
-    if b'"resultType":"matrix"' in line:
+    # With sorted keys `resultType` follows the series, near the end of the line.
+    at = line.rfind(b'"resultType":"')
+    kind = line[at + 14 : at + 20] if at >= 0 else b""
+    if kind == b"matrix":
         rtype = "matrix"
-    elif b'"resultType":"vector"' in line:
+    elif kind == b"vector":
         rtype = "vector"
     else:
         return None

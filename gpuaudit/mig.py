@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -77,6 +78,7 @@ def total_slices(model: str) -> int:
     return fam[0] if fam else 7
 
 
+@functools.lru_cache(maxsize=4096)
 def slice_fraction(profile: str, model: str) -> float:
     """The share of a whole GPU that a MIG profile is: compute slices over the model's total."""
     p = parse_profile(profile)

@@ -143,21 +143,27 @@ class _Lines:
         self.total += len(chunk)
         if self.total > self.limit:
             raise self._too_big()
-        self._buf += chunk
+        self._buf = self._buf + chunk if self._buf else chunk
         return True
 
     def readline(self) -> bytes:
         """The next line with its newline (the last may lack one); empty at the end."""
-        start = 0
-        while True:
-            nl = self._buf.find(b"\n", start)
+        nl = self._buf.find(b"\n")
+        if nl >= 0:
+            line, self._buf = self._buf[: nl + 1], self._buf[nl + 1 :]
+            return line
+        # A line longer than what is buffered: gather blocks until its end turns up.
+        parts = [self._buf]
+        self._buf = b""
+        while self._more():
+            nl = self._buf.find(b"\n")
             if nl >= 0:
-                line, self._buf = self._buf[: nl + 1], self._buf[nl + 1 :]
-                return line
-            start = len(self._buf)
-            if not self._more():
-                line, self._buf = self._buf, b""
-                return line
+                parts.append(self._buf[: nl + 1])
+                self._buf = self._buf[nl + 1 :]
+                return b"".join(parts)
+            parts.append(self._buf)
+            self._buf = b""
+        return b"".join(parts)
 
     def rest(self) -> bytes:
         """Everything not read yet."""

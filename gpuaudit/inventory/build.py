@@ -198,7 +198,12 @@ class _Parser:
         k = self._by_obj.get(id(labels))
         if k is not None:
             return k
-        items = tuple(labels.items())
+        # Series that differ only in labels `identity` does not read (`err_code`, `pci_bus_id`)
+        # have one identity: normalise each distinct identity only once. (`identity` reads
+        # string values only; anything else counts as absent.)
+        items = tuple(
+            [v if isinstance(v := labels.get(n), str) else None for n in prom.IDENTITY_LABELS]
+        )
         k = self._by_items.get(items)
         if k is None:
             ident = prom.identity(labels, self.spelling)
@@ -443,6 +448,14 @@ def _join(
         width = len(times)
     have = hk * width + th
     want = want_k * width + tw
+    space = int(max(have[-1], want.max())) + 1
+    if space <= 4 * (len(have) + len(want)):
+        # Dense enough for a table indexed by the key itself: no search at all.
+        table = np.full(space, np.nan)
+        table[have] = vals
+        there = np.zeros(space, dtype=bool)
+        there[have] = True
+        return table[want], there[want]
     pos = np.searchsorted(have, want)
     pos[pos >= len(have)] = 0
     found = have[pos] == want

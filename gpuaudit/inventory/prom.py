@@ -45,6 +45,32 @@ def _s(labels: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
+IDENTITY_LABELS = (
+    "UUID",
+    "uuid",
+    "gpu",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "model_name",
+    "node",
+    "Hostname",
+    "hostname",
+    "kubernetes_node",
+    "instance",
+    "exported_pod",
+    "exported_namespace",
+    "exported_container",
+    "pod",
+    "pod_name",
+    "namespace",
+    "pod_namespace",
+    "container",
+    "container_name",
+)
+"""Every label `identity` reads: series that agree on these have the same identity."""
+
+
 def identity(labels: Mapping[str, Any], spelling: str) -> Identity:
     """Normalise one series' labels."""
     uuid = _s(labels, "UUID", "uuid")
