@@ -15,8 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpuaudit import snapshot
-from gpuaudit.scenario import generate, k8s_lists, to_snapshot, write_openmetrics
+from gpuaudit.scenario import generate, k8s_lists, write_openmetrics, write_snapshot
 
 
 def require(binary: str) -> str:
@@ -47,32 +46,42 @@ class Backfilled:
 
 
 def backfill(
-    tmp: Path, gpus: int, days: int, seed: int, scrape_s: int, style: str = "helm"
+    tmp: Path,
+    gpus: int,
+    days: int,
+    seed: int,
+    scrape_s: int,
+    style: str = "helm",
+    by_day: bool = False,
 ) -> Backfilled:
+    """`by_day` writes and backfills one day at a time (a week of 1,000 GPUs at 60 s is some
+    60 GB of OpenMetrics text in one piece)."""
     promtool = require("promtool")
     sc = generate(gpus, days, seed, scrape_s=scrape_s)
     tmp.mkdir(parents=True, exist_ok=True)
     snap_path = tmp / "scenario.snapshot.json.gz"
-    snapshot.write(to_snapshot(sc, style, "test"), snap_path)
-    om = tmp / "scenario.om"
-    with open(om, "w", encoding="utf-8") as fh:
-        write_openmetrics(sc, fh, style)
+    write_snapshot(sc, snap_path, style, "test")
     tsdb = tmp / "tsdb"
-    subprocess.run(
-        [
-            promtool,
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "-q",
-            "--max-block-duration=168h",
-            str(om),
-            str(tsdb),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    om.unlink()
+    spans = [(24 * d, 24 * d + 24) for d in range(days + 1)] if by_day else [None]
+    for span in spans:
+        om = tmp / "scenario.om"
+        with open(om, "w", encoding="utf-8") as fh:
+            write_openmetrics(sc, fh, style, hours=span)
+        subprocess.run(
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "-q",
+                "--max-block-duration=168h",
+                str(om),
+                str(tsdb),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        om.unlink()
     k8s = tmp / "k8s"
     k8s.mkdir(exist_ok=True)
     import json

@@ -92,3 +92,23 @@ def test_openmetrics_is_well_formed(tmp_path: Path) -> None:
     ts = [int(ln.rsplit(" ", 1)[1]) for ln in lines]
     assert all(sc.start < t < sc.end for t in ts)
     assert all(t % 3600 != 0 for t in ts)  # never on a bucket edge
+
+
+def test_openmetrics_by_hours_adds_up_to_the_whole() -> None:
+    """Backfilling a large scenario a day at a time gives exactly the samples of one file."""
+    import io
+
+    from gpuaudit.scenario import write_openmetrics
+
+    sc = generate(40, 2, 3, scrape_s=600)
+    whole = io.StringIO()
+    n = write_openmetrics(sc, whole)
+    parts: list[str] = []
+    total = 0
+    for day in range(2):
+        out = io.StringIO()
+        total += write_openmetrics(sc, out, hours=(24 * day, 24 * day + 24))
+        parts += [x for x in out.getvalue().splitlines() if not x.startswith("#")]
+    assert total == n > 0
+    samples = [x for x in whole.getvalue().splitlines() if not x.startswith("#")]
+    assert sorted(parts) == sorted(samples)

@@ -13,6 +13,7 @@ GPUs take seconds. `write_snapshot` streams a snapshot to its file (byte for byt
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import gzip
@@ -459,10 +460,15 @@ def _blocks(chunks: Iterator[bytes], size: int = 1 << 22) -> Iterator[bytes]:
 
 
 @without_gc
-def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
+def write_openmetrics(
+    sc: Scenario, out: IO[str], style: str = "helm", hours: tuple[int, int] | None = None
+) -> int:
     """Every sample of the scenario as OpenMetrics text for `promtool tsdb
     create-blocks-from openmetrics`: integer-second timestamps, each family contiguous with one
-    TYPE line, each series in ascending time, `# EOF` last. Returns the sample count."""
+    TYPE line, each series in ascending time, `# EOF` last. Returns the sample count.
+
+    `hours` (first, end) keeps the samples of those hours of the window only (hour 0 starts at
+    the window's start), so that a large scenario can be backfilled a day at a time."""
     table = Table(sc, style)
     per_hour = 3600 // sc.scrape_s
     half = per_hour // 2
@@ -485,7 +491,7 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
             ls_texts, ls_codes = distinct(v.lo, lambda x: f"{x:.6f}")
         hs_all = list(map(hs_texts.__getitem__, hs_codes.tolist()))
         ls_all = list(map(ls_texts.__getitem__, ls_codes.tolist()))
-        hours = v.hours.astype(np.int64).tolist()
+        hours_of = v.hours.astype(np.int64).tolist()
         bounds = v.off.tolist()
         for i, lab in enumerate(v.labels):
             text = labels.get(id(lab))
@@ -493,11 +499,17 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
                 text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
             prefix = f"{m}{{{text}}} "
             a, b = bounds[i], bounds[i + 1]
+            if hours is not None:  # a series' hours ascend
+                first = a + bisect.bisect_left(hours_of[a:b], hours[0])
+                b = a + bisect.bisect_left(hours_of[a:b], hours[1])
+                a = first
+                if a >= b:
+                    continue
             vals: list[str] = []
             for hv, lv in zip(hs_all[a:b], ls_all[a:b], strict=True):
                 vals += [hv, lv] * half
             ts: list[str] = []
-            for h in hours[a:b]:
+            for h in hours_of[a:b]:
                 ts += stamps[h * per_hour : (h + 1) * per_hour]
             # Pieces of 128 lines (about 64 kB): memory the allocator reuses.
             for c in range(0, len(vals), 128):
