@@ -617,7 +617,7 @@ def _scan(
     settings = _settings(config, window, step, end, sets, topology)
     clock = _Stages()
     if live.prometheus_url:
-        snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
+        snap = collect_live(live, settings.window_s, settings.step_s, settings.end, as_arrays=True)
     else:
         path = demo_path() if demo else snapshot_path
         assert path is not None
@@ -724,8 +724,11 @@ def _use_kubernetes(live: LiveOptions) -> bool:
     return (Path.home() / ".kube" / "config").is_file()
 
 
-def collect_live(live: LiveOptions, window_s: int, step_s: int, end: float | None) -> Snapshot:
-    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable)."""
+def collect_live(
+    live: LiveOptions, window_s: int, step_s: int, end: float | None, as_arrays: bool = False
+) -> Snapshot:
+    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable); `as_arrays`
+    for a scan: answers parsed as they arrive, no raw text kept."""
     from gpuaudit.collect import build_snapshot, collect_prometheus, make_window
     from gpuaudit.sources.prometheus import PromClient, PromConfig
 
@@ -753,7 +756,9 @@ def collect_live(live: LiveOptions, window_s: int, step_s: int, end: float | Non
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
     w = make_window(window_s, step_s, end)
     with _progress(live.quiet) as tick, PromClient(cfg) as client:
-        answers, fields = collect_prometheus(client, w, cluster_label, progress=tick)
+        answers, fields = collect_prometheus(
+            client, w, cluster_label, progress=tick, as_arrays=as_arrays
+        )
     kube: dict[str, list[dict[str, Any]]] = {}
     objects: dict[str, str] = {}
     warnings: list[str] = []

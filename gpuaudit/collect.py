@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from gpuaudit import __version__, queries
+from gpuaudit.answers import Interner, parse
 from gpuaudit.errors import SourceError
 from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
 from gpuaudit.sources.prometheus import PromClient, PromError
@@ -163,9 +164,12 @@ class Collector:
         caps: Capabilities,
         selector: str = "",
         progress: Progress | None = None,
+        as_arrays: bool = False,
     ) -> None:
         self.client, self.w, self.caps, self.selector = client, w, caps, selector
         self.progress = progress
+        self.as_arrays = as_arrays
+        self.intern = Interner()
         self.done = 0
         self.total = 0
         self.warnings: list[str] = []
@@ -255,12 +259,18 @@ class Collector:
             expr = job.spec.promql(self.w.step, spelling, sel, rec)
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
         self._record_warnings(job.spec.id, ans.warnings)
-        return {
+        entry: dict[str, Any] = {
             "query": expr,
             "params": ans.params,
             "chunk": [job.start, job.end, job.shard],
-            "body": ans.body,
         }
+        if self.as_arrays:
+            # Parsed into arrays as it arrives: the answers are not held a second time as
+            # Python lists and strings while the next ones come in.
+            entry["answer"] = parse(ans.body, f"prometheus.{job.spec.id}", self.intern)
+        else:
+            entry["body"] = ans.body
+        return entry
 
 
 def collect_prometheus(
@@ -268,8 +278,12 @@ def collect_prometheus(
     w: Window,
     cluster_label: tuple[str, str] | None = None,
     progress: Progress | None = None,
+    as_arrays: bool = False,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """Discover, plan and run every query. Returns the answers and the manifest fields."""
+    """Discover, plan and run every query. Returns the answers and the manifest fields.
+
+    `as_arrays` (for a scan, which needs no raw text) keeps each answer parsed into arrays
+    (`answer`) instead of its raw body (`body`, for a snapshot file)."""
     selector = ""
     if cluster_label:
         name, value = cluster_label
@@ -278,7 +292,7 @@ def collect_prometheus(
     caps = discover(client, w, selector)
     specs = [q for q in queries.CATALOGUE if q.metric in caps.metrics]
     missing = sorted({q.metric for q in queries.CATALOGUE} - set(caps.metrics))
-    col = Collector(client, w, caps, selector, progress)
+    col = Collector(client, w, caps, selector, progress, as_arrays)
     answers = col.run(specs)
     fields = {
         "capabilities": caps.to_dict(),
