@@ -28,6 +28,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import queue
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,12 +119,59 @@ def write(snapshot: Snapshot, path: Path) -> None:
                 fh.write(line)
 
 
+class _ReadAhead:
+    """Blocks of a stream read (for gzip: decompressed) on a thread of their own, a couple of
+    blocks ahead of the parsing. zlib lets go of the GIL, so on two cores the decompression
+    overlaps the parsing instead of adding to it."""
+
+    def __init__(self, stream: IO[bytes] | gzip.GzipFile, block: int, depth: int = 2) -> None:
+        self._q: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(stream, block), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream: IO[bytes] | gzip.GzipFile, block: int) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = stream.read(block)
+                self._put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised again in the reading thread
+            self._put(exc)
+
+    def _put(self, item: bytes | BaseException) -> None:
+        # Waits in short steps, so that `close` is never left waiting on a reader nobody reads.
+        while not self._stop.is_set() and not self._offer(item):
+            pass
+
+    def _offer(self, item: bytes | BaseException) -> bool:
+        try:
+            self._q.put(item, timeout=0.1)
+        except queue.Full:
+            return False
+        return True
+
+    def read(self, _size: int = -1) -> bytes:
+        """The next block; empty at the end (read no further after that)."""
+        item = self._q.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class _Lines:
     """Lines of a stream, read in large blocks, refusing to go past `limit` bytes in all."""
 
     BLOCK = 1 << 23
 
-    def __init__(self, stream: IO[bytes] | gzip.GzipFile, limit: int, name: str) -> None:
+    def __init__(
+        self, stream: IO[bytes] | gzip.GzipFile | _ReadAhead, limit: int, name: str
+    ) -> None:
         self.stream, self.limit, self.name, self.total = stream, limit, name, 0
         self._buf = b""
         self._eof = False
@@ -198,7 +247,11 @@ def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
             fh.seek(0)
             if head == _GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    return _read_stream(_Lines(gz, limit, name), name)
+                    ahead = _ReadAhead(gz, _Lines.BLOCK)
+                    try:
+                        return _read_stream(_Lines(ahead, limit, name), name)
+                    finally:
+                        ahead.close()
             return _read_stream(_Lines(fh, limit, name), name)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
