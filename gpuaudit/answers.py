@@ -243,21 +243,32 @@ _PRECISE: dict[str, Any] = {}
 `float_precision="round_trip"` for that."""
 
 
-def _read_pairs(samples: list[bytes], per: Arr, rtype: str) -> tuple[Arr, Arr]:
-    """The `t,"v"` pairs of the cut-out samples as two float64 arrays, read by pandas' C CSV
-    reader (which rounds correctly, as `float()` does, and reads `NaN` and `+Inf`). `per` is
-    the number of points in each sample; the brackets and quotes must add up to exactly that,
-    so that nothing but numbers is read."""
+def _read_pairs(text: bytes, series: int, rtype: str) -> tuple[Arr, Arr, Arr]:
+    """The samples cut out of an answer, one series per line of `text` (`t,"v"` for a vector,
+    `[t,"v"],[t,"v"]` for a matrix), as two float64 arrays and the number of points of each
+    series. Read by pandas' C CSV reader, which rounds correctly, as `float()` does, and reads
+    `NaN` and `+Inf`. The brackets and quotes must add up exactly, so that nothing but numbers
+    is read."""
     import io
 
     import pandas as pd
 
     if not _PRECISE and int(pd.__version__.split(".")[0]) < 3:
         _PRECISE["float_precision"] = "round_trip"
+    chars = np.frombuffer(text, dtype=np.uint8)
+    # The series' lines (no sample holds a newline: the text came from one JSON line).
+    bounds = np.concatenate(([0], np.flatnonzero(chars == ord("\n")) + 1, [len(chars) + 1]))
+    if len(bounds) != series + 1:
+        raise _NotCompact
+    if rtype == "vector":
+        per = np.ones(series, dtype=np.int64)
+    else:
+        opens = np.flatnonzero(chars == ord("["))
+        per = np.diff(np.searchsorted(opens, bounds)).astype(np.int64)
+    del chars
     points = int(per.sum())
     if points == 0:
-        return np.empty(0), np.empty(0)
-    text = b"\n".join(samples)
+        return np.empty(0), np.empty(0), per
     if rtype == "matrix":
         text = text.replace(b"],[", b"\n")
         # What is left of the brackets: one pair around each series' points.
@@ -285,7 +296,9 @@ def _read_pairs(samples: list[bytes], per: Arr, rtype: str) -> tuple[Arr, Arr]:
         raise _NotCompact from None
     if len(frame) != points:
         raise _NotCompact
-    return frame["t"].to_numpy(dtype=np.float64), frame["v"].to_numpy(dtype=np.float64)
+    ts = frame["t"].to_numpy(dtype=np.float64)
+    vs = frame["v"].to_numpy(dtype=np.float64)
+    return ts, vs, per
 
 
 class _NotCompact(Exception):
@@ -336,9 +349,16 @@ def _fast(line: bytes, rtype: str, intern: Interner) -> dict[str, Any]:
     end += 1 if rtype == "vector" or last.startswith(b"]") else 2
     tails[-1] = last[:end] + b"},"
     rest = last[end + 1 :]
-    if not all(c[1] for c in cut) or not all(t.endswith(b"]},") for t in tails):
+    if not all(c[1] for c in cut):
         raise _NotCompact
-    samples = [t[:-3] for t in tails]
+    # The samples, one series a line. A JSON line holds no newline, so every `]},` + newline
+    # below is the end of one series: as many as there are joins means each ends right.
+    joined = b"\n".join(tails)
+    del tails
+    if joined.count(b"]},\n") != len(rows) - 1 or not joined.endswith(b"]},"):
+        raise _NotCompact
+    text = joined.replace(b"]},\n", b"\n")[:-3]
+    del joined
     try:
         record = orjson.loads(head + b",".join([b"0"] * len(rows)) + rest)
         rt, result = _result(record["body"], "")
@@ -348,11 +368,7 @@ def _fast(line: bytes, rtype: str, intern: Interner) -> dict[str, Any]:
         raise _NotCompact
     known = intern.texts
     metrics = [known.get(t) or intern.text(t) for t in texts]
-    if rtype == "vector":
-        per = np.ones(len(samples), dtype=np.int64)
-    else:
-        per = np.array([s.count(b"],[") + 1 if s else 0 for s in samples], dtype=np.int64)
-    ts, vs = _read_pairs(samples, per, rtype)
+    ts, vs, per = _read_pairs(text, len(rows), rtype)
     ok = np.isfinite(vs) & np.isfinite(ts)
     dropped = int(len(ok) - int(ok.sum()))
     del record["body"]
