@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -303,15 +304,29 @@ def root(
     ] = False,
 ) -> None:
     """gpuaudit joins DCGM metrics with Kubernetes objects, finds GPU waste, ranks it by cost."""
-    if debug:
-        import logging
+    import logging
 
-        handler = logging.StreamHandler(sys.stderr)
+    logger = logging.getLogger("gpuaudit")
+    if debug:
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("gpuaudit: debug: %(name)s: %(message)s"))
-        logger = logging.getLogger("gpuaudit")
         logger.handlers[:] = [handler]
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
+    else:  # a run in the same process after a --debug one (tests, embedding) logs nothing
+        logger.handlers[:] = []
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is when a record is emitted (not when it was made)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never break a run
+            self.handleError(record)
 
 
 def parse_end(text: str | None) -> float | None:
