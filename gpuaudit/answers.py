@@ -86,8 +86,13 @@ class Answer:
         """An API answer with these series (values written as Python writes floats)."""
         if self.rtype == "vector":
             result: list[dict[str, Any]] = [
-                {"metric": dict(m), "value": [0, repr(float(v))]}
-                for m, v in zip(self.metrics, self.values.tolist(), strict=True)
+                {"metric": dict(m), "value": [_num(t), repr(float(v))]}
+                for m, t, v in zip(
+                    self.metrics,
+                    _times(self.ts, len(self.values)),
+                    self.values.tolist(),
+                    strict=True,
+                )
             ]
         else:
             result = []
@@ -105,8 +110,15 @@ class Answer:
         return {"status": "success", "data": {"resultType": self.rtype, "result": result}}
 
 
-def _num(t: float) -> int | float:
+def _num(t: float) -> int | float | None:
+    if not math.isfinite(t):  # not written as JSON's invalid NaN or Infinity
+        return None
     return int(t) if float(t).is_integer() else t
+
+
+def _times(ts: Arr, n: int) -> list[float]:
+    """A vector's sample times (NaN where unknown, as for answers built without them)."""
+    return ts.tolist() if len(ts) == n else [math.nan] * n
 
 
 def _result(body: Any, where: str) -> tuple[str, list[Any]]:
@@ -138,6 +150,14 @@ def _value(raw: Any) -> float | None:
     if math.isnan(v) or math.isinf(v):
         return None
     return v
+
+
+def _time(raw: Any) -> float:
+    """A vector sample's timestamp (kept to write the answer back); NaN when unreadable."""
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _points(values: list[Any]) -> tuple[Arr, Arr, int]:
@@ -178,21 +198,25 @@ def parse(body: Any, where: str, intern: Interner | None = None) -> Answer:
     malformed = dropped = 0
     if rtype == "vector":
         vals: list[float] = []
+        times: list[float] = []
         for item in result:
             metric = item.get("metric") if isinstance(item, Mapping) else None
             if not isinstance(metric, Mapping):
                 malformed += 1
                 continue
-            v = _value(item.get("value"))
+            raw = item.get("value")
+            v = _value(raw)
             if v is None:
                 dropped += 1
                 continue
             metrics.append(keep(metric))
             vals.append(v)
+            times.append(_time(raw[0]))
         return Answer(
             rtype,
             metrics,
             values=np.array(vals, dtype=np.float64),
+            ts=np.array(times, dtype=np.float64),
             dropped=dropped,
             malformed=malformed,
         )
@@ -369,13 +393,14 @@ def _fast(line: bytes, rtype: str, intern: Interner) -> dict[str, Any]:
     known = intern.texts
     metrics = [known.get(t) or intern.text(t) for t in texts]
     ts, vs, per = _read_pairs(text, len(rows), rtype)
-    ok = np.isfinite(vs) & np.isfinite(ts)
+    # As the general parse: a vector row is judged by its value, a matrix point by both.
+    ok = np.isfinite(vs) if rtype == "vector" else np.isfinite(vs) & np.isfinite(ts)
     dropped = int(len(ok) - int(ok.sum()))
     del record["body"]
     if rtype == "vector":
         if dropped:
             metrics = [m for m, good in zip(metrics, ok.tolist(), strict=True) if good]
-        record["answer"] = Answer("vector", metrics, values=vs[ok], dropped=dropped)
+        record["answer"] = Answer("vector", metrics, values=vs[ok], ts=ts[ok], dropped=dropped)
         return dict(record)
     offsets = np.zeros(len(per) + 1, dtype=np.int64)
     np.cumsum(per, out=offsets[1:])

@@ -69,7 +69,7 @@ def _same(a: answers.Answer, b: answers.Answer) -> None:
     assert a.rtype == b.rtype
     assert [dict(m) for m in a.metrics] == [dict(m) for m in b.metrics]
     for name in ("values", "offsets", "ts", "vs"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
     assert (a.dropped, a.malformed) == (b.dropped, b.malformed)
 
 
