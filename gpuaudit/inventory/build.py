@@ -202,7 +202,7 @@ class _Parser:
         # have one identity: normalise each distinct identity only once. (`identity` reads
         # string values only; anything else counts as absent.)
         items = tuple(
-            [v if isinstance(v := labels.get(n), str) else None for n in prom.IDENTITY_LABELS]
+            [v if isinstance(v := labels.get(n), str) else None for n in prom.READ_LABELS]
         )
         k = self._by_items.get(items)
         if k is None:

@@ -45,7 +45,7 @@ def _s(labels: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
-IDENTITY_LABELS = (
+READ_LABELS = (
     "UUID",
     "uuid",
     "gpu",
