@@ -110,6 +110,13 @@ class Answer:
         return {"status": "success", "data": {"resultType": self.rtype, "result": result}}
 
 
+def one_line(raw: bytes) -> bool:
+    """Whether an answer's bytes are one JSON object on one line, fit to go into a snapshot
+    line as they are (a JSON string holds no raw newline, so one can only be spacing)."""
+    text = raw.strip()
+    return text.startswith(b"{") and text.endswith(b"}") and b"\n" not in text and b"\r" not in text
+
+
 def _num(t: float) -> int | float | None:
     if not math.isfinite(t):  # not written as JSON's invalid NaN or Infinity
         return None

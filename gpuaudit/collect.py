@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from gpuaudit import __version__, queries
-from gpuaudit.answers import Interner, parse
+from gpuaudit.answers import Interner, from_record_line, one_line, parse
 from gpuaudit.errors import SourceError
 from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
 from gpuaudit.sources.prometheus import PromClient, PromError
@@ -265,9 +265,18 @@ class Collector:
             "chunk": [job.start, job.end, job.shard],
         }
         if self.as_arrays:
-            # Parsed into arrays as it arrives: the answers are not held a second time as
-            # Python lists and strings while the next ones come in.
-            entry["answer"] = parse(ans.body, f"prometheus.{job.spec.id}", self.intern)
+            # Parsed into arrays as it arrives (straight from its bytes where they are in the
+            # usual compact form): no answer is held as Python lists and strings.
+            fast = from_record_line(b'{"body":' + ans.raw + b"}", self.intern) if ans.raw else None
+            entry["answer"] = (
+                fast["answer"]
+                if fast is not None
+                else parse(ans.body, f"prometheus.{job.spec.id}", self.intern)
+            )
+        elif one_line(ans.raw):
+            # Kept as the bytes the server sent (a tenth of their size as Python objects), to
+            # be written into the snapshot as they are.
+            entry["raw"] = ans.raw.strip()
         else:
             entry["body"] = ans.body
         return entry

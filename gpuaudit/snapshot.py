@@ -72,11 +72,19 @@ class Snapshot:
 
 
 def _with_body(entry: dict[str, Any]) -> dict[str, Any]:
-    answer = entry.get("answer")
-    if "body" in entry or not isinstance(answer, Answer):
+    """The entry with its answer as a `body` object (from its bytes or its arrays)."""
+    if "body" in entry:
         return entry
-    out = {k: v for k, v in entry.items() if k != "answer"}
-    out["body"] = answer.to_body()
+    raw, answer = entry.get("raw"), entry.get("answer")
+    out = {k: v for k, v in entry.items() if k not in ("raw", "answer")}
+    if isinstance(raw, bytes):
+        import orjson
+
+        out["body"] = orjson.loads(raw)
+    elif isinstance(answer, Answer):
+        out["body"] = answer.to_body()
+    else:
+        return entry
     return out
 
 
@@ -92,8 +100,14 @@ def _record_lines(snapshot: Snapshot) -> Iterator[bytes]:
     n = sum(len(pages) for pages in snapshot.kubernetes.values())
     for qid in sorted(snapshot.prometheus):
         for entry in snapshot.prometheus[qid]:
-            record = {**_with_body(entry), "prometheus": qid}
-            yield _dumps(record)
+            raw = entry.get("raw")
+            if isinstance(raw, bytes) and "body" not in entry:
+                # The answer's bytes as the server sent them; `body` sorts before every other
+                # key, so the line is what `_dumps` would write around it.
+                rest = {k: v for k, v in entry.items() if k not in ("raw", "answer")}
+                yield b'{"body":' + raw + b"," + _dumps({**rest, "prometheus": qid})[1:]
+            else:
+                yield _dumps({**_with_body(entry), "prometheus": qid})
             n += 1
     yield _dumps({"end": n})
 

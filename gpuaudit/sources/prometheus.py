@@ -83,6 +83,8 @@ class Answer:
     params: dict[str, Any]
     body: dict[str, Any]
     warnings: list[str]
+    raw: bytes = b""
+    """The body's bytes exactly as received (after HTTP decompression)."""
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -247,7 +249,7 @@ class PromClient:
             etext = str(body.get("error", "")) or f"HTTP {status}"
             raise PromError(f"{where}: {etype + ': ' if etype else ''}{etext}", status, etype)
         warnings = [str(w) for w in body.get("warnings", []) or [] if w]
-        return Answer(params=dict(data or {}), body=body, warnings=warnings)
+        return Answer(params=dict(data or {}), body=body, warnings=warnings, raw=raw)
 
     # -- API -------------------------------------------------------------------------------
     def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Answer:

@@ -129,3 +129,38 @@ def test_unreachable_prometheus_is_one_clear_line() -> None:
     assert res.exit_code == 2
     assert "cannot reach Prometheus" in res.output
     assert "Traceback" not in res.output
+
+
+def test_snapshot_save_records_the_servers_bytes(
+    prom_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    """`snapshot save` writes each answer as Prometheus sent it (its own key order, not
+    re-encoded), and reading it back through the fast reader gives the general parse."""
+    import gzip
+
+    import numpy as np
+
+    from gpuaudit import answers, snapshot
+
+    out = tmp_path / "s.json.gz"
+    res = runner.invoke(
+        app,
+        ["snapshot", "save", str(out), "--prometheus-url", prom_url, "--no-kubernetes", "-q"]
+        + _window(scenario_tsdb),
+    )
+    assert res.exit_code == 0, res.output
+    lines = gzip.decompress(out.read_bytes()).splitlines()
+    hourly = next(line for line in lines if b'"prometheus":"act_hourly"' in line)
+    assert hourly.startswith(b'{"body":{"status":"success","data":{"resultType":"matrix"')
+    assert answers.from_record_line(hourly) is not None  # the fast reader takes that form
+    back = snapshot.read(out)
+    for line in lines[1:-1]:
+        rec = json.loads(line)
+        if "prometheus" not in rec:
+            continue
+        general = answers.parse(rec["body"], "x")
+        got = back.prometheus[rec["prometheus"]][0]["answer"]
+        assert [dict(m) for m in got.metrics] == [dict(m) for m in general.metrics]
+        for name in ("values", "offsets", "ts", "vs"):
+            assert np.array_equal(getattr(got, name), getattr(general, name), equal_nan=True)
+    assert len(back.prometheus["act_hourly"][0]["answer"].ts) > 1000
