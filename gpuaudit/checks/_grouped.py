@@ -14,7 +14,7 @@ which is slower but gives the same answers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,23 +22,10 @@ from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import views
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import pandas as pd
 
     from gpuaudit.inventory import Inventory
 
-
-T = TypeVar("T")
-
-
-def _memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
-    """What GPU030 and GPU031 share is computed once per inventory (callers must not mutate
-    it)."""
-    cache: dict[tuple[object, ...], object] = inv.__dict__.setdefault("_grouped", {})
-    if key not in cache:
-        cache[key] = make()
-    return cast("T", cache[key])
 
 
 def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:
@@ -99,7 +86,7 @@ class WholeRows:
 
 def whole_rows(inv: Inventory) -> WholeRows:
     """See `WholeRows`; computed once per inventory."""
-    return _memo(inv, ("whole_rows",), lambda: _whole_rows(inv))
+    return views.memo(inv, ("grouped", "whole_rows"), lambda: _whole_rows(inv))
 
 
 def _whole_rows(inv: Inventory) -> WholeRows:
@@ -123,7 +110,7 @@ def pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
     The same groups, firsts, counts and models as a pandas groupby of the held rows on
     (namespace, pod, node) with `min`, `size` and `first`; groups with a missing key are left
     out as pandas leaves them out."""
-    return _memo(inv, ("pods_on_nodes",), lambda: _pods_on_nodes(inv))
+    return views.memo(inv, ("grouped", "pods_on_nodes"), lambda: _pods_on_nodes(inv))
 
 
 def _pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:

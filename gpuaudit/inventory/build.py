@@ -25,7 +25,7 @@ Arr = np.ndarray[Any, np.dtype[Any]]
 Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
 
-IDENTITY_COLUMNS = [
+LABEL_COLUMNS = [
     C.SLOT,
     C.UUID,
     C.GPU_INDEX,
@@ -37,9 +37,8 @@ IDENTITY_COLUMNS = [
     C.POD,
     C.CONTAINER,
     C.HELD,
-    C.XID_CODES,
-    C.XID_MSG,
 ]
+IDENTITY_COLUMNS = [*LABEL_COLUMNS, C.XID_CODES, C.XID_MSG]
 """Holding columns taken from each series' labels (and the pods' nodes)."""
 GANG_COLUMNS = [
     C.GANG_ID,
@@ -61,17 +60,7 @@ HEALTH_QUERIES = {
 """Holding columns of GPU-health counters and gauges, by the query that fills them."""
 HOLDING_COLUMNS = [
     C.HOLDING,
-    C.SLOT,
-    C.UUID,
-    C.GPU_INDEX,
-    C.MIG_ID,
-    C.MIG_PROFILE,
-    C.MODEL,
-    C.NODE,
-    C.NAMESPACE,
-    C.POD,
-    C.CONTAINER,
-    C.HELD,
+    *LABEL_COLUMNS,
     C.FRACTION,
     C.FIRST_TS,
     C.LAST_TS,

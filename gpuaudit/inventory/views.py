@@ -35,7 +35,7 @@ def held(inv: Inventory) -> pd.DataFrame:
 def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     """One row per holder pod (see `_per_pod`), computed once per inventory and prices."""
     key = ("per_pod", tuple(sorted(prices.items())))
-    return _memo(inv, key, lambda: _per_pod(inv, prices))
+    return memo(inv, key, lambda: _per_pod(inv, prices))
 
 
 def _per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
@@ -99,9 +99,9 @@ def _per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
     return merged
 
 
-def _memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
-    """Views several checks share are computed once per inventory (checks must not mutate
-    them)."""
+def memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
+    """What several checks share is computed once per inventory and kept with it (checks must
+    not mutate it); `key` names it."""
     cache: dict[tuple[object, ...], object] = inv.__dict__.setdefault("_views", {})
     if key not in cache:
         cache[key] = make()
@@ -110,7 +110,7 @@ def _memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
 
 def pod_hourly(inv: Inventory) -> pd.DataFrame:
     """Per holder pod and bucket: GPUs held (whole-GPU equivalents) and their mean activity."""
-    return _memo(inv, ("pod_hourly",), lambda: _pod_hourly(inv))
+    return memo(inv, ("pod_hourly",), lambda: _pod_hourly(inv))
 
 
 def hourly_with(
@@ -163,7 +163,7 @@ class HeldRows:
 
 def held_rows(inv: Inventory) -> HeldRows:
     """Hourly rows of held holdings (see `HeldRows`), computed once per inventory."""
-    return _memo(inv, ("held_rows",), lambda: _held_rows(inv))
+    return memo(inv, ("held_rows",), lambda: _held_rows(inv))
 
 
 def _held_mask(h: pd.DataFrame) -> npt.NDArray[np.bool_]:
@@ -222,7 +222,7 @@ class Holders:
 def holders(inv: Inventory) -> Holders:
     """Holder pods (see `Holders`), computed once per inventory: grouping by pod becomes
     grouping by a small integer, and strings are sorted once per holding, not once per row."""
-    return _memo(inv, ("holders",), lambda: _holders(inv))
+    return memo(inv, ("holders",), lambda: _holders(inv))
 
 
 def _holders(inv: Inventory) -> Holders:
@@ -341,7 +341,7 @@ class PodHours:
 
 def pod_hours(inv: Inventory) -> PodHours:
     """`pod_hourly` as arrays (see `PodHours`), computed once per inventory."""
-    return _memo(inv, ("pod_hours",), lambda: _pod_hours(inv))
+    return memo(inv, ("pod_hours",), lambda: _pod_hours(inv))
 
 
 def _pod_hours(inv: Inventory) -> PodHours:
@@ -409,7 +409,7 @@ def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
         out: pd.DataFrame = hourly_with(inv, cols, whole_only=True)[[C.HOLDING, C.TS, C.ACT, *cols]]
         return out
 
-    return _memo(inv, ("whole_gpu_hourly",), make)
+    return memo(inv, ("whole_gpu_hourly",), make)
 
 
 def free_gpus(
