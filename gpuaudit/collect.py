@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from gpuaudit import __version__, queries
-from gpuaudit.answers import Interner, from_record_line, one_line, parse
+from gpuaudit.answers import Interner, from_bytes, one_line, parse
 from gpuaudit.errors import SourceError
 from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
 from gpuaudit.sources.prometheus import PromClient, PromError
@@ -267,11 +267,11 @@ class Collector:
         if self.as_arrays:
             # Parsed into arrays as it arrives (straight from its bytes where they are in the
             # usual compact form): no answer is held as Python lists and strings.
-            fast = from_record_line(b'{"body":' + ans.raw + b"}", self.intern) if ans.raw else None
+            where = f"prometheus.{job.spec.id}"
             entry["answer"] = (
-                fast["answer"]
-                if fast is not None
-                else parse(ans.body, f"prometheus.{job.spec.id}", self.intern)
+                from_bytes(ans.raw, where, self.intern)
+                if ans.raw
+                else parse(ans.body, where, self.intern)
             )
         elif one_line(ans.raw):
             # Kept as the bytes the server sent (a tenth of their size as Python objects), to

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpuaudit import mig, queries
-from gpuaudit.answers import Answer, Interner, from_record_line, parse
+from gpuaudit.answers import Answer, Interner, from_bytes, parse
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
@@ -138,15 +138,6 @@ class Inventory:
         return (self.window_end - self.window_start) / 3600.0
 
 
-def _loads(raw: bytes, where: str) -> Any:
-    import orjson
-
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SnapshotError(f"{where}: answer is not valid JSON: {exc}") from None
-
-
 class _Parser:
     """Every answer of a snapshot as arrays, with each series' holding key found once.
 
@@ -167,10 +158,7 @@ class _Parser:
                 answer = e.get("answer")
                 raw = e.get("raw")
                 if not isinstance(answer, Answer) and isinstance(raw, bytes):
-                    fast = from_record_line(b'{"body":' + raw + b"}", self.intern)
-                    answer = (
-                        fast["answer"] if fast else parse(_loads(raw, where), where, self.intern)
-                    )
+                    answer = from_bytes(raw, where, self.intern)
                 if not isinstance(answer, Answer):
                     if "body" not in e:
                         raise SnapshotError(f'{where} has no "body"')
