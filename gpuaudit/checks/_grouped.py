@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from gpuaudit.inventory import Inventory
 
 
-
 def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:
     """The row position in `inv.holdings` of each row of `hourly` (the hourly table or a view of
     it with its holding column), or None when some row's holding cannot be placed (holding ids
