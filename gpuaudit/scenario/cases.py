@@ -1,526 +1,462 @@
-"""Scenario cases of GPU010-GPU070: gangs, placement, pending pods and sick GPUs.
+"""The planted cases of the base scenario, one declaration each: GPU001, GPU002, GPU003,
+GPU020, GPU021 and GPU040 (and their near-misses), planted before the background fills the
+cluster; and GPU080, planted after it.
 
-They are placed after the base workloads of `gpuaudit.scenario.generator`, in GPUs the base
-left free and on nodes added here, so that the base scenario (and every case of the checks
-before them) stays exactly as it was.
+A `Plant` names the workload it places, the node it goes on, its hours and activity, and what
+the audit must say about it (`finds` a code, or a `near_miss` of one that must stay quiet).
+`BASE` lists them in groups; `plant_base` places each group once per copy (a scenario has one
+copy per 400 GPUs), in the order listed, and that order is part of the output: append new
+cases at the end of a group, or in a new group after the others.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
-import numpy as np
-
-from gpuaudit import queries
-from gpuaudit.scenario.model import NodeSpec, PodSpec, SlotSpec
-
-if TYPE_CHECKING:
-    from gpuaudit.scenario.generator import Arr, _Builder
+from gpuaudit.scenario import workloads
+from gpuaudit.scenario.builder import Builder
+from gpuaudit.scenario.model import NodeSpec, PodSpec
+from gpuaudit.scenario.workloads import DAILY_H, Activity, Hang, IdleTail, pattern
 
 
-def _iso_h(b: _Builder, h: float, delta_s: int = 0) -> str:
-    ts = b.start + h * 3600 + delta_s
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+# ---- what a case declares ----------------------------------------------------------------
+@dataclass(frozen=True)
+class On:
+    """The node a case goes on: the `index`-th node of a kind (the last one if there are
+    fewer); copies after the first go to node `later + copy` instead, when `later` is set."""
+
+    kind: str
+    index: int = 0
+    later: int | None = None
+
+    def pick(self, by_kind: Mapping[str, list[NodeSpec]], copy: int) -> NodeSpec | None:
+        pool = by_kind.get(self.kind, [])
+        if not pool:
+            return None
+        at = self.index if copy == 0 or self.later is None else self.later + copy
+        return pool[min(len(pool) - 1, at)]
 
 
-def place(
-    b: _Builder, pod: PodSpec, slots: list[SlotSpec], h0: int, act: Arr, fb_level: float
-) -> None:
-    for slot in slots:
-        b.hold(slot, pod, h0, b.H, act + 0, fb_level)
+@dataclass(frozen=True)
+class Hours:
+    """When a case's pod starts: at a `start` fraction of the window, or `last` hours before
+    its end. It holds its GPUs to the window's end."""
+
+    start: float = 0.0
+    last: int = 0
+
+    def first(self, window_h: int) -> int:
+        return window_h - self.last if self.last else int(window_h * self.start)
 
 
-def pending(
-    b: _Builder, ns: str, name: str, owner: tuple[str, str], created_h: int, gpus: int, **kw: Any
-) -> PodSpec:
-    p = b.pod(ns, name, b.nodes[0], "main", owner, created_h, gpus=gpus, phase="Pending", **kw)
-    p.node = ""
-    return p
+@dataclass(frozen=True)
+class Truth:
+    """What a check must say about a case: find it, or, with a reason in `near_miss`, stay
+    quiet. Recorded only in windows of at least `min_hours`."""
+
+    code: str
+    near_miss: str = ""
+    min_hours: int = 0
 
 
-def _gang_pods(
-    b: _Builder,
-    node: NodeSpec,
-    ns: str,
-    names: list[str],
-    owner: tuple[str, str],
-    starts: list[int],
-    gpus: int,
-    act: list[Arr],
-    **kw: Any,
-) -> list[PodSpec]:
-    out = []
-    for name, h0, a in zip(names, starts, act, strict=True):
-        p = b.pod(ns, name, node, "worker", owner, h0, gpus=gpus, **kw)
-        place(b, p, b.free_slots(node)[:gpus], h0, a, 0.6)
-        out.append(p)
-    return out
+def finds(code: str, min_hours: int = 0) -> Truth:
+    """The check `code` must report the case."""
+    return Truth(code, min_hours=min_hours)
 
 
-def plant_gangs(b: _Builder, h100: list[NodeSpec]) -> None:
-    """GPU010: partial gangs of each kind, a slow-starting gang and near-misses, on the
-    H100 nodes with the most free GPUs left."""
-    H = b.H
-    roomy = sorted(
-        (n for n in h100 if n.exporter),
-        key=lambda n: (-len(b.free_slots(n)), n.name),
-    )
-    node_a = roomy[0] if roomy and len(b.free_slots(roomy[0])) >= 7 else None
-    node_b = roomy[1] if len(roomy) > 1 and len(b.free_slots(roomy[1])) >= 7 else None
-    if node_a is not None:
-        # Volcano: 2 of 4 members run (phase Unknown), 2 cannot be scheduled.
-        pg, ns, h0 = "ppo-rollout", "rl", max(0, H - 30)
-        common: dict[str, Any] = {
-            "labels": {"volcano.sh/job-name": pg, "volcano.sh/task-spec": "worker"},
-            "annotations": {"scheduling.k8s.io/group-name": pg, "volcano.sh/job-name": pg},
-            "priority_class": "training",
-            "priority": 1000,
-            "scheduler_name": "volcano",
-        }
-        names = [f"{pg}-worker-{w}" for w in range(4)]
-        level = b.pattern("level", H - h0, h0, x=0.25, jitter=0.02)
-        _gang_pods(b, node_a, ns, names[:2], ("Job", pg), [h0, h0], 2, [level, level], **common)
-        for name in names[2:]:
-            pending(
-                b,
-                ns,
-                name,
-                ("Job", pg),
-                h0,
-                2,
-                pending_message="2/4 tasks in gang unschedulable: pod group is not ready, "
-                "2 Pending, 4 minAvailable; Pending: 2 Unschedulable",
-                **common,
-            )
-        b.api["volcano_podgroups"].append(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "PodGroup",
-                "metadata": {
-                    "name": pg,
-                    "namespace": ns,
-                    "uid": b.ids.uuid(),
-                    "creationTimestamp": _iso_h(b, h0, -120),
-                },
-                "spec": {
-                    "minMember": 4,
-                    "queue": "rl",
-                    "priorityClassName": "training",
-                    "minResources": {"nvidia.com/gpu": "8"},
-                },
-                "status": {
-                    "phase": "Unknown",
-                    "running": 2,
-                    "succeeded": 0,
-                    "failed": 0,
-                    "conditions": [
-                        {
-                            "type": "Unschedulable",
-                            "status": "True",
-                            "reason": "NotEnoughResources",
-                            "message": "2/4 tasks in gang unschedulable: pod group is not "
-                            "ready, 2 Pending, 4 minAvailable",
-                            "transitionID": b.ids.uuid(),
-                            "lastTransitionTime": _iso_h(b, h0, 60),
-                        }
-                    ],
-                },
-            }
-        )
-        b.plant_name("GPU010", "PodGroup", ns, pg)
-        # coscheduling: complete, but the third member started 3 h after the first two.
-        pg, ns, h0 = "dpo-train", "ml-train", max(0, H - 60)
-        late = h0 + min(3, max(1, (H - h0) // 4))
-        waiting = b.pattern("busy", H - h0, h0)
-        waiting[: late - h0] = 0.01
-        cosched: dict[str, Any] = {
-            "labels": {
-                "scheduling.x-k8s.io/pod-group": pg,
-                "batch.kubernetes.io/job-name": pg,
-            },
-            "scheduler_name": "scheduler-plugins-scheduler",
-        }
-        _gang_pods(
+def near_miss(code: str, why: str) -> Truth:
+    """The check `code` must not report the case, for the reason given."""
+    return Truth(code, why)
+
+
+class Workload(Protocol):
+    """A workload kind a case places: `place` returns its pod, or None when the node lacks
+    the room."""
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inference:
+    """An inference server (Deployment) on `gpus` whole GPUs; the case's name is the
+    Deployment's."""
+
+    gpus: int
+    namespace: str = "serving"
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None:
+        return workloads.inference(b, node, name, self.gpus, activity, self.namespace, h0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notebook:
+    """A Kubeflow notebook on one GPU; the case's name is the notebook's."""
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None:
+        return workloads.notebook(b, node, name, activity, h0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MigServer:
+    """An inference server (Deployment) on one MIG slice of `profile`, all window long."""
+
+    profile: str
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None:
+        return workloads.mig_server(b, node, name, self.profile, activity)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nightly:
+    """A batch Deployment on one GPU, all window long."""
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None:
+        return workloads.nightly(b, node, name, activity)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Owned:
+    """A pod of a Job or StatefulSet named like the case, on `gpus` whole GPUs or one MIG
+    slice of `profile`, its framebuffer `fb` full; `restarts` and `last_termination` (reason,
+    message) describe its container's history."""
+
+    namespace: str
+    owner: str
+    gpus: int = 1
+    fb: float
+    profile: str = ""
+    restarts: int = 0
+    last_termination: tuple[str, str] | None = None
+
+    def place(
+        self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
+    ) -> PodSpec | None:
+        return workloads.custom(
             b,
-            node_a,
-            ns,
-            [f"{pg}-{r}" for r in range(3)],
-            ("Job", pg),
-            [h0, h0, late],
-            1,
-            [waiting, waiting, b.pattern("busy", H - late, late)],
-            **cosched,
-        )
-        b.api["coscheduling_podgroups"].append(
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {
-                    "name": pg,
-                    "namespace": ns,
-                    "uid": b.ids.uuid(),
-                    "creationTimestamp": _iso_h(b, h0, -120),
-                },
-                "spec": {"minMember": 3, "scheduleTimeoutSeconds": 600},
-                "status": {
-                    "phase": "Running",
-                    "running": 3,
-                    "succeeded": 0,
-                    "failed": 0,
-                    "scheduleStartTime": _iso_h(b, h0, -60),
-                },
-            }
-        )
-        b.plant_name("GPU010", "PodGroup", ns, pg)
-    if node_b is not None:
-        # PyTorchJob: master and 2 of 3 workers run, one worker cannot be placed.
-        job, ns, h0 = "bert-ft", "ml-train", max(0, H - 40)
-        uid = b.ids.uuid()
-        b.pytorchjobs.append({"namespace": ns, "name": job, "uid": uid, "workers": 3})
-        level = b.pattern("level", H - h0, h0, x=0.15, jitter=0.02)
-        for role, idx in (("master", 0), ("worker", 0), ("worker", 1), ("worker", 2)):
-            labels = {
-                "training.kubeflow.org/job-name": job,
-                "training.kubeflow.org/replica-type": role,
-                "training.kubeflow.org/replica-index": str(idx),
-                "training.kubeflow.org/operator-name": "pytorchjob-controller",
-            }
-            kw: dict[str, Any] = {
-                "labels": labels,
-                "priority_class": "training",
-                "priority": 1000,
-                "owner_uid": uid,
-            }
-            name = f"{job}-{role}-{idx}"
-            if role == "worker" and idx == 2:
-                pending(
-                    b,
-                    ns,
-                    name,
-                    ("PyTorchJob", job),
-                    h0,
-                    1,
-                    pending_message="0/64 nodes are available: 64 node(s) didn't match pod "
-                    "topology spread constraints.",
-                    **kw,
-                )
-            else:
-                _gang_pods(b, node_b, ns, [name], ("PyTorchJob", job), [h0], 1, [level], **kw)
-        b.plant_name("GPU010", "PyTorchJob", ns, job)
-        # Kueue plain-pod group: the Workload is Admitted, PodsReady is False, 2 of 3 run.
-        group, ns, h0 = "eval-group", "ml-eval", max(0, H - 10)
-        kueue: dict[str, Any] = {
-            "labels": {
-                "kueue.x-k8s.io/queue-name": "eval",
-                "kueue.x-k8s.io/pod-group-name": group,
-            },
-            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
-        }
-        level = b.pattern("level", H - h0, h0, x=0.2, jitter=0.02)
-        _gang_pods(
-            b,
-            node_b,
-            ns,
-            [f"{group}-0", f"{group}-1"],
-            ("", ""),
-            [h0, h0],
-            1,
-            [level] * 2,
-            **kueue,
-        )
-        pending(
-            b,
-            ns,
-            f"{group}-2",
-            ("", ""),
+            node,
+            self.namespace,
+            (self.owner, name),
+            self.gpus,
+            activity,
+            self.fb,
+            self.profile,
             h0,
-            1,
-            pending_message="0/64 nodes are available: 64 node(s) had untolerated taint "
-            "{dedicated: eval}.",
-            **kueue,
+            restarts=self.restarts,
+            last_termination=self.last_termination,
         )
-        b.api["kueue_workloads"].append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {
-                    "name": group,
-                    "namespace": ns,
-                    "uid": b.ids.uuid(),
-                    "creationTimestamp": _iso_h(b, h0, -180),
-                    "labels": {"kueue.x-k8s.io/queue-name": "eval"},
-                },
-                "spec": {
-                    "active": True,
-                    "queueName": "eval",
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 3,
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "worker",
-                                            "image": "registry.example/worker:1",
-                                            "resources": {"requests": {"nvidia.com/gpu": "1"}},
-                                        }
-                                    ]
-                                }
-                            },
-                        }
-                    ],
-                },
-                "status": {
-                    "admission": {
-                        "clusterQueue": "gpu-cluster-queue",
-                        "podSetAssignments": [
-                            {
-                                "name": "main",
-                                "count": 3,
-                                "flavors": {"nvidia.com/gpu": "h100"},
-                                "resourceUsage": {"nvidia.com/gpu": "3"},
-                            }
-                        ],
-                    },
-                    "conditions": [
-                        {
-                            "type": "QuotaReserved",
-                            "status": "True",
-                            "reason": "QuotaReserved",
-                            "message": "Quota reserved in ClusterQueue gpu-cluster-queue",
-                            "lastTransitionTime": _iso_h(b, h0, -150),
-                        },
-                        {
-                            "type": "Admitted",
-                            "status": "True",
-                            "reason": "Admitted",
-                            "message": "The workload is admitted",
-                            "lastTransitionTime": _iso_h(b, h0, -150),
-                        },
-                        {
-                            "type": "PodsReady",
-                            "status": "False",
-                            "reason": "WaitForStart",
-                            "message": "Not all pods are ready or succeeded",
-                            "lastTransitionTime": _iso_h(b, h0, -149),
-                        },
-                    ],
-                },
-            }
-        )
-        b.plant_name("GPU010", "Workload", ns, group)
-        # JobSet: complete, members started 10 minutes apart (under the 30-minute bar).
-        js, ns, h0 = "sweep", "ml-train", max(0, H - 20)
-        busy = b.pattern("busy", H - h0, h0)
-        for j, delay in ((0, 5), (1, 605)):
-            _gang_pods(
-                b,
-                node_b,
-                ns,
-                [f"{js}-workers-{j}-0-{b.ids.suffix()}"],
-                ("Job", f"{js}-workers-{j}"),
-                [h0],
-                1,
-                [busy],
-                labels={
-                    "jobset.sigs.k8s.io/jobset-name": js,
-                    "jobset.sigs.k8s.io/replicatedjob-name": "workers",
-                    "jobset.sigs.k8s.io/job-index": str(j),
-                },
-                start_delay_s=delay,
-            )
-        b.api["jobsets"].append(
-            {
-                "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                "kind": "JobSet",
-                "metadata": {"name": js, "namespace": ns, "uid": b.ids.uuid()},
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "workers",
-                            "replicas": 2,
-                            "template": {"spec": {"parallelism": 1, "completions": 1}},
-                        }
-                    ]
-                },
-                "status": {"replicatedJobsStatus": [{"name": "workers", "active": 2}]},
-            }
-        )
-        b.plant_name("GPU010", "JobSet", ns, js, "members started 10 min apart")
-    # coscheduling: a gang none of whose members runs holds nothing.
-    pg, ns = "hpo-trials", "ml-tune"
-    for i in range(4):
-        pending(
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plant:
+    """One planted case: the workload `name`d (with `{i}` for the copy number) placed `on` a
+    node over `hours` at `activity`, and the `truth` about it. Skipped in windows shorter
+    than `min_hours`, and when there is no node of the kind."""
+
+    name: str
+    on: On
+    workload: Workload
+    activity: Activity
+    truth: tuple[Truth, ...]
+    hours: Hours = Hours()
+    min_hours: int = 0
+
+
+# ---- the cases ---------------------------------------------------------------------------
+H100_0, H100_1, H100_2 = On("h100"), On("h100", 1), On("h100", 2)
+A100_0, L40S_0 = On("a100-mig"), On("l40s")
+
+BASE: tuple[tuple[Plant, ...], ...] = (
+    # GPU001 around its bar, on the first H100 node (the canaries of later copies spread out).
+    (
+        Plant(
+            name="llm-canary-{i}",
+            on=On("h100", 0, later=2),
+            workload=Inference(gpus=2),
+            activity=pattern("idle"),
+            truth=(finds("GPU001"),),
+        ),
+        Plant(
+            name="nb-idle-{i}",
+            on=H100_0,
+            workload=Notebook(),
+            hours=Hours(start=0.2),
+            activity=pattern("idle"),
+            truth=(finds("GPU001"), finds("GPU021")),
+        ),
+        Plant(
+            name="nb-six-{i}",
+            on=H100_0,
+            workload=Notebook(),
+            activity=pattern("level", x=0.06),
+            truth=(near_miss("GPU001", "mean activity 6 %"), finds("GPU021")),
+        ),
+        Plant(
+            name="nb-short-{i}",
+            on=H100_0,
+            workload=Notebook(),
+            hours=Hours(last=3),
+            activity=pattern("idle"),
+            truth=(near_miss("GPU001", "held 3 h"),),
+        ),
+    ),
+    # GPU001 and GPU003 on the first L40S node.
+    (
+        Plant(
+            name="embed-stale-{i}",
+            on=L40S_0,
+            workload=Inference(gpus=1, namespace="search"),
+            activity=pattern("idle"),
+            truth=(finds("GPU001"), finds("GPU021")),
+        ),
+        Plant(
+            name="nightly-etl-{i}",
+            on=L40S_0,
+            workload=Nightly(),
+            activity=pattern("nightly"),
+            truth=(finds("GPU003", min_hours=DAILY_H),),
+        ),
+    ),
+    # GPU001 on a MIG slice.
+    (
+        Plant(
+            name="tiny-llm-{i}",
+            on=A100_0,
+            workload=MigServer(profile="1g.10gb"),
+            activity=pattern("idle"),
+            truth=(finds("GPU001"),),
+        ),
+    ),
+    # GPU002, GPU021, GPU040, GPU020 and GPU003's near-miss.
+    (
+        Plant(
+            name="finetune-done-{i}",
+            on=H100_1,
+            workload=Owned(namespace="ml-train", owner="Job", gpus=4, fb=0.7),
+            activity=IdleTail(hours=20, share=3),
+            truth=(finds("GPU002"),),
+        ),
+        Plant(
+            name="finetune-recent-{i}",
+            on=H100_1,
+            workload=Owned(namespace="ml-train", owner="Job", gpus=2, fb=0.7),
+            activity=IdleTail(hours=4),
+            truth=(near_miss("GPU002", "idle for the last 4 h only"),),
+        ),
+        Plant(
+            name="embedder-{i}",
+            on=H100_1,
+            workload=Owned(namespace="search", owner="StatefulSet", fb=0.074),
+            activity=pattern("level", x=0.08, jitter=0.01),
+            truth=(finds("GPU021"),),
+        ),
+        Plant(
+            name="bigmodel-{i}",
+            on=H100_1,
+            workload=Owned(namespace="search", owner="StatefulSet", fb=0.62),
+            activity=pattern("level", x=0.3, jitter=0.02),
+            truth=(near_miss("GPU021", "50 GB peak fits no smaller MIG profile"),),
+        ),
+        Plant(
+            name="allreduce-hang-{i}",
+            on=H100_2,
+            workload=Owned(namespace="ml-train", owner="Job", gpus=2, fb=0.8),
+            activity=Hang(hours=30, share=2),
+            truth=(finds("GPU040"),),
+        ),
+        Plant(
+            name="decode-busy-{i}",
+            on=H100_2,
+            workload=Owned(namespace="serving", owner="StatefulSet", fb=0.6),
+            activity=pattern("level", util=92.0, x=0.35, jitter=0.02),
+            truth=(near_miss("GPU040", "high GPU_UTIL with real SM work (35 %)"),),
+        ),
+        Plant(
+            name="longctx-{i}",
+            on=H100_2,
+            workload=Owned(namespace="serving", owner="StatefulSet", fb=0.985),
+            activity=pattern("busy", lo=0.4, hi=0.6),
+            truth=(finds("GPU020"),),
+        ),
+        Plant(
+            name="llm-7b-int4-{i}",
+            on=A100_0,
+            workload=Owned(namespace="serving", owner="StatefulSet", fb=0.985, profile="1g.10gb"),
+            activity=pattern("diurnal", base=0.3, peak=0.7),
+            truth=(finds("GPU020"),),
+        ),
+        Plant(
+            name="llm-3b-{i}",
+            on=A100_0,
+            workload=Owned(namespace="serving", owner="StatefulSet", fb=0.86, profile="1g.10gb"),
+            activity=pattern("diurnal", base=0.3, peak=0.7),
+            truth=(near_miss("GPU020", "p95 framebuffer 0.87"),),
+        ),
+        Plant(
+            name="oom-loop-{i}",
+            on=A100_0,
+            workload=Owned(
+                namespace="ml-train",
+                owner="Job",
+                fb=0.5,
+                profile="2g.20gb",
+                restarts=7,
+                last_termination=(
+                    "Error",
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried "
+                    "to allocate 2.00 GiB (GPU 0; 19.50 GiB total capacity)",
+                ),
+            ),
+            activity=pattern("level", x=0.3),
+            truth=(finds("GPU020"),),
+        ),
+        Plant(
+            name="host-oom-{i}",
+            on=A100_0,
+            workload=Owned(
+                namespace="ml-train",
+                owner="Job",
+                fb=0.5,
+                profile="2g.20gb",
+                restarts=5,
+                last_termination=("OOMKilled", ""),
+            ),
+            activity=pattern("level", x=0.3),
+            truth=(near_miss("GPU020", "host OOMKilled, not GPU memory"),),
+        ),
+        Plant(
+            name="daytime-batch-{i}",
+            on=L40S_0,
+            workload=Owned(namespace="batch", owner="StatefulSet", fb=0.3),
+            activity=pattern("window", start_h=6, end_h=18),
+            truth=(near_miss("GPU003", "active 12 h a day"),),
+            min_hours=DAILY_H,
+        ),
+    ),
+)
+"""The base cases, in groups; each group is placed once per copy before the next group."""
+
+
+# ---- placing them ------------------------------------------------------------------------
+def copies(b: Builder) -> int:
+    """How many copies of the base cases a scenario holds: one per 400 GPUs."""
+    return max(1, b.target // 400)
+
+
+def plant_base(b: Builder, groups: tuple[tuple[Plant, ...], ...] = BASE) -> None:
+    """Place the base cases, group by group, each group once per copy, and record their
+    truth."""
+    by_kind = {kind: b.of_kind(kind) for kind in ("h100", "a100-mig", "l40s")}
+    for group in groups:
+        for i in range(copies(b)):
+            for case in group:
+                plant(b, by_kind, case, i)
+
+
+def plant(b: Builder, by_kind: Mapping[str, list[NodeSpec]], case: Plant, copy: int) -> None:
+    """Place one copy of a case and record its truth (nothing when it does not fit)."""
+    if b.H < case.min_hours:
+        return
+    node = case.on.pick(by_kind, copy)
+    if node is None:
+        return
+    name = case.name.format(i=copy)
+    p = case.workload.place(b, node, name, case.activity, case.hours.first(b.H))
+    if p is None:
+        return
+    for t in case.truth:
+        if b.H >= t.min_hours:
+            b.plant(t.code, p, t.near_miss)
+
+
+def plant_monitoring_gaps(b: Builder) -> None:
+    """GPU080: a node whose dcgm-exporter is missing (the last H100 node past the third that
+    runs pods), and one pending pod per copy, which holds no GPU (a near-miss)."""
+    h100 = b.of_kind("h100")
+    held_nodes = {p.node for p in b.pods if p.alive}
+    dark = next((n for n in reversed(h100[3:]) if n.name in held_nodes), None)
+    if dark is not None:
+        dark.exporter = False
+        b.plant_name("GPU080", "Node", "", dark.name)
+    for i in range(copies(b)):
+        pend = workloads.pending(
             b,
-            ns,
-            f"{pg}-{i}",
-            ("Job", pg),
-            max(0, H - 5),
-            1,
-            labels={"scheduling.x-k8s.io/pod-group": pg},
-            scheduler_name="scheduler-plugins-scheduler",
-            pending_message=f"pod group {pg} is not ready: 0 of 4 members scheduled",
-        )
-    b.api["coscheduling_podgroups"].append(
-        {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": pg, "namespace": ns, "uid": b.ids.uuid()},
-            "spec": {"minMember": 4, "scheduleTimeoutSeconds": 300},
-            "status": {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
-        }
-    )
-    b.plant_name("GPU010", "PodGroup", ns, pg, "no member runs: nothing is held")
-    if b.pytorchjobs and b.pytorchjobs[0]["name"] == "llm-pretrain-000":
-        b.plant_name("GPU010", "PyTorchJob", "ml-train", "llm-pretrain-000", "complete")
-        b.plant_name(
-            "GPU031",
-            "PyTorchJob",
             "ml-train",
-            "llm-pretrain-000",
-            "spans only the nodes it needs",
-        )
-
-
-def plant_placement(b: _Builder, l40s: list[NodeSpec]) -> None:
-    """GPU030, GPU031, GPU060 and GPU070 on three GB200 trays in two NVLink domains, one
-    more L40S node, and an L40S node with room."""
-    H = b.H
-    cluster = b.ids.uuid()
-    trays = [b.add_node("gb200", i) for i in range(3)]
-    for tray, clique in zip(trays, (1, 1, 2), strict=True):
-        tray.clique = f"{cluster}.{clique}"
-        tray.labels["nvidia.com/gpu.clique"] = tray.clique
-    # GPU060: tray 0 stays empty; trays 1 and 2 wait a while for the MoE job.
-    b.plant_name("GPU060", "Node", "", trays[0].name)
-    h0 = min(20, H // 2)
-    job, ns = "moe-train", "ml-train"
-    uid = b.ids.uuid()
-    b.pytorchjobs.append({"namespace": ns, "name": job, "uid": uid, "workers": 1})
-    for j, tray in enumerate(trays[1:]):
-        role = "master" if j == 0 else "worker"
-        p = b.pod(
-            ns,
-            f"{job}-{role}-0",
-            tray,
-            "pytorch",
-            ("PyTorchJob", job),
-            h0,
-            gpus=4,
-            labels={
-                "training.kubeflow.org/job-name": job,
-                "training.kubeflow.org/replica-type": role,
-                "training.kubeflow.org/replica-index": "0",
-            },
+            f"queued-train-{i}",
+            ("Job", f"queued-train-{i}"),
+            b.H - 2,
+            8,
             priority_class="training",
             priority=1000,
-            owner_uid=uid,
         )
-        place(b, p, b.free_slots(tray), h0, b.pattern("busy", H - h0, h0), 0.8)
-    # GPU031: the job spans both NVLink domains while domain 1 (trays 0 and 1) had room.
-    b.plant_name("GPU031", "PyTorchJob", ns, job)
-    b.plant_name("GPU010", "PyTorchJob", ns, job, "complete, members started together")
-    if h0 < 24:
-        b.plant_name("GPU060", "Node", "", trays[1].name, f"idle for {h0} h only")
-    # GPU070: a failed row remap on one of the worker's GPUs.
-    sick = b.slots_by_node[trays[2].name][2]
-    when = H - min(48, (H - h0) // 2)
-    sick.health[queries.REMAP_UNCORR] = [(when, 8)]
-    sick.health[queries.REMAP_FAILURE] = [(when, 1)]
-    b.plant_name("GPU070", "GPU", "", sick.uuid)
-    # GPU030 on a PCIe-only L40S board: pairs (0, 1) and (2, 3) share a switch.
-    extra = b.add_node("l40s", len(l40s))
-    slots = b.slots_by_node[extra.name]
-    pinned = {"nvidia.com/gpu.product": extra.product}
-    tp2 = b.deployment_pod(
-        "serving",
-        "vllm-tp2",
-        extra,
-        0,
-        gpus=2,
-        priority_class="serving",
-        priority=10000,
-        node_selector=pinned,
-    )
-    place(b, tp2, [slots[0], slots[2]], 0, b.pattern("diurnal", H, 0, base=0.3), 0.5)
-    b.plant("GPU030", tp2)
-    late_h = min(6, H // 4)
-    late = b.deployment_pod(
-        "serving",
-        "vllm-tp2-late",
-        extra,
-        late_h,
-        gpus=2,
-        priority_class="serving",
-        priority=10000,
-        node_selector=pinned,
-    )
-    act = b.pattern("diurnal", H - late_h, late_h, base=0.3)
-    place(b, late, [slots[1], slots[3]], late_h, act, 0.5)
-    b.plant("GPU030", late, "no better-connected pair was free when it started")
-    b.plant("GPU031", late, "pinned to L40S by its nodeSelector")
-    # GPU031: a 2-GPU job on PCIe-only L40S GPUs while NVLink nodes had room (tray 0 at least).
-    roomy = sorted(l40s, key=lambda n: (-len(b.free_slots(n)), n.name))
-    if roomy and len(b.free_slots(roomy[0])) >= 2:
-        node = roomy[0]
-        free = {s.index: s for s in b.free_slots(node)}
-        pair = next(
-            ([free[a], free[a + 1]] for a in (0, 2) if a in free and a + 1 in free),
-            list(free.values())[:2],
-        )
-        p = b.pod(
-            "ml-train",
-            "sdxl-finetune-0",
-            node,
-            "main",
-            ("Job", "sdxl-finetune"),
-            0,
-            gpus=2,
-            labels={"batch.kubernetes.io/job-name": "sdxl-finetune"},
-        )
-        place(b, p, pair, 0, b.pattern("busy", H, 0, lo=0.5, hi=0.8), 0.7)
-        b.plant("GPU031", p)
+        b.plant("GPU080", pend, "pending, holds no GPU")
 
 
-def plant_health(b: _Builder, h100: list[NodeSpec]) -> None:
-    """GPU070: an XID 63 on a GPU a job holds; an XID 79 on a GPU nobody holds."""
-    H = b.H
-    roomy = sorted(
-        (n for n in h100 if n.exporter and 2 <= len(b.free_slots(n)) <= 6),
-        key=lambda n: (-len(b.free_slots(n)), n.name),
-    )
-    if roomy:
-        node = roomy[0]
-        p = b.pod(
-            "ml-train",
-            "ft-ecc-0",
-            node,
-            "main",
-            ("Job", "ft-ecc"),
-            0,
-            gpus=2,
-            labels={"batch.kubernetes.io/job-name": "ft-ecc"},
-        )
-        slots = b.free_slots(node)[:2]
-        place(b, p, slots, 0, b.pattern("busy", H, 0), 0.6)
-        when = H - min(40, H // 2)
-        slots[0].health[queries.XID] = [(when, 63)]
-        slots[0].health[queries.REMAP_UNCORR] = [(when, 1)]
-        b.plant_name("GPU070", "GPU", "", slots[0].uuid)
-    spare = next(
-        (s for n in h100 if n.exporter for s in b.free_slots(n)),
-        None,
-    )
-    if spare is not None:
-        spare.health[queries.XID] = [(H - min(10, H // 3), 79)]
-        b.plant_name("GPU070", "GPU", "", spare.uuid, "XID 79 on a GPU no pod held")
+# ---- pods pending for GPUs, planted last -------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Waiting:
+    """A Job's pod `{job}-0` pending for `gpus` GPUs since `waited_h` hours before the window's
+    end (plus `created_delta_s` seconds), pinned to a GPU `product` when set. GPU050's and
+    GPU051's truth about it is derived from the cluster's end state (`truth.from_state`);
+    `truth` adds to that."""
+
+    job: str
+    namespace: str
+    gpus: int
+    waited_h: int
+    created_delta_s: int = -120
+    priority_class: str = ""
+    priority: int = 0
+    preemption_policy: str = ""
+    product: str = ""
+    truth: tuple[Truth, ...] = ()
 
 
-def plant_pending(b: _Builder) -> None:
-    """GPU050 and GPU051: pods pending for GPUs."""
-    H = b.H
+PENDING = (
+    Waiting(
+        job="eval-llm",
+        namespace="research",
+        gpus=4,
+        waited_h=3,
+        priority_class="research-high",
+        priority=5000,
+        preemption_policy="Never",
+        product="NVIDIA-L40S",
+    ),
+    Waiting(
+        job="eval-4gpu",
+        namespace="research",
+        gpus=4,
+        waited_h=5,
+        product="NVIDIA-H100-80GB-HBM3",
+    ),
+    Waiting(
+        job="hotfix-train",
+        namespace="ml-train",
+        gpus=8,
+        waited_h=0,
+        created_delta_s=-600,
+        priority_class="training",
+        priority=1000,
+        truth=(near_miss("GPU050", "pending 10 min"), near_miss("GPU051", "pending 10 min")),
+    ),
+)
+"""Pods pending for GPUs (GPU050, GPU051), placed after every other case."""
+
+
+def plant_pending(b: Builder, waiting: tuple[Waiting, ...] = PENDING) -> None:
+    """The pending pods, and the PriorityClass that never preempts which one of them uses."""
     b.api["priorityclasses"].append(
         {
             "name": "research-high",
@@ -529,109 +465,21 @@ def plant_pending(b: _Builder) -> None:
             "description": "Urgent research runs that must not evict others.",
         }
     )
-    msg = "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu."
-    n_nodes = len(b.nodes)
-    pending(
-        b,
-        "research",
-        "eval-llm-0",
-        ("Job", "eval-llm"),
-        max(0, H - 3),
-        4,
-        priority_class="research-high",
-        priority=5000,
-        preemption_policy="Never",
-        node_selector={"nvidia.com/gpu.product": "NVIDIA-L40S"},
-        pending_message=msg.format(n=n_nodes),
-    )
-    pending(
-        b,
-        "research",
-        "eval-4gpu-0",
-        ("Job", "eval-4gpu"),
-        max(0, H - 5),
-        4,
-        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-        pending_message=msg.format(n=n_nodes),
-    )
-    hot = pending(
-        b,
-        "ml-train",
-        "hotfix-train-0",
-        ("Job", "hotfix-train"),
-        H,
-        8,
-        priority_class="training",
-        priority=1000,
-        created_delta_s=-600,
-        pending_message=msg.format(n=n_nodes),
-    )
-    b.plant("GPU050", hot, "pending 10 min")
-    b.plant("GPU051", hot, "pending 10 min")
-
-
-def truth_from_state(b: _Builder) -> None:
-    """Truth of the rules that depend on the whole cluster's end state (GPU050, GPU051,
-    GPU060), derived from the model with the checks' documented rules."""
-    cap = {n.name: int(n.capacity.get("nvidia.com/gpu", "0")) for n in b.nodes}
-    product = {n.name: n.product for n in b.nodes}
-    bound = [p for p in b.pods if p.alive and p.node and p.phase != "Pending"]
-    used: dict[str, int] = {}
-    holders: dict[str, list[int]] = {}
-    for p in bound:
-        used[p.node] = used.get(p.node, 0) + p.gpus
-        if p.gpus:
-            prio = p.priority if p.priority_class else 0
-            holders.setdefault(p.node, []).extend([prio] * p.gpus)
-    free = {n: cap[n] - used.get(n, 0) for n in cap if cap[n] > 0}
-    for p in b.pods:
-        if not p.alive or p.phase != "Pending" or not p.gpus:
-            continue
-        if "nvidia.com/" not in p.pending_message and p.pending_message:
-            continue
-        created = p.created_h * 3600 + p.created_delta_s + 1
-        if b.H * 3600 - created < 30 * 60:
-            continue
-        sel = p.node_selector.get("nvidia.com/gpu.product")
-        pool = [n for n in free if cap[n] >= p.gpus and (not sel or product[n] == sel)]
-        if not pool or any(free[n] >= p.gpus for n in pool):
-            continue
-        prio = p.priority if p.priority_class else 0
-        if any(free[n] + sum(1 for q in holders.get(n, []) if q < prio) >= p.gpus for n in pool):
-            b.plant("GPU050", p)
-        else:
-            b.plant("GPU050", p, "no lower-priority pod holds GPUs it could use")
-        if p.gpus >= 2 and sum(free[n] for n in pool) >= p.gpus:
-            b.plant("GPU051", p)
-        elif p.gpus >= 2:
-            b.plant("GPU051", p, "the pool has fewer free GPUs than it needs")
-    # GPU050 policy: pools where serving and batch GPU pods share nodes, some unclassed.
-    pools: dict[str, dict[str, bool]] = {}
-    for p in bound:
-        if not (p.gpus or p.mig) or p.phase != "Running":
-            continue
-        kind = "Deployment" if p.owner_kind == "ReplicaSet" else p.owner_kind
-        if "notebook-name" in p.labels:
-            kind = "Notebook"
-        f = pools.setdefault(product[p.node], {"serving": False, "batch": False, "bare": False})
-        f["serving"] |= kind in ("Deployment", "StatefulSet", "LeaderWorkerSet")
-        f["batch"] |= kind in ("Job", "CronJob", "PyTorchJob", "MPIJob", "JobSet")
-        f["bare"] |= not p.priority_class
-    for pool_name, f in sorted(pools.items()):
-        if f["serving"] and f["batch"] and f["bare"]:
-            b.plant_name("GPU050", "NodePool", "", pool_name)
-        else:
-            b.plant_name("GPU050", "NodePool", "", pool_name, "serving and batch do not share it")
-    # GPU060: nodes with a 24-hour run of hours where no held GPU reached 5 % activity.
-    idle = {n.name: np.ones(b.H, dtype=bool) for n in b.nodes if n.exporter}
-    for h in b.holdings:
-        if h.pod is not None and h.slot.node.name in idle:
-            idle[h.slot.node.name][h.h0 : h.h1] &= h.act < 0.05
-    planted = {e["name"] for e in b.truth["planted"].get("GPU060", [])}
-    for name, flags in idle.items():
-        run = best = 0
-        for f in flags:
-            run = run + 1 if f else 0
-            best = max(best, run)
-        if best >= 24 and name not in planted:
-            b.plant_name("GPU060", "Node", "", name)
+    message = f"0/{len(b.nodes)} nodes are available: {len(b.nodes)} Insufficient nvidia.com/gpu."
+    for w in waiting:
+        p = workloads.pending(
+            b,
+            w.namespace,
+            f"{w.job}-0",
+            ("Job", w.job),
+            max(0, b.H - w.waited_h),
+            w.gpus,
+            priority_class=w.priority_class,
+            priority=w.priority,
+            preemption_policy=w.preemption_policy,
+            node_selector={"nvidia.com/gpu.product": w.product} if w.product else {},
+            created_delta_s=w.created_delta_s,
+            pending_message=message,
+        )
+        for t in w.truth:
+            b.plant(t.code, p, t.near_miss)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpuaudit import queries, snapshot
-from gpuaudit.scenario import emit, generate, generator, series
+from gpuaudit.scenario import builder, emit, generate, series
 from gpuaudit.scenario.generator import Scenario
 from tests.scenario_perf import reference
 
@@ -70,7 +70,7 @@ def test_free_holdings_match_holding_zeros(monkeypatch: pytest.MonkeyPatch) -> N
         b.hold(slot, None, h0, h1, np.zeros(h1 - h0), 0.0)
 
     fast = generate(120, 2, 4)
-    monkeypatch.setattr(generator._Builder, "hold_free", reference_free)
+    monkeypatch.setattr(builder.Builder, "hold_free", reference_free)
     slow = generate(120, 2, 4)
     assert len(fast.holdings) == len(slow.holdings)
     fields = ("act", "act_amp", "fb_used", "fb_amp", "power", "util", "util_amp")
@@ -87,14 +87,14 @@ def test_round_and_clip_are_numpys() -> None:
     for decimals in (0, 3, 4):
         x = rng.standard_normal(50_000) * 10.0 ** rng.integers(-5, 6, 50_000)
         x[::5] = (rng.integers(-(10**6), 10**6, 10_000) + 0.5) / 10**decimals
-        assert generator._round(x, decimals).tobytes() == np.round(x, decimals).tobytes()
+        assert builder._round(x, decimals).tobytes() == np.round(x, decimals).tobytes()
     y = rng.uniform(-2, 2, 1000)
     y[:5] = [-0.0, np.nan, np.inf, -np.inf, 0.0]
-    assert generator._clip(y, 0, 1.5).tobytes() == np.clip(y, 0, 1.5).tobytes()
+    assert builder._clip(y, 0, 1.5).tobytes() == np.clip(y, 0, 1.5).tobytes()
 
 
 def test_ids_are_the_original_formatting() -> None:
-    a = generator._Ids(np.random.default_rng(5))
+    a = builder.Ids(np.random.default_rng(5))
     rng = np.random.default_rng(5)
     for n in (1, 4, 5, 32):
         want = "".join(f"{int(b):02x}" for b in rng.integers(0, 256, size=(n + 1) // 2))[:n]

@@ -1,0 +1,169 @@
+"""Cases about the hardware: placement on the interconnect (GPU030, GPU031), nodes left idle
+(GPU060) and sick GPUs (GPU070), on three GB200 trays in two NVLink domains, one more L40S
+node, and the room the base scenario left.
+
+They are placed after the base scenario and its background, in GPUs those left free and on
+nodes added here, so that the base scenario (and every case of the checks before them) stays
+exactly as it was.
+"""
+
+from __future__ import annotations
+
+from gpuaudit import queries
+from gpuaudit.scenario.builder import Builder
+from gpuaudit.scenario.model import NodeSpec
+from gpuaudit.scenario.workloads import place
+
+
+def plant_health(b: Builder) -> None:
+    """GPU070: an XID 63 on a GPU a job holds; an XID 79 on a GPU nobody holds."""
+    H = b.H
+    h100 = b.of_kind("h100")
+    roomy = sorted(
+        (n for n in h100 if n.exporter and 2 <= len(b.free_slots(n)) <= 6),
+        key=lambda n: (-len(b.free_slots(n)), n.name),
+    )
+    if roomy:
+        node = roomy[0]
+        p = b.pod(
+            "ml-train",
+            "ft-ecc-0",
+            node,
+            "main",
+            ("Job", "ft-ecc"),
+            0,
+            gpus=2,
+            labels={"batch.kubernetes.io/job-name": "ft-ecc"},
+        )
+        slots = b.free_slots(node)[:2]
+        place(b, p, slots, 0, b.pattern("busy", H, 0), 0.6)
+        when = H - min(40, H // 2)
+        slots[0].health[queries.XID] = [(when, 63)]
+        slots[0].health[queries.REMAP_UNCORR] = [(when, 1)]
+        b.plant_name("GPU070", "GPU", "", slots[0].uuid)
+    spare = next(
+        (s for n in h100 if n.exporter for s in b.free_slots(n)),
+        None,
+    )
+    if spare is not None:
+        spare.health[queries.XID] = [(H - min(10, H // 3), 79)]
+        b.plant_name("GPU070", "GPU", "", spare.uuid, "XID 79 on a GPU no pod held")
+
+
+def plant_placement(b: Builder) -> None:
+    """GPU030, GPU031, GPU060 and GPU070 on three GB200 trays in two NVLink domains, one
+    more L40S node, and an L40S node with room."""
+    l40s = b.of_kind("l40s")
+    _gb200_trays(b)
+    _pcie_pairs(b, b.add_node("l40s", len(l40s)))
+    _pcie_job(b, l40s)
+
+
+def _gb200_trays(b: Builder) -> None:
+    """Three trays, two in one NVLink domain: tray 0 stays empty (GPU060) while a MoE job
+    spans trays 1 and 2, across both domains (GPU031); one of its GPUs fails a row remap
+    (GPU070)."""
+    H = b.H
+    cluster = b.ids.uuid()
+    trays = [b.add_node("gb200", i) for i in range(3)]
+    for tray, clique in zip(trays, (1, 1, 2), strict=True):
+        tray.clique = f"{cluster}.{clique}"
+        tray.labels["nvidia.com/gpu.clique"] = tray.clique
+    # GPU060: tray 0 stays empty; trays 1 and 2 wait a while for the MoE job.
+    b.plant_name("GPU060", "Node", "", trays[0].name)
+    h0 = min(20, H // 2)
+    job, ns = "moe-train", "ml-train"
+    uid = b.ids.uuid()
+    b.pytorchjobs.append({"namespace": ns, "name": job, "uid": uid, "workers": 1})
+    for j, tray in enumerate(trays[1:]):
+        role = "master" if j == 0 else "worker"
+        p = b.pod(
+            ns,
+            f"{job}-{role}-0",
+            tray,
+            "pytorch",
+            ("PyTorchJob", job),
+            h0,
+            gpus=4,
+            labels={
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/replica-type": role,
+                "training.kubeflow.org/replica-index": "0",
+            },
+            priority_class="training",
+            priority=1000,
+            owner_uid=uid,
+        )
+        place(b, p, b.free_slots(tray), h0, b.pattern("busy", H - h0, h0), 0.8)
+    # GPU031: the job spans both NVLink domains while domain 1 (trays 0 and 1) had room.
+    b.plant_name("GPU031", "PyTorchJob", ns, job)
+    b.plant_name("GPU010", "PyTorchJob", ns, job, "complete, members started together")
+    if h0 < 24:
+        b.plant_name("GPU060", "Node", "", trays[1].name, f"idle for {h0} h only")
+    # GPU070: a failed row remap on one of the worker's GPUs.
+    sick = b.slots_by_node[trays[2].name][2]
+    when = H - min(48, (H - h0) // 2)
+    sick.health[queries.REMAP_UNCORR] = [(when, 8)]
+    sick.health[queries.REMAP_FAILURE] = [(when, 1)]
+    b.plant_name("GPU070", "GPU", "", sick.uuid)
+
+
+def _pcie_pairs(b: Builder, extra: NodeSpec) -> None:
+    """GPU030 on a PCIe-only L40S board whose pairs (0, 1) and (2, 3) share a switch: a
+    tensor-parallel pair split across switches, and a later one that had no better choice."""
+    H = b.H
+    slots = b.slots_by_node[extra.name]
+    pinned = {"nvidia.com/gpu.product": extra.product}
+    tp2 = b.deployment_pod(
+        "serving",
+        "vllm-tp2",
+        extra,
+        0,
+        gpus=2,
+        priority_class="serving",
+        priority=10000,
+        node_selector=pinned,
+    )
+    place(b, tp2, [slots[0], slots[2]], 0, b.pattern("diurnal", H, 0, base=0.3), 0.5)
+    b.plant("GPU030", tp2)
+    late_h = min(6, H // 4)
+    late = b.deployment_pod(
+        "serving",
+        "vllm-tp2-late",
+        extra,
+        late_h,
+        gpus=2,
+        priority_class="serving",
+        priority=10000,
+        node_selector=pinned,
+    )
+    act = b.pattern("diurnal", H - late_h, late_h, base=0.3)
+    place(b, late, [slots[1], slots[3]], late_h, act, 0.5)
+    b.plant("GPU030", late, "no better-connected pair was free when it started")
+    b.plant("GPU031", late, "pinned to L40S by its nodeSelector")
+
+
+def _pcie_job(b: Builder, l40s: list[NodeSpec]) -> None:
+    """GPU031: a 2-GPU job on PCIe-only L40S GPUs while NVLink nodes had room (tray 0 at
+    least), on the base L40S node with the most room."""
+    roomy = sorted(l40s, key=lambda n: (-len(b.free_slots(n)), n.name))
+    if not roomy or len(b.free_slots(roomy[0])) < 2:
+        return
+    node = roomy[0]
+    free = {s.index: s for s in b.free_slots(node)}
+    pair = next(
+        ([free[a], free[a + 1]] for a in (0, 2) if a in free and a + 1 in free),
+        list(free.values())[:2],
+    )
+    p = b.pod(
+        "ml-train",
+        "sdxl-finetune-0",
+        node,
+        "main",
+        ("Job", "sdxl-finetune"),
+        0,
+        gpus=2,
+        labels={"batch.kubernetes.io/job-name": "sdxl-finetune"},
+    )
+    place(b, p, pair, 0, b.pattern("busy", b.H, 0, lo=0.5, hi=0.8), 0.7)
+    b.plant("GPU031", p)
