@@ -1,14 +1,20 @@
 from __future__ import annotations
 
+import ast
 import hashlib
+import io
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
-from gpuaudit.scenario import generate, to_snapshot, write_snapshot
+from gpuaudit.scenario import cases, generate, to_snapshot, write_openmetrics, write_snapshot
+from gpuaudit.scenario.cases import Notebook, On, Plant, Waiting, finds, near_miss
+from gpuaudit.scenario.workloads import pattern
 from tests.conftest import DEMO, DEMO_TRUTH
 
 runner = CliRunner()
@@ -79,8 +85,6 @@ def test_bundled_demo_matches_the_generator(tmp_path: Path) -> None:
 
 
 def test_openmetrics_is_well_formed(tmp_path: Path) -> None:
-    from gpuaudit.scenario import write_openmetrics
-
     sc = generate(24, 1, 3, scrape_s=600)
     path = tmp_path / "s.om"
     with open(path, "w") as fh:
@@ -96,10 +100,6 @@ def test_openmetrics_is_well_formed(tmp_path: Path) -> None:
 
 def test_openmetrics_by_hours_adds_up_to_the_whole() -> None:
     """Backfilling a large scenario a day at a time gives exactly the samples of one file."""
-    import io
-
-    from gpuaudit.scenario import write_openmetrics
-
     sc = generate(40, 2, 3, scrape_s=600)
     whole = io.StringIO()
     n = write_openmetrics(sc, whole)
@@ -112,3 +112,68 @@ def test_openmetrics_by_hours_adds_up_to_the_whole() -> None:
     assert total == n > 0
     samples = [x for x in whole.getvalue().splitlines() if not x.startswith("#")]
     assert sorted(parts) == sorted(samples)
+
+
+def _truth_names(truth: dict[str, Any], code: str, miss: str) -> list[str]:
+    key = "near_misses" if miss else "planted"
+    return [e["name"] for e in truth[key].get(code, []) if e.get("why", "") == miss]
+
+
+def test_every_declared_base_case_is_in_the_truth() -> None:
+    """The demo places every declared case, and its truth says what each declaration says."""
+    sc = generate(400, 7, 1)
+    for group in cases.BASE:
+        for case in group:
+            name = case.name.format(i=0)
+            assert any(p.name.startswith(name) for p in sc.pods), name
+            for t in case.truth:
+                listed = _truth_names(sc.truth, t.code, t.near_miss)
+                assert any(n.startswith(name) for n in listed), (name, t)
+
+
+def test_a_planted_case_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appending a `Plant` (and a `Waiting`) is all it takes to plant a case and its truth."""
+    extra = Plant(
+        name="nb-extra-{i}",
+        on=On("l40s"),
+        workload=Notebook(),
+        activity=pattern("idle"),
+        truth=(finds("GPU001"), near_miss("GPU021", "declared in a test")),
+    )
+    waiting = Waiting(job="extra-wait", namespace="research", gpus=2, waited_h=4)
+    monkeypatch.setattr(cases, "BASE", (*cases.BASE, (extra,)))
+    monkeypatch.setattr(cases, "PENDING", (*cases.PENDING, waiting))
+    sc = generate(60, 2, 7)
+    pods = {p.name: p for p in sc.pods}
+    assert pods["nb-extra-0-0"].node.startswith("l40s-node-")
+    assert pods["extra-wait-0"].phase == "Pending"
+    assert "nb-extra-0-0" in _truth_names(sc.truth, "GPU001", "")
+    assert "nb-extra-0-0" in _truth_names(sc.truth, "GPU021", "declared in a test")
+
+
+def test_scenario_modules_import_without_a_circle() -> None:
+    """The scenario's modules import each other in one direction (the package's `__init__`
+    aside), counting imports anywhere in a module, not only at its top."""
+    pkg = Path(cases.__file__).parent
+    mods = {f.stem for f in pkg.glob("*.py")} - {"__init__"}
+    deps: dict[str, set[str]] = {}
+    for mod in mods:
+        deps[mod] = set()
+        for node in ast.walk(ast.parse((pkg / f"{mod}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "gpuaudit.scenario":
+                deps[mod] |= {a.name for a in node.names} & mods
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                deps[mod] |= {node.module.removeprefix("gpuaudit.scenario.")} & mods
+            elif isinstance(node, ast.Import):
+                deps[mod] |= {a.name.removeprefix("gpuaudit.scenario.") for a in node.names} & mods
+    done: set[str] = set()
+
+    def visit(mod: str, path: tuple[str, ...]) -> None:
+        assert mod not in path, " -> ".join((*path, mod))
+        if mod not in done:
+            for dep in sorted(deps[mod]):
+                visit(dep, (*path, mod))
+            done.add(mod)
+
+    for mod in sorted(mods):
+        visit(mod, ())

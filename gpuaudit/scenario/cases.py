@@ -1,6 +1,7 @@
 """The planted cases of the base scenario, one declaration each: GPU001, GPU002, GPU003,
 GPU020, GPU021 and GPU040 (and their near-misses), planted before the background fills the
-cluster; and GPU080, planted after it.
+cluster; GPU080, planted after it; and the pods pending for GPUs (GPU050, GPU051), planted
+after every other case.
 
 A `Plant` names the workload it places, the node it goes on, its hours and activity, and what
 the audit must say about it (`finds` a code, or a `near_miss` of one that must stay quiet).
@@ -106,24 +107,25 @@ class Notebook:
 
 @dataclass(frozen=True, kw_only=True)
 class MigServer:
-    """An inference server (Deployment) on one MIG slice of `profile`, all window long."""
+    """An inference server (Deployment) on one MIG slice of `profile`; the case's name is the
+    Deployment's."""
 
     profile: str
 
     def place(
         self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
     ) -> PodSpec | None:
-        return workloads.mig_server(b, node, name, self.profile, activity)
+        return workloads.mig_server(b, node, name, self.profile, activity, h0)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Nightly:
-    """A batch Deployment on one GPU, all window long."""
+    """A batch Deployment on one GPU; the case's name is the Deployment's."""
 
     def place(
         self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
     ) -> PodSpec | None:
-        return workloads.nightly(b, node, name, activity)
+        return workloads.nightly(b, node, name, activity, h0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,11 +356,11 @@ def copies(b: Builder) -> int:
     return max(1, b.target // 400)
 
 
-def plant_base(b: Builder, groups: tuple[tuple[Plant, ...], ...] = BASE) -> None:
-    """Place the base cases, group by group, each group once per copy, and record their
-    truth."""
+def plant_base(b: Builder) -> None:
+    """Place the base cases (`BASE`), group by group, each group once per copy, and record
+    their truth."""
     by_kind = {kind: b.of_kind(kind) for kind in ("h100", "a100-mig", "l40s")}
-    for group in groups:
+    for group in BASE:
         for i in range(copies(b)):
             for case in group:
                 plant(b, by_kind, case, i)
@@ -455,8 +457,9 @@ PENDING = (
 """Pods pending for GPUs (GPU050, GPU051), placed after every other case."""
 
 
-def plant_pending(b: Builder, waiting: tuple[Waiting, ...] = PENDING) -> None:
-    """The pending pods, and the PriorityClass that never preempts which one of them uses."""
+def plant_pending(b: Builder) -> None:
+    """The pending pods (`PENDING`), and the PriorityClass that never preempts which one of
+    them uses."""
     b.api["priorityclasses"].append(
         {
             "name": "research-high",
@@ -466,7 +469,7 @@ def plant_pending(b: Builder, waiting: tuple[Waiting, ...] = PENDING) -> None:
         }
     )
     message = f"0/{len(b.nodes)} nodes are available: {len(b.nodes)} Insufficient nvidia.com/gpu."
-    for w in waiting:
+    for w in PENDING:
         p = workloads.pending(
             b,
             w.namespace,

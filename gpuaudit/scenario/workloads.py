@@ -181,28 +181,30 @@ def notebook(
 
 
 def mig_server(
-    b: Builder, node: NodeSpec, deploy: str, profile: str, activity: Activity
+    b: Builder, node: NodeSpec, deploy: str, profile: str, activity: Activity, h0: int = 0
 ) -> PodSpec | None:
     """An inference server on one MIG slice of `profile`, if the node has one free."""
     free = [s for s in b.free_slots(node) if s.profile == profile]
     if not free:
         return None
     p = b.deployment_pod(
-        "serving", deploy, node, 0, mig={profile: 1}, priority_class="serving", priority=10000
+        "serving", deploy, node, h0, mig={profile: 1}, priority_class="serving", priority=10000
     )
-    act, util = activity.draw(b, b.H, 0)
-    b.hold(free[0], p, 0, b.H, act, float(b.rng.uniform(0.5, 0.8)), util)
+    act, util = activity.draw(b, b.H - h0, h0)
+    b.hold(free[0], p, h0, b.H, act, float(b.rng.uniform(0.5, 0.8)), util)
     return p
 
 
-def nightly(b: Builder, node: NodeSpec, name: str, activity: Activity) -> PodSpec | None:
+def nightly(
+    b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int = 0
+) -> PodSpec | None:
     """A batch Deployment on one GPU, if the node has one free."""
     free = b.free_slots(node)
     if not free:
         return None
-    p = b.deployment_pod("batch", name, node, 0, gpus=1, priority_class="batch", priority=100)
-    act, util = activity.draw(b, b.H, 0)
-    b.hold(free[0], p, 0, b.H, act, 0.35, util)
+    p = b.deployment_pod("batch", name, node, h0, gpus=1, priority_class="batch", priority=100)
+    act, util = activity.draw(b, b.H - h0, h0)
+    b.hold(free[0], p, h0, b.H, act, 0.35, util)
     return p
 
 
