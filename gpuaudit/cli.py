@@ -912,9 +912,7 @@ def _emit(result: object, fmt: Format, output: Path | None) -> None:
         import io
 
         buf = io.StringIO()
-        table.print_table(
-            result, Console(file=buf, width=160, no_color=True, force_terminal=False)
-        )
+        table.print_table(result, Console(file=buf, width=160, no_color=True, force_terminal=False))
         _write(output, buf.getvalue())
     else:
         table.print_table(result, Console(highlight=False))
