@@ -274,7 +274,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     from rich.console import Console
     from rich.text import Text
 
-    from gpuaudit.report.safe import terminal
+    from gpuaudit.report.text import terminal
 
     Console(stderr=True, soft_wrap=True).print(Text(f"gpuaudit: error: {terminal(message, 600)}"))
     raise typer.Exit(code)
@@ -912,12 +912,10 @@ def _emit(result: object, fmt: Format, output: Path | None) -> None:
         import io
 
         buf = io.StringIO()
-        table.print_report(
-            result, Console(file=buf, width=160, no_color=True, force_terminal=False)
-        )
+        table.print_table(result, Console(file=buf, width=160, no_color=True, force_terminal=False))
         _write(output, buf.getvalue())
     else:
-        table.print_report(result, Console(highlight=False))
+        table.print_table(result, Console(highlight=False))
 
 
 def _render_text(result: AuditResult, fmt: Format) -> str:

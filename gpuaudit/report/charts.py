@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuaudit.breakdown import Charts
-from gpuaudit.report.safe import terminal
+from gpuaudit.report.text import terminal
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

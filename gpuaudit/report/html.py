@@ -11,21 +11,26 @@ from __future__ import annotations
 
 import html
 
+from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
-from gpuaudit.report.markdown import (
+from gpuaudit.report import charts
+from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.text import (
     DELTA_LABELS,
     MAX_LISTED,
+    count,
     delta_text,
     num,
     pct,
+    plural,
     resolved_fields,
+    terminal,
     value_text,
     window_text,
 )
-from gpuaudit.report.safe import terminal
 
 MAX_FINDINGS = 100
 """Findings listed; the JSON report always has them all."""
@@ -151,7 +156,7 @@ def _status(status: str) -> str:
 
 
 def _header(result: AuditResult) -> str:
-    version = h(result.to_dict()["gpuaudit_version"], 40)
+    version = h(__version__, 40)
     return (
         "<header>"
         f'<h1>GPU audit <span class="cluster">{h(result.cluster or "cluster", 120)}</span></h1>'
@@ -203,11 +208,11 @@ def _kpis(result: AuditResult) -> str:
     idle_share = s.idle_gpu_hours / s.allocated_gpu_hours if s.allocated_gpu_hours > 0 else None
     return (
         '<div class="kpis">'
-        + card("GPUs", f"{s.gpus_total:,}", "physical GPUs in the fleet", "gpus_total")
+        + card("GPUs", count(s.gpus_total), "physical GPUs in the fleet", "gpus_total")
         + card(
             "Allocated",
             pct(s.allocation_rate),
-            f"{s.gpus_allocated_avg:,.1f} GPUs on average, {s.gpus_allocated_now:,.1f} now",
+            f"{num(s.gpus_allocated_avg, 1)} GPUs on average, {num(s.gpus_allocated_now, 1)} now",
             "allocation_rate",
         )
         + card(
@@ -237,8 +242,6 @@ def _charts(result: AuditResult) -> str:
     b = result.breakdown
     if b is None:
         return ""
-    from gpuaudit.report import charts
-
     fleet = charts.fleet_chart(b.charts, result.summary.gpus_total)
     heat = charts.heatmap_chart(b.charts)
     if not fleet and not heat:
@@ -261,7 +264,7 @@ def _charts(result: AuditResult) -> str:
         n = len(b.charts.heatmap_rows)
         parts += [
             "<h3>Engine activity per namespace and hour</h3>"
-            f'<p class="note">The {n} namespace{"s" if n != 1 else ""} holding the most '
+            f'<p class="note">The {plural(n, "namespace")} holding the most '
             "GPU-hours, busiest first. Each cell is the mean engine activity of the GPUs the "
             "namespace held in that hour: red is idle, green is busy, grey means it held no GPU. "
             "Long red stretches are reservations worth reclaiming.</p>",
@@ -389,8 +392,8 @@ def _group_table(sid: str, title: str, key_name: str, groups: tuple[Group, ...],
             f'<tr><td class="res">{h(g.key, 80)}</td>'
             f'<td class="num">{num(g.allocated_gpu_hours)}</td>'
             f'<td class="num">{num(g.idle_gpu_hours)}</td>'
-            f'<td class="num">{pct(share)}<span class="bar"><span style="width:{width:.1f}%">'
-            "</span></span></td>"
+            f'<td class="num">{pct(share)}<span class="bar">'
+            f'<span style="width:{num(width, 1, grouped=False)}%"></span></span></td>'
             f'<td class="num">{pct(g.mean_activity)}</td>'
             f'<td class="num">{num(g.wasted_cost)}</td></tr>'
         )
@@ -468,7 +471,7 @@ def _listing(sid: str, title: str, note: str, items: list[str]) -> str:
 
 def _footer(result: AuditResult) -> str:
     return (
-        f"<footer>gpuaudit {h(result.to_dict()['gpuaudit_version'], 40)} · checks run: "
+        f"<footer>gpuaudit {h(__version__, 40)} · checks run: "
         f"{h(', '.join(result.checks_run) or 'none', 400)}</footer>"
     )
 
@@ -508,7 +511,10 @@ def render(result: AuditResult) -> str:
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta name="generator" content="gpuaudit {h(result.to_dict()["gpuaudit_version"])}">\n'
+        f'<meta name="generator" content="gpuaudit {h(__version__)}">\n'
         f"<title>{title}</title>\n<style>{CSS}</style>\n</head>\n"
         f"<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
+
+
+FORMAT = ReportFormat("html", render)

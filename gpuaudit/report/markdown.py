@@ -10,21 +10,32 @@ ranked order the audit computed (severity, then wasted GPU-hours); nothing is re
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
+from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
-from gpuaudit.report.safe import terminal
+from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.text import (
+    DELTA_LABELS,
+    MAX_LISTED,
+    count,
+    delta_text,
+    money,
+    num,
+    pct,
+    plural,
+    resolved_fields,
+    terminal,
+    value_text,
+    window_text,
+)
 
 MAX_FINDINGS = 50
 """Findings listed in the full report; the JSON report always has them all."""
 MAX_GROUPS = 25
 """Rows of each waste table."""
-MAX_LISTED = 25
-"""Suppressed and resolved findings listed by name."""
 SUMMARY_TOP = 5
 SUMMARY_LIMIT = 3000
 """Characters of the chat summary; Slack shows about this much before folding."""
@@ -36,16 +47,6 @@ SUMMARY_LIMIT = 3000
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$#@])")
 # Autolinks (GitHub links bare `www.` and `scheme://` text): break them with an escape.
 _AUTOLINK = re.compile(r"(?i)(www)\.|:(?=//)")
-
-DELTA_LABELS: dict[str, str] = {
-    "gpus_total": "GPUs",
-    "allocation_rate": "Allocation rate",
-    "mean_activity": "Mean engine activity",
-    "allocated_gpu_hours": "Allocated GPU-hours",
-    "idle_gpu_hours": "Idle GPU-hours",
-    "wasted_cost": "Wasted cost",
-}
-RATES = ("allocation_rate", "mean_activity")
 
 
 def md(text: object, limit: int = 200) -> str:
@@ -63,58 +64,6 @@ def code(text: str) -> str:
     return f"`{text}`" if text.isascii() and text.isalnum() and len(text) <= 20 else md(text, 20)
 
 
-def pct(x: float | None) -> str:
-    """A ratio as a percentage, or `n/a`."""
-    return "n/a" if x is None else f"{x * 100:.1f} %"
-
-
-def num(x: float, digits: int = 0) -> str:
-    """A number with thousands separators."""
-    return f"{x:,.{digits}f}"
-
-
-def window_text(result: AuditResult) -> str:
-    """`168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC`."""
-    w = result.to_dict()["window"]
-    start = str(w["start"]).replace("T", " ").removesuffix(":00Z")
-    end = str(w["end"]).replace("T", " ").removesuffix(":00Z")
-    return f"{result.summary.window_hours:.0f} h, {start} to {end} UTC"
-
-
-def delta_text(key: str, change: float | None, currency: str) -> str:
-    """A summary change with its sign and unit: `+2.5 pp`, `-1,234 USD`."""
-    if change is None:
-        return "n/a"
-    if key in RATES:
-        return f"{change * 100:+.1f} pp"
-    if key == "wasted_cost":
-        return f"{change:+,.0f} {currency}"
-    return f"{change:+,.0f}"
-
-
-def value_text(key: str, value: float | None, currency: str) -> str:
-    if value is None:
-        return "n/a"
-    if key in RATES:
-        return pct(value)
-    if key == "wasted_cost":
-        return f"{value:,.0f} {currency}"
-    return f"{value:,.0f}"
-
-
-def resolved_fields(item: Mapping[str, Any]) -> tuple[str, str, str, float | None]:
-    """Code, severity, resource reference and GPU-hours of a resolved finding, read defensively:
-    it comes from an earlier report file, which may be anything."""
-    res = item.get("resource")
-    res = res if isinstance(res, Mapping) else {}
-    ns, name = str(res.get("namespace") or ""), str(res.get("name") or "")
-    ref = f"{ns}/{name}" if ns else name
-    impact = item.get("impact")
-    hours = impact.get("gpu_hours") if isinstance(impact, Mapping) else None
-    gh = float(hours) if isinstance(hours, (int, float)) and not isinstance(hours, bool) else None
-    return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, gh
-
-
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -125,7 +74,7 @@ def _title(result: AuditResult) -> list[str]:
         f"# GPU audit: {cluster}",
         "",
         f"Window {window_text(result)}. Generated {result.generated_at} by gpuaudit "
-        f"{md(result.to_dict()['gpuaudit_version'], 40)}.",
+        f"{md(__version__, 40)}.",
     ]
 
 
@@ -151,13 +100,13 @@ def _summary(result: AuditResult) -> list[str]:
         "",
         "| Figure | Value |",
         "|---|---:|",
-        f"| GPUs | {s.gpus_total:,} |",
-        f"| Allocated now | {s.gpus_allocated_now:,.1f} |",
-        f"| Allocated on average | {s.gpus_allocated_avg:,.1f} ({pct(s.allocation_rate)}) |",
+        f"| GPUs | {count(s.gpus_total)} |",
+        f"| Allocated now | {num(s.gpus_allocated_now, 1)} |",
+        f"| Allocated on average | {num(s.gpus_allocated_avg, 1)} ({pct(s.allocation_rate)}) |",
         f"| Mean engine activity of allocated GPUs | {pct(s.mean_activity)} |",
         f"| Allocated GPU-hours | {num(s.allocated_gpu_hours)} |",
         f"| Idle GPU-hours | {num(s.idle_gpu_hours)} |",
-        f"| Wasted cost | {num(s.wasted_cost)} {cur} |",
+        f"| Wasted cost | {money(s.wasted_cost, cur)} |",
     ]
 
 
@@ -371,10 +320,10 @@ def summary(result: AuditResult) -> str:
     cur = md(s.currency, 10)
     lines = [
         f"**GPU audit: {md(result.cluster or 'cluster', 80)}** ({window_text(result)})",
-        f"GPUs {s.gpus_total:,}, allocated {s.gpus_allocated_avg:,.1f} on average "
+        f"GPUs {count(s.gpus_total)}, allocated {num(s.gpus_allocated_avg, 1)} on average "
         f"({pct(s.allocation_rate)}), mean engine activity {pct(s.mean_activity)}.",
         f"Idle {num(s.idle_gpu_hours)} of {num(s.allocated_gpu_hours)} allocated GPU-hours, "
-        f"wasted **{num(s.wasted_cost)} {cur}**.",
+        f"wasted **{money(s.wasted_cost, cur)}**.",
     ]
     if not result.complete:
         why = "; ".join(result.incomplete_reasons) or "some data is missing"
@@ -395,18 +344,16 @@ def summary(result: AuditResult) -> str:
             tag = f" ({status})" if status and status != UNCHANGED else ""
             lines.append(
                 f"{i}. {f.severity.value} {md(f.code, 20)} {md(f.resource.ref(), 80)}: "
-                f"{num(f.impact.gpu_hours)} GPU-h, {num(f.impact.cost)} {cur}{tag}. "
+                f"{num(f.impact.gpu_hours)} GPU-h, {money(f.impact.cost, cur)}{tag}. "
                 f"{md(f.message, 220)}"
             )
     else:
         lines += ["", "No findings."]
     tail = []
     if result.suppressed:
-        n = len(result.suppressed)
-        tail.append(f"{n} finding{'s' if n != 1 else ''} waived")
+        tail.append(f"{plural(len(result.suppressed), 'finding')} waived")
     if result.skipped:
-        n = len(result.skipped)
-        tail.append(f"{n} check{'s' if n != 1 else ''} skipped for lack of data")
+        tail.append(f"{plural(len(result.skipped), 'check')} skipped for lack of data")
     if tail:
         lines += ["", ", ".join(tail) + "."]
     text = "\n".join(lines)
@@ -414,3 +361,6 @@ def summary(result: AuditResult) -> str:
         # Cut at a line end so no escape or emphasis is left half open.
         text = text[: SUMMARY_LIMIT - 2].rsplit("\n", 1)[0] + "\n…"
     return text
+
+
+FORMAT = ReportFormat("markdown", render)

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+import io
+
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from gpuaudit.audit import AuditResult
-from gpuaudit.report.safe import terminal
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:.1f} %"
-
-
-def _money(x: float, cur: str) -> str:
-    return f"{x:,.0f} {cur}"
+from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.text import money, num, pct, terminal, window_bounds
 
 
 def summary_text(result: AuditResult) -> Text:
@@ -24,16 +19,16 @@ def summary_text(result: AuditResult) -> Text:
     t = Text()
     cluster = terminal(result.cluster) or "cluster"
     t.append(f"gpuaudit: {cluster}", style="bold")
-    t.append(f"  window {s.window_hours:.0f} h ending {result.to_dict()['window']['end']}\n")
+    t.append(f"  window {num(s.window_hours, grouped=False)} h ending {window_bounds(result)[1]}\n")
     t.append(f"GPUs {s.gpus_total}", style="bold")
     t.append(
-        f"   allocated now {s.gpus_allocated_now:.1f}, on average {s.gpus_allocated_avg:.1f}"
-        f" ({_pct(s.allocation_rate)})"
+        f"   allocated now {num(s.gpus_allocated_now, 1, grouped=False)}, on average "
+        f"{num(s.gpus_allocated_avg, 1, grouped=False)} ({pct(s.allocation_rate)})"
     )
-    t.append(f"   mean engine activity {_pct(s.mean_activity)}\n")
+    t.append(f"   mean engine activity {pct(s.mean_activity)}\n")
     t.append(
-        f"idle GPU-hours {s.idle_gpu_hours:,.0f} of {s.allocated_gpu_hours:,.0f} allocated"
-        f"   wasted {_money(s.wasted_cost, s.currency)}"
+        f"idle GPU-hours {num(s.idle_gpu_hours)} of {num(s.allocated_gpu_hours)} allocated"
+        f"   wasted {money(s.wasted_cost, s.currency)}"
     )
     if not result.complete:
         t.append("\nINCOMPLETE: ", style="bold red")
@@ -66,14 +61,15 @@ def findings_table(result: AuditResult) -> Table:
             Text(sev.value, style=sev.colour),
             Text(f.code, style="bold"),
             Text(terminal(f.resource.ref())),
-            Text(f"{f.impact.gpu_hours:,.1f}"),
-            Text(f"{f.impact.cost:,.0f}"),
+            Text(num(f.impact.gpu_hours, 1)),
+            Text(num(f.impact.cost)),
             body,
         )
     return table
 
 
-def render(result: AuditResult) -> RenderableType:
+def renderable(result: AuditResult) -> RenderableType:
+    """The summary, the findings table, skipped checks and warnings, for a Rich console."""
     parts: list[RenderableType] = [summary_text(result)]
     if result.findings:
         parts.append(findings_table(result))
@@ -92,5 +88,17 @@ def render(result: AuditResult) -> RenderableType:
     return Group(*parts)
 
 
-def print_report(result: AuditResult, console: Console) -> None:
-    console.print(render(result))
+def print_table(result: AuditResult, console: Console) -> None:
+    """Print the report to `console`, in its width and colours."""
+    console.print(renderable(result))
+
+
+def table_text(result: AuditResult, width: int = 160) -> str:
+    """The report as plain text `width` columns wide, without colour or terminal codes: what
+    `--output` writes for the table format."""
+    buf = io.StringIO()
+    print_table(result, Console(file=buf, width=width, no_color=True, force_terminal=False))
+    return buf.getvalue()
+
+
+FORMAT = ReportFormat("table", table_text)

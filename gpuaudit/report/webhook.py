@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gpuaudit.errors import GpuauditError
-from gpuaudit.report.safe import terminal
+from gpuaudit.report.text import terminal
 
 
 def display_url(url: str) -> str:

@@ -20,7 +20,7 @@ from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.report import charts
 from gpuaudit.report import html as html_report
-from gpuaudit.report.safe import terminal
+from gpuaudit.report.text import terminal
 from gpuaudit.waivers import Waiver
 from tests.factories import Series, gpu_labels
 from tests.factories import snapshot as make_snapshot

@@ -18,7 +18,7 @@ from gpuaudit.cli import app
 from gpuaudit.compare import load_report
 from gpuaudit.findings import Skipped
 from gpuaudit.report import markdown
-from gpuaudit.report.safe import terminal
+from gpuaudit.report.text import terminal
 from gpuaudit.waivers import Waiver
 from tests.report import (
     HOSTILE,

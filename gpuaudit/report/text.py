@@ -1,0 +1,115 @@
+"""Text that every report format writes the same way: untrusted text made harmless, numbers,
+percentages, money, plurals, the audit window and the trend's figures.
+
+This is the one place that formats numbers for the renderers, so the table, Markdown, HTML and
+JUnit reports can never disagree about how a figure reads. Format-specific escaping (`md()` for
+Markdown, `h()` for HTML) stays with its format; `terminal()` is the step they all start from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuaudit.audit import AuditResult
+
+MAX_LISTED = 25
+"""Waived and resolved findings listed by name in the Markdown and HTML reports."""
+
+DELTA_LABELS: dict[str, str] = {
+    "gpus_total": "GPUs",
+    "allocation_rate": "Allocation rate",
+    "mean_activity": "Mean engine activity",
+    "allocated_gpu_hours": "Allocated GPU-hours",
+    "idle_gpu_hours": "Idle GPU-hours",
+    "wasted_cost": "Wasted cost",
+}
+"""The summary figures a trend compares, in the order reports show them, with their labels."""
+
+RATES = ("allocation_rate", "mean_activity")
+"""Summary figures that are ratios: shown as percentages, their changes in percentage points."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal(text: str, limit: int = 200) -> str:
+    """Control characters (ANSI escapes, newlines, bidi overrides) shown as visible escapes,
+    and very long text cut with an ellipsis. Use with `rich.text.Text`, never markup."""
+    out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(out) > limit:
+        out = out[: limit - 1] + "…"
+    return out
+
+
+def num(x: float, digits: int = 0, *, sign: bool = False, grouped: bool = True) -> str:
+    """A number with `digits` decimals; thousands separators unless `grouped` is false, and a
+    leading `+` or `-` when `sign` is true."""
+    return format(x, f"{'+' if sign else ''}{',' if grouped else ''}.{digits}f")
+
+
+def count(n: int) -> str:
+    """A whole number with thousands separators."""
+    return f"{n:,}"
+
+
+def pct(x: float | None) -> str:
+    """A ratio as a percentage, or `n/a`."""
+    return "n/a" if x is None else f"{num(x * 100, 1, grouped=False)} %"
+
+
+def money(x: float, currency: str) -> str:
+    """An amount in whole units of `currency`: `1,234 USD`."""
+    return f"{num(x)} {currency}"
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 finding`, `2 findings`."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def window_bounds(result: AuditResult) -> tuple[str, str]:
+    """Start and end of the audit window as the JSON report writes them (RFC 3339, UTC)."""
+    w = result.to_dict()["window"]
+    return str(w["start"]), str(w["end"])
+
+
+def window_text(result: AuditResult) -> str:
+    """`168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC`."""
+    start, end = (t.replace("T", " ").removesuffix(":00Z") for t in window_bounds(result))
+    return f"{num(result.summary.window_hours, grouped=False)} h, {start} to {end} UTC"
+
+
+def delta_text(key: str, change: float | None, currency: str) -> str:
+    """A summary change with its sign and unit: `+2.5 pp`, `-1,234 USD`."""
+    if change is None:
+        return "n/a"
+    if key in RATES:
+        return f"{num(change * 100, 1, sign=True, grouped=False)} pp"
+    if key == "wasted_cost":
+        return f"{num(change, sign=True)} {currency}"
+    return num(change, sign=True)
+
+
+def value_text(key: str, value: float | None, currency: str) -> str:
+    """A summary figure with its unit: `12.5 %`, `1,234 USD`, `1,234`."""
+    if value is None:
+        return "n/a"
+    if key in RATES:
+        return pct(value)
+    if key == "wasted_cost":
+        return money(value, currency)
+    return num(value)
+
+
+def resolved_fields(item: Mapping[str, Any]) -> tuple[str, str, str, float | None]:
+    """Code, severity, resource reference and GPU-hours of a resolved finding, read defensively:
+    it comes from an earlier report file, which may be anything."""
+    res = item.get("resource")
+    res = res if isinstance(res, Mapping) else {}
+    ns, name = str(res.get("namespace") or ""), str(res.get("name") or "")
+    ref = f"{ns}/{name}" if ns else name
+    impact = item.get("impact")
+    hours = impact.get("gpu_hours") if isinstance(impact, Mapping) else None
+    gh = float(hours) if isinstance(hours, (int, float)) and not isinstance(hours, bool) else None
+    return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, gh
