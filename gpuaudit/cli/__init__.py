@@ -1,0 +1,100 @@
+"""The command line: it declares commands and options and calls `gpuaudit.pipeline`.
+
+`scan` and `snapshot save` hand the options the user gave to `gpuaudit.config`, which resolves
+and validates them once; the pipeline does the work; the commands print the summary and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from gpuaudit import __version__
+from gpuaudit.cli import reference, scan, scenario, snapshot
+
+app = typer.Typer(
+    name="gpuaudit",
+    help="Audit GPU usage on Kubernetes: find idle and misplaced GPUs, rank them by cost, "
+    "and say what to change.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    add_completion=False,
+)
+app.command(rich_help_panel="Audit")(scan.scan)
+app.add_typer(snapshot.app, name="snapshot", rich_help_panel="Audit")
+app.command(rich_help_panel="Alerts")(reference.rules)
+app.command(rich_help_panel="Reference")(reference.checks)
+app.command(rich_help_panel="Reference")(reference.explain)
+app.command(rich_help_panel="Testing")(scenario.scenario)
+
+__all__ = ["app", "main"]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"gpuaudit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="GPUAUDIT_DEBUG_LOG",
+            help="Log every request to stderr (credentials redacted).",
+        ),
+    ] = False,
+) -> None:
+    """gpuaudit joins DCGM metrics with Kubernetes objects, finds GPU waste, ranks it by cost."""
+    logger = logging.getLogger("gpuaudit")
+    if debug:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("gpuaudit: debug: %(name)s: %(message)s"))
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+    else:  # a run in the same process after a --debug one (tests, embedding) logs nothing
+        logger.handlers[:] = []
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is when a record is emitted (not when it was made)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never break a run
+            self.handleError(record)
+
+
+def main() -> None:
+    """The console script: run the app; an unexpected error is one line, never a traceback."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("gpuaudit: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+        if os.environ.get("GPUAUDIT_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"gpuaudit: internal error: {type(exc).__name__}: {exc}. This is a bug; rerun with "
+            "GPUAUDIT_DEBUG=1 for details and report it.\n"
+        )
+        sys.exit(2)
