@@ -6,14 +6,13 @@ and validates them once; the pipeline does the work; the commands print the summ
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import Annotated
 
 import typer
 
-from gpuaudit import __version__
+from gpuaudit import __version__, debuglog
 from gpuaudit.cli import reference, scan, scenario, snapshot
 
 app = typer.Typer(
@@ -60,27 +59,7 @@ def root(
     ] = False,
 ) -> None:
     """gpuaudit joins DCGM metrics with Kubernetes objects, finds GPU waste, ranks it by cost."""
-    logger = logging.getLogger("gpuaudit")
-    if debug:
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("gpuaudit: debug: %(name)s: %(message)s"))
-        logger.handlers[:] = [handler]
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-    else:  # a run in the same process after a --debug one (tests, embedding) logs nothing
-        logger.handlers[:] = []
-        logger.setLevel(logging.NOTSET)
-        logger.propagate = True
-
-
-class _StderrHandler(logging.Handler):
-    """Writes to whatever `sys.stderr` is when a record is emitted (not when it was made)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-        except Exception:  # noqa: BLE001 - logging must never break a run
-            self.handleError(record)
+    debuglog.configure(debug)
 
 
 def main() -> None:

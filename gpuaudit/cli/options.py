@@ -1,17 +1,17 @@
-"""Option declarations shared by `scan` and `snapshot save`, and the helpers every command uses.
+"""What the commands share: the option helper with the help of `scan` and `snapshot save`,
+the options the user gave, the error line and the progress bar.
 
-Only the standard library, Typer and rich are imported here, so that `gpuaudit --help` stays
-fast; the commands import the configuration and the pipeline when they run.
+Only Typer and rich are imported at the top, so that `gpuaudit --help` stays fast; the commands
+import the configuration and the pipeline when they run.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
-from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -20,119 +20,75 @@ from rich.text import Text
 
 from gpuaudit.errors import GpuauditError
 
-SOURCE, WINDOW, OUTPUT = "Data source", "Window", "Output"
-CONFIG, PROM, KUBE = "Configuration", "Prometheus connection", "Kubernetes connection"
+HELP: dict[str, dict[str, str]] = {
+    "Data source": {
+        "--demo": "Audit the bundled demo cluster (no cluster needed).",
+        "--snapshot": "Audit a saved snapshot file.",
+        "--prometheus-url": "Collect live DCGM metrics from this Prometheus-compatible URL (path "
+        "prefixes such as Mimir's /prometheus are kept).",
+    },
+    "Kubernetes connection": {
+        "--kubeconfig": "Kubeconfig for reading pods, nodes and gang objects (default "
+        "$KUBECONFIG, ~/.kube/config, or the in-cluster service account).",
+        "--context": "Kubeconfig context to use.",
+        "--namespace": "Read pods of this namespace only; repeatable.",
+        "--no-kubernetes": "Do not read the Kubernetes API; audit from DCGM pod labels alone.",
+    },
+    "Window": {
+        "--window": "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
+        "--end": "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
+        "--step": "Bucket size of hourly series (default 1h; live scans only).",
+    },
+    "Output": {
+        "--format": "Report format.",
+        "--output": "Write the report to this file instead of stdout.",
+        "--fail-on": "Exit 1 when a finding is at or above this severity: critical, high, "
+        "medium, low, info, or none.",
+        "--strict": "Exit 2 when any source answered only in part (the report says what is "
+        "missing).",
+        "--baseline": "An earlier JSON report: mark findings new, worse or unchanged, list the "
+        "resolved ones, and let only new or worse findings drive --fail-on (for CI).",
+        "--previous": "Last week's JSON report: show the trend (new, resolved, better, worse) "
+        "without changing the exit code (for cron reports).",
+        "--group-by-label": "Also break waste down by this pod label, e.g. team.",
+        "--webhook": "Post the Markdown summary to this Slack-compatible incoming webhook URL.",
+        "--quiet": "No progress bar or summary line on stderr.",
+    },
+    "Configuration": {
+        "--config": "Settings file (default ./gpuaudit.toml when present).",
+        "--set": "Override a check threshold, e.g. --set idle_tail_hours=12 (repeatable; "
+        "`gpuaudit explain CODE` states each check's settings).",
+        "--topology": "Folder of `nvidia-smi topo -m` outputs, one per node (<node>.txt) or per "
+        "product (<nvidia.com/gpu.product>.txt), for GPU030.",
+    },
+    "Prometheus connection": {
+        "--prometheus-token": "Bearer token for Prometheus (never printed).",
+        "--prometheus-token-file": "File holding the bearer token.",
+        "--prometheus-user": "Basic-auth user name.",
+        "--prometheus-password": "Basic-auth password (never printed).",
+        "--header": "Extra HTTP header 'Name: value', repeatable (X-Scope-OrgID for "
+        "Mimir/Cortex, THANOS-TENANT for Thanos). In the environment separate headers with "
+        "spaces and write 'Name:value'.",
+        "--ca-file": "CA bundle that signs the Prometheus server's certificate.",
+        "--client-cert": "Client certificate (PEM) for mutual TLS.",
+        "--client-key": "Client key (PEM) for mutual TLS.",
+        "--insecure-skip-tls-verify": "Do not verify the server's TLS certificate (not "
+        "recommended).",
+        "--cluster-label": "NAME=VALUE selecting one cluster's series in a central Prometheus.",
+        "--timeout": "Seconds to wait for one answer.",
+    },
+}
+"""The options of `scan` and `snapshot save` by help panel, with their help."""
 
 
-def opt(flag: str, text: str, panel: str | None = None, *more: str, **kw: Any) -> Any:
-    """A `typer.Option` in help panel `panel`; its environment variable is `GPUAUDIT_` and the
-    flag's name (`--fail-on` reads `GPUAUDIT_FAIL_ON`) unless `envvar=` says otherwise."""
+def opt(flag: str, *short: str, table: Mapping[str, str] | None = None, **kw: Any) -> Any:
+    """A `typer.Option` with its help and panel from `HELP`, or its help from `table` and no
+    panel. Its environment variable is `GPUAUDIT_` and the flag's name (`--fail-on` reads
+    `GPUAUDIT_FAIL_ON`) unless `envvar=` says otherwise."""
+    panel = None if table else next(p for p, flags in HELP.items() if flag in flags)
+    text = table[flag] if table else HELP[panel or ""][flag]
     kw.setdefault("envvar", "GPUAUDIT_" + flag.removeprefix("--").upper().replace("-", "_"))
-    return typer.Option(flag, *more, rich_help_panel=panel, help=text, **kw)
-
-
-PromUrl = Annotated[
-    str | None,
-    opt(
-        "--prometheus-url",
-        "Collect live DCGM metrics from this Prometheus-compatible URL (path prefixes such as "
-        "Mimir's /prometheus are kept).",
-        SOURCE,
-    ),
-]
-PromToken = Annotated[
-    str | None,
-    opt(
-        "--prometheus-token",
-        "Bearer token for Prometheus (never printed).",
-        PROM,
-        show_default=False,
-    ),
-]
-PromTokenFile = Annotated[
-    Path | None, opt("--prometheus-token-file", "File holding the bearer token.", PROM)
-]
-PromUser = Annotated[str | None, opt("--prometheus-user", "Basic-auth user name.", PROM)]
-PromPassword = Annotated[
-    str | None,
-    opt("--prometheus-password", "Basic-auth password (never printed).", PROM, show_default=False),
-]
-Headers = Annotated[
-    list[str] | None,
-    opt(
-        "--header",
-        "Extra HTTP header 'Name: value', repeatable (X-Scope-OrgID for Mimir/Cortex, "
-        "THANOS-TENANT for Thanos). In the environment separate headers with spaces and write "
-        "'Name:value'.",
-        PROM,
-        "-H",
-    ),
-]
-CaFile = Annotated[
-    Path | None, opt("--ca-file", "CA bundle that signs the Prometheus server's certificate.", PROM)
-]
-ClientCert = Annotated[
-    Path | None, opt("--client-cert", "Client certificate (PEM) for mutual TLS.", PROM)
-]
-ClientKey = Annotated[Path | None, opt("--client-key", "Client key (PEM) for mutual TLS.", PROM)]
-Insecure = Annotated[
-    bool,
-    opt(
-        "--insecure-skip-tls-verify",
-        "Do not verify the server's TLS certificate (not recommended).",
-        PROM,
-    ),
-]
-ClusterLabel = Annotated[
-    str | None,
-    opt(
-        "--cluster-label",
-        "NAME=VALUE selecting one cluster's series in a central Prometheus.",
-        PROM,
-    ),
-]
-Timeout = Annotated[float, opt("--timeout", "Seconds to wait for one answer.", PROM)]
-Kubeconfig = Annotated[
-    Path | None,
-    opt(
-        "--kubeconfig",
-        "Kubeconfig for reading pods, nodes and gang objects (default $KUBECONFIG, "
-        "~/.kube/config, or the in-cluster service account).",
-        KUBE,
-    ),
-]
-Context = Annotated[str | None, opt("--context", "Kubeconfig context to use.", KUBE)]
-Namespaces = Annotated[
-    list[str] | None,
-    opt("--namespace", "Read pods of this namespace only; repeatable.", KUBE, "-n"),
-]
-NoKube = Annotated[
-    bool,
-    opt(
-        "--no-kubernetes", "Do not read the Kubernetes API; audit from DCGM pod labels alone.", KUBE
-    ),
-]
-Window = Annotated[
-    str | None,
-    opt("--window", "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).", WINDOW),
-]
-End = Annotated[
-    str | None,
-    opt(
-        "--end",
-        "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
-        WINDOW,
-    ),
-]
-Step = Annotated[
-    str | None,
-    opt("--step", "Bucket size of hourly series (default 1h; live scans only).", WINDOW),
-]
-Quiet = Annotated[bool, opt("--quiet", "No progress bar or summary line on stderr.", OUTPUT, "-q")]
-ConfigFile = Annotated[
-    Path | None,
-    opt("--config", "Settings file (default ./gpuaudit.toml when present).", CONFIG),
-]
+    return typer.Option(flag, *short, rich_help_panel=panel, help=text, **kw)
 
 
 def given(ctx: typer.Context) -> dict[str, object]:
@@ -154,8 +110,7 @@ def given(ctx: typer.Context) -> dict[str, object]:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """End the run with one error line on stderr."""
-    # Lazy: gpuaudit.report loads pandas, which would slow `gpuaudit --help`.
-    from gpuaudit.report.safe import terminal
+    from gpuaudit.report.safe import terminal  # lazy: gpuaudit.report loads pandas
 
     Console(stderr=True, soft_wrap=True).print(Text(f"gpuaudit: error: {terminal(message, 600)}"))
     raise typer.Exit(code)

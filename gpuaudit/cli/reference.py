@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated as A
 
 import typer
 from rich.console import Console
@@ -18,32 +18,25 @@ class RulesFormat(str, enum.Enum):
     rules = "rules"
 
 
+RULES_HELP = {
+    "--format": "prometheusrule (prometheus-operator CRD) or rules (a Prometheus rule file).",
+    "--pod-label": "How your DCGM series name the workload: exported (dcgm-exporter Helm "
+    "default, exported_pod) or pod.",
+    "--output": "Write to this file.",
+}
+
+
 def rules(
-    fmt: Annotated[
-        RulesFormat,
-        opt(
-            "--format",
-            "prometheusrule (prometheus-operator CRD) or rules (a Prometheus rule file).",
-            None,
-            "-f",
-            envvar="GPUAUDIT_RULES_FORMAT",
-        ),
+    fmt: A[
+        RulesFormat, opt("--format", "-f", table=RULES_HELP, envvar="GPUAUDIT_RULES_FORMAT")
     ] = RulesFormat.prometheusrule,
-    pod_label: Annotated[
-        str,
-        opt(
-            "--pod-label",
-            "How your DCGM series name the workload: exported (dcgm-exporter Helm default, "
-            "exported_pod) or pod.",
-        ),
-    ] = "exported",
-    output: Annotated[Path | None, opt("--output", "Write to this file.", None, "-o")] = None,
+    pod_label: A[str, opt("--pod-label", table=RULES_HELP)] = "exported",
+    output: A[Path | None, opt("--output", "-o", table=RULES_HELP)] = None,
 ) -> None:
     """Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording
     rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds
     them on the server."""
-    # Lazy: the pipeline loads pandas and the checks, which would slow `gpuaudit --help`.
-    from gpuaudit import pipeline
+    from gpuaudit import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
 
     with failing():
         pipeline.deliver(pipeline.rules_text(fmt.value, pod_label), output)
@@ -51,8 +44,7 @@ def rules(
 
 def checks() -> None:
     """List every check with its stable code."""
-    # Lazy: the checks load pandas, which would slow `gpuaudit --help`.
-    from gpuaudit.checks import REGISTRY, RETIRED
+    from gpuaudit.checks import REGISTRY, RETIRED  # lazy: the checks load pandas
 
     t = Table(title="gpuaudit checks")
     t.add_column("Code")
@@ -65,10 +57,9 @@ def checks() -> None:
     Console().print(t)
 
 
-def explain(code: Annotated[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> None:
+def explain(code: A[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> None:
     """Print a check's documentation."""
-    # Lazy: the checks load pandas, which would slow `gpuaudit --help`.
-    from gpuaudit.checks import BY_CODE, RETIRED
+    from gpuaudit.checks import BY_CODE, RETIRED  # lazy: the checks load pandas
 
     c = BY_CODE.get(code.strip().upper())
     if c is None:

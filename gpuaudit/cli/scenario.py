@@ -3,39 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated as A
 
 from gpuaudit.cli.options import failing, opt
 
+HELP = {
+    "--gpus": "About how many GPUs.",
+    "--days": "Window length in days.",
+    "--seed": "Random seed.",
+    "--output": "Snapshot file to write (.json or .json.gz).",
+    "--truth": "Write the planted problems as JSON.",
+    "--openmetrics": "Write every sample as OpenMetrics for promtool backfill.",
+    "--k8s-dir": "Write the Kubernetes objects as list JSON files.",
+    "--end": "Window end (default 2026-11-23T00:00:00Z).",
+    "--scrape-interval": "Seconds between samples.",
+    "--label-style": "DCGM label spelling: helm (exported_pod), honor (pod) or old (pod_name).",
+}
+
 
 def scenario(
-    gpus: Annotated[int, opt("--gpus", "About how many GPUs.")] = 400,
-    days: Annotated[int, opt("--days", "Window length in days.")] = 7,
-    seed: Annotated[int, opt("--seed", "Random seed.")] = 1,
-    output: Annotated[
-        Path, opt("--output", "Snapshot file to write (.json or .json.gz).", None, "-o")
-    ] = Path("scenario.snapshot.json.gz"),
-    truth: Annotated[Path | None, opt("--truth", "Write the planted problems as JSON.")] = None,
-    openmetrics: Annotated[
-        Path | None,
-        opt("--openmetrics", "Write every sample as OpenMetrics for promtool backfill."),
-    ] = None,
-    k8s_dir: Annotated[
-        Path | None, opt("--k8s-dir", "Write the Kubernetes objects as list JSON files.")
-    ] = None,
-    end: Annotated[str | None, opt("--end", "Window end (default 2026-11-23T00:00:00Z).")] = None,
-    scrape_interval: Annotated[int, opt("--scrape-interval", "Seconds between samples.")] = 60,
-    label_style: Annotated[
-        str,
-        opt(
-            "--label-style",
-            "DCGM label spelling: helm (exported_pod), honor (pod) or old (pod_name).",
-        ),
-    ] = "helm",
+    gpus: A[int, opt("--gpus", table=HELP)] = 400,
+    days: A[int, opt("--days", table=HELP)] = 7,
+    seed: A[int, opt("--seed", table=HELP)] = 1,
+    output: A[Path, opt("--output", "-o", table=HELP)] = Path("scenario.snapshot.json.gz"),
+    truth: A[Path | None, opt("--truth", table=HELP)] = None,
+    openmetrics: A[Path | None, opt("--openmetrics", table=HELP)] = None,
+    k8s_dir: A[Path | None, opt("--k8s-dir", table=HELP)] = None,
+    end: A[str | None, opt("--end", table=HELP)] = None,
+    scrape_interval: A[int, opt("--scrape-interval", table=HELP)] = 60,
+    label_style: A[str, opt("--label-style", table=HELP)] = "helm",
 ) -> None:
     """Generate a deterministic cluster scenario with planted problems."""
-    # Lazy: the generator loads numpy, which would slow `gpuaudit --help`.
-    from gpuaudit import pipeline
+    from gpuaudit import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
 
     with failing():
         pipeline.write_scenario(

@@ -4,70 +4,44 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated as A
 
 import typer
 
-from gpuaudit.cli.options import (
-    CaFile,
-    ClientCert,
-    ClientKey,
-    ClusterLabel,
-    ConfigFile,
-    Context,
-    End,
-    Headers,
-    Insecure,
-    Kubeconfig,
-    Namespaces,
-    NoKube,
-    PromPassword,
-    PromToken,
-    PromTokenFile,
-    PromUrl,
-    PromUser,
-    Quiet,
-    Step,
-    Timeout,
-    Window,
-    failing,
-    given,
-    progress_bar,
-)
+from gpuaudit.cli.options import failing, given, opt, progress_bar
 
 app = typer.Typer(help="Save and inspect snapshots.", no_args_is_help=True)
 
 
 @app.command("save")
-def save(  # one parameter per option; the values travel by name via `given`
+def save(  # the live options of `scan`, declared the same way; `given` reads them by name
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="Where to write (.json or .json.gz).")],
-    prometheus_url: PromUrl = None,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    namespace: Namespaces = None,
-    no_kubernetes: NoKube = False,
-    window: Window = None,
-    end: End = None,
-    step: Step = None,
-    config: ConfigFile = None,
-    quiet: Quiet = False,
-    prometheus_token: PromToken = None,
-    prometheus_token_file: PromTokenFile = None,
-    prometheus_user: PromUser = None,
-    prometheus_password: PromPassword = None,
-    header: Headers = None,
-    ca_file: CaFile = None,
-    client_cert: ClientCert = None,
-    client_key: ClientKey = None,
-    insecure_skip_tls_verify: Insecure = False,
-    cluster_label: ClusterLabel = None,
-    timeout: Timeout = 120.0,
+    file: A[Path, typer.Argument(help="Where to write (.json or .json.gz).")],
+    prometheus_url: A[str | None, opt("--prometheus-url")] = None,
+    kubeconfig: A[Path | None, opt("--kubeconfig")] = None,
+    context: A[str | None, opt("--context")] = None,
+    namespace: A[list[str] | None, opt("--namespace", "-n")] = None,
+    no_kubernetes: A[bool, opt("--no-kubernetes")] = False,
+    window: A[str | None, opt("--window")] = None,
+    end: A[str | None, opt("--end")] = None,
+    step: A[str | None, opt("--step")] = None,
+    config: A[Path | None, opt("--config")] = None,
+    quiet: A[bool, opt("--quiet", "-q")] = False,
+    prometheus_token: A[str | None, opt("--prometheus-token", show_default=False)] = None,
+    prometheus_token_file: A[Path | None, opt("--prometheus-token-file")] = None,
+    prometheus_user: A[str | None, opt("--prometheus-user")] = None,
+    prometheus_password: A[str | None, opt("--prometheus-password", show_default=False)] = None,
+    header: A[list[str] | None, opt("--header", "-H")] = None,
+    ca_file: A[Path | None, opt("--ca-file")] = None,
+    client_cert: A[Path | None, opt("--client-cert")] = None,
+    client_key: A[Path | None, opt("--client-key")] = None,
+    insecure_skip_tls_verify: A[bool, opt("--insecure-skip-tls-verify")] = False,
+    cluster_label: A[str | None, opt("--cluster-label")] = None,
+    timeout: A[float, opt("--timeout")] = 120.0,
 ) -> None:
     """Collect a snapshot from live sources and write it, without auditing."""
-    # Lazy: the pipeline loads pandas and the checks, which would slow `gpuaudit --help`.
-    from gpuaudit import config as configuration
-    from gpuaudit import pipeline
+    from gpuaudit import config as configuration  # lazy, as the pipeline:
+    from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
 
     with failing():
         cfg = configuration.for_snapshot_save(given(ctx))
