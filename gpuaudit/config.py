@@ -19,7 +19,6 @@ the file's choice instead of clashing with it.
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.findings import Severity
+from gpuaudit.options import BY_NAME, OPTIONS, Kind
 from gpuaudit.report import FORMATS
 from gpuaudit.settings import (
     Settings,
@@ -47,58 +47,10 @@ from gpuaudit.sources.live import (
 from gpuaudit.waivers import Waiver
 from gpuaudit.waivers import parse as parse_waivers
 
+SCAN_KEYS = {o.name: o.kind for o in OPTIONS if o.in_file == "scan"}
+"""The keys of `[scan]` in `gpuaudit.toml`, one per option the file may set."""
 
-class Kind(enum.Enum):
-    """What a `[scan]` key holds; the value is how an error names it."""
-
-    TEXT = "a string"
-    FLAG = "true or false"
-    NUMBER = "a number"
-    PATH = "a path (a string)"
-    LIST = "a list of strings"
-    SPAN = "a string or a number"
-
-
-SCAN_KEYS: dict[str, Kind] = {
-    "demo": Kind.FLAG,
-    "snapshot": Kind.PATH,
-    "prometheus_url": Kind.TEXT,
-    "kubeconfig": Kind.PATH,
-    "context": Kind.TEXT,
-    "namespace": Kind.LIST,
-    "no_kubernetes": Kind.FLAG,
-    "window": Kind.SPAN,
-    "end": Kind.SPAN,
-    "step": Kind.SPAN,
-    "format": Kind.TEXT,
-    "output": Kind.PATH,
-    "fail_on": Kind.TEXT,
-    "topology": Kind.PATH,
-    "strict": Kind.FLAG,
-    "baseline": Kind.PATH,
-    "previous": Kind.PATH,
-    "group_by_label": Kind.TEXT,
-    "quiet": Kind.FLAG,
-    "prometheus_token_file": Kind.PATH,
-    "prometheus_user": Kind.TEXT,
-    "header": Kind.LIST,
-    "ca_file": Kind.PATH,
-    "client_cert": Kind.PATH,
-    "client_key": Kind.PATH,
-    "insecure_skip_tls_verify": Kind.FLAG,
-    "cluster_label": Kind.TEXT,
-    "timeout": Kind.NUMBER,
-}
-"""The keys of `[scan]` in `gpuaudit.toml`, one per option of `scan` and `snapshot save`."""
-
-SECRETS = ("prometheus_token", "prometheus_password", "webhook")
-"""Options read from their flag or environment variable only, never from the file."""
-
-OPTIONS = frozenset({*SCAN_KEYS, *SECRETS, "config", "set"})
-"""Every option name the command line may hand over (`config` names the file; `set` overrides
-`[checks]`)."""
-
-DEFAULTS: dict[str, object] = {"format": "table", "fail_on": "none", "timeout": 120.0}
+DEFAULTS = {o.name: o.default for o in OPTIONS if o.default is not None}
 """Defaults other than off, empty or unset (the command line's help shows these)."""
 
 _GROUPS = (("demo", "snapshot", "prometheus_url"), ("baseline", "previous"))
@@ -218,7 +170,7 @@ class _Options:
     """Each option's value: as the user gave it, else from `[scan]`, else the default."""
 
     def __init__(self, given: Mapping[str, object], scan: Mapping[str, Any], folder: Path):
-        unknown = set(given) - OPTIONS
+        unknown = set(given) - set(BY_NAME)
         if unknown:  # the command line and this module disagree: a bug, not a user error
             raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
         self._given, self._scan, self._folder = given, scan, folder
@@ -267,13 +219,13 @@ def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
     if not isinstance(scan, dict):
         raise ConfigError("[scan] must be a table")
     for key in scan:
-        if key in SECRETS:
-            flag = "--" + key.replace("_", "-")
-            env = "GPUAUDIT_" + key.upper()
-            raise ConfigError(
-                f"[scan] {key}: secrets are not read from gpuaudit.toml; use {flag} or {env}"
-            )
         if key not in SCAN_KEYS:
+            known = BY_NAME.get(key)
+            if known is not None:
+                raise ConfigError(
+                    f"[scan] {key} is not read from gpuaudit.toml ({known.in_file}); "
+                    f"use {known.flag} or {known.envvar}"
+                )
             raise ConfigError(f"unknown setting scan.{key}; known: {', '.join(sorted(SCAN_KEYS))}")
     folder = (path or Path("gpuaudit.toml")).parent
     return doc, _Options(given, scan, folder)

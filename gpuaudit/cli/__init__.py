@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated as A
 
 import typer
 
 from gpuaudit import __version__, debuglog
 from gpuaudit.cli import reference, scan, scenario, snapshot
+from gpuaudit.cli.options import opt
 
 app = typer.Typer(
     name="gpuaudit",
@@ -35,6 +36,12 @@ app.command(rich_help_panel="Testing")(scenario.scenario)
 __all__ = ["app", "main"]
 
 
+ROOT_HELP = {
+    "--version": "Print the version and exit.",
+    "--debug": "Log every request to stderr (credentials redacted).",
+}
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"gpuaudit {__version__}")
@@ -43,20 +50,10 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
-        ),
+    version: A[
+        bool, opt("--version", table=ROOT_HELP, envvar=None, callback=_version, is_eager=True)
     ] = False,
-    debug: Annotated[
-        bool,
-        typer.Option(
-            "--debug",
-            envvar="GPUAUDIT_DEBUG_LOG",
-            help="Log every request to stderr (credentials redacted).",
-        ),
-    ] = False,
+    debug: A[bool, opt("--debug", table=ROOT_HELP, envvar="GPUAUDIT_DEBUG_LOG")] = False,
 ) -> None:
     """gpuaudit joins DCGM metrics with Kubernetes objects, finds GPU waste, ranks it by cost."""
     debuglog.configure(debug)

@@ -1,5 +1,5 @@
-"""What the commands share: the option helper with the help of `scan` and `snapshot save`,
-the options the user gave, the error line and the progress bar.
+"""What the commands share: their options declared from `gpuaudit.options`, the options the
+user gave, the error line and the progress bar.
 
 Only Typer and rich are imported at the top, so that `gpuaudit --help` stays fast; the commands
 import the configuration and the pipeline when they run.
@@ -7,11 +7,13 @@ import the configuration and the pipeline when they run.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,76 +21,52 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from gpuaudit.errors import GpuauditError
+from gpuaudit.options import Kind, Option
 
-HELP: dict[str, dict[str, str]] = {
-    "Data source": {
-        "--demo": "Audit the bundled demo cluster (no cluster needed).",
-        "--snapshot": "Audit a saved snapshot file.",
-        "--prometheus-url": "Collect live DCGM metrics from this Prometheus-compatible URL (path "
-        "prefixes such as Mimir's /prometheus are kept).",
-    },
-    "Kubernetes connection": {
-        "--kubeconfig": "Kubeconfig for reading pods, nodes and gang objects (default "
-        "$KUBECONFIG, ~/.kube/config, or the in-cluster service account).",
-        "--context": "Kubeconfig context to use.",
-        "--namespace": "Read pods of this namespace only; repeatable.",
-        "--no-kubernetes": "Do not read the Kubernetes API; audit from DCGM pod labels alone.",
-    },
-    "Window": {
-        "--window": "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
-        "--end": "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
-        "--step": "Bucket size of hourly series (default 1h; live scans only).",
-    },
-    "Output": {
-        "--format": "Report format.",
-        "--output": "Write the report to this file instead of stdout.",
-        "--fail-on": "Exit 1 when a finding is at or above this severity: critical, high, "
-        "medium, low, info, or none.",
-        "--strict": "Exit 2 when any source answered only in part (the report says what is "
-        "missing).",
-        "--baseline": "An earlier JSON report: mark findings new, worse or unchanged, list the "
-        "resolved ones, and let only new or worse findings drive --fail-on (for CI).",
-        "--previous": "Last week's JSON report: show the trend (new, resolved, better, worse) "
-        "without changing the exit code (for cron reports).",
-        "--group-by-label": "Also break waste down by this pod label, e.g. team.",
-        "--webhook": "Post the Markdown summary to this Slack-compatible incoming webhook URL.",
-        "--quiet": "No progress bar or summary line on stderr.",
-    },
-    "Configuration": {
-        "--config": "Settings file (default ./gpuaudit.toml when present).",
-        "--set": "Override a check threshold, e.g. --set idle_tail_hours=12 (repeatable; "
-        "`gpuaudit explain CODE` states each check's settings).",
-        "--topology": "Folder of `nvidia-smi topo -m` outputs, one per node (<node>.txt) or per "
-        "product (<nvidia.com/gpu.product>.txt), for GPU030.",
-    },
-    "Prometheus connection": {
-        "--prometheus-token": "Bearer token for Prometheus (never printed).",
-        "--prometheus-token-file": "File holding the bearer token.",
-        "--prometheus-user": "Basic-auth user name.",
-        "--prometheus-password": "Basic-auth password (never printed).",
-        "--header": "Extra HTTP header 'Name: value', repeatable (X-Scope-OrgID for "
-        "Mimir/Cortex, THANOS-TENANT for Thanos). In the environment separate headers with "
-        "spaces and write 'Name:value'.",
-        "--ca-file": "CA bundle that signs the Prometheus server's certificate.",
-        "--client-cert": "Client certificate (PEM) for mutual TLS.",
-        "--client-key": "Client key (PEM) for mutual TLS.",
-        "--insecure-skip-tls-verify": "Do not verify the server's TLS certificate (not "
-        "recommended).",
-        "--cluster-label": "NAME=VALUE selecting one cluster's series in a central Prometheus.",
-        "--timeout": "Seconds to wait for one answer.",
-    },
+F = TypeVar("F", bound=Callable[..., None])
+
+
+_TYPES: dict[Kind, object] = {
+    Kind.TEXT: str | None,
+    Kind.SPAN: str | None,
+    Kind.FLAG: bool,
+    Kind.NUMBER: float,
+    Kind.PATH: Path | None,
+    Kind.LIST: list[str] | None,
 }
-"""The options of `scan` and `snapshot save` by help panel, with their help."""
 
 
-def opt(flag: str, *short: str, table: Mapping[str, str] | None = None, **kw: Any) -> Any:
-    """A `typer.Option` with its help and panel from `HELP`, or its help from `table` and no
-    panel. Its environment variable is `GPUAUDIT_` and the flag's name (`--fail-on` reads
-    `GPUAUDIT_FAIL_ON`) unless `envvar=` says otherwise."""
-    panel = None if table else next(p for p, flags in HELP.items() if flag in flags)
-    text = table[flag] if table else HELP[panel or ""][flag]
+def takes(*options: Option, **types: type) -> Callable[[F], F]:
+    """Declare `options` on a command, after its own parameters, each from its one entry in
+    `gpuaudit.options` (`types` by name where the kind does not give the Python type). Typer
+    reads a command's options from its signature, so they are written there; the command
+    takes them as `**_` and reads the ones the user gave with `given`."""
+
+    def declare(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        more = [_parameter(o, types.get(o.name)) for o in options]
+        command.__signature__ = sig.replace(parameters=[*own, *more])  # type: ignore[attr-defined]
+        return command
+
+    return declare
+
+
+def _parameter(o: Option, hint: type | None) -> inspect.Parameter:
+    default = False if o.kind is Kind.FLAG else o.default
+    if hint is not None:
+        default = hint(default)
+    flags = (o.flag, o.short) if o.short else (o.flag,)
+    info = typer.Option(*flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help)
+    kind, annotation = inspect.Parameter.KEYWORD_ONLY, Annotated[hint or _TYPES[o.kind], info]
+    return inspect.Parameter(o.name, kind, default=default, annotation=annotation)
+
+
+def opt(flag: str, *short: str, table: Mapping[str, str], **kw: Any) -> Any:
+    """A `typer.Option` with its help from `table`, read from `GPUAUDIT_` and the flag's name
+    (`--pod-label` from `GPUAUDIT_POD_LABEL`) unless `envvar=` says otherwise."""
     kw.setdefault("envvar", "GPUAUDIT_" + flag.removeprefix("--").upper().replace("-", "_"))
-    return typer.Option(flag, *short, rich_help_panel=panel, help=text, **kw)
+    return typer.Option(flag, *short, help=table[flag], **kw)
 
 
 def given(ctx: typer.Context) -> dict[str, object]:
