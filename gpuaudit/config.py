@@ -169,20 +169,18 @@ def demo_path() -> Path:
 class _Options:
     """Each option's value: as the user gave it, else from `[scan]`, else the default."""
 
-    def __init__(self, given: Mapping[str, object], scan: Mapping[str, Any], folder: Path):
+    def __init__(self, given: Mapping[str, object], scan: Mapping[str, object]):
         unknown = set(given) - set(BY_NAME)
         if unknown:  # the command line and this module disagree: a bug, not a user error
             raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
-        self._given, self._scan, self._folder = given, scan, folder
+        self._given, self._scan = given, scan
 
     def _value(self, name: str) -> object:
         if name in self._given:
             return self._given[name]
         if any(other in self._given for other in _GROUP_OF.get(name, ())):
             return None
-        if name not in self._scan:
-            return DEFAULTS.get(name)
-        return _from_file(name, self._scan[name], self._folder)
+        return self._scan.get(name, DEFAULTS.get(name))
 
     def text(self, name: str, default: str | None = None) -> str | None:
         value = self._value(name)
@@ -218,22 +216,22 @@ def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
     scan = doc.get("scan", {})
     if not isinstance(scan, dict):
         raise ConfigError("[scan] must be a table")
-    for key in scan:
-        if key not in SCAN_KEYS:
-            known = BY_NAME.get(key)
-            if known is not None:
-                raise ConfigError(
-                    f"[scan] {key} is not read from gpuaudit.toml ({known.in_file}); "
-                    f"use {known.flag} or {known.envvar}"
-                )
-            raise ConfigError(f"unknown setting scan.{key}; known: {', '.join(sorted(SCAN_KEYS))}")
     folder = (path or Path("gpuaudit.toml")).parent
-    return doc, _Options(given, scan, folder)
+    values = {key: _from_file(key, value, folder) for key, value in scan.items()}
+    return doc, _Options(given, values)
 
 
 def _from_file(name: str, value: object, folder: Path) -> object:
     """A `[scan]` value, checked against its kind; relative paths resolved against `folder`."""
-    kind = SCAN_KEYS[name]
+    kind = SCAN_KEYS.get(name)
+    if kind is None:
+        known = BY_NAME.get(name)
+        if known is None:
+            raise ConfigError(f"unknown setting scan.{name}; known: {', '.join(sorted(SCAN_KEYS))}")
+        raise ConfigError(
+            f"[scan] {name} is not read from gpuaudit.toml ({known.in_file}); "
+            f"use {known.flag} or {known.envvar}"
+        )
     ok = {
         Kind.TEXT: isinstance(value, str),
         Kind.FLAG: isinstance(value, bool),
