@@ -34,10 +34,10 @@ def scenario(
     label_style: A[str, opt("--label-style", table=HELP)] = "helm",
 ) -> None:
     """Generate a deterministic cluster scenario with planted problems."""
-    from gpuaudit import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
+    from gpuaudit import scenario_files  # lazy: it loads numpy, which would slow `--help`
 
     with failing():
-        pipeline.write_scenario(
+        scenario_files.write_scenario(
             gpus=gpus,
             days=days,
             seed=seed,
