@@ -85,6 +85,11 @@ class CheckSettings:
     """GPU060: contiguous hours a GPU node must have had no GPU pod at work."""
 
 
+def known_check_settings() -> dict[str, str]:
+    """Every check threshold `--set` and `[checks]` accept, by name, with its documentation."""
+    return dict.fromkeys(CheckSettings.__dataclass_fields__, "")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a run needs, resolved once and passed explicitly."""

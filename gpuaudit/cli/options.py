@@ -1,0 +1,119 @@
+"""What the commands share: their options declared from `gpuaudit.options`, the options the
+user gave, the error line and the progress bar.
+
+Only Typer and rich are imported at the top, so that `gpuaudit --help` stays fast; the commands
+import the configuration and the pipeline when they run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
+
+from gpuaudit.errors import GpuauditError
+from gpuaudit.options import Kind, Option
+
+F = TypeVar("F", bound=Callable[..., None])
+
+
+_TYPES: dict[Kind, object] = {
+    Kind.TEXT: str | None,
+    Kind.SPAN: str | None,
+    Kind.FLAG: bool,
+    Kind.NUMBER: float,
+    Kind.PATH: Path | None,
+    Kind.LIST: list[str] | None,
+}
+
+
+def takes(*options: Option, **types: type) -> Callable[[F], F]:
+    """Declare `options` on a command, after its own parameters, each from its one entry in
+    `gpuaudit.options` (`types` by name where the kind does not give the Python type). Typer
+    reads a command's options from its signature, so they are written there; the command
+    takes them as `**_` and reads the ones the user gave with `given`."""
+
+    def declare(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        more = [_parameter(o, types.get(o.name)) for o in options]
+        command.__signature__ = sig.replace(parameters=[*own, *more])  # type: ignore[attr-defined]
+        return command
+
+    return declare
+
+
+def _parameter(o: Option, hint: type | None) -> inspect.Parameter:
+    default = False if o.kind is Kind.FLAG else o.default
+    if hint is not None:
+        default = hint(default)
+    flags = (o.flag, o.short) if o.short else (o.flag,)
+    info = typer.Option(*flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help)
+    kind, annotation = inspect.Parameter.KEYWORD_ONLY, Annotated[hint or _TYPES[o.kind], info]
+    return inspect.Parameter(o.name, kind, default=default, annotation=annotation)
+
+
+def opt(flag: str, *short: str, table: Mapping[str, str], **kw: Any) -> Any:
+    """A `typer.Option` with its help from `table`, read from `GPUAUDIT_` and the flag's name
+    (`--pod-label` from `GPUAUDIT_POD_LABEL`) unless `envvar=` says otherwise."""
+    kw.setdefault("envvar", "GPUAUDIT_" + flag.removeprefix("--").upper().replace("-", "_"))
+    return typer.Option(flag, *short, help=table[flag], **kw)
+
+
+def given(ctx: typer.Context) -> dict[str, object]:
+    """The options the user set, by flag or environment variable, by name (a trailing `_` that
+    avoids a Python name dropped, enums as their values). Defaults are left out so that
+    `gpuaudit.toml` can fill them in."""
+    out: dict[str, object] = {}
+    for param in ctx.command.params:
+        name = param.name
+        if param.param_type_name != "option" or name is None:
+            continue
+        source = ctx.get_parameter_source(name)
+        # By name: the enum's module differs between click and the click that Typer vendors.
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            value = ctx.params[name]
+            out[name.rstrip("_")] = value.value if isinstance(value, Enum) else value
+    return out
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """End the run with one error line on stderr."""
+    from gpuaudit.report.text import terminal  # lazy: gpuaudit.report loads pandas
+
+    Console(stderr=True, soft_wrap=True).print(Text(f"gpuaudit: error: {terminal(message, 600)}"))
+    raise typer.Exit(code)
+
+
+@contextmanager
+def failing() -> Iterator[None]:
+    """Turn an error a user can cause into one line on stderr and exit code 2."""
+    try:
+        yield
+    except GpuauditError as exc:
+        fail(str(exc))
+
+
+@contextmanager
+def progress_bar() -> Iterator[Callable[[int, int], None] | None]:
+    """A transient bar on stderr while Prometheus is queried, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    columns = (TextColumn("querying Prometheus"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as prog:
+        task = prog.add_task("queries", total=None)
+
+        def tick(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        yield tick
