@@ -779,7 +779,7 @@ def collect_live(
     warnings: list[str] = []
     cluster = cluster_label[1] if cluster_label else ""
     if _use_kubernetes(live):
-        from gpuaudit.sources.kubernetes import collect as kube_collect
+        from gpuaudit.sources.kubernetes.source import collect as kube_collect
 
         explicit = bool(live.kubeconfig or live.context)
         try:
