@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from gpuaudit.audit import AuditResult
     from gpuaudit.settings import Settings
-    from gpuaudit.snapshot import Snapshot
+    from gpuaudit.sources.live import LiveOptions
 
 app = typer.Typer(
     name="gpuaudit",
@@ -396,52 +396,6 @@ class ReportOptions:
     webhook: str | None = None
 
 
-@dataclass(frozen=True)
-class LiveOptions:
-    """Everything a live collection needs, from flags and the environment."""
-
-    prometheus_url: str
-    token: str | None = None
-    token_file: Path | None = None
-    user: str | None = None
-    password: str | None = None
-    headers: tuple[str, ...] = ()
-    ca_file: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-    insecure: bool = False
-    cluster_label: str | None = None
-    timeout: float = 120.0
-    kubeconfig: Path | None = None
-    context: str | None = None
-    namespaces: tuple[str, ...] = ()
-    no_kubernetes: bool = False
-    quiet: bool = False
-
-    @classmethod
-    def from_flags(cls, flags: dict[str, Any]) -> LiveOptions:
-        """Build from the parameters of `scan` or `snapshot save` (their `locals()`)."""
-        return cls(
-            prometheus_url=flags["prometheus_url"] or "",
-            token=flags["prometheus_token"],
-            token_file=flags["prometheus_token_file"],
-            user=flags["prometheus_user"],
-            password=flags["prometheus_password"],
-            headers=tuple(flags["header"] or ()),
-            ca_file=flags["ca_file"],
-            client_cert=flags["client_cert"],
-            client_key=flags["client_key"],
-            insecure=flags["insecure_skip_tls_verify"],
-            cluster_label=flags["cluster_label"],
-            timeout=flags["timeout"],
-            kubeconfig=flags["kubeconfig"],
-            context=flags["context"],
-            namespaces=tuple(flags["namespace"] or ()),
-            no_kubernetes=flags["no_kubernetes"],
-            quiet=flags["quiet"],
-        )
-
-
 @app.command(rich_help_panel="Audit")
 def scan(
     demo: Annotated[
@@ -570,8 +524,27 @@ def scan(
     Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 a usage error
     or a source that could not be read.
     """
+    from gpuaudit.sources.live import LiveOptions
+
     try:
-        live = LiveOptions.from_flags(locals())
+        live = LiveOptions(
+            prometheus_url=prometheus_url or "",
+            token=prometheus_token,
+            token_file=prometheus_token_file,
+            user=prometheus_user,
+            password=prometheus_password,
+            headers=tuple(header or ()),
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            insecure=insecure_skip_tls_verify,
+            cluster_label=cluster_label,
+            timeout=timeout,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=tuple(namespace or ()),
+            no_kubernetes=no_kubernetes,
+        )
         _scan(
             demo,
             snapshot,
@@ -632,7 +605,15 @@ def _scan(
     settings = _settings(config, window, step, end, sets, topology)
     clock = _Stages()
     if live.prometheus_url:
-        snap = collect_live(live, settings.window_s, settings.step_s, settings.end, as_arrays=True)
+        with _progress(quiet) as tick:
+            snap = snap_mod.collect_live(
+                live,
+                settings.window_s,
+                settings.step_s,
+                settings.end,
+                as_arrays=True,
+                progress=tick,
+            )
     else:
         path = demo_path() if demo else snapshot_path
         assert path is not None
@@ -719,104 +700,6 @@ def _topology_dir(path: Path | None) -> Path | None:
     return path
 
 
-def _parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for h in raw:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"--header {h.split(':')[0]!r}...: use 'Name: value'")
-        out[name.strip()] = value.strip()
-    return out
-
-
-def _use_kubernetes(live: LiveOptions) -> bool:
-    if live.no_kubernetes:
-        return False
-    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return True
-    if os.environ.get("KUBECONFIG"):
-        return True
-    return (Path.home() / ".kube" / "config").is_file()
-
-
-def collect_live(
-    live: LiveOptions, window_s: int, step_s: int, end: float | None, as_arrays: bool = False
-) -> Snapshot:
-    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable); `as_arrays`
-    for a scan: answers parsed as they arrive, no raw text kept."""
-    from gpuaudit.collect import build_snapshot, collect_prometheus, make_window
-    from gpuaudit.sources.prometheus import PromClient, PromConfig
-
-    cluster_label: tuple[str, str] | None = None
-    if live.cluster_label:
-        name, sep, value = live.cluster_label.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError("--cluster-label must be NAME=VALUE")
-        cluster_label = (name.strip(), value.strip())
-    cfg = PromConfig(
-        url=live.prometheus_url,
-        token=live.token,
-        token_file=live.token_file,
-        username=live.user,
-        password=live.password,
-        headers=_parse_headers(live.headers),
-        ca_file=live.ca_file,
-        client_cert=live.client_cert,
-        client_key=live.client_key,
-        insecure_skip_tls_verify=live.insecure,
-        timeout_s=live.timeout,
-    )
-    url = httpx_url_for_display(live.prometheus_url)
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
-    w = make_window(window_s, step_s, end)
-    with _progress(live.quiet) as tick, PromClient(cfg) as client:
-        answers, fields = collect_prometheus(
-            client, w, cluster_label, progress=tick, as_arrays=as_arrays
-        )
-    kube: dict[str, list[dict[str, Any]]] = {}
-    objects: dict[str, str] = {}
-    warnings: list[str] = []
-    cluster = cluster_label[1] if cluster_label else ""
-    if _use_kubernetes(live):
-        from gpuaudit.sources.kubernetes.source import collect as kube_collect
-
-        explicit = bool(live.kubeconfig or live.context)
-        try:
-            kc = kube_collect(live.kubeconfig, live.context, live.namespaces)
-            kube, objects, warnings = kc.kubernetes, kc.objects, list(kc.warnings)
-            cluster = cluster or kc.cluster
-        except ConfigError:
-            raise
-        except GpuauditError as exc:
-            if explicit:
-                raise
-            warnings.append(f"the Kubernetes API was not read: {exc}")
-            objects = {"pods": f"not read: {exc}", "nodes": f"not read: {exc}"}
-    else:
-        why = (
-            "not read: --no-kubernetes"
-            if live.no_kubernetes
-            else "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
-        )
-        objects = {"pods": why, "nodes": why}
-    for key, state in sorted(objects.items()):
-        if state.startswith(("forbidden", "failed", "incomplete")):
-            fields.setdefault("incomplete_reasons", []).append(f"Kubernetes {key}: {state}")
-    return build_snapshot(answers, fields, w, cluster or url, url, kube, objects, warnings)
-
-
-def httpx_url_for_display(url: str) -> str:
-    """A URL without credentials or query string, safe to print and record."""
-    import httpx
-
-    try:
-        u = httpx.URL(url.strip())
-    except Exception:  # noqa: BLE001 - any unparsable URL is a usage error below
-        return url.split("?")[0].split("@")[-1]
-    return str(u.copy_with(username=None, password=None, query=None, fragment=None))
-
-
 @contextlib.contextmanager
 def _progress(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
     if quiet or not sys.stderr.isatty():
@@ -876,13 +759,34 @@ def snapshot_save(
 ) -> None:
     """Collect a snapshot from live sources and write it, without auditing."""
     from gpuaudit import snapshot as snap_mod
+    from gpuaudit.sources.live import LiveOptions
 
     try:
         if not prometheus_url:
             raise ConfigError("snapshot save needs --prometheus-url URL")
-        live = LiveOptions.from_flags(locals())
+        live = LiveOptions(
+            prometheus_url=prometheus_url or "",
+            token=prometheus_token,
+            token_file=prometheus_token_file,
+            user=prometheus_user,
+            password=prometheus_password,
+            headers=tuple(header or ()),
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            insecure=insecure_skip_tls_verify,
+            cluster_label=cluster_label,
+            timeout=timeout,
+            kubeconfig=kubeconfig,
+            context=context,
+            namespaces=tuple(namespace or ()),
+            no_kubernetes=no_kubernetes,
+        )
         settings = _settings(config, window, step, end)
-        snap = collect_live(live, settings.window_s, settings.step_s, settings.end)
+        with _progress(quiet) as tick:
+            snap = snap_mod.collect_live(
+                live, settings.window_s, settings.step_s, settings.end, progress=tick
+            )
         try:
             snap_mod.write(snap, file)
         except OSError as exc:
@@ -978,7 +882,7 @@ def rules(
     """Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording
     rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds
     them on the server."""
-    from gpuaudit.rules import render
+    from gpuaudit.sources.prometheus.rules import render
 
     try:
         if pod_label not in ("exported", "pod"):

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuaudit import answers, snapshot
+from gpuaudit import snapshot
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build
+from gpuaudit.snapshot import answers
 from tests.factories import Series, gpu_labels
 from tests.factories import snapshot as make_snapshot
 

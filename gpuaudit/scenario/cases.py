@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import queries
 from gpuaudit.scenario.model import NodeSpec, PodSpec, SlotSpec
+from gpuaudit.sources.prometheus import catalogue as queries
 
 if TYPE_CHECKING:
     from gpuaudit.scenario.generator import Arr, _Builder
