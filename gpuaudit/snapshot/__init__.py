@@ -22,7 +22,8 @@ test scenarios all go through the same parsing code (`answers`).
 
 The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`), `writer`
 (`write`, and `write_records` for streaming), `answers` (answer parsing into arrays), `live`
-(`collect_live`: a snapshot from the live sources), `format` (name and versions).
+(what a snapshot makes of a live collection; `collect_live` below composes the two), `format`
+(name and versions).
 """
 
 from __future__ import annotations
@@ -64,13 +65,16 @@ def collect_live(
     as_arrays: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Snapshot:
-    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable); see
-    `gpuaudit.snapshot.live.collect_live`. `as_arrays` (for a scan) parses each answer into
-    arrays as it arrives; `progress` gets (requests done, requests planned)."""
+    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable).
+
+    `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
+    arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
+    file as they are. `progress` gets (requests done, requests planned) as the queries go."""
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
     # import, which reading a snapshot file should not pay.
-    from gpuaudit.snapshot import live as live_snapshot
+    from gpuaudit.snapshot import live as from_live
+    from gpuaudit.sources import live as live_source
 
-    return live_snapshot.collect_live(
-        live, window_s, step_s, end, as_arrays=as_arrays, progress=progress
-    )
+    keep = from_live.ArrayKeeper() if as_arrays else from_live.keep_bytes
+    raw = live_source.collect(live, window_s, step_s, end, progress=progress, keep=keep)
+    return from_live.from_collection(raw)

@@ -1,37 +1,16 @@
-"""A snapshot from a live collection: `gpuaudit.sources.live.collect` (Prometheus, then
-Kubernetes) with each answer kept as the snapshot needs it, and the manifest built from what the
-sources recorded."""
+"""What a snapshot makes of a live collection (`gpuaudit.sources.live.collect`, composed by
+`gpuaudit.snapshot.collect_live`): each Prometheus answer kept as the snapshot needs it, as it
+arrives, and the manifest built from what the sources recorded."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gpuaudit.snapshot.answers import Interner, from_bytes, one_line, parse
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow, utc_timestamp
 from gpuaudit.snapshot.model import Snapshot
-from gpuaudit.sources import live as live_source
-from gpuaudit.sources.live import LiveCollection, LiveOptions
+from gpuaudit.sources.live import LiveCollection
 from gpuaudit.sources.prometheus.client import Response
-
-
-def collect_live(
-    live: LiveOptions,
-    window_s: int,
-    step_s: int,
-    end: float | None,
-    *,
-    as_arrays: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-) -> Snapshot:
-    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable).
-
-    `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
-    arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
-    file as they are. `progress` gets (requests done, requests planned) as the queries go."""
-    keep = _ArrayKeeper() if as_arrays else keep_bytes
-    raw = live_source.collect(live, window_s, step_s, end, progress=progress, keep=keep)
-    return from_collection(raw)
 
 
 def from_collection(raw: LiveCollection) -> Snapshot:
@@ -65,7 +44,7 @@ def keep_bytes(qid: str, response: Response) -> dict[str, Any]:
     return {"body": response.body}
 
 
-class _ArrayKeeper:
+class ArrayKeeper:
     """Keeps each answer parsed into arrays as it arrives (straight from its bytes where they
     are in the usual compact form): no answer is held as Python lists and strings. One label
     object per distinct label set across the collection."""

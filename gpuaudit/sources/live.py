@@ -52,7 +52,7 @@ class LiveOptions:
     no_kubernetes: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveCollection:
     """The raw answers of one live collection and what the manifest records about them."""
 
@@ -106,7 +106,7 @@ def collect(
     with PromClient(cfg) as client:
         prom = PrometheusSource(client, cluster_label, progress, keep).collect(w)
     kube, objects, warnings, kube_cluster = _kubernetes(live, w)
-    reasons = prom.incomplete_reasons
+    reasons = list(prom.incomplete_reasons)
     for key, state in sorted(objects.items()):
         if state.startswith(("forbidden", "failed", "incomplete")):
             reasons.append(f"Kubernetes {key}: {state}")

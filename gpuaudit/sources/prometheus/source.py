@@ -15,7 +15,7 @@ from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.planner import Collector, Keep, keep_body
 
 
-@dataclass
+@dataclass(frozen=True)
 class PromCollection:
     """What one pass over a Prometheus-compatible API returned."""
 
