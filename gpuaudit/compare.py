@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaudit.errors import ConfigError
 from gpuaudit.findings import Finding, Severity
+from gpuaudit.numbers import json_number as _num
 
 NEW, WORSE, IMPROVED, UNCHANGED = "new", "worse", "improved", "unchanged"
 SUMMARY_KEYS = (
@@ -77,10 +78,6 @@ def _fp(f: Mapping[str, Any]) -> str:
     r = f.get("resource") if isinstance(f.get("resource"), Mapping) else {}
     assert isinstance(r, Mapping)
     return f"{f.get('code')}|{r.get('kind')}|{r.get('namespace')}|{r.get('name')}"
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def compare(

@@ -40,7 +40,7 @@ from gpuaudit.settings import (
 )
 from gpuaudit.sources.live import (
     LiveOptions,
-    httpx_url_for_display,
+    display_url,
     parse_cluster_label,
     parse_headers,
 )
@@ -328,7 +328,7 @@ def _live(opts: _Options, url: str) -> LiveOptions:
     )
     parse_cluster_label(live.cluster_label)
     parse_headers(live.headers)
-    shown = httpx_url_for_display(url)
+    shown = display_url(url)
     if not shown.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")
     return live

@@ -17,7 +17,7 @@ from time import perf_counter
 
 from rich.console import Console
 
-from gpuaudit import report, rules, snapshot
+from gpuaudit import report, snapshot
 from gpuaudit.audit import AuditResult, run_checks
 from gpuaudit.compare import load_report
 from gpuaudit.config import Config
@@ -26,7 +26,7 @@ from gpuaudit.inventory import build
 from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
-from gpuaudit.sources.live import collect_live
+from gpuaudit.sources.prometheus import rules
 
 Tick = Callable[[int, int], None]
 """Progress of a live collection: `tick(done, total)` as queries complete."""
@@ -109,7 +109,7 @@ def load(config: Config, progress: ProgressBar | None = None, as_arrays: bool = 
         return snapshot.read(config.snapshot)
     s = config.settings
     with (progress or nullcontext)() as tick:
-        return collect_live(
+        return snapshot.collect_live(
             config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=tick
         )
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from gpuaudit import queries
 from gpuaudit.inventory import Inventory, build
-from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot import Manifest, ManifestWindow, Snapshot
+from gpuaudit.sources.prometheus import catalogue as queries
 
 START = 1_700_000_000 - 1_700_000_000 % 3600
 STEP = 3600
@@ -136,7 +136,7 @@ def snapshot(
         kube["nodes"] = [{"kind": "NodeList", "items": nodes}]
     for key, items in (lists or {}).items():
         kube[key] = [{"items": items}]
-    manifest = {"window": {"start": START, "end": end, "step": STEP}, "cluster": "test"}
+    manifest = Manifest(window=ManifestWindow(start=START, end=end, step=STEP), cluster="test")
     return Snapshot(manifest=manifest, prometheus=prom, kubernetes=kube)
 
 

@@ -234,7 +234,7 @@ def test_baseline_and_previous_clash_before_any_collection(
     def collect(*_: object, **__: object) -> None:
         raise AssertionError("a live collection was attempted")
 
-    monkeypatch.setattr(pipeline, "collect_live", collect)
+    monkeypatch.setattr(pipeline.snapshot, "collect_live", collect)
     url = ["--prometheus-url", "http://127.0.0.1:9", "--no-kubernetes"]
     res = runner.invoke(app, ["scan", *url, *args], env=env)
     assert res.exit_code == 2, res.output

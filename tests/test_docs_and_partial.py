@@ -7,8 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from gpuaudit import queries, snapshot
+from gpuaudit import snapshot
 from gpuaudit.cli import app
+from gpuaudit.sources.prometheus import catalogue as queries
 from tests.conftest import DEMO, ROOT
 
 runner = CliRunner()
@@ -31,8 +32,10 @@ def test_readme_lists_every_check() -> None:
 
 def test_incomplete_snapshot_says_so_everywhere(tmp_path: Path) -> None:
     snap = snapshot.read(DEMO)
-    snap.manifest["complete"] = False
-    snap.manifest["incomplete_reasons"] = ["the backend answered act_sum in part: store down"]
+    snap = snap.with_manifest(
+        complete=False,
+        incomplete_reasons=("the backend answered act_sum in part: store down",),
+    )
     path = tmp_path / "partial.json.gz"
     snapshot.write(snap, path)
     table = runner.invoke(app, ["scan", "--snapshot", str(path), "-q"], env={"COLUMNS": "200"})

@@ -14,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaudit import answers, snapshot
+from gpuaudit import snapshot
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
-from gpuaudit.sources.prometheus import PromClient, PromConfig, PromError
+from gpuaudit.snapshot import answers
+from gpuaudit.sources.prometheus.client import PromClient, PromConfig, PromError
 from tests.factories import Series, gpu_labels
 from tests.factories import snapshot as make_snapshot
 

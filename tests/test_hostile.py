@@ -37,7 +37,7 @@ def hostile_snapshot(tmp_path: Path) -> Path:
         for i, (key, name) in enumerate(HOSTILE.items())
     ]
     snap = make_snapshot(series, hours=8)
-    snap.manifest["cluster"] = "[red]cluster[/red]\x1b]0;title\x07"
+    snap = snap.with_manifest(cluster="[red]cluster[/red]\x1b]0;title\x07")
     path = tmp_path / "hostile.json"
     snapshot.write(snap, path)
     return path

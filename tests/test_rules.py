@@ -10,11 +10,12 @@ import httpx
 import yaml  # type: ignore[import-untyped,unused-ignore]
 from typer.testing import CliRunner
 
-from gpuaudit import queries
 from gpuaudit.cli import app
-from gpuaudit.collect import collect_prometheus, make_window
-from gpuaudit.rules import AGGS, RECORDED, record_name
-from gpuaudit.sources.prometheus import PromClient, PromConfig
+from gpuaudit.sources.interface import make_window
+from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
+from gpuaudit.sources.prometheus.client import PromClient, PromConfig
+from gpuaudit.sources.prometheus.source import collect_prometheus
 from tests.promserver import require
 
 runner = CliRunner()
@@ -154,8 +155,10 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
         )
 
     client = PromClient(PromConfig(url="http://p.test"), transport=httpx.MockTransport(handler))
-    _, fields = collect_prometheus(client, make_window(86400, 3600, 1_795_392_000))
-    assert fields["capabilities"]["recording_rules"] == sorted([queries.ACT_PROF, queries.FB_USED])
+    got = collect_prometheus(client, make_window(86400, 3600, 1_795_392_000))
+    assert got.capabilities.to_dict()["recording_rules"] == sorted(
+        [queries.ACT_PROF, queries.FB_USED]
+    )
     sums = [q for q in seen if "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m" in q]
     assert sums, seen
     assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuaudit import answers, snapshot
+from gpuaudit import snapshot
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build
+from gpuaudit.snapshot import answers
 from tests.factories import Series, gpu_labels
 from tests.factories import snapshot as make_snapshot
 
@@ -144,3 +145,34 @@ def test_the_size_limit_applies_while_streaming(tmp_path: Path) -> None:
     snapshot.write(_small(), path)
     with pytest.raises(SnapshotError, match="more than 1000 bytes"):
         snapshot.read(path, limit=1000)
+
+
+def test_the_manifest_is_typed_and_keeps_what_it_does_not_hold(tmp_path: Path) -> None:
+    """Known keys read into typed fields; unknown keys, and known keys of another type, are
+    kept as they were: reading by key sees them, and writing gives them back."""
+    snap = _small()
+    path = tmp_path / "s.json"
+    snapshot.write(snap, path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head["manifest"].update(cluster=5, warnings="not a list", custom={"a": [1]}, complete=False)
+    path.write_bytes(json.dumps(head).encode() + b"\n" + b"".join(lines[1:]))
+    man = snapshot.read(path).manifest
+    assert man.cluster == "" and man.warnings == () and man.complete is False
+    assert man.unread == {"cluster": 5, "warnings": "not a list", "custom": {"a": [1]}}
+    assert man["cluster"] == 5 and man["warnings"] == "not a list" and man["custom"] == {"a": [1]}
+    assert man.window.start == snap.manifest.window.start and man["window"]["step"] == 3600
+    again = tmp_path / "again.json"
+    snapshot.write(snapshot.read(path), again)
+    assert json.loads(again.read_bytes().splitlines()[0])["manifest"] == dict(man)
+
+
+def test_write_records_is_the_layout_of_write(tmp_path: Path) -> None:
+    """The streaming entry point, given a snapshot's records, writes what `write` writes."""
+    snap = _small()
+    whole, streamed = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    snapshot.write(snap, whole)
+    lines = gzip.decompress(whole.read_bytes()).splitlines()
+    records = ([line[:10], line[10:]] for line in lines[1:-1])
+    snapshot.write_records(streamed, snap.manifest, records)
+    assert streamed.read_bytes() == whole.read_bytes()

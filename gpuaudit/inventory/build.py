@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import mig, queries
-from gpuaudit.answers import Answer, Interner, from_bytes, parse
+from gpuaudit import mig
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory import kube, prom
 from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot.answers import Answer, Interner, from_bytes, parse
+from gpuaudit.sources.prometheus import catalogue as queries
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -8,29 +8,24 @@ Prometheus 2.x's closed or 3.x's left-open ranges alike).
 The series are held column-wise (`gpuaudit.scenario.series`) and the text is assembled per
 series from strings computed once per distinct value, so scenarios of tens of thousands of
 GPUs take seconds. `write_snapshot` streams a snapshot to its file (byte for byte what
-`gpuaudit.snapshot.write(to_snapshot(...))` writes) without holding the answers in memory.
+`gpuaudit.snapshot.write(to_snapshot(...))` writes, through the same writer) without holding the
+answers in memory.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import functools
-import gzip
 import json
-import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from itertools import chain
 from operator import add
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import numpy as np
 
-from gpuaudit import __version__, queries
 from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import DRIVER as DRIVER
@@ -39,7 +34,10 @@ from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
 from gpuaudit.scenario.series import spelling_of as spelling_of
-from gpuaudit.snapshot import FORMAT_VERSION, Snapshot
+from gpuaudit.snapshot import Manifest, ManifestWindow, Snapshot, write_records
+from gpuaudit.snapshot.manifest import utc_timestamp
+from gpuaudit.snapshot.writer import encode
+from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 _METRICS = METRICS
@@ -62,22 +60,20 @@ def _envelope(rtype: str, result: Any) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": rtype, "result": result}}
 
 
-def manifest(sc: Scenario, style: str, generated_by: str) -> dict[str, Any]:
+def manifest(sc: Scenario, style: str, generated_by: str) -> Manifest:
     return _manifest(sc, style, generated_by, k8s_lists(sc))
 
 
-def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]) -> dict[str, Any]:
+def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]) -> Manifest:
     spelling = spelling_of(style)
     window_s = sc.end - sc.start
-    return {
-        "format_version": FORMAT_VERSION,
-        "gpuaudit_version": __version__,
-        "cluster": f"scenario-{sc.seed}",
-        "source": "scenario",
-        "generated_by": generated_by,
-        "collected_at": datetime.fromtimestamp(sc.end, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "window": {"start": sc.start, "end": sc.end, "step": 3600, "seconds": window_s},
-        "capabilities": {
+    return Manifest(
+        cluster=f"scenario-{sc.seed}",
+        source="scenario",
+        generated_by=generated_by,
+        collected_at=utc_timestamp(sc.end),
+        window=ManifestWindow(start=sc.start, end=sc.end, step=3600),
+        capabilities={
             "backend": "scenario",
             "pod_label": spelling,
             "label_style": style,
@@ -86,8 +82,8 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
             "profiling": True,
             "kube_state_metrics": False,
         },
-        "objects": dict.fromkeys(lists, "ok"),
-        "queries": [
+        objects=dict.fromkeys(lists, "ok"),
+        queries=tuple(
             {
                 "id": q.id,
                 "kind": q.kind,
@@ -95,15 +91,12 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
                 "query": q.promql(window_s if q.kind == "window" else 3600, spelling),
             }
             for q in queries.CATALOGUE
-        ],
-        "plan": {
+        ),
+        plan={
             "window_chunks": [[sc.start, sc.end]],
             "hourly_chunks": [[sc.start + 3600, sc.end]],
         },
-        "complete": True,
-        "incomplete_reasons": [],
-        "warnings": [],
-    }
+    )
 
 
 # ---- Prometheus's answers ----------------------------------------------------------------
@@ -341,119 +334,29 @@ def _iterencode(o: Any, deep: set[int]) -> Iterator[bytes]:
         yield _dumps(o).encode()
 
 
-class _GzipWriter:
-    """`gpuaudit.snapshot.write`'s gzip stream, compressed on a thread of its own (zlib lets go
-    of the GIL) while the text is produced."""
-
-    def __init__(self, path: Path) -> None:
-        self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
-        self._gz = gzip.GzipFile(
-            filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=6
-        )
-        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
-        self._err: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            data = self._q.get()
-            if data is None:
-                return
-            if self._err is None:
-                try:
-                    self._gz.write(data)
-                except BaseException as exc:  # noqa: BLE001 - raised again by the writer
-                    self._err = exc
-
-    def write(self, data: bytes) -> None:
-        if self._err is not None:
-            raise self._err
-        self._q.put(data)
-
-    def close(self, ok: bool = True) -> None:
-        """Finish the stream (`ok`), or just let go of everything after an error."""
-        self._q.put(None)
-        self._thread.join()
-        try:
-            if ok and self._err is not None:
-                raise self._err
-            if ok:
-                self._gz.close()
-        finally:
-            if not self._gz.closed:
-                with contextlib.suppress(Exception):
-                    self._gz.close()
-            self._raw.close()
-
-    def __enter__(self) -> _GzipWriter:
-        return self
-
-    def __exit__(
-        self,
-        et: type[BaseException] | None,
-        ev: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close(ok=et is None)
-
-
 @without_gc
 def write_snapshot(
     sc: Scenario, path: Path | str, style: str = "helm", generated_by: str = ""
 ) -> None:
-    """Write `to_snapshot(sc, style, generated_by)` as `gpuaudit.snapshot.write` would, byte
-    for byte (gzip-compressed when the name ends in `.gz`), but streaming: the answers are
-    never all in memory at once, and the compression runs alongside."""
-    path = Path(path)
-    if path.name.endswith(".gz"):
-        with _GzipWriter(path) as gz:
-            for block in _blocks(_snapshot_lines(sc, style, generated_by)):
-                gz.write(block)
-    else:
-        with open(path, "wb") as fh:
-            for block in _blocks(_snapshot_lines(sc, style, generated_by)):
-                fh.write(block)
-
-
-def _snapshot_lines(sc: Scenario, style: str, generated_by: str) -> Iterator[bytes]:
-    """The text of a version 2 snapshot file (see `gpuaudit.snapshot`) in pieces: the
-    envelope, the Kubernetes pages by resource, then the answers by query id."""
-    from gpuaudit.snapshot import FORMAT_NAME
-
+    """Write `to_snapshot(sc, style, generated_by)` through the snapshot writer, streaming: the
+    answers are never all in memory at once, and the compression runs alongside."""
     lists = k8s_lists(sc)
-    head = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "manifest": _manifest(sc, style, generated_by, dict.fromkeys(lists)),
-    }
-    yield _dumps(head).encode() + b"\n"
-    records = len(lists) + len(queries.CATALOGUE)
+    man = _manifest(sc, style, generated_by, lists)
+    write_records(Path(path), man, _records(sc, style, lists))
+
+
+def _records(sc: Scenario, style: str, lists: dict[str, Any]) -> Iterator[Iterator[bytes]]:
+    """The records of the snapshot file, each in pieces: the Kubernetes pages by resource, then
+    the answers by query id."""
     for res in sorted(lists):
-        yield _dumps({"kubernetes": res, "page": lists.pop(res)}).encode() + b"\n"
+        yield iter((encode({"kubernetes": res, "page": lists.pop(res)}),))
     ans = _Answers(sc, style)
     for q in sorted(queries.CATALOGUE, key=lambda q: q.id):
         query, params, rtype = ans.request(q)
         text = _window_text if q.kind == "window" else _hourly_text
         body = _envelope(rtype, _Lazy(functools.partial(text, ans, q)))
         record = {"body": body, "params": params, "prometheus": q.id, "query": query}
-        yield from _iterencode(record, {id(record), id(body), id(body["data"])})
-        yield b"\n"
-    yield _dumps({"end": records}).encode() + b"\n"
-
-
-def _blocks(chunks: Iterator[bytes], size: int = 1 << 22) -> Iterator[bytes]:
-    """The text in blocks of about `size` bytes."""
-    buf: list[bytes] = []
-    n = 0
-    for c in chunks:
-        buf.append(c)
-        n += len(c)
-        if n >= size:
-            yield b"".join(buf)
-            buf, n = [], 0
-    if buf:
-        yield b"".join(buf)
+        yield _iterencode(record, {id(record), id(body), id(body["data"])})
 
 
 # ---- OpenMetrics -------------------------------------------------------------------------

@@ -9,10 +9,10 @@ exactly as it was.
 
 from __future__ import annotations
 
-from gpuaudit import queries
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.model import NodeSpec
 from gpuaudit.scenario.workloads import place
+from gpuaudit.sources.prometheus import catalogue as queries
 
 
 def plant_health(b: Builder) -> None:

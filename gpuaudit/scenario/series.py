@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuaudit import queries, xid
+from gpuaudit import xid
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.model import Holding, SlotSpec
+from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 DRIVER = "570.133.20"

@@ -1,23 +1,31 @@
-"""A live collection: Prometheus (and the Kubernetes API when reachable) into one snapshot.
+"""A live collection: Prometheus first, then the Kubernetes API when it can be reached.
 
-Moved out of the command line as it was; the caller passes progress in as a callable.
+`collect` returns the raw answers of both sources with what the manifest records about them
+(`LiveCollection`); `gpuaudit.snapshot.collect_live` turns that into a snapshot. Progress is
+reported through the callable passed in, and each Prometheus answer is kept as the `keep`
+passed in decides (as the API returned it, by default).
+
+Kubernetes is read when a kubeconfig or the in-cluster service account is around (or asked for
+with `--kubeconfig`/`--context`), unless `--no-kubernetes`. When it was not asked for and cannot
+be read, the scan goes on without it and says why; when it was asked for, that is an error.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from gpuaudit.collect import build_snapshot, collect_prometheus, make_window
 from gpuaudit.errors import ConfigError, GpuauditError
-from gpuaudit.snapshot import Snapshot
-from gpuaudit.sources.kubernetes import collect as kube_collect
-from gpuaudit.sources.prometheus import PromClient, PromConfig
+from gpuaudit.redact import url_for_display
+from gpuaudit.sources.interface import Progress, Window, make_window
+from gpuaudit.sources.kubernetes.source import KubernetesSource
+from gpuaudit.sources.prometheus.client import PromClient, PromConfig
+from gpuaudit.sources.prometheus.planner import Keep, keep_body
+from gpuaudit.sources.prometheus.source import PromCollection, PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -30,11 +38,13 @@ class LiveOptions:
     user: str | None = None
     password: str | None = None
     headers: tuple[str, ...] = ()
+    """Extra HTTP headers as `Name: value`."""
     ca_file: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
     insecure: bool = False
     cluster_label: str | None = None
+    """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend)."""
     timeout: float = 120.0
     kubeconfig: Path | None = None
     context: str | None = None
@@ -42,49 +52,39 @@ class LiveOptions:
     no_kubernetes: bool = False
 
 
-def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
-    """`--header 'Name: value'` entries as a mapping."""
-    out: dict[str, str] = {}
-    for h in raw:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"--header {h.split(':')[0]!r}...: use 'Name: value'")
-        out[name.strip()] = value.strip()
-    return out
+@dataclass(frozen=True)
+class LiveCollection:
+    """The raw answers of one live collection and what the manifest records about them."""
+
+    window: Window
+    cluster: str
+    """The `--cluster-label` value, else the Kubernetes context, else the Prometheus URL."""
+    prometheus_url: str
+    """The Prometheus URL as recorded: without credentials, query or fragment."""
+    prometheus: PromCollection
+    kubernetes: dict[str, list[dict[str, Any]]]
+    """Resource key -> the list response pages, as the API server sent them."""
+    objects: dict[str, str]
+    """Resource key -> `"ok"` or why not (`not read: ...` when Kubernetes was not read)."""
+    warnings: list[str]
+    """The backend's warnings, then the Kubernetes ones."""
+    incomplete_reasons: list[str]
+    """Why the answers may be incomplete: partial Prometheus answers, then Kubernetes lists
+    that were forbidden, failed or cut short."""
 
 
-def parse_cluster_label(text: str | None) -> tuple[str, str] | None:
-    """`--cluster-label NAME=VALUE` as a pair; None when not given."""
-    if not text:
-        return None
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise ConfigError("--cluster-label must be NAME=VALUE")
-    return (name.strip(), value.strip())
-
-
-def _use_kubernetes(live: LiveOptions) -> bool:
-    if live.no_kubernetes:
-        return False
-    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return True
-    if os.environ.get("KUBECONFIG"):
-        return True
-    return (Path.home() / ".kube" / "config").is_file()
-
-
-def collect_live(
+def collect(
     live: LiveOptions,
     window_s: int,
     step_s: int,
     end: float | None,
     *,
-    as_arrays: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-) -> Snapshot:
-    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable); `as_arrays`
-    for a scan: answers parsed as they arrive, no raw text kept. `progress(done, total)` is
-    called as queries complete."""
+    progress: Progress | None = None,
+    keep: Keep = keep_body,
+) -> LiveCollection:
+    """Collect from Prometheus, then from the Kubernetes API when it is reachable. Raises
+    `ConfigError` for unusable options and `SourceError` when a source that must be read
+    cannot be."""
     cluster_label = parse_cluster_label(live.cluster_label)
     cfg = PromConfig(
         url=live.prometheus_url,
@@ -99,48 +99,89 @@ def collect_live(
         insecure_skip_tls_verify=live.insecure,
         timeout_s=live.timeout,
     )
-    url = httpx_url_for_display(live.prometheus_url)
+    url = display_url(live.prometheus_url)
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
     w = make_window(window_s, step_s, end)
     with PromClient(cfg) as client:
-        answers, fields = collect_prometheus(
-            client, w, cluster_label, progress=progress, as_arrays=as_arrays
-        )
-    kube: dict[str, list[dict[str, Any]]] = {}
-    objects: dict[str, str] = {}
-    warnings: list[str] = []
-    cluster = cluster_label[1] if cluster_label else ""
-    if _use_kubernetes(live):
-        explicit = bool(live.kubeconfig or live.context)
-        try:
-            kc = kube_collect(live.kubeconfig, live.context, live.namespaces)
-            kube, objects, warnings = kc.kubernetes, kc.objects, list(kc.warnings)
-            cluster = cluster or kc.cluster
-        except ConfigError:
-            raise
-        except GpuauditError as exc:
-            if explicit:
-                raise
-            warnings.append(f"the Kubernetes API was not read: {exc}")
-            objects = {"pods": f"not read: {exc}", "nodes": f"not read: {exc}"}
-    else:
+        prom = PrometheusSource(client, cluster_label, progress, keep).collect(w)
+    kube, objects, warnings, kube_cluster = _kubernetes(live, w)
+    reasons = list(prom.incomplete_reasons)
+    for key, state in sorted(objects.items()):
+        if state.startswith(("forbidden", "failed", "incomplete")):
+            reasons.append(f"Kubernetes {key}: {state}")
+    cluster = (cluster_label[1] if cluster_label else "") or kube_cluster
+    return LiveCollection(
+        window=w,
+        cluster=cluster or url,
+        prometheus_url=url,
+        prometheus=prom,
+        kubernetes=kube,
+        objects=objects,
+        warnings=prom.warnings + warnings,
+        incomplete_reasons=reasons,
+    )
+
+
+def _kubernetes(
+    live: LiveOptions, w: Window
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str]:
+    """The Kubernetes pages, the status per resource, the warnings and the context name."""
+    if not _use_kubernetes(live):
         why = (
             "not read: --no-kubernetes"
             if live.no_kubernetes
             else "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
         )
-        objects = {"pods": why, "nodes": why}
-    for key, state in sorted(objects.items()):
-        if state.startswith(("forbidden", "failed", "incomplete")):
-            fields.setdefault("incomplete_reasons", []).append(f"Kubernetes {key}: {state}")
-    return build_snapshot(answers, fields, w, cluster or url, url, kube, objects, warnings)
-
-
-def httpx_url_for_display(url: str) -> str:
-    """A URL without credentials or query string, safe to print and record."""
+        return {}, {"pods": why, "nodes": why}, [], ""
+    explicit = bool(live.kubeconfig or live.context)
     try:
-        u = httpx.URL(url.strip())
-    except Exception:  # noqa: BLE001 - any unparsable URL is a usage error below
-        return url.split("?")[0].split("@")[-1]
-    return str(u.copy_with(username=None, password=None, query=None, fragment=None))
+        kc = KubernetesSource(live.kubeconfig, live.context, live.namespaces).collect(w)
+    except ConfigError:
+        raise
+    except GpuauditError as exc:
+        if explicit:
+            raise
+        why = f"not read: {exc}"
+        return {}, {"pods": why, "nodes": why}, [f"the Kubernetes API was not read: {exc}"], ""
+    return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
+
+
+def parse_cluster_label(text: str | None) -> tuple[str, str] | None:
+    if not text:
+        return None
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError("--cluster-label must be NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for h in raw:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header {h.split(':')[0]!r}...: use 'Name: value'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _use_kubernetes(live: LiveOptions) -> bool:
+    if live.no_kubernetes:
+        return False
+    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    if os.environ.get("KUBECONFIG"):
+        return True
+    return (Path.home() / ".kube" / "config").is_file()
+
+
+def display_url(url: str) -> str:
+    """The Prometheus URL as messages and the manifest show it: normalised as httpx reads it
+    (scheme and host in lower case, a default port left out, non-ASCII encoded), then made safe
+    by the one redactor (no credentials, query or fragment)."""
+    try:
+        normal = str(httpx.URL(url.strip()))
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given, made safe
+        normal = url
+    return url_for_display(normal)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuaudit import queries
 from gpuaudit.inventory import columns as C
+from gpuaudit.sources.prometheus import catalogue as queries
 from tests.factories import START, Series, gpu_labels, inventory, make_node, make_pod
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,10 +53,11 @@ def kubeconfig(kube_server: KubeAPIServer, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="session")
 def snapshot_without_k8s(scenario_tsdb: Backfilled) -> Path:
     """The scenario's snapshot as a scan without Kubernetes access would record it."""
-    snap = snapshot.read(scenario_tsdb.snapshot_path)
-    snap.kubernetes = {}
     why = "not read: --no-kubernetes"
-    snap.manifest["objects"] = {"pods": why, "nodes": why}
+    snap = snapshot.read(scenario_tsdb.snapshot_path).with_manifest(
+        objects={"pods": why, "nodes": why}
+    )
+    snap = dataclasses.replace(snap, kubernetes={})
     out = scenario_tsdb.snapshot_path.parent / "no-k8s.snapshot.json"
     snapshot.write(snap, out)
     return out

@@ -8,10 +8,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gpuaudit import queries
-from gpuaudit.collect import collect_prometheus, make_window
 from gpuaudit.errors import SourceError
-from gpuaudit.sources.prometheus import PromClient, PromConfig, PromError
+from gpuaudit.sources.interface import make_window
+from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus.client import PromClient, PromConfig, PromError
+from gpuaudit.sources.prometheus.source import collect_prometheus
 
 W = make_window(86400, 3600, 1_795_392_000)
 OK_VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}
@@ -75,9 +76,9 @@ def test_path_prefix_is_kept() -> None:
     c = PromClient(
         PromConfig(url="http://mimir.test/prometheus"), transport=httpx.MockTransport(handler)
     )
-    answers, fields = collect_prometheus(c, W)
+    got = collect_prometheus(c, W)
     assert all(p.startswith("/prometheus/api/v1/") for p in seen)
-    assert fields["capabilities"]["backend"] == "mimir/cortex"
+    assert got.capabilities.backend == "mimir/cortex"
 
 
 def test_503_burst_is_retried_with_backoff() -> None:
@@ -91,7 +92,7 @@ def test_503_burst_is_retried_with_backoff() -> None:
                 return httpx.Response(503, text="upstream unavailable")
         return _ok(req)
 
-    answers, _ = collect_prometheus(_client(handler, sleeps), W)
+    collect_prometheus(_client(handler, sleeps), W)
     assert calls["n"] > 2
     assert sleeps[:2] == [0.5, 1.0]
 
@@ -133,8 +134,8 @@ def test_query_timeout_is_not_retried_but_cut_smaller() -> None:
                 )
         return _ok(req)
 
-    answers, fields = collect_prometheus(_client(handler), W)
-    assert fields["plan"]["act_sum"] == [
+    got = collect_prometheus(_client(handler), W)
+    assert got.plan["act_sum"] == [
         [W.start, W.start + 43200, ""],
         [W.start + 43200, W.end, ""],
     ]
@@ -193,9 +194,9 @@ def test_warnings_and_partial_responses_mark_the_result_incomplete() -> None:
             return httpx.Response(200, json=body)
         return _ok(req)
 
-    _, fields = collect_prometheus(_client(handler), W)
-    assert fields["warnings"] and "partial response" in fields["warnings"][0]
-    assert fields["incomplete_reasons"]
+    got = collect_prometheus(_client(handler), W)
+    assert got.warnings and "partial response" in got.warnings[0]
+    assert got.incomplete_reasons
 
 
 def test_basic_auth_and_secret_never_in_errors() -> None:

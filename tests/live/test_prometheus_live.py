@@ -140,7 +140,8 @@ def test_snapshot_save_records_the_servers_bytes(
 
     import numpy as np
 
-    from gpuaudit import answers, snapshot
+    from gpuaudit import snapshot
+    from gpuaudit.snapshot import answers
 
     out = tmp_path / "s.json.gz"
     res = runner.invoke(

@@ -43,7 +43,7 @@ def write_hostile_snapshot(directory: Path) -> Path:
         )
         pods.append(make_pod(name, namespace=ns, node="node-a", labels={"team": name}))
     snap = make_snapshot(series, hours=8, pods=pods)
-    snap.manifest["cluster"] = HOSTILE_CLUSTER
+    snap = snap.with_manifest(cluster=HOSTILE_CLUSTER)
     path = directory / "hostile.json"
     snapshot.write(snap, path)
     return path

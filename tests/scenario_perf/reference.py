@@ -9,7 +9,6 @@ from typing import IO, Any
 
 import numpy as np
 
-from gpuaudit import queries
 from gpuaudit.scenario.emit import (
     _envelope,
     _esc,
@@ -23,6 +22,7 @@ from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.model import Holding
 from gpuaudit.scenario.series import HEALTH, INT_METRICS, METRICS, xid_text
 from gpuaudit.snapshot import Snapshot
+from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 

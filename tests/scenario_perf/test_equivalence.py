@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuaudit import queries, snapshot
+from gpuaudit import snapshot
 from gpuaudit.scenario import builder, emit, generate, series
 from gpuaudit.scenario.generator import Scenario
+from gpuaudit.sources.prometheus import catalogue as queries
 from tests.scenario_perf import reference
 
 CASES = [

@@ -17,8 +17,10 @@ import pytest
 
 from gpuaudit.errors import ConfigError, SourceError
 from gpuaudit.scenario import generate, k8s_lists
-from gpuaudit.sources import kubernetes as kube
-from gpuaudit.sources.kubernetes import KubeCollection, collect
+from gpuaudit.sources.kubernetes import connect
+from gpuaudit.sources.kubernetes.reader import MAX_RESTARTS, KubeCollection
+from gpuaudit.sources.kubernetes.resources import RESOURCES
+from gpuaudit.sources.kubernetes.source import collect
 from tests.k8s_apiserver import (
     DEFAULT_TOKEN,
     KubeAPIServer,
@@ -78,7 +80,7 @@ def dumped(kc: KubeCollection) -> str:
 def assert_matches_scenario(kc: KubeCollection, lists: dict[str, dict[str, Any]]) -> None:
     """Every scenario list came back whole; every other resource is recorded as absent."""
     assert {"pods", "nodes", "priorityclasses", "pytorchjobs"} <= set(lists)
-    for res in kube.RESOURCES:
+    for res in RESOURCES:
         if res.key in lists:
             assert kc.objects[res.key] == "ok", res.key
             assert merged(kc.kubernetes[res.key]) == lists[res.key]["items"], res.key
@@ -120,7 +122,7 @@ def test_http_collects_every_page_as_served(
     assert kc.server == srv.url
     assert kc.api_versions["pytorchjobs"] == "kubeflow.org/v1"
     assert kc.api_versions["priorityclasses"] == "scheduling.k8s.io/v1"
-    assert set(kc.objects) == {r.key for r in kube.RESOURCES}
+    assert set(kc.objects) == {r.key for r in RESOURCES}
     if "rayclusters" not in lists:
         assert kc.objects["rayclusters"] == (
             "absent: the CRD rayclusters.ray.io is not installed (API group ray.io is not served)"
@@ -241,7 +243,7 @@ def test_a_list_that_keeps_expiring_is_marked_incomplete(
     with KubeAPIServer(lists, expire_continue={"pods": 100}) as srv:
         kc = collect(srv.write_kubeconfig(tmp_path / "kubeconfig"), None, page_size=PAGE)
         statuses = [r.status for r in srv.list_requests("pods")]
-    assert statuses.count(410) == kube.MAX_RESTARTS + 1
+    assert statuses.count(410) == MAX_RESTARTS + 1
     assert kc.objects["pods"].startswith("incomplete: a continue token expired 4 times")
     assert merged(kc.kubernetes["pods"]) == lists["pods"]["items"][:PAGE]
     assert any(w.startswith("The list of pods is incomplete") for w in kc.warnings)
@@ -479,7 +481,7 @@ def test_in_cluster_service_account(
     sa.mkdir()
     (sa / "token").write_text(DEFAULT_TOKEN + "\n")
     (sa / "ca.crt").write_bytes(tls.ca_cert.read_bytes())
-    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", sa)
+    monkeypatch.setattr(connect, "SERVICE_ACCOUNT_DIR", sa)
     with KubeAPIServer(lists, tls=tls) as srv:
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(srv.port))
@@ -491,16 +493,18 @@ def test_in_cluster_service_account(
 
 
 def test_in_cluster_without_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", tmp_path / "serviceaccount")
+    monkeypatch.setattr(connect, "SERVICE_ACCOUNT_DIR", tmp_path / "serviceaccount")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     with pytest.raises(SourceError, match=r"^KUBERNETES_SERVICE_HOST is set but the service"):
         collect(None, None)
 
 
-def test_redact_url() -> None:
-    assert kube._redact_url("https://user:pw@api.example:6443/base/?q=1#f") == (
-        "https://api.example:6443/base"
-    )
+def test_the_server_is_named_without_credentials_query_or_trailing_slash(tmp_path: Path) -> None:
+    server = "https://user:pw@127.0.0.1:9/base/?q=1#f"
+    config = write_kubeconfig(tmp_path / "kubeconfig", server, token="t0ken-abc")
+    with pytest.raises(SourceError) as err:
+        collect(config, None)
+    assert str(err.value).startswith("cannot reach the Kubernetes API at https://127.0.0.1:9/base:")
 
 
 def test_rbac_example_grants_exactly_what_collect_reads() -> None:
@@ -514,7 +518,7 @@ def test_rbac_example_grants_exactly_what_collect_reads() -> None:
         for group in rule.get("apiGroups", [])
         for res in rule.get("resources", [])
     }
-    assert granted == {(r.group, r.plural) for r in kube.RESOURCES}
+    assert granted == {(r.group, r.plural) for r in RESOURCES}
     for rule in role["rules"]:
         assert set(rule["verbs"]) <= {"get", "list"}, "read-only"
     assert any("/apis" in r.get("nonResourceURLs", []) for r in role["rules"])

@@ -97,11 +97,24 @@ POD_LABELS = {
 }
 """Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
 when discovery could not tell (both kept; the inventory then decides from the data)."""
-"""Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
-when discovery could not tell (both kept; the inventory then decides from the data)."""
 
 Stat = Literal["sum", "count", "max", "p95", "mean"]
 Kind = Literal["window", "hourly"]
+
+RECORDED = (ACT_PROF, UTIL, FB_USED, FB_FREE, POWER)
+"""Metrics with recording rules (`gpuaudit rules`, see `rules`)."""
+AGGS = ("sum", "count", "max")
+"""What each recording rule keeps of its metric over 5 minutes."""
+
+
+def record_name(metric: str, agg: str) -> str:
+    """The series a recording rule writes: `gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m`."""
+    return f"gpuaudit:{metric.lower()}:{agg}5m"
+
+
+def usable_metrics(rule_names: set[str]) -> set[str]:
+    """Metrics whose every recording rule exists on the server."""
+    return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}
 
 
 @dataclass(frozen=True)
@@ -130,7 +143,7 @@ class QuerySpec:
         if recorded and self.stat != "p95":
 
             def rec(agg: str) -> str:
-                name = f"gpuaudit:{self.metric.lower()}:{agg}5m"
+                name = record_name(self.metric, agg)
                 return f"{name}{{{selector}}}" if selector else name
 
             if self.stat == "mean":

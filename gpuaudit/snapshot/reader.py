@@ -1,136 +1,31 @@
-"""Snapshot format: the recorded raw answers of one collection, in one file.
-
-Version 2 (what gpuaudit writes) is JSON Lines, gzip-compressed when the file name ends in `.gz`
-(detected by magic bytes when read): the envelope first, then one line per Kubernetes list page
-and per Prometheus answer, and an end line (a file cut short at a line boundary is refused):
-
-    {"format": "gpuaudit-snapshot", "manifest": {...}, "version": 2}
-    {"kubernetes": "<resource>", "page": <raw list response page>}
-    {"body": <raw answer>, "params": {...}, "prometheus": "<query id>", "query": "..."}
-    {"end": <number of lines between the first and this one>}
-
-Version 1, still read, is one JSON document:
-
-    {"format": "gpuaudit-snapshot", "version": 1,
-     "manifest": {...},
-     "prometheus": {"<query id>": [{"query": "...", "params": {...}, "body": <raw answer>}, ...]},
-     "kubernetes": {"<resource>": [<raw list response page>, ...]}}
-
-`body` is a Prometheus HTTP API answer exactly as the server returned it; each list page is a
-Kubernetes list response exactly as the API server returned it. Reading a version 2 file
-streams it and parses each answer into arrays as it goes (`gpuaudit.answers`); entries then
-hold `answer` instead of `body`. Live scans, replays, the demo and test scenarios all go
-through the same parsing code. See `docs/snapshot.md`.
+"""The one snapshot reader. A version 2 file is streamed: one line at a time, each Prometheus
+answer parsed into arrays as it is read (`gpuaudit.snapshot.answers`), so memory holds the parsed
+data and one line, never the whole text; a file cut short at a line boundary is refused by its
+missing end line. A version 1 file (one JSON document) is read whole. gzip is detected by its
+magic bytes, and the decompressed size is bounded (`MAX_BYTES`).
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import queue
 import threading
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gpuaudit.answers import Answer, Interner, from_record_line, parse
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
+from gpuaudit.snapshot.answers import Interner, from_record_line, parse
+from gpuaudit.snapshot.format import FORMAT_NAME, READABLE_VERSIONS
+from gpuaudit.snapshot.manifest import Manifest
+from gpuaudit.snapshot.model import Snapshot
 
-FORMAT_NAME = "gpuaudit-snapshot"
-FORMAT_VERSION = 2
-"""What this gpuaudit writes; version 1 files are read too."""
-READABLE_VERSIONS = (1, 2)
 MAX_BYTES = int(os.environ.get("GPUAUDIT_SNAPSHOT_MAX_BYTES", str(4 * 1024**3)))
 """Largest decompressed snapshot accepted; a bigger one (or a gzip bomb) is refused."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-@dataclass
-class Snapshot:
-    """The raw answers of one collection plus its manifest."""
-
-    manifest: dict[str, Any]
-    prometheus: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    kubernetes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The snapshot as one version 1 document (answers held as arrays written back as
-        answer bodies)."""
-        prom = {qid: [_with_body(e) for e in entries] for qid, entries in self.prometheus.items()}
-        return {
-            "format": FORMAT_NAME,
-            "version": 1,
-            "manifest": self.manifest,
-            "prometheus": prom,
-            "kubernetes": self.kubernetes,
-        }
-
-
-def _with_body(entry: dict[str, Any]) -> dict[str, Any]:
-    """The entry with its answer as a `body` object (from its bytes or its arrays)."""
-    if "body" in entry:
-        return entry
-    raw, answer = entry.get("raw"), entry.get("answer")
-    out = {k: v for k, v in entry.items() if k not in ("raw", "answer")}
-    if isinstance(raw, bytes):
-        import orjson
-
-        out["body"] = orjson.loads(raw)
-    elif isinstance(answer, Answer):
-        out["body"] = answer.to_body()
-    else:
-        return entry
-    return out
-
-
-def _record_lines(snapshot: Snapshot) -> Iterator[bytes]:
-    """The lines of a version 2 file: the envelope with the manifest, then one line per
-    Kubernetes list page and per Prometheus answer, each sorted by resource or query id and
-    kept in its recorded order within one."""
-    head = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "manifest": snapshot.manifest}
-    yield _dumps(head)
-    for res in sorted(snapshot.kubernetes):
-        for page in snapshot.kubernetes[res]:
-            yield _dumps({"kubernetes": res, "page": page})
-    n = sum(len(pages) for pages in snapshot.kubernetes.values())
-    for qid in sorted(snapshot.prometheus):
-        for entry in snapshot.prometheus[qid]:
-            raw = entry.get("raw")
-            if isinstance(raw, bytes) and "body" not in entry:
-                # The answer's bytes as the server sent them; `body` sorts before every other
-                # key, so the line is what `_dumps` would write around it.
-                rest = {k: v for k, v in entry.items() if k not in ("raw", "answer")}
-                yield b'{"body":' + raw + b"," + _dumps({**rest, "prometheus": qid})[1:]
-            else:
-                yield _dumps({**_with_body(entry), "prometheus": qid})
-            n += 1
-    yield _dumps({"end": n})
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode() + b"\n"
-
-
-def write(snapshot: Snapshot, path: Path) -> None:
-    """Write a snapshot (version 2, one JSON document per line); gzip-compressed when the name
-    ends in `.gz`. Identical content gives identical bytes."""
-    if path.name.endswith(".gz"):
-        # mtime=0 keeps the file byte-identical for identical content.
-        with (
-            open(path, "wb") as raw,
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
-        ):
-            for line in _record_lines(snapshot):
-                gz.write(line)
-    else:
-        with open(path, "wb") as fh:
-            for line in _record_lines(snapshot):
-                fh.write(line)
 
 
 class _ReadAhead:
@@ -378,13 +273,4 @@ def from_json(doc: Any, name: str = "<snapshot>") -> Snapshot:
         raise SnapshotError(f'{name}: "prometheus" must map query ids to lists of answers')
     if not isinstance(kube, dict) or not all(isinstance(v, list) for v in kube.values()):
         raise SnapshotError(f'{name}: "kubernetes" must map resources to lists of pages')
-    window = manifest.get("window")
-    if not isinstance(window, dict):
-        raise SnapshotError(f"{name}: manifest has no window")
-    for key in ("start", "end", "step"):
-        val = window.get(key)
-        if not isinstance(val, (int, float)) or isinstance(val, bool) or val != val:
-            raise SnapshotError(f"{name}: manifest window.{key} must be a number")
-    if not window["start"] < window["end"] or window["step"] <= 0:
-        raise SnapshotError(f"{name}: manifest window must have start < end and step > 0")
-    return Snapshot(manifest=manifest, prometheus=prom, kubernetes=kube)
+    return Snapshot(manifest=Manifest.from_json(manifest, name), prometheus=prom, kubernetes=kube)

@@ -86,7 +86,7 @@ class Answer:
         """An API answer with these series (values written as Python writes floats)."""
         if self.rtype == "vector":
             result: list[dict[str, Any]] = [
-                {"metric": dict(m), "value": [_num(t), repr(float(v))]}
+                {"metric": dict(m), "value": [_json_time(t), repr(float(v))]}
                 for m, t, v in zip(
                     self.metrics,
                     _times(self.ts, len(self.values)),
@@ -102,7 +102,7 @@ class Answer:
                     {
                         "metric": dict(m),
                         "values": [
-                            [_num(t), repr(v)]
+                            [_json_time(t), repr(v)]
                             for t, v in zip(ts.tolist(), vs.tolist(), strict=True)
                         ],
                     }
@@ -117,7 +117,8 @@ def one_line(raw: bytes) -> bool:
     return text.startswith(b"{") and text.endswith(b"}") and b"\n" not in text and b"\r" not in text
 
 
-def _num(t: float) -> int | float | None:
+def _json_time(t: float) -> int | float | None:
+    """A sample time as the API writes it in JSON: whole seconds as an integer."""
     if not math.isfinite(t):  # not written as JSON's invalid NaN or Infinity
         return None
     return int(t) if float(t).is_integer() else t

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from gpuaudit import __version__
 from gpuaudit.errors import SourceError
+from gpuaudit.redact import redact_headers, url_for_display
 
 log = logging.getLogger("gpuaudit.prometheus")
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
-_SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "proxy-authorization"}
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,6 @@ class PromConfig:
     timeout_s: float = 120.0
     retries: int = 3
     backoff_s: float = 0.5
-
-    def redacted_url(self) -> str:
-        """The URL without any userinfo, for messages and the manifest."""
-        u = httpx.URL(self.url)
-        return str(u.copy_with(username=None, password=None)) if u.userinfo else self.url
 
 
 class PromError(SourceError):
@@ -77,19 +74,18 @@ class PromError(SourceError):
 
 
 @dataclass
-class Answer:
-    """One answer as the server returned it, plus the request that got it."""
+class Response:
+    """One successful HTTP API response as the server returned it, plus the request that got
+    it. (`gpuaudit.snapshot.answers.Answer` is the answer parsed into arrays.)"""
 
     params: dict[str, Any]
+    """The form or query parameters sent."""
     body: dict[str, Any]
+    """The body, parsed from JSON."""
     warnings: list[str]
+    """The API's `warnings`, never dropped."""
     raw: bytes = b""
     """The body's bytes exactly as received (after HTTP decompression)."""
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """Headers safe to log: credentials replaced."""
-    return {k: ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
 
 
 def _bearer(cfg: PromConfig) -> str | None:
@@ -103,6 +99,33 @@ def _bearer(cfg: PromConfig) -> str | None:
                 f"cannot read the Prometheus token file {cfg.token_file}: {exc.strerror}"
             ) from None
     return None
+
+
+def _tls(cfg: PromConfig) -> bool | ssl.SSLContext:
+    """httpx's `verify`: whether to verify the server, or the context that holds the CA file and
+    the client certificate."""
+    verify: bool | ssl.SSLContext = True
+    if cfg.insecure_skip_tls_verify:
+        verify = False
+    elif cfg.ca_file:
+        try:
+            verify = ssl.create_default_context(cafile=str(cfg.ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise SourceError(f"cannot load the CA file {cfg.ca_file}: {exc}") from None
+    if not cfg.client_cert:
+        return verify
+    if not isinstance(verify, bool):
+        ctx = verify
+    else:
+        ctx = ssl.create_default_context()
+        if not verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+    try:
+        ctx.load_cert_chain(str(cfg.client_cert), str(cfg.client_key) if cfg.client_key else None)
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot load the client certificate {cfg.client_cert}: {exc}") from None
+    return ctx
 
 
 class PromClient:
@@ -126,35 +149,10 @@ class PromClient:
         elif cfg.username is not None:
             raw = f"{cfg.username}:{cfg.password or ''}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
-        verify: Any = True
-        if cfg.insecure_skip_tls_verify:
-            verify = False
-        elif cfg.ca_file:
-            import ssl
-
-            try:
-                verify = ssl.create_default_context(cafile=str(cfg.ca_file))
-            except (OSError, ssl.SSLError) as exc:
-                raise SourceError(f"cannot load the CA file {cfg.ca_file}: {exc}") from None
-        if cfg.client_cert:
-            if not isinstance(verify, bool):
-                ctx = verify
-            else:
-                import ssl
-
-                ctx = ssl.create_default_context()
-                if not verify:
-                    ctx.check_hostname = False
-                    ctx.verify_mode = ssl.CERT_NONE
-            try:
-                ctx.load_cert_chain(
-                    str(cfg.client_cert), str(cfg.client_key) if cfg.client_key else None
-                )
-            except (OSError, ValueError) as exc:
-                raise SourceError(
-                    f"cannot load the client certificate {cfg.client_cert}: {exc}"
-                ) from None
-            verify = ctx
+        verify = _tls(cfg)
+        shown = url_for_display(cfg.url)
+        self._where = shown.rstrip("/")
+        """The base URL as messages show it: no credentials, query or trailing slash."""
         base = cfg.url.rstrip("/") + "/"
         try:
             self._http = httpx.Client(
@@ -166,7 +164,7 @@ class PromClient:
                 follow_redirects=False,
             )
         except ValueError as exc:
-            raise SourceError(f"invalid Prometheus URL {cfg.redacted_url()!r}: {exc}") from None
+            raise SourceError(f"invalid Prometheus URL {shown!r}: {exc}") from None
 
     def close(self) -> None:
         self._http.close()
@@ -178,8 +176,8 @@ class PromClient:
         self.close()
 
     # -- transport -------------------------------------------------------------------------
-    def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Answer:
-        where = f"{self.cfg.redacted_url().rstrip('/')}/{path}"
+    def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Response:
+        where = f"{self._where}/{path}"
         attempt = 0
         while True:
             attempt += 1
@@ -225,9 +223,7 @@ class PromClient:
 
     def _parse(
         self, resp: httpx.Response, raw: bytes, where: str, data: Mapping[str, Any] | None
-    ) -> Answer:
-        import orjson
-
+    ) -> Response:
         status = resp.status_code
         try:
             body = orjson.loads(raw)
@@ -249,11 +245,11 @@ class PromClient:
             etext = str(body.get("error", "")) or f"HTTP {status}"
             raise PromError(f"{where}: {etype + ': ' if etype else ''}{etext}", status, etype)
         warnings = [str(w) for w in body.get("warnings", []) or [] if w]
-        return Answer(params=dict(data or {}), body=body, warnings=warnings, raw=raw)
+        return Response(params=dict(data or {}), body=body, warnings=warnings, raw=raw)
 
     # -- API -------------------------------------------------------------------------------
-    def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Answer:
-        params: dict[str, Any] = {"query": expr, "time": _num(at)}
+    def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Response:
+        params: dict[str, Any] = {"query": expr, "time": _format_seconds(at)}
         params.update(extra or {})
         ans = self._request("POST", "api/v1/query", params)
         _expect(ans, "vector")
@@ -266,12 +262,12 @@ class PromClient:
         end: float,
         step: float,
         extra: Mapping[str, str] | None = None,
-    ) -> Answer:
+    ) -> Response:
         params: dict[str, Any] = {
             "query": expr,
-            "start": _num(start),
-            "end": _num(end),
-            "step": _num(step),
+            "start": _format_seconds(start),
+            "end": _format_seconds(end),
+            "step": _format_seconds(step),
         }
         params.update(extra or {})
         ans = self._request("POST", "api/v1/query_range", params)
@@ -285,7 +281,9 @@ class PromClient:
 
     def labels(self, match: str, start: float, end: float) -> list[str]:
         ans = self._request(
-            "POST", "api/v1/labels", {"match[]": match, "start": _num(start), "end": _num(end)}
+            "POST",
+            "api/v1/labels",
+            {"match[]": match, "start": _format_seconds(start), "end": _format_seconds(end)},
         )
         data = ans.body.get("data")
         return [str(x) for x in data] if isinstance(data, list) else []
@@ -304,17 +302,20 @@ class PromClient:
 
     def metric_names(self, start: float, end: float) -> list[str]:
         ans = self._request(
-            "GET", "api/v1/label/__name__/values", {"start": _num(start), "end": _num(end)}
+            "GET",
+            "api/v1/label/__name__/values",
+            {"start": _format_seconds(start), "end": _format_seconds(end)},
         )
         data = ans.body.get("data")
         return [str(x) for x in data] if isinstance(data, list) else []
 
 
-def _num(x: float) -> str:
+def _format_seconds(x: float) -> str:
+    """A time or duration as a query parameter: whole seconds without a decimal point."""
     return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
 
 
-def _expect(ans: Answer, rtype: str) -> None:
+def _expect(ans: Response, rtype: str) -> None:
     data = ans.body.get("data")
     if not isinstance(data, dict) or data.get("resultType") != rtype:
         got = data.get("resultType") if isinstance(data, dict) else None

@@ -12,22 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaudit import queries
+from gpuaudit.sources.prometheus import catalogue
+from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 
 RULE_INTERVAL_S = 300
 DRAIN_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
-RECORDED = (queries.ACT_PROF, queries.UTIL, queries.FB_USED, queries.FB_FREE, queries.POWER)
-"""Metrics with recording rules."""
-AGGS = ("sum", "count", "max")
-
-
-def record_name(metric: str, agg: str) -> str:
-    """`gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m`."""
-    return f"gpuaudit:{metric.lower()}:{agg}5m"
 
 
 def _by(pod_spelling: str) -> str:
-    return ", ".join(queries.IDENTITY_LABELS + queries.POD_LABELS[pod_spelling])
+    return ", ".join(catalogue.IDENTITY_LABELS + catalogue.POD_LABELS[pod_spelling])
 
 
 def recording_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
@@ -53,7 +46,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
     where = f"{{{{ $labels.{ns} }}}}/{{{{ $labels.{pod} }}}}"
     gpu = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
     labels = f"UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}"
-    drain = " or ".join(f"{queries.XID} == {x}" for x in DRAIN_XIDS)
+    drain = " or ".join(f"{catalogue.XID} == {x}" for x in DRAIN_XIDS)
     return [
         {
             "name": "gpuaudit.alerts",
@@ -62,7 +55,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                     "alert": "GpuauditFramebufferPressure",
                     "expr": (
                         f"max by (UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}) "
-                        f"({queries.FB_USED} / ({queries.FB_USED} + {queries.FB_FREE})) "
+                        f"({catalogue.FB_USED} / ({catalogue.FB_USED} + {catalogue.FB_FREE})) "
                         "> 0.95"
                     ),
                     "for": "15m",
@@ -77,7 +70,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                     "alert": "GpuauditFramebufferPressureWarning",
                     "expr": (
                         f"max by (UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}) "
-                        f"({queries.FB_USED} / ({queries.FB_USED} + {queries.FB_FREE})) "
+                        f"({catalogue.FB_USED} / ({catalogue.FB_USED} + {catalogue.FB_FREE})) "
                         "> 0.90"
                     ),
                     "for": "30m",
@@ -88,9 +81,9 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                     "alert": "GpuauditIdleReservation",
                     "expr": (
                         f"avg by ({labels}) "
-                        f"(avg_over_time({queries.ACT_PROF}{{{held}}}[4h])) < 0.05"
+                        f"(avg_over_time({catalogue.ACT_PROF}{{{held}}}[4h])) < 0.05"
                         f" and avg by ({labels}) "
-                        f"(present_over_time({queries.ACT_PROF}{{{held}}}[10m] offset 3h50m))"
+                        f"(present_over_time({catalogue.ACT_PROF}{{{held}}}[10m] offset 3h50m))"
                     ),
                     "for": "30m",
                     "labels": {"severity": "warning", "gpuaudit_code": "GPU001"},
@@ -103,8 +96,8 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                     "alert": "GpuauditIdleReservationUtil",
                     "expr": (
                         f"avg by (UUID, gpu, Hostname, {pod}, {ns}) "
-                        f"(avg_over_time({queries.UTIL}{{{held}}}[4h])) < 5 "
-                        f"unless on (UUID, gpu) {queries.ACT_PROF}"
+                        f"(avg_over_time({catalogue.UTIL}{{{held}}}[4h])) < 5 "
+                        f"unless on (UUID, gpu) {catalogue.ACT_PROF}"
                     ),
                     "for": "30m",
                     "labels": {"severity": "warning", "gpuaudit_code": "GPU001"},
@@ -115,7 +108,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                 },
                 {
                     "alert": "GpuauditXidDrain",
-                    "expr": f"({drain}) and on (UUID, gpu) changes({queries.XID}[15m]) > 0",
+                    "expr": f"({drain}) and on (UUID, gpu) changes({catalogue.XID}[15m]) > 0",
                     "labels": {"severity": "critical", "gpuaudit_code": "GPU070"},
                     "annotations": {
                         "summary": f"XID {{{{ $value }}}} on {gpu}: cordon and drain the node.",
@@ -126,7 +119,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                 {
                     "alert": "GpuauditXid",
                     "expr": (
-                        f"{queries.XID} != 0 and on (UUID, gpu) changes({queries.XID}[15m]) > 0"
+                        f"{catalogue.XID} != 0 and on (UUID, gpu) changes({catalogue.XID}[15m]) > 0"
                     ),
                     "labels": {"severity": "warning", "gpuaudit_code": "GPU070"},
                     "annotations": {"summary": f"XID {{{{ $value }}}} on {gpu}."},
@@ -162,8 +155,3 @@ def render(
         }
     text: str = yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=False)
     return "# Generated by `gpuaudit rules`. See `gpuaudit explain CODE` for each alert.\n" + text
-
-
-def usable_metrics(rule_names: set[str]) -> set[str]:
-    """Metrics whose every recording rule exists on the server."""
-    return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}

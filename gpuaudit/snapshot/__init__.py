@@ -1,0 +1,80 @@
+"""Snapshots: the recorded raw answers of one collection, in one file (`docs/snapshot.md`).
+
+Version 2 (what gpuaudit writes) is JSON Lines, gzip-compressed when the file name ends in `.gz`
+(detected by magic bytes when read): the envelope first, then one line per Kubernetes list page
+and per Prometheus answer, and an end line (a file cut short at a line boundary is refused):
+
+    {"format": "gpuaudit-snapshot", "manifest": {...}, "version": 2}
+    {"kubernetes": "<resource>", "page": <raw list response page>}
+    {"body": <raw answer>, "params": {...}, "prometheus": "<query id>", "query": "..."}
+    {"end": <number of lines between the first and this one>}
+
+Version 1, still read, is one JSON document:
+
+    {"format": "gpuaudit-snapshot", "version": 1,
+     "manifest": {...},
+     "prometheus": {"<query id>": [{"query": "...", "params": {...}, "body": <raw answer>}, ...]},
+     "kubernetes": {"<resource>": [<raw list response page>, ...]}}
+
+`body` is a Prometheus HTTP API answer exactly as the server returned it; each list page is a
+Kubernetes list response exactly as the API server returned it. Live scans, replays, the demo and
+test scenarios all go through the same parsing code (`answers`).
+
+The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`), `writer`
+(`write`, and `write_records` for streaming), `answers` (answer parsing into arrays), `live`
+(what a snapshot makes of a live collection; `collect_live` below composes the two), `format`
+(name and versions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gpuaudit.snapshot.format import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
+from gpuaudit.snapshot.manifest import Manifest, ManifestWindow
+from gpuaudit.snapshot.model import Snapshot
+from gpuaudit.snapshot.reader import MAX_BYTES, from_json, read
+from gpuaudit.snapshot.writer import write, write_records
+
+if TYPE_CHECKING:
+    from gpuaudit.sources.live import LiveOptions
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MAX_BYTES",
+    "READABLE_VERSIONS",
+    "Manifest",
+    "ManifestWindow",
+    "Snapshot",
+    "collect_live",
+    "from_json",
+    "read",
+    "write",
+    "write_records",
+]
+
+
+def collect_live(
+    live: LiveOptions,
+    window_s: int,
+    step_s: int,
+    end: float | None,
+    *,
+    as_arrays: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Snapshot:
+    """Collect a snapshot from Prometheus (and the Kubernetes API when reachable).
+
+    `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
+    arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
+    file as they are. `progress` gets (requests done, requests planned) as the queries go."""
+    # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
+    # import, which reading a snapshot file should not pay.
+    from gpuaudit.snapshot import live as from_live
+    from gpuaudit.sources import live as live_source
+
+    keep = from_live.ArrayKeeper() if as_arrays else from_live.keep_bytes
+    raw = live_source.collect(live, window_s, step_s, end, progress=progress, keep=keep)
+    return from_live.from_collection(raw)

@@ -1,0 +1,108 @@
+"""The resource catalogue: every kind of object gpuaudit reads from the Kubernetes API, with the
+API group, the versions it understands and what to call the objects in messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One kind of object gpuaudit reads from the API server."""
+
+    key: str
+    """The key under a snapshot's `kubernetes` and the manifest's `objects`."""
+    group: str
+    """The API group; `""` for the core group (`/api/v1`)."""
+    versions: tuple[str, ...]
+    """The versions gpuaudit understands, most preferred first."""
+    plural: str
+    """The resource name in URLs."""
+    namespaced: bool
+    """Whether objects live in namespaces (discovery's answer wins when there is one)."""
+    title: str
+    """What to call the objects in messages."""
+    crd: bool = True
+    """Whether the resource comes from a CRD (as opposed to Kubernetes itself)."""
+
+    @property
+    def required(self) -> bool:
+        """Pods and nodes: a scan without them is refused."""
+        return self.key in ("pods", "nodes")
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("pods", "", ("v1",), "pods", True, "pods", crd=False),
+    Resource("nodes", "", ("v1",), "nodes", False, "nodes", crd=False),
+    Resource(
+        "priorityclasses",
+        "scheduling.k8s.io",
+        ("v1",),
+        "priorityclasses",
+        False,
+        "PriorityClasses",
+        crd=False,
+    ),
+    Resource(
+        "volcano_podgroups",
+        "scheduling.volcano.sh",
+        ("v1beta1",),
+        "podgroups",
+        True,
+        "Volcano PodGroups",
+    ),
+    Resource(
+        "coscheduling_podgroups",
+        "scheduling.x-k8s.io",
+        ("v1alpha1",),
+        "podgroups",
+        True,
+        "coscheduling PodGroups",
+    ),
+    Resource(
+        "kueue_workloads",
+        "kueue.x-k8s.io",
+        ("v1beta2", "v1beta1"),
+        "workloads",
+        True,
+        "Kueue Workloads",
+    ),
+    Resource(
+        "kueue_clusterqueues",
+        "kueue.x-k8s.io",
+        ("v1beta2", "v1beta1"),
+        "clusterqueues",
+        False,
+        "Kueue ClusterQueues",
+    ),
+    Resource(
+        "kueue_localqueues",
+        "kueue.x-k8s.io",
+        ("v1beta2", "v1beta1"),
+        "localqueues",
+        True,
+        "Kueue LocalQueues",
+    ),
+    Resource("pytorchjobs", "kubeflow.org", ("v1",), "pytorchjobs", True, "PyTorchJobs"),
+    Resource("mpijobs", "kubeflow.org", ("v2beta1", "v1"), "mpijobs", True, "MPIJobs"),
+    Resource("jobsets", "jobset.x-k8s.io", ("v1alpha2",), "jobsets", True, "JobSets"),
+    Resource(
+        "leaderworkersets",
+        "leaderworkerset.x-k8s.io",
+        ("v1",),
+        "leaderworkersets",
+        True,
+        "LeaderWorkerSets",
+    ),
+    Resource("rayclusters", "ray.io", ("v1",), "rayclusters", True, "RayClusters"),
+    Resource(
+        "resourceclaims",
+        "resource.k8s.io",
+        ("v1", "v1beta2", "v1beta1"),
+        "resourceclaims",
+        True,
+        "DRA ResourceClaims",
+        crd=False,
+    ),
+)
+"""Everything `collect` reads, in the order it reads them."""

@@ -1,0 +1,167 @@
+"""The query plan: runs the catalogue against one backend within its limits and records every
+answer as it came.
+
+The plan is fixed by the catalogue (`catalogue.CATALOGUE`), not by the cluster: every query
+covers every GPU at once. A query the backend refuses as too big (Prometheus's
+`--query.max-samples`, the 11,000-points-per-series cap, Mimir's chunk limit, a query timeout)
+is cut in two along time, and then, when one time chunk is still too big, sharded by the first
+hex digit of the GPU UUID. How each query was cut is recorded (`Collector.plan`) for the
+manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaudit.errors import SourceError
+from gpuaudit.sources.interface import Progress, Window
+from gpuaudit.sources.prometheus.catalogue import QuerySpec
+from gpuaudit.sources.prometheus.client import PromClient, PromError, Response
+from gpuaudit.sources.prometheus.discovery import Capabilities
+
+MAX_POINTS = 11_000
+"""Prometheus's fixed cap on points per series in a range query."""
+SHARDS = (
+    '=~"GPU-[0-7].*"',
+    '=~"GPU-[89a-fA-F].*"',
+    '!~"GPU-[0-9a-fA-F].*"',
+)
+"""UUID label matchers that split all series into three disjoint parts."""
+
+Keep = Callable[[str, Response], dict[str, Any]]
+"""How an answer is kept: given the query id and the response, the fields its entry holds
+besides `query`, `params` and `chunk` (`body`, or whatever the caller records instead)."""
+
+
+def keep_body(qid: str, response: Response) -> dict[str, Any]:
+    """Keep the answer as the API returned it, parsed from JSON."""
+    return {"body": response.body}
+
+
+@dataclass
+class _Job:
+    spec: QuerySpec
+    start: int
+    end: int
+    shard: str = ""
+
+
+def _selector(base: str, uuid_label: str, shard: str) -> str:
+    parts = [p for p in (base, f"{uuid_label}{shard}" if shard else "") if p]
+    return ",".join(parts)
+
+
+class Collector:
+    """Runs the catalogue against one backend and records every answer."""
+
+    def __init__(
+        self,
+        client: PromClient,
+        w: Window,
+        caps: Capabilities,
+        selector: str = "",
+        progress: Progress | None = None,
+        keep: Keep = keep_body,
+    ) -> None:
+        self.client, self.w, self.caps, self.selector = client, w, caps, selector
+        self.progress = progress
+        self.keep = keep
+        self.done = 0
+        self.total = 0
+        self.warnings: list[str] = []
+        self.incomplete: list[str] = []
+        self.plan: dict[str, list[list[Any]]] = {}
+
+    def _tick(self, added: int = 0) -> None:
+        self.total += added
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    def _record_warnings(self, qid: str, warnings: list[str]) -> None:
+        for wtext in warnings:
+            msg = f"{qid}: {wtext}"
+            if msg not in self.warnings:
+                self.warnings.append(msg)
+            if not wtext.lower().startswith("promql"):
+                reason = f"the backend answered {qid} in part: {wtext}"
+                if reason not in self.incomplete:
+                    self.incomplete.append(reason)
+
+    def run(self, specs: list[QuerySpec]) -> dict[str, list[dict[str, Any]]]:
+        """Every answer by query id, in time and shard order within one."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        jobs: list[_Job] = []
+        for spec in specs:
+            if spec.kind == "window":
+                jobs.append(_Job(spec, self.w.start, self.w.end))
+            else:
+                jobs.extend(self._hourly_jobs(spec))
+        self._tick(len(jobs))
+        while jobs:
+            job = jobs.pop(0)
+            try:
+                entry = self._run_one(job)
+            except PromError as exc:
+                if not exc.too_big:
+                    raise
+                parts = self._split(job)
+                if not parts:
+                    raise SourceError(
+                        f"{job.spec.id}: the backend refuses even the smallest piece "
+                        f"({job.end - job.start} s of one UUID shard): {exc}"
+                    ) from None
+                jobs[0:0] = parts
+                self._tick(len(parts) - 1)
+                continue
+            out.setdefault(job.spec.id, []).append(entry)
+            self.plan.setdefault(job.spec.id, []).append([job.start, job.end, job.shard])
+            self.done += 1
+            self._tick()
+        for qid, entries in out.items():
+            entries.sort(key=lambda e: (e["chunk"][0], e["chunk"][2]))
+            self.plan[qid].sort(key=lambda c: (c[0], c[2]))
+        return out
+
+    def _hourly_jobs(self, spec: QuerySpec) -> list[_Job]:
+        n = self.w.seconds // self.w.step
+        per = max(1, MAX_POINTS - 1)
+        jobs = []
+        i = 0
+        while i < n:
+            j = min(n, i + per)
+            jobs.append(_Job(spec, self.w.start + i * self.w.step, self.w.start + j * self.w.step))
+            i = j
+        return jobs
+
+    def _split(self, job: _Job) -> list[_Job]:
+        steps = (job.end - job.start) // self.w.step
+        if steps >= 2:
+            mid = job.start + (steps // 2) * self.w.step
+            return [
+                _Job(job.spec, job.start, mid, job.shard),
+                _Job(job.spec, mid, job.end, job.shard),
+            ]
+        if not job.shard:
+            return [_Job(job.spec, job.start, job.end, s) for s in SHARDS]
+        return []
+
+    def _run_one(self, job: _Job) -> dict[str, Any]:
+        sel = _selector(self.selector, self.caps.uuid_label, job.shard)
+        spelling = self.caps.pod_label
+        rec = job.spec.metric in self.caps.recorded
+        if job.spec.kind == "window":
+            expr = job.spec.promql(job.end - job.start, spelling, sel, rec)
+            ans = self.client.query(expr, job.end)
+        else:
+            expr = job.spec.promql(self.w.step, spelling, sel, rec)
+            ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
+        self._record_warnings(job.spec.id, ans.warnings)
+        entry: dict[str, Any] = {
+            "query": expr,
+            "params": ans.params,
+            "chunk": [job.start, job.end, job.shard],
+        }
+        entry.update(self.keep(job.spec.id, ans))
+        return entry
