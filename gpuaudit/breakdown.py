@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.views import group_sums, held_rows, series_sum
-from gpuaudit.pricing import price_for
+from gpuaudit.inventory.derived import group_sums, series_sum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,11 +128,13 @@ def _label_codes(
     return out, [str(n) for n in names]
 
 
-def breakdown(
-    inv: Inventory, prices: Mapping[str, float], idle_activity: float, group_label: str = ""
-) -> Breakdown:
+def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Breakdown:
+    """Waste by namespace (and by the pod label `group_label`), and the charts' series, from
+    the held hourly rows of the shared views."""
     import numpy as np
     import pandas as pd
+
+    inv = views.inv
 
     bucket_h = inv.step_s / 3600.0
     n = int(round((inv.window_end - inv.window_start) / inv.step_s))
@@ -147,7 +148,7 @@ def breakdown(
         return Breakdown((), group_label, (), empty)
     # The held hourly rows as arrays, with holding attributes looked up by holding row: strings
     # are handled once per holding, never once per hourly row.
-    rows = held_rows(inv)
+    rows = views.held_rows
     pos = rows.holding
     present = np.zeros(len(h), dtype=bool)
     present[pos] = True
@@ -156,7 +157,7 @@ def breakdown(
     w = frac * bucket_h
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
     models = h[C.MODEL]
-    unit = models.map({m: price_for(str(m), prices) for m in models.unique()})
+    unit = models.map({m: views.price(str(m)) for m in models.unique()})
     price = unit.astype("float64").to_numpy()[pos]
     ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
     ns_of = np.full(len(h), -1, dtype=np.intp)

@@ -638,7 +638,7 @@ def _scan(
         assert path is not None
         snap = snap_mod.read(path)
     clock.mark("load")
-    inv = build(snap)
+    inv = build(snap, settings.topology_dir)
     del snap  # the raw answers are no longer needed; free them before the checks run
     clock.mark("inventory")
     report = report or ReportOptions()
@@ -688,9 +688,9 @@ def _settings(
     sets: tuple[str, ...] = (),
     topology: Path | None = None,
 ) -> Settings:
-    from gpuaudit.settings import CheckSettings, load_config, parse_duration, settings_from
+    from gpuaudit.settings import known_check_settings, load_config, parse_duration, settings_from
 
-    known = set(CheckSettings.__dataclass_fields__)
+    known = known_check_settings()
     checks: dict[str, float] = {}
     for item in sets:
         key, sep, value = item.partition("=")
@@ -998,14 +998,14 @@ def checks() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gpuaudit.checks import REGISTRY, RETIRED
+    from gpuaudit.checks import RETIRED, discover
 
     t = Table(title="gpuaudit checks")
     t.add_column("Code")
     t.add_column("Title")
     t.add_column("Needs")
-    for c in REGISTRY:
-        t.add_row(c.code, c.title, ", ".join(c.requires))
+    for c in discover():
+        t.add_row(c.code, c.title, ", ".join(r.value for r in c.requires))
     for code, why in sorted(RETIRED.items()):
         t.add_row(code, f"(retired) {why}", "")
     Console().print(t)
@@ -1014,16 +1014,16 @@ def checks() -> None:
 @app.command(rich_help_panel="Reference")
 def explain(code: Annotated[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> None:
     """Print a check's documentation."""
-    from gpuaudit.checks import BY_CODE, RETIRED
+    from gpuaudit.checks import RETIRED, by_code, discover
 
-    c = BY_CODE.get(code.strip().upper())
+    c = by_code(code)
     if c is None:
         if code.strip().upper() in RETIRED:
             print(f"{code.upper()} is retired: {RETIRED[code.strip().upper()]}")
             return
-        known = ", ".join(sorted(BY_CODE))
+        known = ", ".join(k.code for k in discover())
         _fail(f"unknown check code {code!r}; known codes: {known}")
-    print(c.doc)
+    print(c.explain())
 
 
 @app.command(rich_help_panel="Testing")

@@ -41,31 +41,31 @@ What to do
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from gpuaudit.checks import _grouped
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import MODEST_WASTE, WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CODE = "GPU010"
 TITLE = "Partial gang"
-REQUIRES = ("kubernetes.pods",)
+REQUIRES = (Capability.KUBERNETES_PODS,)
 
 
-def _severity(gpu_hours: float, high: bool = True) -> Severity:
-    if high and gpu_hours >= 100:
-        return Severity.HIGH
-    if gpu_hours >= 24:
-        return Severity.MEDIUM
-    return Severity.LOW
+@dataclass(frozen=True)
+class Thresholds:
+    gang_partial_min_minutes: float = 30.0
+    """Minutes a gang must have run short of members before it is reported."""
+    gang_start_spread_minutes: float = 30.0
+    """Minutes between the first and the last start of a complete gang's members from which
+    the early members' wait is reported."""
 
 
 def _num(v: object) -> float | None:
@@ -124,7 +124,7 @@ def _members(pods: pd.DataFrame) -> dict[str, list[_Member]]:
     return by_gang
 
 
-def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFrame:
+def _pod_hourly_of(views: Views, namespace: str, names: set[str]) -> pd.DataFrame:
     """`views.pod_hourly` (namespace, pod, bucket end, GPUs) for the pods `names` of
     `namespace` only.
 
@@ -134,9 +134,10 @@ def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFr
     holdings."""
     import pandas as pd
 
-    positions = _grouped.holding_positions(inv, inv.hourly)
+    inv = views.inv
+    positions = grouped.holding_positions(inv, inv.hourly)
     if positions is None:
-        ph = views.pod_hourly(inv)
+        ph = views.pod_hourly
         out: pd.DataFrame = ph[(ph[C.NAMESPACE] == namespace) & ph[C.POD].isin(list(names))]
         return out
     h = inv.holdings
@@ -157,28 +158,28 @@ def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFr
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     pods, gangs = inv.pods, inv.gangs
     if pods.empty or gangs.empty:
         return []
     by_gang = _members(pods)
     if not by_gang:
         return []
-    pp = views.per_pod(inv, settings.prices)
+    pp = views.per_pod
     pp = pp[pp[C.POD].isin([str(r.pod) for rs in by_gang.values() for r in rs])]
     per_pod = {
         (ns, pod): (float(g), str(m))
         for ns, pod, g, m in zip(
             pp[C.NAMESPACE].tolist(),
             pp[C.POD].tolist(),
-            pp[views.POD_GPUS].tolist(),
+            pp[C.POD_GPUS].tolist(),
             pp[C.MODEL].tolist(),
             strict=True,
         )
     }
     bucket_h = inv.step_s / 3600.0
-    products = views.node_products(inv)
+    products = views.node_products
     start_w, end_w = inv.window_start, inv.window_end
     out: list[Finding] = []
     for gang in gangs.itertuples(index=False):
@@ -211,7 +212,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         have = len(running) + len(succeeded)
         partial = have < needed if needed is not None else bool(signal)
         model = next((v for v in models.values() if v), "")
-        price = views.model_price(model, settings.prices)
+        price = views.price(model)
         held = sum(gpus.values())
         starts = [s for s in (_num(r.started) for r in running) if s is not None]
         if partial:
@@ -219,7 +220,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             since = max([start_w, min(starts, default=start_w), *created])
             if end_w - since < cfg.gang_partial_min_minutes * 60:
                 continue
-            sub = _pod_hourly_of(inv, ns, set(gpus))
+            sub = _pod_hourly_of(views, ns, set(gpus))
             mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(gpus)) & (sub[C.TS] > since)]
             gpu_hours = float(mine["gpus"].sum()) * bucket_h
             seen = set(mine[C.POD])
@@ -240,7 +241,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             out.append(
                 Finding(
                     code=CODE,
-                    severity=_severity(gpu_hours),
+                    severity=WASTE(gpu_hours),
                     resource=Resource(kind, ns, name, "", held),
                     message=message,
                     impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
@@ -279,7 +280,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=_severity(wait, high=False),
+                severity=MODEST_WASTE(wait),
                 resource=Resource(kind, ns, name, "", held),
                 message=message,
                 impact=Impact(gpu_hours=wait, cost=wait * price),

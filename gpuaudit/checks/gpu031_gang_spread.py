@@ -40,29 +40,36 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit import topology
-from gpuaudit.checks._grouped import free_counts, is_na, pods_on_nodes
-from gpuaudit.checks.base import gpu_word, pack, short_model
-from gpuaudit.checks.gpu030_topology_mismatch import node_topologies
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import MODEST_WASTE, gpu_word, pack, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.grouped import is_na
+from gpuaudit.topology import Topology
 
 CODE = "GPU031"
 TITLE = "Gang spread too wide"
-REQUIRES = ("activity", "kubernetes.pods")
+REQUIRES = (Capability.ACTIVITY, Capability.KUBERNETES_PODS)
 
 
-def _is_pcie_only(topo: topology.Topology | None) -> bool:
+@dataclass(frozen=True)
+class Thresholds:
+    placement_slowdown: float = 0.10
+    """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
+    estimate; 0 ranks these findings by severity alone)."""
+
+
+def _is_pcie_only(topo: Topology | None) -> bool:
     return topo is not None and len(topo.gpus) > 1 and not topo.any_nvlink
 
 
-def _jobs(inv: Inventory) -> list[dict[str, Any]]:
+def _jobs(views: Views) -> list[dict[str, Any]]:
     """Gangs with GPU-holding members, and single pods holding several whole GPUs."""
-    per_pod, keys = pods_on_nodes(inv)
+    inv = views.inv
+    per_pod, keys = views.pods_on_nodes
     if not per_pod:
         return []
     slots = keys[C.SLOT].to_numpy(dtype=object)
@@ -129,14 +136,14 @@ def _jobs(inv: Inventory) -> list[dict[str, Any]]:
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    jobs = _jobs(inv)
+    jobs = _jobs(views)
     if not jobs:
         return []
-    topos = node_topologies(inv, settings)
+    topos = inv.topologies
     nodes = inv.nodes
     names = nodes[C.NODE].tolist() if not nodes.empty else []
     cordoned = (
@@ -151,7 +158,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     )
     free_at = {
         ts: {n: k for n, k in counts.items() if n not in cordoned}
-        for ts, counts in free_counts(inv, {j["start"] for j in jobs}).items()
+        for ts, counts in views.free_counts({j["start"] for j in jobs}).items()
     }
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
@@ -209,7 +216,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         if not reason:
             continue
         lost = gpu_hours * cfg.placement_slowdown
-        cost = lost * views.model_price(model, settings.prices)
+        cost = lost * views.price(model)
         kind, ns, name = job["kind"], job["namespace"], job["name"]
         pods = [f"{m['pod']}@{m['node']}" for m in members]
         pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "
@@ -220,7 +227,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.MEDIUM if gpu_hours >= 24 else Severity.LOW,
+                severity=MODEST_WASTE(gpu_hours),
                 resource=Resource(kind, ns, name, used[0] if len(used) == 1 else "", job["total"]),
                 message=message,
                 impact=Impact(gpu_hours=lost, cost=cost),

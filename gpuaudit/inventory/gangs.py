@@ -26,11 +26,11 @@ than minMember running), and a Kueue Workload that is `Admitted` while `PodsRead
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.inventory.kube import items
+from gpuaudit.inventory.kube import Objects
 
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHED_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io/name")
@@ -145,9 +145,9 @@ def _replica_sum(specs: Mapping[str, Any]) -> int | None:
     return total or None
 
 
-def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
+def _from_objects(objects: Objects) -> list[Gang]:
     gangs: list[Gang] = []
-    for obj in items(kubernetes.get("volcano_podgroups", [])):
+    for obj in objects.get("volcano_podgroups", ()):
         ns, name = _meta(obj)
         phase = str(_map(obj, "status").get("phase", "") or "")
         gangs.append(
@@ -164,7 +164,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
                 "scheduling.volcano.sh PodGroup spec.minMember",
             )
         )
-    for obj in items(kubernetes.get("coscheduling_podgroups", [])):
+    for obj in objects.get("coscheduling_podgroups", ()):
         ns, name = _meta(obj)
         phase = str(_map(obj, "status").get("phase", "") or "")
         signal = {
@@ -184,7 +184,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
                 "scheduling.x-k8s.io PodGroup spec.minMember",
             )
         )
-    for obj in items(kubernetes.get("kueue_workloads", [])):
+    for obj in objects.get("kueue_workloads", ()):
         ns, name = _meta(obj)
         assigned = [
             _int(a.get("count"))
@@ -220,7 +220,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
         ("pytorchjobs", "PyTorchJob", "pytorchReplicaSpecs"),
         ("mpijobs", "MPIJob", "mpiReplicaSpecs"),
     ):
-        for obj in items(kubernetes.get(key, [])):
+        for obj in objects.get(key, ()):
             ns, name = _meta(obj)
             spec = _map(obj, "spec")
             min_avail = _int(_map(_map(spec, "runPolicy"), "schedulingPolicy").get("minAvailable"))
@@ -231,7 +231,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
                 else f"{kind} {specs_key} replicas"
             )
             gangs.append(Gang("kubeflow.org", kind, ns, name, needed, _job_phase(obj), "", source))
-    for obj in items(kubernetes.get("jobsets", [])):
+    for obj in objects.get("jobsets", ()):
         ns, name = _meta(obj)
         total = 0
         for rj in _list(_map(obj, "spec"), "replicatedJobs"):
@@ -250,7 +250,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
                 "JobSet replicatedJobs replicas x parallelism",
             )
         )
-    for obj in items(kubernetes.get("leaderworkersets", [])):
+    for obj in objects.get("leaderworkersets", ()):
         ns, name = _meta(obj)
         spec = _map(obj, "spec")
         size = _int(_map(spec, "leaderWorkerTemplate").get("size"), 1) or 1
@@ -268,7 +268,7 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
             )
             for g in range(groups)
         )
-    for obj in items(kubernetes.get("rayclusters", [])):
+    for obj in objects.get("rayclusters", ()):
         ns, name = _meta(obj)
         spec = _map(obj, "spec")
         workers = 0
@@ -291,10 +291,10 @@ def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
     return gangs
 
 
-def _kueue_owner_index(kubernetes: Mapping[str, Iterable[Any]]) -> dict[tuple[str, str, str], str]:
+def _kueue_owner_index(objects: Objects) -> dict[tuple[str, str, str], str]:
     """(namespace, owner kind, owner name) -> Workload name, from Workload ownerReferences."""
     out: dict[tuple[str, str, str], str] = {}
-    for obj in items(kubernetes.get("kueue_workloads", [])):
+    for obj in objects.get("kueue_workloads", ()):
         ns, name = _meta(obj)
         for ref in _list(_map(obj, "metadata"), "ownerReferences"):
             if isinstance(ref, dict) and ref.get("kind") and ref.get("name"):
@@ -391,19 +391,18 @@ def _claims(
     return out
 
 
-def build(
-    kubernetes: Mapping[str, Iterable[Any]], pods: Iterable[Mapping[str, Any]]
-) -> tuple[list[Gang], dict[tuple[str, str], str]]:
-    """Every gang, and the gang id of each pod (namespace, name) that belongs to one."""
+def build(objects: Objects) -> tuple[list[Gang], dict[tuple[str, str], str]]:
+    """Every gang, and the gang id of each pod (namespace, name) that belongs to one, from the
+    Kubernetes objects by list key (`gpuaudit.inventory.kube.index`)."""
     known: dict[str, Gang] = {}
-    for g in _from_objects(kubernetes):
+    for g in _from_objects(objects):
         known.setdefault(g.id, g)
-    kueue_owner = _kueue_owner_index(kubernetes)
+    kueue_owner = _kueue_owner_index(objects)
     training_kinds = {
         (g.namespace, g.name): g.kind for g in known.values() if g.kind in ("PyTorchJob", "MPIJob")
     }
     member: dict[tuple[str, str], str] = {}
-    for pod in pods:
+    for pod in objects.get("pods", ()):
         ns, name = _meta(pod)
         claims = _claims(pod, kueue_owner, training_kinds)
         if not claims:
