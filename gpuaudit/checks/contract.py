@@ -11,9 +11,10 @@ A check is one module `gpuaudit/checks/gpuNNN_<name>.py` that defines:
 - `Thresholds`, a `@dataclass(frozen=True)` whose fields are its settings: each a `float` with
   a default and a docstring (`--set NAME=VALUE`, `[checks]` in `gpuaudit.toml`; a name several
   checks declare is one setting, with one default);
-- `run(views: Views, thresholds: Thresholds) -> list[Finding]`, a pure function of the shared
-  views (`views.inv` is the inventory) and its thresholds: no files, no network, no clock, no
-  other check.
+- `run(views: Views, cfg: Thresholds) -> list[Finding]`, a pure function of the shared views
+  (`views.inv` is the inventory, `views.price(model)` the price of a GPU-hour) and its
+  thresholds: no files, no network, no clock, no other check (shared helpers live in
+  `gpuaudit.checks.base` and the inventory's views).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def load(module: ModuleType) -> Check:
         )
     run = getattr(module, "run", None)
     if not callable(run) or len(inspect.signature(run).parameters) != 2:
-        raise CheckContractError(f"{where}: run(views, thresholds) is missing")
+        raise CheckContractError(f"{where}: run(views, cfg) is missing")
     thresholds = _check_thresholds(where, getattr(module, "Thresholds", None))
     return Check(
         code=code,

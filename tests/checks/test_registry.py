@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -127,3 +129,55 @@ def test_a_module_that_keeps_the_contract_is_discovered(
     (c,) = [c for c in discover() if c.code == "GPU998"]
     assert c.settings == (contract.Setting("level", 1.0, "A level."),)
     assert c.configure({"level": 2.0, "idle_activity": 0.1}) == c.thresholds(level=2.0)
+
+
+FORBIDDEN = (
+    "os",
+    "pathlib",
+    "io",
+    "socket",
+    "subprocess",
+    "shutil",
+    "tempfile",
+    "glob",
+    "time",
+    "urllib",
+    "httpx",
+    "requests",
+    "gpuaudit.sources",
+    "gpuaudit.snapshot",
+    "gpuaudit.settings",
+    "gpuaudit.config",
+    "gpuaudit.pipeline",
+    "gpuaudit.cli",
+    "gpuaudit.report",
+)
+"""Modules a check must not import: files, network, clock, or the layers after the checks."""
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+            names.extend(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_checks_are_pure_functions_of_views_and_thresholds() -> None:
+    """No check imports another check, reads files, talks to the network or reads the clock."""
+    for c in discover():
+        tree = ast.parse(inspect.getsource(c.module))
+        for name in _imports(tree):
+            assert not re.match(r"gpuaudit\.checks\.gpu\d{3}", name), (c.code, name)
+            assert not any(name == f or name.startswith(f + ".") for f in FORBIDDEN), (
+                c.code,
+                name,
+            )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                assert called not in ("open", "now", "today", "utcnow"), (c.code, called)
