@@ -1,3 +1,6 @@
+"""The integer-coded groupings of `gpuaudit.inventory.grouped`, and the checks built on them,
+give the same findings whatever the holding ids and however hourly rows reach their holding."""
+
 from __future__ import annotations
 
 import dataclasses
