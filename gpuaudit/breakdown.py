@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import group_sums, series_sum
+from gpuaudit.inventory.derived import HeldRows, group_sums, series_sum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -128,6 +128,65 @@ def _label_codes(
     return out, [str(n) for n in names]
 
 
+def _fleet_series(
+    rows: HeldRows,
+    frac: npt.NDArray[np.float64],
+    wa: npt.NDArray[np.float64],
+    hours: tuple[float, ...],
+) -> tuple[tuple[float, ...], tuple[float | None, ...]]:
+    """GPUs allocated and their mean activity in each bucket of `hours`."""
+    import numpy as np
+
+    nb = len(rows.bucket_ts)
+    timed = rows.bucket >= 0
+    seen = np.bincount(rows.bucket[timed], minlength=nb) > 0
+    alloc_b, wa_b = group_sums(rows.bucket, nb, [frac, wa])
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 is NaN, as pandas divides
+        act_b = wa_b / alloc_b
+    alloc_map = {float(rows.bucket_ts[k]): float(alloc_b[k]) for k in np.flatnonzero(seen)}
+    act_map = {float(rows.bucket_ts[k]): float(act_b[k]) for k in np.flatnonzero(seen)}
+    allocated = tuple(float(alloc_map.get(t, 0.0)) for t in hours)
+    activity = tuple(
+        float(act_map[t]) if t in act_map and alloc_map.get(t, 0) > 0 else None for t in hours
+    )
+    return allocated, activity
+
+
+def _heatmap(
+    rows: HeldRows,
+    ns_row: npt.NDArray[np.intp],
+    names: list[str],
+    top: list[str],
+    frac: npt.NDArray[np.float64],
+    wa: npt.NDArray[np.float64],
+    hours: tuple[float, ...],
+) -> tuple[tuple[float | None, ...], ...]:
+    """Mean activity per namespace of `top` (rows) and bucket of `hours`; None where the
+    namespace held nothing."""
+    import numpy as np
+
+    nb = len(rows.bucket_ts)
+    timed = rows.bucket >= 0
+    row_of_ns = np.full(len(names) + 1, -1, dtype=np.intp)
+    for i, key in enumerate(top):
+        row_of_ns[names.index(key)] = i
+    heat_row = row_of_ns[ns_row]  # -1 (the last entry) for rows with no namespace
+    in_grid = (heat_row >= 0) & timed
+    cell_code = np.where(in_grid, heat_row * nb + rows.bucket, -1)
+    cells = len(top) * nb
+    cell_seen = np.bincount(cell_code[in_grid], minlength=cells) > 0
+    w_c, wa_c = group_sums(cell_code, cells, [frac, wa])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        act_c = wa_c / w_c
+    cell = {
+        (top[k // nb], float(rows.bucket_ts[k % nb])): float(act_c[k])
+        for k in np.flatnonzero(cell_seen).tolist()
+    }
+    return tuple(
+        tuple((float(cell[(ns, t)]) if (ns, t) in cell else None) for t in hours) for ns in top
+    )
+
+
 def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Breakdown:
     """Waste by namespace (and by the pod label `group_label`), and the charts' series, from
     the held hourly rows of the shared views."""
@@ -135,7 +194,6 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     import pandas as pd
 
     inv = views.inv
-
     bucket_h = inv.step_s / 3600.0
     n = int(round((inv.window_end - inv.window_start) / inv.step_s))
     hours = tuple(inv.window_start + (i + 1) * inv.step_s for i in range(n))
@@ -170,38 +228,10 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
         label_of, label_names = _label_codes(inv, held_at, group_label)
         by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
     wa = act * frac
-    nb = len(rows.bucket_ts)
-    timed = rows.bucket >= 0
-    seen = np.bincount(rows.bucket[timed], minlength=nb) > 0
-    alloc_b, wa_b = group_sums(rows.bucket, nb, [frac, wa])
-    with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 is NaN, as pandas divides
-        act_b = wa_b / alloc_b
-    alloc_map = {float(rows.bucket_ts[k]): float(alloc_b[k]) for k in np.flatnonzero(seen)}
-    act_map = {float(rows.bucket_ts[k]): float(act_b[k]) for k in np.flatnonzero(seen)}
-    allocated = tuple(float(alloc_map.get(t, 0.0)) for t in hours)
-    activity = tuple(
-        float(act_map[t]) if t in act_map and alloc_map.get(t, 0) > 0 else None for t in hours
-    )
+    allocated, activity = _fleet_series(rows, frac, wa, hours)
     top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
     top = top[:HEATMAP_ROWS]
-    row_of_ns = np.full(len(names) + 1, -1, dtype=np.intp)
-    for i, key in enumerate(top):
-        row_of_ns[names.index(key)] = i
-    heat_row = row_of_ns[ns_row]  # -1 (the last entry) for rows with no namespace
-    in_grid = (heat_row >= 0) & timed
-    cell_code = np.where(in_grid, heat_row * nb + rows.bucket, -1)
-    cells = len(top) * nb
-    cell_seen = np.bincount(cell_code[in_grid], minlength=cells) > 0
-    w_c, wa_c = group_sums(cell_code, cells, [frac, wa])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        act_c = wa_c / w_c
-    cell = {
-        (top[k // nb], float(rows.bucket_ts[k % nb])): float(act_c[k])
-        for k in np.flatnonzero(cell_seen).tolist()
-    }
-    heat = tuple(
-        tuple((float(cell[(ns, t)]) if (ns, t) in cell else None) for t in hours) for ns in top
-    )
+    heat = _heatmap(rows, ns_row, names, top, frac, wa, hours)
     return Breakdown(
         by_ns,
         group_label,
