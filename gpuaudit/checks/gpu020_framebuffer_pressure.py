@@ -74,7 +74,8 @@ def next_profile(model: str, current: str, peak_mib: float, headroom: float) -> 
     return None
 
 
-def run(views: Views, cfg: Thresholds) -> list[Finding]:
+def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
+    """Holdings whose p95 framebuffer use is near the capacity."""
     out: list[Finding] = []
     h = views.held
     h = h[h[C.FB_USED_P95].notna() & (h[C.MEM_TOTAL_MIB] > 0)]
@@ -139,6 +140,12 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 },
             )
         )
+    return out
+
+
+def _crash_loops(views: Views, cfg: Thresholds) -> list[Finding]:
+    """GPU pods restarting on GPU out-of-memory errors."""
+    out: list[Finding] = []
     pods = views.inv.pods
     if not pods.empty:
         gpu_pods = pods[(pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")]
@@ -177,3 +184,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    return _pressure(views, cfg) + _crash_loops(views, cfg)
