@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown
-from gpuaudit.checks import REGISTRY, Check
+from gpuaudit.checks import Check, discover
 from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped, rank
-from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
@@ -97,38 +98,39 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+IDLE_ACTIVITY = "idle_activity"
+"""The check setting whose value also marks idle GPU-hours in the summary and breakdown."""
+
+
 def run_checks(
     inv: Inventory,
     settings: Settings,
-    checks: tuple[Check, ...] = REGISTRY,
+    checks: Sequence[Check] | None = None,
     waivers: tuple[Waiver, ...] = (),
     group_label: str = "",
     previous: tuple[str, dict[str, Any]] | None = None,
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, and assemble the result.
 
-    `previous` is (source name, an earlier JSON report) for `--baseline` or `--previous`.
+    `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
+    made once here and handed to every check, the summary and the breakdown. `previous` is
+    (source name, an earlier JSON report) for `--baseline` or `--previous`.
     """
+    views = Views(inv, settings.prices)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     ran: list[str] = []
-    for check in checks:
+    for check in discover() if checks is None else checks:
         lacking = [r for r in check.requires if r not in inv.capabilities]
         if lacking:
-            reasons = "; ".join(inv.missing.get(r, f"{r} is not available") for r in lacking)
+            reasons = "; ".join(inv.missing.get(r, f"{r.value} is not available") for r in lacking)
             skipped.append(Skipped(check.code, reasons))
             continue
-        findings.extend(check.run(inv, settings))
+        findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
-    labels: dict[tuple[str, str], dict[str, str]] = {}
-    if C.LABELS in inv.pods.columns:
-        for ns, pod, lab in zip(
-            inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
-        ):
-            if isinstance(lab, dict):
-                labels[(str(ns), str(pod))] = lab
-    kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, labels)
-    summary = summarise(inv, settings.prices, settings.checks.idle_activity, settings.currency)
+    kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
+    idle = settings.checks[IDLE_ACTIVITY]
+    summary = summarise(views, idle, settings.currency)
     ranked = rank(kept)
     comparison = None
     if previous is not None:
@@ -144,7 +146,19 @@ def run_checks(
         complete=inv.complete,
         incomplete_reasons=tuple(inv.incomplete_reasons),
         checks_run=tuple(ran),
-        breakdown=breakdown(inv, settings.prices, settings.checks.idle_activity, group_label),
+        breakdown=breakdown(views, idle, group_label),
         suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
         comparison=comparison,
     )
+
+
+def _pod_labels(inv: Inventory) -> dict[tuple[str, str], dict[str, str]]:
+    """(namespace, pod) -> the pod's labels, for waivers that match on labels."""
+    labels: dict[tuple[str, str], dict[str, str]] = {}
+    if C.LABELS in inv.pods.columns:
+        for ns, pod, lab in zip(
+            inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
+        ):
+            if isinstance(lab, dict):
+                labels[(str(ns), str(pod))] = lab
+    return labels

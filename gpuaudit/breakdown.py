@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.views import group_sums, held_rows, series_sum
-from gpuaudit.pricing import price_for
+from gpuaudit.inventory.derived import HeldRows, group_sums, series_sum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,46 +128,15 @@ def _label_codes(
     return out, [str(n) for n in names]
 
 
-def breakdown(
-    inv: Inventory, prices: Mapping[str, float], idle_activity: float, group_label: str = ""
-) -> Breakdown:
+def _fleet_series(
+    rows: HeldRows,
+    frac: npt.NDArray[np.float64],
+    wa: npt.NDArray[np.float64],
+    hours: tuple[float, ...],
+) -> tuple[tuple[float, ...], tuple[float | None, ...]]:
+    """GPUs allocated and their mean activity in each bucket of `hours`."""
     import numpy as np
-    import pandas as pd
 
-    bucket_h = inv.step_s / 3600.0
-    n = int(round((inv.window_end - inv.window_start) / inv.step_s))
-    hours = tuple(inv.window_start + (i + 1) * inv.step_s for i in range(n))
-    h = inv.holdings
-    held = h[h[C.HELD]] if not h.empty else h
-    empty = Charts(
-        hours, tuple(0.0 for _ in hours), tuple(None for _ in hours), "namespace", (), ()
-    )
-    if held.empty or inv.hourly.empty:
-        return Breakdown((), group_label, (), empty)
-    # The held hourly rows as arrays, with holding attributes looked up by holding row: strings
-    # are handled once per holding, never once per hourly row.
-    rows = held_rows(inv)
-    pos = rows.holding
-    present = np.zeros(len(h), dtype=bool)
-    present[pos] = True
-    held_at = np.flatnonzero(present)
-    frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
-    w = frac * bucket_h
-    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
-    models = h[C.MODEL]
-    unit = models.map({m: price_for(str(m), prices) for m in models.unique()})
-    price = unit.astype("float64").to_numpy()[pos]
-    ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
-    ns_of = np.full(len(h), -1, dtype=np.intp)
-    ns_of[held_at] = ns_codes
-    names = [str(x) for x in ns_names]
-    ns_row = ns_of[pos]
-    by_ns = _groups(ns_row, names, w, act, price, idle_activity)
-    by_group: tuple[Group, ...] = ()
-    if group_label:
-        label_of, label_names = _label_codes(inv, held_at, group_label)
-        by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
-    wa = act * frac
     nb = len(rows.bucket_ts)
     timed = rows.bucket >= 0
     seen = np.bincount(rows.bucket[timed], minlength=nb) > 0
@@ -181,8 +149,24 @@ def breakdown(
     activity = tuple(
         float(act_map[t]) if t in act_map and alloc_map.get(t, 0) > 0 else None for t in hours
     )
-    top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
-    top = top[:HEATMAP_ROWS]
+    return allocated, activity
+
+
+def _heatmap(
+    rows: HeldRows,
+    ns_row: npt.NDArray[np.intp],
+    names: list[str],
+    top: list[str],
+    frac: npt.NDArray[np.float64],
+    wa: npt.NDArray[np.float64],
+    hours: tuple[float, ...],
+) -> tuple[tuple[float | None, ...], ...]:
+    """Mean activity per namespace of `top` (rows) and bucket of `hours`; None where the
+    namespace held nothing."""
+    import numpy as np
+
+    nb = len(rows.bucket_ts)
+    timed = rows.bucket >= 0
     row_of_ns = np.full(len(names) + 1, -1, dtype=np.intp)
     for i, key in enumerate(top):
         row_of_ns[names.index(key)] = i
@@ -198,9 +182,56 @@ def breakdown(
         (top[k // nb], float(rows.bucket_ts[k % nb])): float(act_c[k])
         for k in np.flatnonzero(cell_seen).tolist()
     }
-    heat = tuple(
+    return tuple(
         tuple((float(cell[(ns, t)]) if (ns, t) in cell else None) for t in hours) for ns in top
     )
+
+
+def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Breakdown:
+    """Waste by namespace (and by the pod label `group_label`), and the charts' series, from
+    the held hourly rows of the shared views."""
+    import numpy as np
+    import pandas as pd
+
+    inv = views.inv
+    bucket_h = inv.step_s / 3600.0
+    n = int(round((inv.window_end - inv.window_start) / inv.step_s))
+    hours = tuple(inv.window_start + (i + 1) * inv.step_s for i in range(n))
+    h = inv.holdings
+    held = h[h[C.HELD]] if not h.empty else h
+    empty = Charts(
+        hours, tuple(0.0 for _ in hours), tuple(None for _ in hours), "namespace", (), ()
+    )
+    if held.empty or inv.hourly.empty:
+        return Breakdown((), group_label, (), empty)
+    # The held hourly rows as arrays, with holding attributes looked up by holding row: strings
+    # are handled once per holding, never once per hourly row.
+    rows = views.held_rows
+    pos = rows.holding
+    present = np.zeros(len(h), dtype=bool)
+    present[pos] = True
+    held_at = np.flatnonzero(present)
+    frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
+    w = frac * bucket_h
+    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
+    models = h[C.MODEL]
+    unit = models.map({m: views.price(str(m)) for m in models.unique()})
+    price = unit.astype("float64").to_numpy()[pos]
+    ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
+    ns_of = np.full(len(h), -1, dtype=np.intp)
+    ns_of[held_at] = ns_codes
+    names = [str(x) for x in ns_names]
+    ns_row = ns_of[pos]
+    by_ns = _groups(ns_row, names, w, act, price, idle_activity)
+    by_group: tuple[Group, ...] = ()
+    if group_label:
+        label_of, label_names = _label_codes(inv, held_at, group_label)
+        by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
+    wa = act * frac
+    allocated, activity = _fleet_series(rows, frac, wa, hours)
+    top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
+    top = top[:HEATMAP_ROWS]
+    heat = _heatmap(rows, ns_row, names, top, frac, wa, hours)
     return Breakdown(
         by_ns,
         group_label,

@@ -70,7 +70,7 @@ def run(config: Config, *, progress: ProgressBar | None = None) -> Outcome:
     clock = _Stages()
     snap = load(config, progress, as_arrays=True)
     clock.mark("load")
-    inv = build(snap)
+    inv = build(snap, config.settings.topology_dir)
     del snap  # the raw answers are no longer needed; free them before the checks run
     clock.mark("inventory")
     against = config.baseline or config.previous

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from gpuaudit import checks as check_registry
 from gpuaudit.errors import ConfigError
 from gpuaudit.pricing import DEFAULT_PRICES
 
@@ -35,59 +37,52 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
-@dataclass(frozen=True)
-class CheckSettings:
-    """Thresholds of every check; defaults are stated in each check's docstring."""
-
-    idle_min_hours: float = 4.0
-    """GPU001: shortest holding (hours) that can be an idle reservation."""
-    idle_activity: float = 0.05
-    """GPU001, GPU002, GPU003: mean engine activity (ratio) below which an hour is idle."""
-    idle_tail_hours: float = 6.0
-    """GPU002: idle hours at the end of a holding that make an idle tail."""
-    active_activity: float = 0.20
-    """GPU002, GPU003: mean engine activity (ratio) from which an hour counts as active."""
-    part_time_min_days: float = 3.0
-    """GPU003: days a holder must have held its GPUs to show a daily pattern."""
-    part_time_max_hours: float = 8.0
-    """GPU003: longest daily active window (hours) that still counts as part-time."""
-    part_time_recurrence: float = 0.8
-    """GPU003: share of days on which the active window must recur."""
-    fb_pressure_critical: float = 0.95
-    """GPU020: p95 of used/(used+free) framebuffer from which a holding is under pressure."""
-    fb_pressure_warning: float = 0.90
-    """GPU020: p95 of used/(used+free) framebuffer from which pressure is a warning."""
-    fb_headroom: float = 0.20
-    """GPU020, GPU021: memory headroom over peak use a recommended profile must leave."""
-    crashloop_restarts: float = 3.0
-    """GPU020: container restarts with a GPU out-of-memory message that make a crash loop."""
-    oversized_min_hours: float = 24.0
-    """GPU021: shortest holding (hours) worth resizing."""
-    busy_util: float = 0.80
-    """GPU040: GPU_UTIL (ratio) from which a card looks busy."""
-    busy_low_activity: float = 0.20
-    """GPU040: SM (else engine) activity below which a busy-looking card does no work."""
-    busy_min_hours: float = 3.0
-    """GPU040: hours a card must look busy while doing no work."""
-    unmonitored_min_hours: float = 1.0
-    """GPU080: shortest GPU holding without DCGM data worth reporting."""
-    gang_partial_min_minutes: float = 30.0
-    """GPU010: minutes a gang must have run short of members before it is reported."""
-    gang_start_spread_minutes: float = 30.0
-    """GPU010: minutes between the first and the last start of a complete gang's members from
-    which the early members' wait is reported."""
-    placement_slowdown: float = 0.10
-    """GPU030, GPU031: share of a badly placed job's GPU-hours counted as lost to slower
-    GPU-to-GPU links (an estimate; 0 ranks these findings by severity alone)."""
-    pending_min_minutes: float = 30.0
-    """GPU050, GPU051: minutes a pod must have been unschedulable for lack of GPUs."""
-    warm_idle_hours: float = 24.0
-    """GPU060: contiguous hours a GPU node must have had no GPU pod at work."""
-
-
 def known_check_settings() -> dict[str, str]:
-    """Every check threshold `--set` and `[checks]` accept, by name, with its documentation."""
-    return dict.fromkeys(CheckSettings.__dataclass_fields__, "")
+    """Every check setting, by name, in name order -> one line: what it is, its default and
+    the checks that read it. The names are the fields of the checks' `Thresholds`; a name
+    several checks declare is one setting."""
+    return {name: s.line() for name, s in check_registry.settings().items()}
+
+
+def _unknown(what: str, known: Iterable[str]) -> ConfigError:
+    return ConfigError(f"unknown setting {what}; known: {', '.join(sorted(known))}")
+
+
+class CheckSettings(Mapping[str, float]):
+    """The thresholds of every check: each known setting (see `known_check_settings`) -> its
+    value, the default its checks declare unless set. Immutable; names are checked when it is
+    made (`ConfigError` for one no check declares)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, **values: float) -> None:
+        known = check_registry.settings()
+        for name in values:
+            if name not in known:
+                raise _unknown(f"checks.{name}", known)
+        self._set: Mapping[str, float] = MappingProxyType(dict(values))
+
+    def __getitem__(self, name: str) -> float:
+        if name in self._set:
+            return self._set[name]
+        return check_registry.settings()[name].default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(check_registry.settings())
+
+    def __len__(self) -> int:
+        return len(check_registry.settings())
+
+    def overrides(self) -> Mapping[str, float]:
+        """Only the settings given a value."""
+        return self._set
+
+    def replace(self, **values: float) -> CheckSettings:
+        """A copy with these settings given these values."""
+        return CheckSettings(**{**self._set, **values})
+
+    def __repr__(self) -> str:
+        return f"CheckSettings({', '.join(f'{k}={v!r}' for k, v in self._set.items())})"
 
 
 @dataclass(frozen=True)
@@ -99,10 +94,12 @@ class Settings:
     end: float | None = None
     prices: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     checks: CheckSettings = field(default_factory=CheckSettings)
+    """The checks' thresholds (`--set NAME=VALUE`, `[checks]` in `gpuaudit.toml`)."""
     currency: str = "USD"
     topology_dir: Path | None = None
     """A directory of `nvidia-smi topo -m` outputs, one per node (`<node>.txt`) or per GPU
-    product (`<nvidia.com/gpu.product>.txt`), for GPU030 (`--topology`)."""
+    product (`<nvidia.com/gpu.product>.txt`), read by `gpuaudit.inventory.build` for the
+    placement checks (`--topology`)."""
 
 
 def load_config(path: Path | None) -> dict[str, Any]:
@@ -137,15 +134,16 @@ def settings_from(config: Mapping[str, Any], **overrides: Any) -> Settings:
         raise ConfigError("[prices] must be a table of model = price per GPU-hour")
     for key, value in raw_prices.items():
         prices[str(key)] = _num(value, f"prices.{key}")
-    checks = CheckSettings()
     raw_checks = config.get("checks", {})
     if not isinstance(raw_checks, dict):
         raise ConfigError("[checks] must be a table")
-    known = set(CheckSettings.__dataclass_fields__)
+    known = known_check_settings()
+    values: dict[str, float] = {}
     for key, value in raw_checks.items():
         if key not in known:
-            raise ConfigError(f"unknown setting checks.{key}; known: {', '.join(sorted(known))}")
-        checks = replace(checks, **{key: _num(value, f"checks.{key}")})
+            raise _unknown(f"checks.{key}", known)
+        values[key] = _num(value, f"checks.{key}")
+    checks = CheckSettings(**values)
     scan = config.get("scan", {})
     if not isinstance(scan, dict):
         raise ConfigError("[scan] must be a table")
@@ -163,5 +161,5 @@ def settings_from(config: Mapping[str, Any], **overrides: Any) -> Settings:
     check_over = {k: v for k, v in clean.items() if k in known}
     top = {k: v for k, v in clean.items() if k not in known}
     if check_over:
-        s = replace(s, checks=replace(s.checks, **check_over))
+        s = replace(s, checks=s.checks.replace(**check_over))
     return replace(s, **top)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.views import held_rows, series_sum
-from gpuaudit.pricing import price_for
+from gpuaudit.inventory.derived import series_sum
 
 
 @dataclass(frozen=True)
@@ -52,11 +50,12 @@ class Summary:
         }
 
 
-def summarise(
-    inv: Inventory, prices: Mapping[str, float], idle_activity: float, currency: str
-) -> Summary:
+def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
+    """The fleet figures of the shared views' inventory; GPU-hours count as idle in buckets
+    whose mean activity is below `idle_activity`."""
     import numpy as np
 
+    inv = views.inv
     h = inv.holdings
     hr = inv.hourly
     bucket_h = inv.step_s / 3600.0
@@ -84,7 +83,7 @@ def summarise(
     if not held.empty and not hr.empty:
         # The held hourly rows as arrays, holding attributes looked up by holding row; sums
         # run over the rows in table order, as over the joined frame.
-        rows = held_rows(inv)
+        rows = views.held_rows
         frac = h[C.FRACTION].to_numpy(dtype="float64")[rows.holding]
         act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
         ts = hr[C.TS].to_numpy(dtype="float64")[rows.rows]
@@ -95,7 +94,7 @@ def summarise(
         is_idle = act < idle_activity
         idle = series_sum(frac[is_idle] * bucket_h)
         idle_models = h[C.MODEL].take(np.unique(rows.holding[is_idle]))
-        unit = {m: price_for(str(m), prices) for m in idle_models.unique()}
+        unit = {m: views.price(str(m)) for m in idle_models.unique()}
         price = h[C.MODEL].map(unit).to_numpy(dtype="float64", na_value=np.nan)
         cost = series_sum(frac[is_idle] * bucket_h * price[rows.holding[is_idle]])
     hours = inv.window_hours

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from gpuaudit.inventory import Inventory, build
+from gpuaudit.findings import Finding
+from gpuaudit.inventory import Inventory, Views, build
+from gpuaudit.pricing import DEFAULT_PRICES
 from gpuaudit.snapshot import Manifest, ManifestWindow, Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -140,8 +145,24 @@ def snapshot(
     return Snapshot(manifest=manifest, prometheus=prom, kubernetes=kube)
 
 
-def inventory(series: list[Series], hours: int, **kw: Any) -> Inventory:
-    return build(snapshot(series, hours, **kw))
+def inventory(
+    series: list[Series], hours: int, topology: Path | None = None, **kw: Any
+) -> Inventory:
+    """The inventory of `snapshot(series, hours, **kw)`, with `--topology` files from
+    `topology`."""
+    return build(snapshot(series, hours, **kw), topology)
+
+
+def run_check(
+    module: ModuleType,
+    inv: Inventory,
+    prices: Mapping[str, float] | None = None,
+    **thresholds: float,
+) -> list[Finding]:
+    """Run one check module on `inv` as the audit does: the shared views of `inv` at `prices`
+    (default: the built-in prices), and its `Thresholds` with `thresholds` set."""
+    views = Views(inv, DEFAULT_PRICES if prices is None else prices)
+    return list(module.run(views, module.Thresholds(**thresholds)))
 
 
 def iso(ts: float) -> str:

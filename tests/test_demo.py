@@ -8,6 +8,7 @@ from collections import defaultdict
 import pytest
 from typer.testing import CliRunner
 
+from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
 
@@ -21,22 +22,8 @@ def report() -> dict:  # type: ignore[type-arg]
     return json.loads(res.stdout)
 
 
-CODES = [
-    "GPU001",
-    "GPU002",
-    "GPU003",
-    "GPU010",
-    "GPU020",
-    "GPU021",
-    "GPU030",
-    "GPU031",
-    "GPU040",
-    "GPU050",
-    "GPU051",
-    "GPU060",
-    "GPU070",
-    "GPU080",
-]
+CODES = [c.code for c in discover()]
+"""Every check: the demo plants a case and a near miss of each."""
 
 
 @pytest.mark.parametrize("code", CODES)

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.pricing import DEFAULT_PRICES
+from gpuaudit.summary import summarise
 from tests.factories import Series, gpu_labels, inventory, make_pod
 
 
@@ -149,8 +152,4 @@ def test_node_found_through_the_exporter_when_hostname_names_the_exporter_pod() 
         nodes=[node],
     )
     assert set(inv.holdings[C.NODE]) == {"gpu-node-a"}
-    from gpuaudit.settings import Settings
-    from gpuaudit.summary import summarise
-
-    s = Settings()
-    assert summarise(inv, s.prices, 0.05, "USD").gpus_total == 2
+    assert summarise(Views(inv, DEFAULT_PRICES), 0.05, "USD").gpus_total == 2

@@ -1,42 +1,43 @@
-"""What every check module provides, and helpers checks share."""
+"""What checks share: severity ladders, and the words and packing helpers of their messages.
+
+Not a check (only `gpuNNN_*` modules are), so checks may import it; no check imports another.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 
-from gpuaudit.findings import Finding
-from gpuaudit.inventory import Inventory
-from gpuaudit.settings import Settings
-
-CheckFn = Callable[[Inventory, Settings], Sequence[Finding]]
+from gpuaudit.findings import Severity
 
 
 @dataclass(frozen=True)
-class Check:
-    """A registered check: its stable code, title, the data it needs, and its rule."""
+class Ladder:
+    """Severity by a figure (wasted GPU-hours, hours waited ...): the severity of the first rung
+    whose floor the figure reaches, else `below`. A NaN figure reaches no floor."""
 
-    code: str
-    title: str
-    requires: tuple[str, ...]
-    run: CheckFn
-    module: ModuleType
+    rungs: tuple[tuple[float, Severity], ...]
+    """(floor, severity), highest floor first."""
+    below: Severity
+    """The severity of a figure under every floor."""
 
-    @property
-    def doc(self) -> str:
-        """The module docstring: the check's documentation."""
-        return (self.module.__doc__ or "").strip()
+    def __call__(self, value: float) -> Severity:
+        for floor, severity in self.rungs:
+            if value >= floor:
+                return severity
+        return self.below
 
 
-def from_module(module: ModuleType) -> Check:
-    return Check(
-        code=module.CODE,
-        title=module.TITLE,
-        requires=tuple(module.REQUIRES),
-        run=module.run,
-        module=module,
-    )
+WASTE = Ladder(((100.0, Severity.HIGH), (24.0, Severity.MEDIUM)), Severity.LOW)
+"""Wasted GPU-hours of a pod or gang: high from 100, medium from 24, low below."""
+MODEST_WASTE = Ladder(((24.0, Severity.MEDIUM),), Severity.LOW)
+"""GPU-hours a change would free or an estimate puts at risk: medium from 24, low below."""
+NODE_WASTE = Ladder(((500.0, Severity.HIGH), (100.0, Severity.MEDIUM)), Severity.LOW)
+"""Idle GPU-hours of whole nodes: high from 500, medium from 100, low below."""
+STUCK_WORK = Ladder(((24.0, Severity.HIGH),), Severity.MEDIUM)
+"""GPU-hours held by work that makes no progress: high from 24, medium below."""
+WAITING = Ladder(((4.0, Severity.HIGH),), Severity.MEDIUM)
+"""Hours a pod has waited for GPUs it could have had: high from 4, medium below."""
 
 
 def gpu_word(n: float) -> str:

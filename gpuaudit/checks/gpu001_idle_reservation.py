@@ -29,23 +29,24 @@ What to do
 
 from __future__ import annotations
 
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from dataclasses import dataclass
+
+from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 CODE = "GPU001"
 TITLE = "Idle reservation"
-REQUIRES = ("activity",)
+REQUIRES = (Capability.ACTIVITY,)
 
 
-def _severity(gpu_hours: float) -> Severity:
-    if gpu_hours >= 100:
-        return Severity.HIGH
-    if gpu_hours >= 24:
-        return Severity.MEDIUM
-    return Severity.LOW
+@dataclass(frozen=True)
+class Thresholds:
+    idle_min_hours: float = 4.0
+    """Shortest holding (hours) that can be an idle reservation."""
+    idle_activity: float = 0.05
+    """Mean engine activity (ratio) below which a GPU counts as idle."""
 
 
 def recommendation(kind: str, name: str, ns: str, pod: str, on_mig: bool = False) -> str:
@@ -67,9 +68,8 @@ def recommendation(kind: str, name: str, ns: str, pod: str, on_mig: bool = False
     return f"Stop {target} or release its GPUs; it held them without using them."
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    pods = views.per_pod(inv, settings.prices)
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    pods = views.per_pod
     # The rule's test on whole columns first; the loop below reads only the pods that pass.
     mean_act, held_h = pods[C.ACT_MEAN], pods[C.HOURS].astype("float64")
     pods = pods[
@@ -81,9 +81,9 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         hours = float(getattr(row, C.HOURS))
         if mean != mean or hours < cfg.idle_min_hours or mean >= cfg.idle_activity:
             continue
-        gpus = float(getattr(row, views.POD_GPUS))
+        gpus = float(getattr(row, C.POD_GPUS))
         gpu_hours = float(getattr(row, C.GPU_HOURS))
-        cost = float(getattr(row, views.COST))
+        cost = float(getattr(row, C.COST))
         ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
         model = short_model(str(getattr(row, C.MODEL)))
         profile = str(getattr(row, C.MIG_PROFILE) or "")
@@ -99,7 +99,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=_severity(gpu_hours),
+                severity=WASTE(gpu_hours),
                 resource=Resource("Pod", ns, pod, str(getattr(row, C.NODE)), gpus),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),

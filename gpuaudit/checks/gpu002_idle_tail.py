@@ -28,15 +28,30 @@ What to do
 
 from __future__ import annotations
 
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.views import PodHours
 
 CODE = "GPU002"
 TITLE = "Idle tail"
-REQUIRES = ("activity",)
+REQUIRES = (Capability.ACTIVITY,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    idle_activity: float = 0.05
+    """Mean engine activity (ratio) below which a GPU counts as idle."""
+    idle_tail_hours: float = 6.0
+    """Idle hours at the end of a holding that make an idle tail."""
+    active_activity: float = 0.20
+    """Mean engine activity (ratio) from which an hour counts as active."""
+
 
 _TRAINING = {"Job", "PyTorchJob", "MPIJob", "JobSet", "TFJob", "TrainJob", "RayJob"}
 
@@ -55,22 +70,12 @@ def recommendation(kind: str, name: str, ns: str, pod: str) -> str:
     return f"Stop {target}; it kept its GPUs after its work ended."
 
 
-def _severity(gpu_hours: float) -> Severity:
-    if gpu_hours >= 100:
-        return Severity.HIGH
-    if gpu_hours >= 24:
-        return Severity.MEDIUM
-    return Severity.LOW
-
-
 def _candidates(
-    ph: views.PodHours, end: float, idle: float, min_tail: float
+    ph: PodHours, end: float, idle: float, min_tail: float
 ) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that can qualify (still holding at the
     end, an idle tail at least `min_tail` buckets long after an active bucket), found without a
     Python loop per pod."""
-    import numpy as np
-
     starts, ends = ph.spans()
     if len(starts) == 0:
         return []
@@ -91,16 +96,16 @@ def _candidates(
     )
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     bucket_h = inv.step_s / 3600.0
-    ph = views.pod_hours(inv)
+    ph = views.pod_hours
     if len(ph.pod) == 0:
         return []
     candidates = _candidates(ph, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h)
     if not candidates:
         return []
-    pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
     out: list[Finding] = []
     last_ts = inv.window_end
     for number, start, stop in candidates:
@@ -131,7 +136,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
         gpu_hours = tail_h * gpus
-        cost = gpu_hours * views.model_price(model, settings.prices)
+        cost = gpu_hours * views.price(model)
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         message = (
             f"Pod {ns}/{pod} has held {gpu_word(gpus)} ({short_model(model)}) idle for the last "
@@ -141,7 +146,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=_severity(gpu_hours),
+                severity=WASTE(gpu_hours),
                 resource=Resource("Pod", str(ns), str(pod), str(info[C.NODE]), gpus),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),

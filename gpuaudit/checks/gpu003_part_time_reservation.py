@@ -26,17 +26,35 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+import numpy as np
+
+from gpuaudit.checks.base import MODEST_WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.derived import sorted_sums
+from gpuaudit.inventory.views import PodHours
 
 CODE = "GPU003"
 TITLE = "Part-time reservation"
-REQUIRES = ("activity",)
+REQUIRES = (Capability.ACTIVITY,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    idle_activity: float = 0.05
+    """Mean engine activity (ratio) below which a GPU counts as idle."""
+    active_activity: float = 0.20
+    """Mean engine activity (ratio) from which an hour counts as active."""
+    part_time_min_days: float = 3.0
+    """Days a holder must have held its GPUs to show a daily pattern."""
+    part_time_max_hours: float = 8.0
+    """Longest daily active window (hours) that still counts as part-time."""
+    part_time_recurrence: float = 0.8
+    """Share of days on which the active window must recur."""
 
 
 def _ranges(hours: list[int]) -> list[tuple[int, int]]:
@@ -58,14 +76,9 @@ def _fmt(r: tuple[int, int]) -> str:
     return f"{r[0] % 24:02d}:00-{r[1] % 24:02d}:00"
 
 
-def _candidates(
-    ph: views.PodHours, settings: Settings, bucket_h: float
-) -> list[tuple[int, int, int]]:
+def _candidates(ph: PodHours, cfg: Thresholds, bucket_h: float) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that pass the rule, found with array
     arithmetic rather than a Python loop per pod; `run` then describes each of them."""
-    import numpy as np
-
-    cfg = settings.checks
     starts, ends = ph.spans()
     size = ends - starts
     is_long = size * bucket_h >= cfg.part_time_min_days * 24
@@ -93,7 +106,7 @@ def _candidates(
     mean = np.full(len(long), np.nan)
     if len(out_rows):
         first = np.flatnonzero(np.r_[True, out_pod[1:] != out_pod[:-1]])
-        sums = views.sorted_sums(out_act, first)
+        sums = sorted_sums(out_act, first)
         counts = np.bincount(out_pod[~np.isnan(out_act)], minlength=len(long))[out_pod[first]]
         with np.errstate(divide="ignore", invalid="ignore"):
             mean[out_pod[first]] = np.where(counts > 0, sums / counts, np.nan)
@@ -110,18 +123,18 @@ def _candidates(
     )
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     bucket_h = inv.step_s / 3600.0
     if abs(bucket_h - 1.0) > 1e-9:
         return []  # the daily profile needs hourly buckets
-    ph = views.pod_hours(inv)
+    ph = views.pod_hours
     if len(ph.pod) == 0:
         return []
-    candidates = _candidates(ph, settings, bucket_h)
+    candidates = _candidates(ph, cfg, bucket_h)
     if not candidates:
         return []
-    pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
     # A bucket ending at t covers (t - 1 h, t]: its hour of day is that of t - 1 h.
     hour_of = [datetime.fromtimestamp(float(t) - 3600, timezone.utc).hour for t in ph.bucket_ts]
     out: list[Finding] = []
@@ -155,7 +168,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
         gpu_hours = len(outside) * bucket_h * gpus
-        cost = gpu_hours * views.model_price(model, settings.prices)
+        cost = gpu_hours * views.price(model)
         spans = _ranges(window)
         when = ", ".join(_fmt(r) for r in spans)
         first = spans[0][0] % 24
@@ -174,7 +187,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.MEDIUM if gpu_hours >= 24 else Severity.LOW,
+                severity=MODEST_WASTE(gpu_hours),
                 resource=Resource("Pod", str(ns), str(pod), str(info[C.NODE]), gpus),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),

@@ -41,31 +41,31 @@ What to do
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from gpuaudit.checks import _grouped
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import MODEST_WASTE, WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CODE = "GPU010"
 TITLE = "Partial gang"
-REQUIRES = ("kubernetes.pods",)
+REQUIRES = (Capability.KUBERNETES_PODS,)
 
 
-def _severity(gpu_hours: float, high: bool = True) -> Severity:
-    if high and gpu_hours >= 100:
-        return Severity.HIGH
-    if gpu_hours >= 24:
-        return Severity.MEDIUM
-    return Severity.LOW
+@dataclass(frozen=True)
+class Thresholds:
+    gang_partial_min_minutes: float = 30.0
+    """Minutes a gang must have run short of members before it is reported."""
+    gang_start_spread_minutes: float = 30.0
+    """Minutes between the first and the last start of a complete gang's members from which
+    the early members' wait is reported."""
 
 
 def _num(v: object) -> float | None:
@@ -124,7 +124,7 @@ def _members(pods: pd.DataFrame) -> dict[str, list[_Member]]:
     return by_gang
 
 
-def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFrame:
+def _pod_hourly_of(views: Views, namespace: str, names: set[str]) -> pd.DataFrame:
     """`views.pod_hourly` (namespace, pod, bucket end, GPUs) for the pods `names` of
     `namespace` only.
 
@@ -134,9 +134,10 @@ def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFr
     holdings."""
     import pandas as pd
 
-    positions = _grouped.holding_positions(inv, inv.hourly)
+    inv = views.inv
+    positions = grouped.holding_positions(inv, inv.hourly)
     if positions is None:
-        ph = views.pod_hourly(inv)
+        ph = views.pod_hourly
         out: pd.DataFrame = ph[(ph[C.NAMESPACE] == namespace) & ph[C.POD].isin(list(names))]
         return out
     h = inv.holdings
@@ -157,37 +158,59 @@ def _pod_hourly_of(inv: Inventory, namespace: str, names: set[str]) -> pd.DataFr
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    pods, gangs = inv.pods, inv.gangs
-    if pods.empty or gangs.empty:
-        return []
-    by_gang = _members(pods)
+@dataclass(frozen=True)
+class _Gang:
+    """One gang at the window's end: what it is, its members by phase, and the GPUs its
+    running members hold."""
+
+    kind: str
+    namespace: str
+    name: str
+    needed: int | None
+    signal: str
+    phase: str
+    source: str
+    running: list[_Member]
+    succeeded: list[_Member]
+    pending: list[_Member]
+    gpus: dict[str, float]
+    """Running member pod -> GPUs it holds (DCGM, else its request)."""
+    model: str
+
+    @property
+    def held(self) -> float:
+        return sum(self.gpus.values())
+
+    @property
+    def starts(self) -> list[float]:
+        return [s for s in (_num(r.started) for r in self.running) if s is not None]
+
+
+def _gangs(views: Views) -> list[_Gang]:
+    """Every gang with a running member that holds GPUs."""
+    inv = views.inv
+    by_gang = _members(inv.pods)
     if not by_gang:
         return []
-    pp = views.per_pod(inv, settings.prices)
+    pp = views.per_pod
     pp = pp[pp[C.POD].isin([str(r.pod) for rs in by_gang.values() for r in rs])]
     per_pod = {
         (ns, pod): (float(g), str(m))
         for ns, pod, g, m in zip(
             pp[C.NAMESPACE].tolist(),
             pp[C.POD].tolist(),
-            pp[views.POD_GPUS].tolist(),
+            pp[C.POD_GPUS].tolist(),
             pp[C.MODEL].tolist(),
             strict=True,
         )
     }
-    bucket_h = inv.step_s / 3600.0
-    products = views.node_products(inv)
-    start_w, end_w = inv.window_start, inv.window_end
-    out: list[Finding] = []
-    for gang in gangs.itertuples(index=False):
+    products = views.node_products
+    out: list[_Gang] = []
+    for gang in inv.gangs.itertuples(index=False):
         m = by_gang.get(str(getattr(gang, C.GANG_ID)))
         if m is None:
             continue
         running = [r for r in m if r.phase == "Running" and r.node != ""]
-        succeeded = [r for r in m if r.phase == "Succeeded"]
-        pending = [r for r in m if r.phase == "Pending"]
         gpus: dict[str, float] = {}
         models: dict[str, str] = {}
         for r in running:
@@ -200,104 +223,131 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                 models[pod] = products.get(str(r.node), "")
         if not gpus:
             continue  # nothing held: a waiting gang wastes no GPU
-        kind, ns, name = (
-            str(getattr(gang, C.GANG_KIND)),
-            str(getattr(gang, C.NAMESPACE)),
-            str(getattr(gang, C.GANG_NAME)),
-        )
-        needed_f = _num(getattr(gang, C.NEEDED))
-        needed = int(needed_f) if needed_f is not None else None
-        signal = str(getattr(gang, C.GANG_SIGNAL))
-        have = len(running) + len(succeeded)
-        partial = have < needed if needed is not None else bool(signal)
-        model = next((v for v in models.values() if v), "")
-        price = views.model_price(model, settings.prices)
-        held = sum(gpus.values())
-        starts = [s for s in (_num(r.started) for r in running) if s is not None]
-        if partial:
-            created = [c for c in (_num(r.created) for r in pending) if c is not None]
-            since = max([start_w, min(starts, default=start_w), *created])
-            if end_w - since < cfg.gang_partial_min_minutes * 60:
-                continue
-            sub = _pod_hourly_of(inv, ns, set(gpus))
-            mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(gpus)) & (sub[C.TS] > since)]
-            gpu_hours = float(mine["gpus"].sum()) * bucket_h
-            seen = set(mine[C.POD])
-            for pod, g in gpus.items():
-                if pod not in seen:
-                    began = _num(next(r.started for r in running if r.pod == pod))
-                    gpu_hours += g * (end_w - max(since, began or since)) / 3600.0
-            hours = (end_w - since) / 3600.0
-            missing = f"{needed - have} missing" if needed is not None else "members missing"
-            size = f"{have} of the {needed} members it needs" if needed else f"{have} members"
-            told = f"; its scheduler reports it: {signal}" if signal else ""
-            message = (
-                f"{kind} {ns}/{name} runs {size} ({missing}, {len(pending)} pending) while "
-                f"the running ones hold {gpu_word(held)} ({short_model(model)}): "
-                f"{gpu_hours:,.0f} GPU-hours held over {hours:.1f} h with the gang "
-                f"incomplete{told}."
-            )
-            out.append(
-                Finding(
-                    code=CODE,
-                    severity=_severity(gpu_hours),
-                    resource=Resource(kind, ns, name, "", held),
-                    message=message,
-                    impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
-                    recommendation=_recommendation(kind, ns, name, needed),
-                    evidence={
-                        "needed": needed,
-                        "running": sorted(str(r.pod) for r in running),
-                        "succeeded": sorted(str(r.pod) for r in succeeded),
-                        "pending": sorted(str(r.pod) for r in pending),
-                        "gpus_held": round(held, 4),
-                        "incomplete_hours": round(hours, 2),
-                        "scheduler_signal": signal,
-                        "gang_phase": str(getattr(gang, C.GANG_PHASE)),
-                        "size_from": str(getattr(gang, C.GANG_SOURCE)),
-                        "threshold_minutes": cfg.gang_partial_min_minutes,
-                    },
-                )
-            )
-            continue
-        if needed is None or len(starts) < 2:
-            continue
-        last, first = max(starts), min(starts)
-        spread_min = (last - first) / 60.0
-        if spread_min <= cfg.gang_start_spread_minutes or last <= start_w:
-            continue
-        wait = 0.0
-        for r in running:
-            began = _num(r.started)
-            g = gpus.get(str(r.pod), 0.0)
-            if began is not None:
-                wait += g * max(0.0, last - max(began, start_w)) / 3600.0
-        message = (
-            f"{kind} {ns}/{name}'s {len(starts)} members started {spread_min / 60:.1f} h apart: "
-            f"the early ones held their GPUs {wait:,.1f} GPU-hours waiting for the last."
-        )
+        needed = _num(getattr(gang, C.NEEDED))
         out.append(
-            Finding(
-                code=CODE,
-                severity=_severity(wait, high=False),
-                resource=Resource(kind, ns, name, "", held),
-                message=message,
-                impact=Impact(gpu_hours=wait, cost=wait * price),
-                recommendation=(
-                    f"Start {kind} {ns}/{name}'s members together: schedule it as a gang "
-                    "(Volcano, the coscheduling plugin, or Kueue with waitForPodsReady) so no "
-                    "member is bound before all can be, and pre-pull its image on the nodes it "
-                    "uses so late members do not start slower."
-                ),
-                evidence={
-                    "needed": needed,
-                    "members": sorted(str(r.pod) for r in running),
-                    "start_spread_minutes": round(spread_min, 1),
-                    "gpus_held": round(held, 4),
-                    "waiting_gpu_hours": round(wait, 2),
-                    "size_from": str(getattr(gang, C.GANG_SOURCE)),
-                    "threshold_minutes": cfg.gang_start_spread_minutes,
-                },
+            _Gang(
+                kind=str(getattr(gang, C.GANG_KIND)),
+                namespace=str(getattr(gang, C.NAMESPACE)),
+                name=str(getattr(gang, C.GANG_NAME)),
+                needed=int(needed) if needed is not None else None,
+                signal=str(getattr(gang, C.GANG_SIGNAL)),
+                phase=str(getattr(gang, C.GANG_PHASE)),
+                source=str(getattr(gang, C.GANG_SOURCE)),
+                running=running,
+                succeeded=[r for r in m if r.phase == "Succeeded"],
+                pending=[r for r in m if r.phase == "Pending"],
+                gpus=gpus,
+                model=next((v for v in models.values() if v), ""),
             )
         )
+    return out
+
+
+def _partial(views: Views, cfg: Thresholds, g: _Gang) -> Finding | None:
+    """The finding of a gang running short of members long enough, else None."""
+    inv = views.inv
+    start_w, end_w = inv.window_start, inv.window_end
+    created = [c for c in (_num(r.created) for r in g.pending) if c is not None]
+    since = max([start_w, min(g.starts, default=start_w), *created])
+    if end_w - since < cfg.gang_partial_min_minutes * 60:
+        return None
+    ns, kind, name, needed = g.namespace, g.kind, g.name, g.needed
+    sub = _pod_hourly_of(views, ns, set(g.gpus))
+    mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(g.gpus)) & (sub[C.TS] > since)]
+    gpu_hours = float(mine["gpus"].sum()) * (inv.step_s / 3600.0)
+    seen = set(mine[C.POD])
+    for pod, n in g.gpus.items():
+        if pod not in seen:
+            began = _num(next(r.started for r in g.running if r.pod == pod))
+            gpu_hours += n * (end_w - max(since, began or since)) / 3600.0
+    hours = (end_w - since) / 3600.0
+    have = len(g.running) + len(g.succeeded)
+    missing = f"{needed - have} missing" if needed is not None else "members missing"
+    size = f"{have} of the {needed} members it needs" if needed else f"{have} members"
+    told = f"; its scheduler reports it: {g.signal}" if g.signal else ""
+    message = (
+        f"{kind} {ns}/{name} runs {size} ({missing}, {len(g.pending)} pending) while "
+        f"the running ones hold {gpu_word(g.held)} ({short_model(g.model)}): "
+        f"{gpu_hours:,.0f} GPU-hours held over {hours:.1f} h with the gang "
+        f"incomplete{told}."
+    )
+    return Finding(
+        code=CODE,
+        severity=WASTE(gpu_hours),
+        resource=Resource(kind, ns, name, "", g.held),
+        message=message,
+        impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(g.model)),
+        recommendation=_recommendation(kind, ns, name, needed),
+        evidence={
+            "needed": needed,
+            "running": sorted(str(r.pod) for r in g.running),
+            "succeeded": sorted(str(r.pod) for r in g.succeeded),
+            "pending": sorted(str(r.pod) for r in g.pending),
+            "gpus_held": round(g.held, 4),
+            "incomplete_hours": round(hours, 2),
+            "scheduler_signal": g.signal,
+            "gang_phase": g.phase,
+            "size_from": g.source,
+            "threshold_minutes": cfg.gang_partial_min_minutes,
+        },
+    )
+
+
+def _slow_start(views: Views, cfg: Thresholds, g: _Gang) -> Finding | None:
+    """The finding of a complete gang whose members started far apart, else None."""
+    start_w = views.inv.window_start
+    starts = g.starts
+    if g.needed is None or len(starts) < 2:
+        return None
+    last, first = max(starts), min(starts)
+    spread_min = (last - first) / 60.0
+    if spread_min <= cfg.gang_start_spread_minutes or last <= start_w:
+        return None
+    wait = 0.0
+    for r in g.running:
+        began = _num(r.started)
+        n = g.gpus.get(str(r.pod), 0.0)
+        if began is not None:
+            wait += n * max(0.0, last - max(began, start_w)) / 3600.0
+    kind, ns, name = g.kind, g.namespace, g.name
+    message = (
+        f"{kind} {ns}/{name}'s {len(starts)} members started {spread_min / 60:.1f} h apart: "
+        f"the early ones held their GPUs {wait:,.1f} GPU-hours waiting for the last."
+    )
+    return Finding(
+        code=CODE,
+        severity=MODEST_WASTE(wait),
+        resource=Resource(kind, ns, name, "", g.held),
+        message=message,
+        impact=Impact(gpu_hours=wait, cost=wait * views.price(g.model)),
+        recommendation=(
+            f"Start {kind} {ns}/{name}'s members together: schedule it as a gang "
+            "(Volcano, the coscheduling plugin, or Kueue with waitForPodsReady) so no "
+            "member is bound before all can be, and pre-pull its image on the nodes it "
+            "uses so late members do not start slower."
+        ),
+        evidence={
+            "needed": g.needed,
+            "members": sorted(str(r.pod) for r in g.running),
+            "start_spread_minutes": round(spread_min, 1),
+            "gpus_held": round(g.held, 4),
+            "waiting_gpu_hours": round(wait, 2),
+            "size_from": g.source,
+            "threshold_minutes": cfg.gang_start_spread_minutes,
+        },
+    )
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
+    if inv.pods.empty or inv.gangs.empty:
+        return []
+    out: list[Finding] = []
+    for g in _gangs(views):
+        partial = (
+            len(g.running) + len(g.succeeded) < g.needed if g.needed is not None else bool(g.signal)
+        )
+        found = _partial(views, cfg, g) if partial else _slow_start(views, cfg, g)
+        if found is not None:
+            out.append(found)
     return out

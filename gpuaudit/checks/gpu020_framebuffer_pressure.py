@@ -28,17 +28,30 @@ What to do
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from gpuaudit import mig
 from gpuaudit.checks.base import short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 CODE = "GPU020"
 TITLE = "Framebuffer pressure"
-REQUIRES = ("framebuffer",)
+REQUIRES = (Capability.FRAMEBUFFER,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    fb_pressure_critical: float = 0.95
+    """p95 of used/(used+free) framebuffer from which a holding is under pressure (high)."""
+    fb_pressure_warning: float = 0.90
+    """p95 of used/(used+free) framebuffer from which pressure is a warning (medium)."""
+    fb_headroom: float = 0.20
+    """Memory headroom over peak use a recommended MIG profile must leave."""
+    crashloop_restarts: float = 3.0
+    """Container restarts with a GPU out-of-memory message that make a crash loop."""
+
 
 _GPU_OOM = re.compile(
     r"(cuda|gpu|cublas|cudnn|nccl)[^\n]{0,80}out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
@@ -61,10 +74,10 @@ def next_profile(model: str, current: str, peak_mib: float, headroom: float) -> 
     return None
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
+    """Holdings whose p95 framebuffer use is near the capacity."""
     out: list[Finding] = []
-    h = views.held(inv)
+    h = views.held
     h = h[h[C.FB_USED_P95].notna() & (h[C.MEM_TOTAL_MIB] > 0)]
     # The threshold on whole columns first (the same division the loop does); the loop reads
     # only the holdings that pass.
@@ -127,7 +140,13 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                 },
             )
         )
-    pods = inv.pods
+    return out
+
+
+def _crash_loops(views: Views, cfg: Thresholds) -> list[Finding]:
+    """GPU pods restarting on GPU out-of-memory errors."""
+    out: list[Finding] = []
+    pods = views.inv.pods
     if not pods.empty:
         gpu_pods = pods[(pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")]
         gpu_pods = gpu_pods[~(gpu_pods[C.RESTARTS] < cfg.crashloop_restarts)]
@@ -165,3 +184,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
                 )
             )
     return out
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    return _pressure(views, cfg) + _crash_loops(views, cfg)

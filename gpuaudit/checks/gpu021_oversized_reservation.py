@@ -30,31 +30,39 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuaudit import mig
-from gpuaudit.checks.base import short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import MODEST_WASTE, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 CODE = "GPU021"
 TITLE = "Oversized reservation"
-REQUIRES = ("activity", "framebuffer")
+REQUIRES = (Capability.ACTIVITY, Capability.FRAMEBUFFER)
 
 GIB_PER_NOMINAL_GB = 0.95
 COMPUTE_SPARE = 1.25
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    h = views.held(inv)
+@dataclass(frozen=True)
+class Thresholds:
+    oversized_min_hours: float = 24.0
+    """Shortest holding (hours) worth resizing."""
+    fb_headroom: float = 0.20
+    """Memory headroom over peak use a recommended MIG profile must leave."""
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    h = views.held
     h = h[(h[C.MIG_PROFILE] == "") & h[C.FB_USED_MAX].notna() & h[C.ACT_P95].notna()]
     if h.empty:
         return []
     counts = h.groupby([C.NAMESPACE, C.POD])[C.SLOT].transform("nunique")
     single = h[counts == 1]
     single = single[~(single[C.HOURS].astype("float64") < cfg.oversized_min_hours)]
-    pods = views.per_pod(inv, settings.prices).set_index([C.NAMESPACE, C.POD])
+    pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
     out: list[Finding] = []
     for row in single.itertuples(index=False):
         hours = float(getattr(row, C.HOURS))
@@ -83,7 +91,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             continue
         freed = hours * (1 - share)
         ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
-        cost = freed * views.model_price(model, settings.prices)
+        cost = freed * views.price(model)
         info = pods.loc[(ns, pod)]
         is_mig = not fit.startswith("a half")
         what = f"a {fit} MIG slice" if is_mig else fit
@@ -103,7 +111,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.MEDIUM if freed >= 24 else Severity.LOW,
+                severity=MODEST_WASTE(freed),
                 resource=Resource("Pod", ns, pod, str(getattr(row, C.NODE)), 1.0),
                 message=message,
                 impact=Impact(gpu_hours=freed, cost=cost),

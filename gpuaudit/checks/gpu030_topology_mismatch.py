@@ -36,49 +36,31 @@ What to do
 
 from __future__ import annotations
 
-from gpuaudit import topology
-from gpuaudit.checks._grouped import PodOnNode, free_sets, pods_on_nodes
+from dataclasses import dataclass
+
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.views import PodOnNode
+from gpuaudit.topology import Topology
 
 CODE = "GPU030"
 TITLE = "Topology mismatch in a node"
-REQUIRES = ("activity",)
+REQUIRES = (Capability.ACTIVITY,)
 
 
-def node_topologies(inv: Inventory, settings: Settings) -> dict[str, topology.Topology | None]:
-    """Every DCGM node's best-known GPU topology (None when it cannot be known)."""
-    files = topology.load_dir(settings.topology_dir) if settings.topology_dir else None
-    h = inv.holdings
-    whole = h[(h[C.MIG_ID] == "") & (h[C.GPU_INDEX] != "") & (h[C.NODE] != "")]
-    idx = whole[C.GPU_INDEX].astype(str)
-    highest = idx[idx.str.isdigit()].astype(int).groupby(whole[C.NODE]).max().to_dict()
-    labelled = (
-        dict(zip(inv.nodes[C.NODE].tolist(), inv.nodes[C.GPU_COUNT].tolist(), strict=True))
-        if not inv.nodes.empty
-        else {}
-    )
-    p2p: dict[str, dict[tuple[int, int], float]] = {}
-    for row in inv.p2p.itertuples(index=False):
-        g, peer = str(getattr(row, C.GPU_INDEX)), str(getattr(row, C.PEER_INDEX))
-        if g.isdigit() and peer.isdigit():
-            pairs = p2p.setdefault(str(getattr(row, C.NODE)), {})
-            pairs[(int(g), int(peer))] = float(getattr(row, C.P2P_STATUS))
-    products = views.node_products(inv)
-    out: dict[str, topology.Topology | None] = {}
-    for node in sorted(set(whole[C.NODE].tolist()) | set(p2p)):
-        count = max(int(highest.get(node, -1)) + 1, int(float(labelled.get(node, 0) or 0)))
-        out[node] = topology.for_node(node, products.get(node, ""), count, files, p2p.get(node))
-    return out
+@dataclass(frozen=True)
+class Thresholds:
+    placement_slowdown: float = 0.10
+    """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
+    estimate; 0 ranks these findings by severity alone)."""
 
 
-def multi_gpu_pods(inv: Inventory) -> list[tuple[PodOnNode, tuple[str, ...]]]:
+def multi_gpu_pods(views: Views) -> list[tuple[PodOnNode, tuple[str, ...]]]:
     """Per holder pod and node, sorted: its whole GPUs and their indices (distinct, sorted as
-    text), for pods holding two or more whole GPUs (from `views.whole_gpu_hourly`)."""
-    pods, keys = pods_on_nodes(inv)
+    text), for pods holding two or more whole GPUs (from `views.pods_on_nodes`)."""
+    pods, keys = views.pods_on_nodes
     index = keys[C.GPU_INDEX].to_numpy(dtype=object)
     out = []
     for p in pods:
@@ -92,16 +74,16 @@ def _medium(own_code: str, best_rank: int, own_rank: int) -> bool:
     return (best_rank == 0 and own_rank > 0) or (own_code == "SYS" and best_rank < 5)
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    pods = multi_gpu_pods(inv)
+    pods = multi_gpu_pods(views)
     if not pods:
         return []
-    topos = node_topologies(inv, settings)
+    topos = inv.topologies
     # Pods that may be misplaced: judged on a node's links, with some pair worse than NVLink.
-    judged: list[tuple[PodOnNode, topology.Topology, list[int], tuple[int, str]]] = []
+    judged: list[tuple[PodOnNode, Topology, list[int], tuple[int, str]]] = []
     for p, indices in pods:
         topo = topos.get(p.node)
         # An all-NVLink board has no worse pair to find (any pair not NVLink is unknown).
@@ -113,7 +95,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             judged.append((p, topo, own, mine))
     if not judged:
         return []
-    free = free_sets(inv, {p.first for p, *_ in judged}, {p.node for p, *_ in judged})
+    free = views.free_sets({p.first for p, *_ in judged}, {p.node for p, *_ in judged})
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for p, topo, own, mine in judged:
@@ -128,7 +110,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         gpus = float(len(own))
         held_hours = float(p.buckets) * bucket_h
         lost = held_hours * cfg.placement_slowdown
-        cost = lost * views.model_price(model, settings.prices)
+        cost = lost * views.price(model)
         own_txt = ", ".join(str(i) for i in own)
         better_txt = ", ".join(str(i) for i in better)
         message = (

@@ -40,29 +40,37 @@ What to do
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit import topology
-from gpuaudit.checks._grouped import free_counts, is_na, pods_on_nodes
-from gpuaudit.checks.base import gpu_word, pack, short_model
-from gpuaudit.checks.gpu030_topology_mismatch import node_topologies
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import MODEST_WASTE, gpu_word, pack, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.grouped import is_na
+from gpuaudit.topology import Topology
 
 CODE = "GPU031"
 TITLE = "Gang spread too wide"
-REQUIRES = ("activity", "kubernetes.pods")
+REQUIRES = (Capability.ACTIVITY, Capability.KUBERNETES_PODS)
 
 
-def _is_pcie_only(topo: topology.Topology | None) -> bool:
+@dataclass(frozen=True)
+class Thresholds:
+    placement_slowdown: float = 0.10
+    """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
+    estimate; 0 ranks these findings by severity alone)."""
+
+
+def _is_pcie_only(topo: Topology | None) -> bool:
     return topo is not None and len(topo.gpus) > 1 and not topo.any_nvlink
 
 
-def _jobs(inv: Inventory) -> list[dict[str, Any]]:
+def _jobs(views: Views) -> list[dict[str, Any]]:
     """Gangs with GPU-holding members, and single pods holding several whole GPUs."""
-    per_pod, keys = pods_on_nodes(inv)
+    inv = views.inv
+    per_pod, keys = views.pods_on_nodes
     if not per_pod:
         return []
     slots = keys[C.SLOT].to_numpy(dtype=object)
@@ -129,31 +137,125 @@ def _jobs(inv: Inventory) -> list[dict[str, Any]]:
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+Reason = tuple[str, dict[str, Any]]
+"""Why a job is spread too wide, in words for the message, and the evidence."""
+
+
+def _tighter_domain(
+    sizes: list[int], used: list[str], fitting: dict[str, int], cliques: dict[str, str]
+) -> Reason | None:
+    """The job spans several NVLink domains while one had room for all of it."""
+    used_cliques = sorted({cliques.get(n, "") for n in used})
+    if len(used) < 2 or not all(cliques.get(n) for n in used) or len(used_cliques) < 2:
+        return None
+    for clique in sorted(set(cliques.values())):
+        inside = {n: r for n, r in fitting.items() if cliques.get(n) == clique}
+        placed = pack(sizes, inside)
+        if placed is not None:
+            reason = (
+                f"spans {len(used_cliques)} NVLink domains (gpu.clique "
+                f"{', '.join(used_cliques)}) while domain {clique} had room for all of it"
+            )
+            evidence = {"cliques_used": used_cliques, "tighter_clique": clique}
+            evidence["tighter_nodes"] = placed
+            return reason, evidence
+    return None
+
+
+def _fewer_nodes(sizes: list[int], used: list[str], fitting: dict[str, int]) -> Reason | None:
+    """The job runs on more nodes than packing it needs."""
+    if len(used) < 2:
+        return None
+    placed = pack(sizes, fitting)
+    if placed is None or len(placed) >= len(used):
+        return None
+    reason = (
+        f"runs on {len(used)} nodes ({', '.join(used)}) while "
+        f"{len(placed)} ({', '.join(sorted(placed))}) had room for all of it"
+    )
+    return reason, {"tighter_nodes": sorted(placed)}
+
+
+def _nvlink_node(
+    sizes: list[int], used: list[str], room: dict[str, int], topos: Mapping[str, Topology | None]
+) -> Reason | None:
+    """The job runs on PCIe-only GPUs while one all-NVLink node had room for it."""
+    nvlink = {
+        n: r
+        for n, r in room.items()
+        if n not in used and (t := topos.get(n)) is not None and t.all_nvlink
+    }
+    for node in sorted(nvlink, key=lambda n: (-nvlink[n], n)):
+        if pack(sizes, {node: nvlink[node]}) is not None:
+            reason = (
+                f"runs on PCIe-only GPUs ({', '.join(used)}) while {node}, whose GPUs "
+                f"are all NVLink-connected, had {nvlink[node]} free"
+            )
+            return reason, {"nvlink_node": node, "nvlink_node_free": nvlink[node]}
+    return None
+
+
+def _node_labels(inv: Inventory) -> tuple[set[str], dict[str, str]]:
+    """Cordoned nodes, and node -> its NVLink domain (`nvidia.com/gpu.clique`) where known."""
+    nodes = inv.nodes
+    if nodes.empty:
+        return set(), {}
+    names = nodes[C.NODE].tolist()
+    cordoned = {str(n) for n, c in zip(names, nodes[C.CORDONED].tolist(), strict=True) if c}
+    cliques = {str(n): str(c) for n, c in zip(names, nodes[C.CLIQUE].tolist(), strict=True) if c}
+    return cordoned, cliques
+
+
+def _finding(
+    views: Views, cfg: Thresholds, job: dict[str, Any], room: dict[str, int], why: Reason
+) -> Finding:
+    members = job["members"]
+    used = sorted({m["node"] for m in members})
+    model = members[0]["model"]
+    gpu_hours = sum(m["buckets"] for m in members) * (views.inv.step_s / 3600.0)
+    lost = gpu_hours * cfg.placement_slowdown
+    kind, ns, name = job["kind"], job["namespace"], job["name"]
+    pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "
+    message = (
+        f"{kind} {ns}/{name} ({pods_txt}{gpu_word(job['total'])}, {short_model(model)}) {why[0]}."
+    )
+    return Finding(
+        code=CODE,
+        severity=MODEST_WASTE(gpu_hours),
+        resource=Resource(kind, ns, name, used[0] if len(used) == 1 else "", job["total"]),
+        message=message,
+        impact=Impact(gpu_hours=lost, cost=lost * views.price(model)),
+        recommendation=(
+            "Schedule it topology-aware: Kueue Topology Aware Scheduling or Volcano's "
+            "network-topology plugin, or pod affinity on nvidia.com/gpu.clique; size "
+            "members to whole nodes, and pin communication-heavy jobs to NVLink GPUs "
+            "with a nodeSelector on nvidia.com/gpu.product."
+        ),
+        evidence={
+            "members": [f"{m['pod']}@{m['node']}" for m in members],
+            "gpus_per_member": [m["gpus"] for m in members],
+            "nodes_used": used,
+            "room_at_start": {n: room[n] for n in sorted(room) if room[n] > 0},
+            **why[1],
+            "gpu_hours_held": round(gpu_hours, 2),
+            "placement_slowdown": cfg.placement_slowdown,
+        },
+    )
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    jobs = _jobs(inv)
+    jobs = _jobs(views)
     if not jobs:
         return []
-    topos = node_topologies(inv, settings)
-    nodes = inv.nodes
-    names = nodes[C.NODE].tolist() if not nodes.empty else []
-    cordoned = (
-        {str(n) for n, c in zip(names, nodes[C.CORDONED].tolist(), strict=True) if c}
-        if names
-        else set()
-    )
-    cliques = (
-        {str(n): str(c) for n, c in zip(names, nodes[C.CLIQUE].tolist(), strict=True) if c}
-        if names
-        else {}
-    )
+    topos = inv.topologies
+    cordoned, cliques = _node_labels(inv)
     free_at = {
         ts: {n: k for n, k in counts.items() if n not in cordoned}
-        for ts, counts in free_counts(inv, {j["start"] for j in jobs}).items()
+        for ts, counts in views.free_counts({j["start"] for j in jobs}).items()
     }
-    bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for job in sorted(jobs, key=lambda j: (j["namespace"], j["name"])):
         members = job["members"]
@@ -167,78 +269,10 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             room[m["node"]] = room.get(m["node"], 0) + m["gpus"]
         # Nodes with less room than the smallest pod: packing never opens them.
         fitting = {n: r for n, r in room.items() if r >= min(sizes)}
-        model = members[0]["model"]
-        gpu_hours = sum(m["buckets"] for m in members) * bucket_h
-        reason = ""
-        evidence: dict[str, Any] = {}
-        used_cliques = sorted({cliques.get(n, "") for n in used})
-        if len(used) > 1 and all(cliques.get(n) for n in used) and len(used_cliques) > 1:
-            for clique in sorted(set(cliques.values())):
-                inside = {n: r for n, r in fitting.items() if cliques.get(n) == clique}
-                placed = pack(sizes, inside)
-                if placed is not None:
-                    reason = (
-                        f"spans {len(used_cliques)} NVLink domains (gpu.clique "
-                        f"{', '.join(used_cliques)}) while domain {clique} had room for all of it"
-                    )
-                    evidence = {"cliques_used": used_cliques, "tighter_clique": clique}
-                    evidence["tighter_nodes"] = placed
-                    break
-        if not reason and len(used) > 1:
-            placed = pack(sizes, fitting)
-            if placed is not None and len(placed) < len(used):
-                reason = (
-                    f"runs on {len(used)} nodes ({', '.join(used)}) while "
-                    f"{len(placed)} ({', '.join(sorted(placed))}) had room for all of it"
-                )
-                evidence = {"tighter_nodes": sorted(placed)}
-        if not reason and pcie:
-            nvlink = {
-                n: r
-                for n, r in room.items()
-                if n not in used and (t := topos.get(n)) is not None and t.all_nvlink
-            }
-            for node in sorted(nvlink, key=lambda n: (-nvlink[n], n)):
-                if pack(sizes, {node: nvlink[node]}) is not None:
-                    reason = (
-                        f"runs on PCIe-only GPUs ({', '.join(used)}) while {node}, whose GPUs "
-                        f"are all NVLink-connected, had {nvlink[node]} free"
-                    )
-                    evidence = {"nvlink_node": node, "nvlink_node_free": nvlink[node]}
-                    break
-        if not reason:
-            continue
-        lost = gpu_hours * cfg.placement_slowdown
-        cost = lost * views.model_price(model, settings.prices)
-        kind, ns, name = job["kind"], job["namespace"], job["name"]
-        pods = [f"{m['pod']}@{m['node']}" for m in members]
-        pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "
-        message = (
-            f"{kind} {ns}/{name} ({pods_txt}{gpu_word(job['total'])}, {short_model(model)}) "
-            f"{reason}."
-        )
-        out.append(
-            Finding(
-                code=CODE,
-                severity=Severity.MEDIUM if gpu_hours >= 24 else Severity.LOW,
-                resource=Resource(kind, ns, name, used[0] if len(used) == 1 else "", job["total"]),
-                message=message,
-                impact=Impact(gpu_hours=lost, cost=cost),
-                recommendation=(
-                    "Schedule it topology-aware: Kueue Topology Aware Scheduling or Volcano's "
-                    "network-topology plugin, or pod affinity on nvidia.com/gpu.clique; size "
-                    "members to whole nodes, and pin communication-heavy jobs to NVLink GPUs "
-                    "with a nodeSelector on nvidia.com/gpu.product."
-                ),
-                evidence={
-                    "members": pods,
-                    "gpus_per_member": sizes,
-                    "nodes_used": used,
-                    "room_at_start": {n: room[n] for n in sorted(room) if room[n] > 0},
-                    **evidence,
-                    "gpu_hours_held": round(gpu_hours, 2),
-                    "placement_slowdown": cfg.placement_slowdown,
-                },
-            )
-        )
+        # The first rule that holds, in this order: domains, nodes, PCIe.
+        why = _tighter_domain(sizes, used, fitting, cliques) or _fewer_nodes(sizes, used, fitting)
+        if why is None and pcie:
+            why = _nvlink_node(sizes, used, room, topos)
+        if why is not None:
+            out.append(_finding(views, cfg, job, room, why))
     return out

@@ -27,31 +27,41 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+import numpy as np
+
+from gpuaudit.checks.base import STUCK_WORK, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CODE = "GPU040"
 TITLE = "Looks busy, does no work"
-REQUIRES = ("profiling", "gpu_util")
+REQUIRES = (Capability.PROFILING, Capability.GPU_UTIL)
 
 
-def _hits(inv: Inventory, busy_util: float, low_activity: float) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Thresholds:
+    busy_util: float = 0.80
+    """GPU_UTIL (ratio) from which a card looks busy."""
+    busy_low_activity: float = 0.20
+    """SM (else engine) activity below which a busy-looking card does no work."""
+    busy_min_hours: float = 3.0
+    """Hours a card must look busy while doing no work."""
+
+
+def _hits(views: Views, busy_util: float, low_activity: float) -> pd.DataFrame:
     """Held hourly rows with GPU_UTIL at least `busy_util` and SM (else engine) activity below
     `low_activity`, on holdings whose activity is not GPU_UTIL itself, with the holding's
     columns and the activity used (`_work`). The test runs on arrays; holding columns are
     attached only to the rows that pass, which are few."""
-    import numpy as np
-
-    rows = views.held_rows(inv)
-    h, hr = inv.holdings, inv.hourly
+    rows = views.held_rows
+    h, hr = views.inv.holdings, views.inv.hourly
     profiled = (h[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL").to_numpy(dtype=bool)
     util = hr[C.UTIL].to_numpy(dtype="float64")[rows.rows]
     sm = hr[C.SM].to_numpy(dtype="float64")[rows.rows]
@@ -67,10 +77,9 @@ def _hits(inv: Inventory, busy_util: float, low_activity: float) -> pd.DataFrame
     return result
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    bucket_h = inv.step_s / 3600.0
-    hit = _hits(inv, cfg.busy_util, cfg.busy_low_activity)
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    bucket_h = views.inv.step_s / 3600.0
+    hit = _hits(views, cfg.busy_util, cfg.busy_low_activity)
     if hit.empty:
         return []
     out: list[Finding] = []
@@ -94,12 +103,10 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.HIGH if gpu_hours >= 24 else Severity.MEDIUM,
+                severity=STUCK_WORK(gpu_hours),
                 resource=Resource("Pod", str(ns), str(pod), str(grp[C.NODE].iloc[0]), gpus),
                 message=message,
-                impact=Impact(
-                    gpu_hours=gpu_hours, cost=gpu_hours * views.model_price(model, settings.prices)
-                ),
+                impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(model)),
                 recommendation=(
                     "Check it for a hung collective or spin loop (py-spy dump, NCCL_DEBUG=INFO); "
                     "set NCCL/torch.distributed timeouts and a liveness probe on training "

@@ -41,19 +41,27 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gpuaudit.checks.base import gpu_word
+from gpuaudit.checks.base import WAITING, gpu_word
 from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.derived import fits_products
 
 CODE = "GPU050"
 TITLE = "Priority inversion"
-REQUIRES = ("kubernetes.pods", "kubernetes.nodes")
+REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    pending_min_minutes: float = 30.0
+    """Minutes a pod must have been unschedulable for lack of GPUs."""
+
 
 SERVING_KINDS = frozenset({"Deployment", "StatefulSet", "LeaderWorkerSet", "InferenceService"})
 BATCH_KINDS = frozenset(
@@ -83,10 +91,10 @@ def _victims(
     return (freed, chosen) if free + freed >= need else None
 
 
-def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    waiting = views.waiting_for_gpus(inv, cfg.pending_min_minutes)
-    nodes = views.gpu_nodes(inv)
+def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
+    waiting = views.waiting_for_gpus(cfg.pending_min_minutes)
+    nodes = views.gpu_nodes
     if waiting.empty or nodes.empty:
         return []
     pods = inv.pods
@@ -97,7 +105,7 @@ def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
     for node, priority, request, ns, pod in zip(*(running[c].tolist() for c in cols), strict=True):
         by_node.setdefault(str(node), []).append((_prio(priority), float(request), f"{ns}/{pod}"))
     allocatable = nodes[C.ALLOCATABLE_GPU].to_numpy()
-    free_gpus = nodes["free"].to_numpy()
+    free_gpus = nodes[C.FREE].to_numpy()
     node_names, node_products = nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist()
     fits: dict[str, np.ndarray] = {}  # by pinned products: waiting pods share a few
     out: list[Finding] = []
@@ -106,9 +114,7 @@ def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
         prio = _prio(getattr(w, C.PRIORITY))
         sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
         if sel not in fits:
-            fits[sel] = np.array(
-                [views.fits_products(sel, str(p)) for p in node_products], dtype=bool
-            )
+            fits[sel] = np.array([fits_products(sel, str(p)) for p in node_products], dtype=bool)
         fit = np.flatnonzero((allocatable >= need) & fits[sel])
         if len(fit) == 0 or bool((free_gpus[fit] >= need).any()):
             continue
@@ -123,9 +129,9 @@ def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
             continue
         evicted, node, product, free, victims = best
         ns, name = str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))
-        waited = min(float(getattr(w, views.WAITED)), inv.window_hours)
+        waited = min(float(getattr(w, C.WAITED)), inv.window_hours)
         gpu_hours = need * waited
-        cost = gpu_hours * views.model_price(product, settings.prices)
+        cost = gpu_hours * views.price(product)
         policy = str(getattr(w, C.PREEMPTION_POLICY) or "")
         pclass = str(getattr(w, C.PRIORITY_CLASS) or "")
         why = (
@@ -151,7 +157,7 @@ def _inversions(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.HIGH if waited >= 4 else Severity.MEDIUM,
+                severity=WAITING(waited),
                 resource=Resource("Pod", ns, name, "", need),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),
@@ -245,5 +251,5 @@ def _pools(inv: Inventory) -> list[Finding]:
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    return _inversions(inv, settings) + _pools(inv)
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    return _inversions(views, cfg) + _pools(views.inv)

@@ -32,28 +32,35 @@ What to do
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpuaudit.checks.base import gpu_word, pack
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import WAITING, gpu_word, pack
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.derived import fits_products
 
 CODE = "GPU051"
 TITLE = "GPU fragmentation"
-REQUIRES = ("kubernetes.pods", "kubernetes.nodes")
+REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    pending_min_minutes: float = 30.0
+    """Minutes a pod must have been unschedulable for lack of GPUs."""
 
 
 def _counts(n: float) -> str:
     return f"{n:g}"
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
-    waiting = views.waiting_for_gpus(inv, cfg.pending_min_minutes)
-    nodes = views.gpu_nodes(inv)
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
+    waiting = views.waiting_for_gpus(cfg.pending_min_minutes)
+    nodes = views.gpu_nodes
     if waiting.empty or nodes.empty:
         return []
     waiting = waiting[waiting[C.GPU_REQUEST] >= 2]
@@ -67,16 +74,14 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     allocatable = nodes[C.ALLOCATABLE_GPU].to_numpy()
     node_names = [str(n) for n in nodes[C.NODE].tolist()]
     node_products = nodes[C.PRODUCT].tolist()
-    node_free = [float(f) for f in nodes["free"].tolist()]
+    node_free = [float(f) for f in nodes[C.FREE].tolist()]
     fits: dict[str, np.ndarray] = {}  # by pinned products: waiting pods share a few
     out: list[Finding] = []
     for w in waiting.itertuples(index=False):
         need = float(getattr(w, C.GPU_REQUEST))
         sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
         if sel not in fits:
-            fits[sel] = np.array(
-                [views.fits_products(sel, str(p)) for p in node_products], dtype=bool
-            )
+            fits[sel] = np.array([fits_products(sel, str(p)) for p in node_products], dtype=bool)
         fit = np.flatnonzero((allocatable >= need) & fits[sel]).tolist()
         if not fit:
             continue
@@ -100,11 +105,11 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
             if best is None or (cost_moved, node) < (best[0], best[1]):
                 best = (cost_moved, node, moved)
         ns, name = str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))
-        waited = min(float(getattr(w, views.WAITED)), inv.window_hours)
+        waited = min(float(getattr(w, C.WAITED)), inv.window_hours)
         products = sorted({str(node_products[i]) for i in fit})
         product = products[0] if products else ""
         gpu_hours = need * waited
-        cost = gpu_hours * views.model_price(product, settings.prices)
+        cost = gpu_hours * views.price(product)
         histogram = Counter(int(f) for f in free.values())
         spread = ", ".join(
             f"{k} free on {v} node{'s' if v > 1 else ''}"
@@ -133,7 +138,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=Severity.HIGH if waited >= 4 else Severity.MEDIUM,
+                severity=WAITING(waited),
                 resource=Resource("Pod", ns, name, "", need),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),

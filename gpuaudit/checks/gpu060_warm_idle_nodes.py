@@ -28,36 +28,36 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpuaudit.checks import _grouped
-from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.checks.base import NODE_WASTE, gpu_word, short_model
+from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
+from gpuaudit.inventory.derived import hourly_with
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CODE = "GPU060"
 TITLE = "Warm idle nodes"
-REQUIRES = ("activity",)
+REQUIRES = (Capability.ACTIVITY,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    idle_activity: float = 0.05
+    """Mean engine activity (ratio) below which a GPU counts as idle."""
+    warm_idle_hours: float = 24.0
+    """Contiguous hours a GPU node must have had no GPU pod at work."""
 
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-
-
-def _severity(gpu_hours: float) -> Severity:
-    if gpu_hours >= 500:
-        return Severity.HIGH
-    if gpu_hours >= 100:
-        return Severity.MEDIUM
-    return Severity.LOW
 
 
 def _idle_runs(
@@ -71,11 +71,11 @@ def _idle_runs(
     each hourly row reaches its node through its holding's row position."""
     import pandas as pd
 
-    rows = _grouped.holding_positions(inv, inv.hourly)
+    rows = grouped.holding_positions(inv, inv.hourly)
     if rows is not None:
         hr, keys = inv.hourly, inv.holdings
     else:
-        hr = views.hourly_with(inv, [C.NODE, C.HELD, C.NAMESPACE, C.POD])
+        hr = hourly_with(inv, [C.NODE, C.HELD, C.NAMESPACE, C.POD])
         keys = hr.reset_index(drop=True)
         rows = np.arange(len(hr), dtype=np.int64)
     node_names = keys[C.NODE]
@@ -90,7 +90,7 @@ def _idle_runs(
         rows, node, ts, act = rows[ok], node[ok], ts[ok], act[ok]
     if len(rows) == 0:
         return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
-    bucket, ends = _grouped.bucket_index(ts, inv.window_start, step)
+    bucket, ends = grouped.bucket_index(ts, inv.window_start, step)
     nb = len(ends)
     cell = node * nb + bucket
     held = held_k[rows]
@@ -147,8 +147,8 @@ def _idle_runs(
     return long_runs, {n: sorted(v) for n, v in idle_pods.items()}
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     h = inv.holdings
     if h.empty or inv.hourly.empty:
         return []
@@ -166,7 +166,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         if not inv.nodes.empty
         else {}
     )
-    models = views.node_products(inv)
+    models = views.node_products
     dcgm_model = h.groupby(C.NODE)[C.MODEL].first()
     out: list[Finding] = []
     for node, grp in long_runs.groupby(C.NODE, sort=True):
@@ -178,7 +178,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         longest = float(grp["hours"].max())
         gpu_hours = gpus * hours
         model = str(dcgm_model.get(node, "") or models.get(node, ""))
-        cost = gpu_hours * views.model_price(model, settings.prices)
+        cost = gpu_hours * views.price(model)
         pods = idle_pods.get(node, [])
         what = (
             "no GPU pod at work"
@@ -200,7 +200,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         out.append(
             Finding(
                 code=CODE,
-                severity=_severity(gpu_hours),
+                severity=NODE_WASTE(gpu_hours),
                 resource=Resource("Node", "", node, node, gpus),
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),

@@ -35,16 +35,23 @@ What to do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuaudit import xid
 from gpuaudit.checks.base import short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 CODE = "GPU070"
 TITLE = "Sick GPUs in use"
-REQUIRES = ("gpu_health",)
+REQUIRES = (Capability.GPU_HEALTH,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """None: any XID, uncorrectable ECC error or row-remap problem counts."""
+
 
 _SIGNALS = (C.ECC_DBE_MAX, C.ECC_DBE_AGG_MAX, C.REMAP_UNCORR_MAX, C.REMAP_FAILURE_MAX)
 
@@ -63,8 +70,8 @@ def _messages(texts: list[str]) -> dict[int, str]:
     return out
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    h = views.held(inv)
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    h = views.held
     if h.empty:
         return []
     h = h.copy()
@@ -93,7 +100,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
         model = str(grp[C.MODEL].iloc[0])
         index = str(grp[C.GPU_INDEX].iloc[0])
         gpu_hours = float(grp[C.GPU_HOURS].sum())
-        cost = gpu_hours * views.model_price(model, settings.prices)
+        cost = gpu_hours * views.price(model)
         pods = sorted({f"{ns}/{p}" for ns, p in zip(grp[C.NAMESPACE], grp[C.POD], strict=True)})
         problems = [f"XID {c} ({xid.meaning(c, msgs.get(c, ''))})" for c in codes]
         if failure > 0:

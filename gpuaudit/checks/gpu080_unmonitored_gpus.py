@@ -28,18 +28,24 @@ What to do
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit import mig
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.findings import Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
 
 CODE = "GPU080"
 TITLE = "Unmonitored GPUs"
-REQUIRES = ("kubernetes.pods",)
+REQUIRES = (Capability.KUBERNETES_PODS,)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    unmonitored_min_hours: float = 1.0
+    """Shortest GPU holding without DCGM data worth reporting."""
 
 
 def _gpus(gpu_request: Any, mig_request: Any, model: str) -> float:
@@ -55,12 +61,12 @@ def _pods(n: int) -> str:
     return f"{n} pod" if n == 1 else f"{n} pods"
 
 
-def run(inv: Inventory, settings: Settings) -> list[Finding]:
-    cfg = settings.checks
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
     pods = inv.pods
     if pods.empty:
         return []
-    held = views.held(inv)
+    held = views.held
     # Columns are read as lists: iterating a string column value by value is slow.
     monitored = set(zip(held[C.NAMESPACE].tolist(), held[C.POD].tolist(), strict=True))
     dcgm_nodes = set(inv.holdings[C.NODE].tolist()) if not inv.holdings.empty else set()
@@ -95,7 +101,7 @@ def run(inv: Inventory, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     for node, items in sorted(per_node.items()):
         model = items[0][4]
-        price = views.model_price(model, settings.prices)
+        price = views.price(model)
         if node not in dcgm_nodes:
             gpu_hours = sum(g * h for _, _, g, h, _ in items)
             gpus = sum(g for _, _, g, _, _ in items)

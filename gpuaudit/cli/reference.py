@@ -44,14 +44,14 @@ def rules(
 
 def checks() -> None:
     """List every check with its stable code."""
-    from gpuaudit.checks import REGISTRY, RETIRED  # lazy: the checks load pandas
+    from gpuaudit.checks import RETIRED, discover  # lazy: the checks load pandas
 
     t = Table(title="gpuaudit checks")
     t.add_column("Code")
     t.add_column("Title")
     t.add_column("Needs")
-    for c in REGISTRY:
-        t.add_row(c.code, c.title, ", ".join(c.requires))
+    for c in discover():
+        t.add_row(c.code, c.title, ", ".join(r.value for r in c.requires))
     for code, why in sorted(RETIRED.items()):
         t.add_row(code, f"(retired) {why}", "")
     Console().print(t)
@@ -59,13 +59,13 @@ def checks() -> None:
 
 def explain(code: A[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> None:
     """Print a check's documentation."""
-    from gpuaudit.checks import BY_CODE, RETIRED  # lazy: the checks load pandas
+    from gpuaudit.checks import RETIRED, by_code, discover  # lazy: the checks load pandas
 
-    c = BY_CODE.get(code.strip().upper())
+    c = by_code(code)
     if c is None:
         if code.strip().upper() in RETIRED:
             print(f"{code.upper()} is retired: {RETIRED[code.strip().upper()]}")
             return
-        known = ", ".join(sorted(BY_CODE))
+        known = ", ".join(k.code for k in discover())
         fail(f"unknown check code {code!r}; known codes: {known}")
-    print(c.doc)
+    print(c.explain())

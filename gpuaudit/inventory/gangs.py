@@ -26,11 +26,11 @@ than minMember running), and a Kueue Workload that is `Admitted` while `PodsRead
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.inventory.kube import items
+from gpuaudit.inventory.kube import Objects
 
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHED_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io/name")
@@ -145,156 +145,141 @@ def _replica_sum(specs: Mapping[str, Any]) -> int | None:
     return total or None
 
 
-def _from_objects(kubernetes: Mapping[str, Iterable[Any]]) -> list[Gang]:
-    gangs: list[Gang] = []
-    for obj in items(kubernetes.get("volcano_podgroups", [])):
-        ns, name = _meta(obj)
-        phase = str(_map(obj, "status").get("phase", "") or "")
-        gangs.append(
-            Gang(
-                _VOLCANO,
-                "PodGroup",
-                ns,
-                name,
-                _int(_map(obj, "spec").get("minMember")),
-                phase,
-                "Volcano PodGroup phase Unknown: some members run, the rest cannot be scheduled"
-                if phase == "Unknown"
-                else "",
-                "scheduling.volcano.sh PodGroup spec.minMember",
-            )
-        )
-    for obj in items(kubernetes.get("coscheduling_podgroups", [])):
-        ns, name = _meta(obj)
-        phase = str(_map(obj, "status").get("phase", "") or "")
-        signal = {
-            "Unknown": "coscheduling PodGroup phase Unknown: some members are scheduled, the "
-            "others cannot be",
-            "Scheduling": "coscheduling PodGroup phase Scheduling: fewer than minMember run",
-        }.get(phase, "")
-        gangs.append(
-            Gang(
-                _COSCHED,
-                "PodGroup",
-                ns,
-                name,
-                _int(_map(obj, "spec").get("minMember")),
-                phase,
-                signal,
-                "scheduling.x-k8s.io PodGroup spec.minMember",
-            )
-        )
-    for obj in items(kubernetes.get("kueue_workloads", [])):
-        ns, name = _meta(obj)
-        assigned = [
-            _int(a.get("count"))
-            for a in _list(_map(_map(obj, "status"), "admission"), "podSetAssignments")
-            if isinstance(a, dict)
-        ]
-        requested = [
-            _int(ps.get("count"), 1)
-            for ps in _list(_map(obj, "spec"), "podSets")
-            if isinstance(ps, dict)
-        ]
-        if assigned and all(a is not None for a in assigned):
-            needed: int | None = sum(a or 0 for a in assigned)
-            source = "Kueue Workload status.admission podSetAssignments counts"
-        else:
-            needed = sum(r or 0 for r in requested) or None
-            source = "Kueue Workload spec.podSets counts"
-        admitted = _condition(obj, "Admitted") == "True"
-        ready = _condition(obj, "PodsReady")
-        signal = (
-            "Kueue Workload Admitted without PodsReady" if admitted and ready == "False" else ""
-        )
-        if _condition(obj, "Finished") == "True":
-            phase = "Finished"
-        elif admitted:
-            phase = "Admitted"
-        elif _condition(obj, "QuotaReserved") == "True":
-            phase = "QuotaReserved"
-        else:
-            phase = "Pending"
-        gangs.append(Gang(_KUEUE, "Workload", ns, name, needed, phase, signal, source))
-    for key, kind, specs_key in (
-        ("pytorchjobs", "PyTorchJob", "pytorchReplicaSpecs"),
-        ("mpijobs", "MPIJob", "mpiReplicaSpecs"),
-    ):
-        for obj in items(kubernetes.get(key, [])):
-            ns, name = _meta(obj)
-            spec = _map(obj, "spec")
-            min_avail = _int(_map(_map(spec, "runPolicy"), "schedulingPolicy").get("minAvailable"))
-            needed = min_avail if min_avail else _replica_sum(_map(spec, specs_key))
-            source = (
-                f"{kind} runPolicy.schedulingPolicy.minAvailable"
-                if min_avail
-                else f"{kind} {specs_key} replicas"
-            )
-            gangs.append(Gang("kubeflow.org", kind, ns, name, needed, _job_phase(obj), "", source))
-    for obj in items(kubernetes.get("jobsets", [])):
-        ns, name = _meta(obj)
-        total = 0
-        for rj in _list(_map(obj, "spec"), "replicatedJobs"):
-            reps = _int(_get(rj, "replicas"), 1) or 0
-            par = _int(_map(_map(rj, "template"), "spec").get("parallelism"), 1) or 1
-            total += reps * par
-        gangs.append(
-            Gang(
-                "jobset.x-k8s.io",
-                "JobSet",
-                ns,
-                name,
-                total or None,
-                _job_phase(obj),
-                "",
-                "JobSet replicatedJobs replicas x parallelism",
-            )
-        )
-    for obj in items(kubernetes.get("leaderworkersets", [])):
-        ns, name = _meta(obj)
-        spec = _map(obj, "spec")
-        size = _int(_map(spec, "leaderWorkerTemplate").get("size"), 1) or 1
-        groups = _int(spec.get("replicas"), 1) or 0
-        gangs.extend(
-            Gang(
-                "leaderworkerset.x-k8s.io",
-                "LeaderWorkerSet",
-                ns,
-                f"{name}-{g}",
-                size,
-                "",
-                "",
-                "LeaderWorkerSet leaderWorkerTemplate.size",
-            )
-            for g in range(groups)
-        )
-    for obj in items(kubernetes.get("rayclusters", [])):
-        ns, name = _meta(obj)
-        spec = _map(obj, "spec")
-        workers = 0
-        for wg in _list(spec, "workerGroupSpecs"):
-            reps = _int(_get(wg, "replicas"), 0) or 0
-            hosts = _int(_get(wg, "numOfHosts"), 1) or 1
-            workers += reps * hosts
-        gangs.append(
-            Gang(
-                "ray.io",
-                "RayCluster",
-                ns,
-                name,
-                1 + workers,
-                str(_map(obj, "status").get("state", "") or ""),
-                "",
-                "RayCluster head plus workerGroupSpecs replicas x numOfHosts",
-            )
-        )
-    return gangs
+def _volcano(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    phase = str(_map(obj, "status").get("phase", "") or "")
+    signal = (
+        "Volcano PodGroup phase Unknown: some members run, the rest cannot be scheduled"
+        if phase == "Unknown"
+        else ""
+    )
+    needed = _int(_map(obj, "spec").get("minMember"))
+    source = "scheduling.volcano.sh PodGroup spec.minMember"
+    return [Gang(_VOLCANO, "PodGroup", ns, name, needed, phase, signal, source)]
 
 
-def _kueue_owner_index(kubernetes: Mapping[str, Iterable[Any]]) -> dict[tuple[str, str, str], str]:
+def _coscheduling(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    phase = str(_map(obj, "status").get("phase", "") or "")
+    signal = {
+        "Unknown": "coscheduling PodGroup phase Unknown: some members are scheduled, the "
+        "others cannot be",
+        "Scheduling": "coscheduling PodGroup phase Scheduling: fewer than minMember run",
+    }.get(phase, "")
+    needed = _int(_map(obj, "spec").get("minMember"))
+    source = "scheduling.x-k8s.io PodGroup spec.minMember"
+    return [Gang(_COSCHED, "PodGroup", ns, name, needed, phase, signal, source)]
+
+
+def _kueue_phase(obj: Mapping[str, Any]) -> str:
+    if _condition(obj, "Finished") == "True":
+        return "Finished"
+    if _condition(obj, "Admitted") == "True":
+        return "Admitted"
+    if _condition(obj, "QuotaReserved") == "True":
+        return "QuotaReserved"
+    return "Pending"
+
+
+def _kueue(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    assigned = [
+        _int(a.get("count"))
+        for a in _list(_map(_map(obj, "status"), "admission"), "podSetAssignments")
+        if isinstance(a, dict)
+    ]
+    requested = [
+        _int(ps.get("count"), 1)
+        for ps in _list(_map(obj, "spec"), "podSets")
+        if isinstance(ps, dict)
+    ]
+    if assigned and all(a is not None for a in assigned):
+        needed: int | None = sum(a or 0 for a in assigned)
+        source = "Kueue Workload status.admission podSetAssignments counts"
+    else:
+        needed = sum(r or 0 for r in requested) or None
+        source = "Kueue Workload spec.podSets counts"
+    admitted = _condition(obj, "Admitted") == "True"
+    ready = _condition(obj, "PodsReady")
+    signal = "Kueue Workload Admitted without PodsReady" if admitted and ready == "False" else ""
+    return [Gang(_KUEUE, "Workload", ns, name, needed, _kueue_phase(obj), signal, source)]
+
+
+def _training_job(kind: str, specs_key: str) -> Callable[[Mapping[str, Any]], list[Gang]]:
+    """The reader of a Kubeflow training job kind whose replicas are under `specs_key`."""
+
+    def read(obj: Mapping[str, Any]) -> list[Gang]:
+        ns, name = _meta(obj)
+        spec = _map(obj, "spec")
+        min_avail = _int(_map(_map(spec, "runPolicy"), "schedulingPolicy").get("minAvailable"))
+        needed = min_avail if min_avail else _replica_sum(_map(spec, specs_key))
+        source = (
+            f"{kind} runPolicy.schedulingPolicy.minAvailable"
+            if min_avail
+            else f"{kind} {specs_key} replicas"
+        )
+        return [Gang("kubeflow.org", kind, ns, name, needed, _job_phase(obj), "", source)]
+
+    return read
+
+
+def _jobset(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    total = 0
+    for rj in _list(_map(obj, "spec"), "replicatedJobs"):
+        reps = _int(_get(rj, "replicas"), 1) or 0
+        par = _int(_map(_map(rj, "template"), "spec").get("parallelism"), 1) or 1
+        total += reps * par
+    source = "JobSet replicatedJobs replicas x parallelism"
+    return [Gang("jobset.x-k8s.io", "JobSet", ns, name, total or None, _job_phase(obj), "", source)]
+
+
+def _leaderworkerset(obj: Mapping[str, Any]) -> list[Gang]:
+    """One gang per group of leader and workers."""
+    ns, name = _meta(obj)
+    spec = _map(obj, "spec")
+    size = _int(_map(spec, "leaderWorkerTemplate").get("size"), 1) or 1
+    groups = _int(spec.get("replicas"), 1) or 0
+    source = "LeaderWorkerSet leaderWorkerTemplate.size"
+    return [
+        Gang("leaderworkerset.x-k8s.io", "LeaderWorkerSet", ns, f"{name}-{g}", size, "", "", source)
+        for g in range(groups)
+    ]
+
+
+def _raycluster(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    workers = 0
+    for wg in _list(_map(obj, "spec"), "workerGroupSpecs"):
+        reps = _int(_get(wg, "replicas"), 0) or 0
+        hosts = _int(_get(wg, "numOfHosts"), 1) or 1
+        workers += reps * hosts
+    state = str(_map(obj, "status").get("state", "") or "")
+    source = "RayCluster head plus workerGroupSpecs replicas x numOfHosts"
+    return [Gang("ray.io", "RayCluster", ns, name, 1 + workers, state, "", source)]
+
+
+_READERS: tuple[tuple[str, Callable[[Mapping[str, Any]], list[Gang]]], ...] = (
+    ("volcano_podgroups", _volcano),
+    ("coscheduling_podgroups", _coscheduling),
+    ("kueue_workloads", _kueue),
+    ("pytorchjobs", _training_job("PyTorchJob", "pytorchReplicaSpecs")),
+    ("mpijobs", _training_job("MPIJob", "mpiReplicaSpecs")),
+    ("jobsets", _jobset),
+    ("leaderworkersets", _leaderworkerset),
+    ("rayclusters", _raycluster),
+)
+"""The gangs each list's objects define, by list key, in order of precedence."""
+
+
+def _from_objects(objects: Objects) -> list[Gang]:
+    return [g for key, read in _READERS for obj in objects.get(key, ()) for g in read(obj)]
+
+
+def _kueue_owner_index(objects: Objects) -> dict[tuple[str, str, str], str]:
     """(namespace, owner kind, owner name) -> Workload name, from Workload ownerReferences."""
     out: dict[tuple[str, str, str], str] = {}
-    for obj in items(kubernetes.get("kueue_workloads", [])):
+    for obj in objects.get("kueue_workloads", ()):
         ns, name = _meta(obj)
         for ref in _list(_map(obj, "metadata"), "ownerReferences"):
             if isinstance(ref, dict) and ref.get("kind") and ref.get("name"):
@@ -391,19 +376,18 @@ def _claims(
     return out
 
 
-def build(
-    kubernetes: Mapping[str, Iterable[Any]], pods: Iterable[Mapping[str, Any]]
-) -> tuple[list[Gang], dict[tuple[str, str], str]]:
-    """Every gang, and the gang id of each pod (namespace, name) that belongs to one."""
+def build(objects: Objects) -> tuple[list[Gang], dict[tuple[str, str], str]]:
+    """Every gang, and the gang id of each pod (namespace, name) that belongs to one, from the
+    Kubernetes objects by list key (`gpuaudit.inventory.kube.index`)."""
     known: dict[str, Gang] = {}
-    for g in _from_objects(kubernetes):
+    for g in _from_objects(objects):
         known.setdefault(g.id, g)
-    kueue_owner = _kueue_owner_index(kubernetes)
+    kueue_owner = _kueue_owner_index(objects)
     training_kinds = {
         (g.namespace, g.name): g.kind for g in known.values() if g.kind in ("PyTorchJob", "MPIJob")
     }
     member: dict[tuple[str, str], str] = {}
-    for pod in pods:
+    for pod in objects.get("pods", ()):
         ns, name = _meta(pod)
         claims = _claims(pod, kueue_owner, training_kinds)
         if not claims:

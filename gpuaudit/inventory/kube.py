@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
+
+Objects = Mapping[str, Sequence[Mapping[str, Any]]]
+"""Kubernetes objects by list key (`pods`, `nodes`, `volcano_podgroups` ...), each list's pages
+read once (see `index`)."""
 
 
 def items(pages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
@@ -21,6 +25,12 @@ def items(pages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
         for obj in objs:
             if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
                 yield obj
+
+
+def index(kubernetes: Mapping[str, Iterable[Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The objects of every list of a snapshot's `kubernetes` section, by list key: the pages
+    are walked once here, and every later stage reads the objects of the kind it needs."""
+    return {key: list(items(pages)) for key, pages in kubernetes.items()}
 
 
 def _map(obj: Any, key: str) -> Mapping[str, Any]:

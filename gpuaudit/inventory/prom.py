@@ -1,4 +1,5 @@
-"""Normalised DCGM identities of Prometheus series (answers are parsed in `gpuaudit.answers`).
+"""Normalised DCGM identities of Prometheus series (answers are parsed in
+`gpuaudit.snapshot.answers`).
 
 Label spellings accepted (REFERENCE.md §0-1): `exported_pod`/`exported_namespace`/
 `exported_container` (Helm default, where `pod` names the exporter itself), `pod`/`namespace`/

@@ -1,507 +1,112 @@
-"""Derived views of the inventory that several checks and the summary share."""
+"""`Views`: what several checks, the summary and the breakdown read besides the inventory's own
+tables, each made at most once per audit and handed to all of them.
+
+A `Views` is created once per audit (`gpuaudit.audit.run_checks`) from the frozen inventory
+and the prices; each view is computed the first time it is asked for and kept by that `Views`
+object, never by the inventory. Views are shared: nobody may change one. The functions that
+make them live in `gpuaudit.inventory.derived` and `gpuaudit.inventory.grouped`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from gpuaudit.inventory import columns as C
-from gpuaudit.pricing import price_for
+from gpuaudit.inventory import derived, grouped
+from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
+from gpuaudit.inventory.grouped import PodOnNode, WholeRows
+from gpuaudit.inventory.model import Inventory
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    import numpy as np
-    import numpy.typing as npt
     import pandas as pd
 
-    from gpuaudit.inventory.build import Inventory
-
-T = TypeVar("T")
-
-POD_GPUS = "pod_gpus"
-COST = "cost"
-MODELS = "models"
-WAITED = "waited_h"
-
-
-def held(inv: Inventory) -> pd.DataFrame:
-    """Holdings that a pod held, with the price-weighted cost of their GPU-hours."""
-    h = inv.holdings
-    out: pd.DataFrame = h[h[C.HELD] & (h[C.HOURS] > 0)]
-    return out
-
-
-def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
-    """One row per holder pod (see `_per_pod`), computed once per inventory and prices."""
-    key = ("per_pod", tuple(sorted(prices.items())))
-    return memo(inv, key, lambda: _per_pod(inv, prices))
-
-
-def _per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
-    """One row per holder pod: GPUs, hours, GPU-hours, cost, activity and owner.
-
-    Mean activity is weighted by sample counts where known (exactly the mean over every
-    sample of every GPU the pod held), else by GPU-hours.
-    """
-    import pandas as pd
-
-    h = held(inv).copy()
-    if h.empty:
-        empty: pd.DataFrame = pd.DataFrame(
-            columns=[
-                C.NAMESPACE,
-                C.POD,
-                C.NODE,
-                POD_GPUS,
-                C.HOURS,
-                C.GPU_HOURS,
-                COST,
-                C.ACT_MEAN,
-                C.ACT_MAX,
-                C.MODEL,
-                C.ACT_SOURCE,
-                C.OWNER_KIND,
-                C.OWNER_NAME,
-                C.FIRST_TS,
-                C.LAST_TS,
-                C.MIG_PROFILE,
-            ]
-        )
-        return empty
-    price = {m: price_for(str(m), prices) for m in h[C.MODEL].unique()}
-    h[COST] = h[C.GPU_HOURS] * h[C.MODEL].map(price).astype("float64")
-    w = h[C.ACT_COUNT].where(h[C.ACT_COUNT].notna() & (h[C.ACT_COUNT] > 0), h[C.GPU_HOURS])
-    h["_w"] = w.where(h[C.ACT_MEAN].notna(), 0.0)
-    h["_wa"] = (h[C.ACT_MEAN] * h["_w"]).fillna(0.0)
-    g = h.groupby([C.NAMESPACE, C.POD], sort=True)
-    out = g.agg(
-        node=(C.NODE, "first"),
-        pod_gpus=(C.FRACTION, "sum"),
-        hours=(C.HOURS, "max"),
-        gpu_hours=(C.GPU_HOURS, "sum"),
-        cost=(COST, "sum"),
-        _wa=("_wa", "sum"),
-        _w=("_w", "sum"),
-        act_max=(C.ACT_MAX, "max"),
-        model=(C.MODEL, "first"),
-        act_source=(C.ACT_SOURCE, "first"),
-        first_ts=(C.FIRST_TS, "min"),
-        last_ts=(C.LAST_TS, "max"),
-        mig_profile=(C.MIG_PROFILE, "first"),
-    ).reset_index()
-    out[C.ACT_MEAN] = (out["_wa"] / out["_w"]).where(out["_w"] > 0)
-    out = out.drop(columns=["_wa", "_w"])
-    pods = inv.pods[[C.NAMESPACE, C.POD, C.OWNER_KIND, C.OWNER_NAME]]
-    merged: pd.DataFrame = out.merge(pods, on=[C.NAMESPACE, C.POD], how="left")
-    merged[C.OWNER_KIND] = merged[C.OWNER_KIND].fillna("")
-    merged[C.OWNER_NAME] = merged[C.OWNER_NAME].fillna("")
-    return merged
-
-
-def memo(inv: Inventory, key: tuple[object, ...], make: Callable[[], T]) -> T:
-    """What several checks share is computed once per inventory and kept with it (checks must
-    not mutate it); `key` names it."""
-    cache: dict[tuple[object, ...], object] = inv.__dict__.setdefault("_views", {})
-    if key not in cache:
-        cache[key] = make()
-    return cast("T", cache[key])
-
-
-def pod_hourly(inv: Inventory) -> pd.DataFrame:
-    """Per holder pod and bucket: GPUs held (whole-GPU equivalents) and their mean activity."""
-    return memo(inv, ("pod_hourly",), lambda: _pod_hourly(inv))
-
-
-def hourly_with(
-    inv: Inventory, cols: list[str], held_only: bool = False, whole_only: bool = False
-) -> pd.DataFrame:
-    """The hourly table with holding columns attached (a join on the holding id done as an
-    array lookup: holding ids are row positions in `inv.holdings`)."""
-    import numpy as np
-
-    h = inv.holdings
-    hr = inv.hourly
-    ids = hr[C.HOLDING].to_numpy()
-    positional = len(h) > 0 and bool((h[C.HOLDING].to_numpy() == np.arange(len(h))).all())
-    if not positional:  # a hand-built inventory: fall back to a merge
-        keep = h
-        if held_only:
-            keep = keep[keep[C.HELD] & (keep[C.HOURS] > 0)]
-        if whole_only:
-            keep = keep[keep[C.MIG_ID] == ""]
-        merged: pd.DataFrame = hr.merge(keep[[C.HOLDING, *cols]], on=C.HOLDING, how="inner")
-        return merged
-    mask = np.ones(len(h), dtype=bool)
-    if held_only:
-        mask &= (h[C.HELD] & (h[C.HOURS] > 0)).to_numpy(dtype=bool)
-    if whole_only:
-        mask &= (h[C.MIG_ID] == "").to_numpy(dtype=bool)
-    rows = mask[ids]
-    out = hr[rows].reset_index(drop=True)
-    sel = ids[rows]
-    for col in cols:
-        out[col] = h[col].to_numpy()[sel]
-    result: pd.DataFrame = out
-    return result
-
-
-@dataclass(frozen=True)
-class HeldRows:
-    """The rows of the hourly table whose holding a pod held (`held`), in the order
-    `hourly_with(..., held_only=True)` gives them, as arrays rather than a frame."""
-
-    rows: npt.NDArray[np.intp]
-    """Row positions in `inv.hourly`."""
-    holding: npt.NDArray[np.intp]
-    """Row positions in `inv.holdings` of each row's holding."""
-    bucket: npt.NDArray[np.intp]
-    """Each row's bucket, an index into `bucket_ts` (-1 where its time is missing)."""
-    bucket_ts: npt.NDArray[np.float64]
-    """Bucket end times, ascending."""
-
-
-def held_rows(inv: Inventory) -> HeldRows:
-    """Hourly rows of held holdings (see `HeldRows`), computed once per inventory."""
-    return memo(inv, ("held_rows",), lambda: _held_rows(inv))
-
-
-def _held_mask(h: pd.DataFrame) -> npt.NDArray[np.bool_]:
-    import numpy as np
-
-    mask: npt.NDArray[np.bool_] = (h[C.HELD] & (h[C.HOURS] > 0)).to_numpy(dtype=bool)
-    return np.asarray(mask, dtype=bool)
-
-
-def _held_rows(inv: Inventory) -> HeldRows:
-    import numpy as np
-    import pandas as pd
-
-    h, hr = inv.holdings, inv.hourly
-    ids = hr[C.HOLDING].to_numpy()
-    mask = _held_mask(h)
-    if len(h) and np.array_equal(h[C.HOLDING].to_numpy(), np.arange(len(h))):
-        rows = np.flatnonzero(mask[ids]).astype(np.intp)
-        pos = ids[rows].astype(np.intp)
-    else:
-        # A hand-built inventory: the same rows, in the same order, as `hourly_with`'s merge.
-        left = pd.DataFrame({C.HOLDING: ids, "_row": np.arange(len(ids))})
-        right = pd.DataFrame({C.HOLDING: h[C.HOLDING].to_numpy(), "_pos": np.arange(len(h))})
-        joined = left.merge(right[mask], on=C.HOLDING, how="inner")
-        rows = joined["_row"].to_numpy(dtype=np.intp)
-        pos = joined["_pos"].to_numpy(dtype=np.intp)
-    ts = hr[C.TS].to_numpy(dtype="float64")[rows]
-    start, step = float(inv.window_start), float(inv.step_s)
-    k = np.rint((ts - start) / step) if step > 0 else ts
-    if len(ts) and step > 0 and bool(np.all(start + k * step == ts)):
-        # Bucket ends on the window's grid (always, for a built inventory): the bucket is
-        # integer arithmetic, no sort of millions of times needed.
-        lo, hi = int(k.min()), int(k.max())
-        bucket = (k - lo).astype(np.intp)
-        bucket_ts = start + np.arange(lo, hi + 1, dtype="float64") * step
-    else:
-        codes, uniques = pd.factorize(ts, sort=True)
-        bucket = codes.astype(np.intp)
-        bucket_ts = np.asarray(uniques, dtype="float64")
-    return HeldRows(rows, pos, bucket, bucket_ts)
-
-
-@dataclass(frozen=True)
-class Holders:
-    """The holder pods of held holdings, numbered in the (namespace, pod) order of a sorted
-    groupby."""
-
-    of_holding: npt.NDArray[np.intp]
-    """Each holding row's pod number; -1 for a holding no pod held."""
-    namespace: pd.Index
-    """Namespace of each pod number."""
-    pod: pd.Index
-    """Pod name of each pod number."""
-
-
-def holders(inv: Inventory) -> Holders:
-    """Holder pods (see `Holders`), computed once per inventory: grouping by pod becomes
-    grouping by a small integer, and strings are sorted once per holding, not once per row."""
-    return memo(inv, ("holders",), lambda: _holders(inv))
-
-
-def _holders(inv: Inventory) -> Holders:
-    import numpy as np
-    import pandas as pd
-
-    h = inv.holdings
-    at = np.flatnonzero(_held_mask(h))
-    ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(at), sort=True)
-    pod_codes, pod_names = pd.factorize(h[C.POD].take(at), sort=True)
-    # A missing namespace or pod leaves the holding out, as groupby does.
-    ok = (ns_codes >= 0) & (pod_codes >= 0)
-    width = max(len(pod_names), 1)
-    pair = ns_codes[ok].astype(np.int64) * width + pod_codes[ok]
-    pairs, number = np.unique(pair, return_inverse=True)
-    of_holding = np.full(len(h), -1, dtype=np.intp)
-    of_holding[at[ok]] = number.reshape(-1)
-    return Holders(
-        of_holding,
-        pd.Index(ns_names.take(pairs // width)),
-        pd.Index(pod_names.take(pairs % width)),
-    )
-
-
-def group_sums(
-    codes: npt.NDArray[np.intp], n: int, values: list[npt.NDArray[np.float64]]
-) -> list[npt.NDArray[np.float64]]:
-    """Per-group sums of each of `values` over groups `codes` (0 .. n-1), summed exactly as a
-    pandas groupby sums (compensated, in row order, NaN skipped), so that the figures are
-    those a groupby on the original string keys gives, to the last bit."""
-    import pandas as pd
-
-    if not values:
-        return []
-    key = pd.Categorical.from_codes(codes, categories=pd.RangeIndex(n))
-    frame = pd.DataFrame({str(i): v for i, v in enumerate(values)})
-    sums = frame.groupby(key, observed=False).sum()
-    return [sums[str(i)].to_numpy(dtype="float64") for i in range(len(values))]
-
-
-def sorted_sums(
-    values: npt.NDArray[np.float64], starts: npt.NDArray[np.intp]
-) -> npt.NDArray[np.float64]:
-    """Per-group sums of `values` sorted by group, each group starting at `starts`, summed
-    exactly as a pandas groupby sums (compensated, in row order, NaN skipped). Made for many
-    small groups: it steps through the groups' first rows, then their second rows, and so on."""
-    import numpy as np
-
-    n = len(starts)
-    if n == 0:
-        return np.zeros(0, dtype="float64")
-    counts = np.diff(np.r_[starts, len(values)])
-    # The first step, for every group at once: the running sum starts at 0.0 (so -0.0 becomes
-    # 0.0) and the compensation stays 0.
-    first = values[starts]
-    total = np.where(np.isnan(first), 0.0, first + 0.0)
-    comp = np.zeros_like(total)
-    group = np.flatnonzero(counts > 1)
-    rank = 1
-    with np.errstate(invalid="ignore"):  # inf - inf: NaN, handled as pandas handles it
-        while len(group):
-            v = values[starts[group] + rank]
-            tg, cg = total[group], comp[group]
-            # pandas' group_sum, step by step: Kahan summation, a NaN left out, and an
-            # infinite value's NaN compensation reset to 0.
-            y = v - cg
-            t = tg + y
-            c = (t - tg) - y
-            c[np.isnan(c)] = 0.0
-            present = ~np.isnan(v)
-            total[group] = np.where(present, t, tg)
-            comp[group] = np.where(present, c, cg)
-            rank += 1
-            group = group[counts[group] > rank]
-    return total
-
-
-def series_sum(values: npt.NDArray[np.float64]) -> float:
-    """The sum `pd.Series(values).sum()` gives (NaN skipped, numpy's pairwise order)."""
-    import numpy as np
-
-    x = np.ascontiguousarray(values, dtype="float64")
-    missing = np.isnan(x)
-    if missing.any():
-        x = np.where(missing, 0.0, x)
-    return float(x.sum())
-
-
-@dataclass(frozen=True)
-class PodHours:
-    """`pod_hourly` as arrays: one entry per (holder pod, bucket), sorted by pod then bucket."""
-
-    pods: Holders
-    pod: npt.NDArray[np.intp]
-    """Pod number (see `Holders`)."""
-    bucket: npt.NDArray[np.intp]
-    """Bucket index (see `HeldRows`)."""
-    ts: npt.NDArray[np.float64]
-    gpus: npt.NDArray[np.float64]
-    act: npt.NDArray[np.float64]
-    bucket_ts: npt.NDArray[np.float64]
-    """Bucket end times by bucket index."""
-
-    def spans(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-        """(start, end) entry positions of each pod present, in pod order."""
-        import numpy as np
-
-        n = len(self.pod)
-        if n == 0:
-            empty = np.zeros(0, dtype=np.intp)
-            return empty, empty
-        starts = np.flatnonzero(np.r_[True, self.pod[1:] != self.pod[:-1]]).astype(np.intp)
-        ends = np.r_[starts[1:], n].astype(np.intp)
-        return starts, ends
-
-
-def pod_hours(inv: Inventory) -> PodHours:
-    """`pod_hourly` as arrays (see `PodHours`), computed once per inventory."""
-    return memo(inv, ("pod_hours",), lambda: _pod_hours(inv))
-
-
-def _pod_hours(inv: Inventory) -> PodHours:
-    import numpy as np
-
-    rows = held_rows(inv)
-    pods = holders(inv)
-    holding, bucket, at = rows.holding, rows.bucket, rows.rows
-    pod = pods.of_holding[holding]
-    keep = (pod >= 0) & (bucket >= 0)
-    if not keep.all():
-        holding, bucket, at, pod = holding[keep], bucket[keep], at[keep], pod[keep]
-    nb = len(rows.bucket_ts)
-    key = pod.astype(np.int64) * nb + bucket
-    # A stable sort keeps each (pod, bucket)'s rows in table order, the order a groupby sums
-    # them in; keys come in ascending runs (one per holding), which makes the sort cheap.
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if len(key) else key
-    pairs = sorted_key[starts]
-    frac = inv.holdings[C.FRACTION].to_numpy(dtype="float64")[holding[order]]
-    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[at[order]]
-    gpus = sorted_sums(frac, starts)
-    wa = sorted_sums(act * frac, starts)
-    bucket = (pairs % max(nb, 1)).astype(np.intp)
-    with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
-        act_mean = wa / gpus
-    return PodHours(
-        pods,
-        (pairs // max(nb, 1)).astype(np.intp),
-        bucket,
-        rows.bucket_ts[bucket],
-        gpus,
-        act_mean,
-        rows.bucket_ts,
-    )
-
-
-def _pod_hourly(inv: Inventory) -> pd.DataFrame:
-    import pandas as pd
-
-    ph = pod_hours(inv)
-    out: pd.DataFrame = pd.DataFrame(
-        {
-            C.NAMESPACE: ph.pods.namespace.take(ph.pod).array,
-            C.POD: ph.pods.pod.take(ph.pod).array,
-            C.TS: ph.ts,
-            "gpus": ph.gpus,
-            C.ACT: ph.act,
-        }
-    )
-    return out
-
-
-def model_price(model: str, prices: Mapping[str, float]) -> float:
-    return price_for(model, prices)
-
-
-def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
-    """Hourly rows of whole GPUs (MIG instances left out) with node, slot, GPU index, holder
-    and model: one row per (GPU, holder, bucket) that has data."""
-    cols = [C.NODE, C.SLOT, C.GPU_INDEX, C.HELD, C.NAMESPACE, C.POD, C.MODEL]
-
-    def make() -> pd.DataFrame:
-        out: pd.DataFrame = hourly_with(inv, cols, whole_only=True)[[C.HOLDING, C.TS, C.ACT, *cols]]
-        return out
-
-    return memo(inv, ("whole_gpu_hourly",), make)
-
-
-def free_gpus(
-    hourly: pd.DataFrame, buckets: set[float] | None = None, nodes: set[str] | None = None
-) -> dict[tuple[str, float], set[str]]:
-    """(node, bucket end) -> the GPU indices no pod held in that bucket, from
-    `whole_gpu_hourly`, for the bucket ends in `buckets` and the nodes in `nodes` (None: all).
-    A GPU with no data in a bucket is not counted free. Keys come in the order of their first
-    row."""
-    import numpy as np
-
-    mask = ~hourly[C.HELD].astype(bool).to_numpy()
-    if buckets is not None:
-        mask &= hourly[C.TS].isin(list(buckets)).to_numpy()
-    # Strings are read only for the rows left: a few buckets of a table of millions of rows.
-    rows = np.flatnonzero(mask)
-    out: dict[tuple[str, float], set[str]] = {}
-    for node, ts, idx in zip(
-        hourly[C.NODE].array[rows].tolist(),
-        hourly[C.TS].to_numpy()[rows].tolist(),
-        hourly[C.GPU_INDEX].array[rows].tolist(),
-        strict=True,
-    ):
-        if node is None or node != node or ts != ts:
-            continue  # a missing key: a groupby leaves the row out
-        if nodes is None or str(node) in nodes:
-            out.setdefault((str(node), float(ts)), set()).add(str(idx))
-    return out
-
-
-def node_products(inv: Inventory) -> dict[str, str]:
-    """Node -> GPU product: the `nvidia.com/gpu.product` label, else the DCGM model name."""
-    out: dict[str, str] = {}
-    h = inv.holdings
-    if not h.empty:
-        # A node's first holding with a model names it; a missing value counts as named, as
-        # it is truthy in a row-by-row test.
-        named = h.loc[(h[C.NODE] != "") & (h[C.MODEL] != ""), [C.NODE, C.MODEL]]
-        first = named.drop_duplicates(C.NODE)
-        for node, model in zip(first[C.NODE].tolist(), first[C.MODEL].tolist(), strict=True):
-            out.setdefault(str(node), str(model))
-    if not inv.nodes.empty:
-        for node, product in zip(inv.nodes[C.NODE], inv.nodes[C.PRODUCT], strict=True):
-            if product:
-                out[str(node)] = str(product)
-    return out
-
-
-def waiting_for_gpus(inv: Inventory, min_minutes: float) -> pd.DataFrame:
-    """Pods unschedulable for lack of GPUs (PodScheduled False, reason Unschedulable, the
-    scheduler's message naming an `nvidia.com/` resource) for at least `min_minutes` at the
-    window's end, asking for whole GPUs; with a `waited_h` column."""
-    p: pd.DataFrame = inv.pods
-    if p.empty:
-        return p
-    msg = p[C.SCHED_MESSAGE].fillna("").astype(str).str.lower()
-    since = p[C.PENDING_SINCE].astype("float64")
-    cand = p[
-        (p[C.PHASE] == "Pending")
-        & p[C.UNSCHEDULABLE].fillna(False).astype(bool)
-        & msg.str.contains("nvidia.com/", regex=False)
-        & (p[C.GPU_REQUEST] > 0)
-        & since.notna()
-        & ((inv.window_end - since) >= min_minutes * 60)
-    ].copy()
-    cand[WAITED] = (inv.window_end - cand[C.PENDING_SINCE].astype("float64")) / 3600.0
-    out: pd.DataFrame = cand
-    return out
-
-
-def gpu_nodes(inv: Inventory) -> pd.DataFrame:
-    """Schedulable GPU nodes with whole-GPU allocatable, requested and free counts, as the
-    scheduler sees them at the window's end (requests of pods bound to the node that have not
-    finished)."""
-    import pandas as pd
-
-    n = inv.nodes
-    cols = [C.NODE, C.PRODUCT, C.POOL, C.ALLOCATABLE_GPU, "requested", "free"]
-    if n.empty:
-        empty: pd.DataFrame = pd.DataFrame(columns=cols)
-        return empty
-    n = n[(n[C.ALLOCATABLE_GPU] > 0) & ~n[C.CORDONED].fillna(False).astype(bool)]
-    p = inv.pods
-    bound = p[(p[C.NODE] != "") & ~p[C.PHASE].isin(["Succeeded", "Failed"])]
-    req = bound.groupby(C.NODE)[C.GPU_REQUEST].sum()
-    out = n[[C.NODE, C.PRODUCT, C.POOL, C.ALLOCATABLE_GPU]].copy()
-    out["requested"] = out[C.NODE].map(req).fillna(0.0).astype("float64")
-    out["free"] = (out[C.ALLOCATABLE_GPU] - out["requested"]).clip(lower=0.0)
-    result: pd.DataFrame = out.reset_index(drop=True)
-    return result
-
-
-def fits_products(selector: str, product: str) -> bool:
-    """Whether a node of `product` matches a pod's pinned products (empty: any)."""
-    return not selector or product in selector.split(",")
+__all__ = ["HeldRows", "Holders", "PodHours", "PodOnNode", "Views", "WholeRows"]
+
+
+class Views:
+    """The shared views of one inventory at one set of prices (per GPU-hour, by GPU model)."""
+
+    def __init__(self, inv: Inventory, prices: Mapping[str, float]) -> None:
+        self.inv = inv
+        """The inventory every view is made from."""
+        self.prices = dict(prices)
+        """Price per GPU-hour by GPU model (see `gpuaudit.pricing`)."""
+        self._waiting: dict[float, pd.DataFrame] = {}
+
+    def price(self, model: str) -> float:
+        """The price of one GPU-hour of `model`."""
+        return derived.model_price(model, self.prices)
+
+    @functools.cached_property
+    def held(self) -> pd.DataFrame:
+        """Holdings a pod held for some time (`inv.holdings` rows)."""
+        return derived.held(self.inv)
+
+    @functools.cached_property
+    def per_pod(self) -> pd.DataFrame:
+        """One row per holder pod: GPUs (`pod_gpus`), hours, GPU-hours, `cost`, activity and
+        owner (see `derived.per_pod`)."""
+        return derived.per_pod(self.inv, self.prices)
+
+    @functools.cached_property
+    def held_rows(self) -> HeldRows:
+        """The hourly rows of held holdings, as arrays (see `HeldRows`)."""
+        return derived.held_rows(self.inv)
+
+    @functools.cached_property
+    def holders(self) -> Holders:
+        """The holder pods of held holdings, numbered (see `Holders`)."""
+        return derived.holders(self.inv)
+
+    @functools.cached_property
+    def pod_hours(self) -> PodHours:
+        """Per holder pod and bucket: GPUs held and their mean activity, as arrays."""
+        return derived.pod_hours(self.inv, self.held_rows, self.holders)
+
+    @functools.cached_property
+    def pod_hourly(self) -> pd.DataFrame:
+        """`pod_hours` as a table (namespace, pod, ts, gpus, act)."""
+        return derived.pod_hourly(self.pod_hours)
+
+    @functools.cached_property
+    def whole_gpu_hourly(self) -> pd.DataFrame:
+        """Hourly rows of whole GPUs with node, slot, GPU index, holder and model."""
+        return derived.whole_gpu_hourly(self.inv)
+
+    @functools.cached_property
+    def whole_rows(self) -> WholeRows:
+        """The hourly rows of whole GPUs as holding positions (see `WholeRows`)."""
+        return grouped.whole_rows(self.inv)
+
+    @functools.cached_property
+    def pods_on_nodes(self) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
+        """Per (namespace, pod, node) holding whole GPUs, sorted, with the key table its
+        holding positions refer to (see `grouped.pods_on_nodes`)."""
+        return grouped.pods_on_nodes(self.whole_rows)
+
+    def free_counts(self, buckets: set[float]) -> dict[float, dict[str, int]]:
+        """Bucket end -> node -> whole GPUs no pod held in that bucket."""
+        return grouped.free_counts(self.whole_rows, buckets)
+
+    def free_sets(self, buckets: set[float], nodes: set[str]) -> dict[tuple[str, float], set[str]]:
+        """(node, bucket end) -> the GPU indices no pod held, for these buckets and nodes."""
+        return grouped.free_sets(self.whole_rows, buckets, nodes)
+
+    @functools.cached_property
+    def node_products(self) -> dict[str, str]:
+        """Node -> GPU product: the `nvidia.com/gpu.product` label, else the DCGM model."""
+        return derived.node_products(self.inv.holdings, self.inv.nodes)
+
+    @functools.cached_property
+    def gpu_nodes(self) -> pd.DataFrame:
+        """Schedulable GPU nodes with allocatable, `requested` and `free` whole GPUs."""
+        return derived.gpu_nodes(self.inv)
+
+    def waiting_for_gpus(self, min_minutes: float) -> pd.DataFrame:
+        """Pods unschedulable for lack of GPUs for at least `min_minutes` (see
+        `derived.waiting_for_gpus`), made once per threshold."""
+        key = float(min_minutes)
+        if key not in self._waiting:
+            self._waiting[key] = derived.waiting_for_gpus(self.inv, key)
+        return self._waiting[key]

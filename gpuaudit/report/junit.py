@@ -7,7 +7,7 @@ import heapq
 from xml.sax.saxutils import escape, quoteattr
 
 from gpuaudit.audit import AuditResult
-from gpuaudit.checks import BY_CODE
+from gpuaudit.checks import by_code
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import num, terminal
 
@@ -35,7 +35,7 @@ def _checks(result: AuditResult) -> list[tuple[str, str | None]]:
 
 def _name(code: str) -> str:
     # The result names checks by code only; the title is the check's own.
-    check = BY_CODE.get(code)
+    check = by_code(code)
     return f"{code} {check.title}" if check else code
 
 

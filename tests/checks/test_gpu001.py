@@ -4,12 +4,11 @@ import pytest
 
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.findings import Severity
-from gpuaudit.settings import CheckSettings, Settings
-from tests.factories import Series, gpu_labels, inventory, make_pod
+from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
 
 
 def _run(series: list[Series], hours: int, **kw):  # type: ignore[no-untyped-def]
-    return gpu001.run(inventory(series, hours, **kw), Settings())
+    return run_check(gpu001, inventory(series, hours, **kw))
 
 
 def test_fires_on_idle_pod_with_impact_and_message() -> None:
@@ -66,10 +65,9 @@ def test_recommendation_names_the_owner() -> None:
 def test_thresholds_are_settings() -> None:
     s = Series(gpu_labels(pod="p", namespace="ml"), act=[0.06] * 5)
     inv = inventory([s], 5)
-    loose = Settings(checks=CheckSettings(idle_activity=0.10))
-    assert [f.resource.name for f in gpu001.run(inv, loose)] == ["p"]
-    strict_hours = Settings(checks=CheckSettings(idle_activity=0.10, idle_min_hours=6))
-    assert gpu001.run(inv, strict_hours) == []
+    loose = run_check(gpu001, inv, idle_activity=0.10)
+    assert [f.resource.name for f in loose] == ["p"]
+    assert run_check(gpu001, inv, idle_activity=0.10, idle_min_hours=6) == []
 
 
 def test_unheld_gpus_are_not_findings() -> None:

@@ -6,8 +6,7 @@ import pytest
 
 from gpuaudit.checks import gpu010_partial_gang as gpu010
 from gpuaudit.findings import Severity
-from gpuaudit.settings import CheckSettings, Settings
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod
+from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
 
 HOURS = 10
 END = START + HOURS * STEP
@@ -57,7 +56,7 @@ def test_volcano_gang_with_half_its_members_running() -> None:
         _pending("w-3", annotations=VOLCANO),
     ]
     inv = inventory([_held("w-0", 0), _held("w-1", 1)], HOURS, pods=pods, lists=_pg("Unknown", 4))
-    (f,) = gpu010.run(inv, Settings())
+    (f,) = run_check(gpu010, inv)
     assert f.code == "GPU010" and f.severity is Severity.LOW
     assert (f.resource.kind, f.resource.namespace, f.resource.name) == ("PodGroup", "ml", "pg")
     assert f.message == (
@@ -75,7 +74,7 @@ def test_volcano_gang_with_half_its_members_running() -> None:
 def test_incomplete_only_since_the_newest_pending_member_was_created() -> None:
     pods = [_member("w-0"), _pending("w-1", created=START + 6 * STEP, annotations=VOLCANO)]
     inv = inventory([_held("w-0", 0)], HOURS, pods=pods, lists=_pg("Running", 2))
-    (f,) = gpu010.run(inv, Settings())
+    (f,) = run_check(gpu010, inv)
     assert f.impact.gpu_hours == pytest.approx(4)
     assert f.evidence["incomplete_hours"] == pytest.approx(4)
 
@@ -91,9 +90,8 @@ def test_kueue_pod_group_from_labels_and_short_waits() -> None:
         make_pod("g-2", node="", phase="Pending", created=END - 600, **meta),
     ]
     series = [_held("g-0", 0), _held("g-1", 1)]
-    assert gpu010.run(inventory(series, HOURS, pods=pods), Settings()) == []  # 10 minutes only
-    loose = Settings(checks=CheckSettings(gang_partial_min_minutes=5))
-    (f,) = gpu010.run(inventory(series, HOURS, pods=pods), loose)
+    assert run_check(gpu010, inventory(series, HOURS, pods=pods)) == []  # 10 minutes only
+    (f,) = run_check(gpu010, inventory(series, HOURS, pods=pods), gang_partial_min_minutes=5)
     assert (f.resource.kind, f.resource.name) == ("Workload", "grp")
     assert "waitForPodsReady" in f.recommendation
 
@@ -103,7 +101,7 @@ def test_complete_gang_and_gpu_less_members_stay_quiet() -> None:
     inv = inventory(
         [_held("w-0", 0), _held("w-1", 1)], HOURS, pods=complete, lists=_pg("Running", 2)
     )
-    assert gpu010.run(inv, Settings()) == []
+    assert run_check(gpu010, inv) == []
     launcher_only = [_member("w-0", gpus=0), _pending("w-1", annotations=VOLCANO)]
     inv = inventory(
         [Series(gpu_labels(), act=[0.0] * HOURS)],
@@ -111,7 +109,7 @@ def test_complete_gang_and_gpu_less_members_stay_quiet() -> None:
         pods=launcher_only,
         lists=_pg("Unknown", 2),
     )
-    assert gpu010.run(inv, Settings()) == []
+    assert run_check(gpu010, inv) == []
 
 
 def test_members_started_hours_apart() -> None:
@@ -119,13 +117,13 @@ def test_members_started_hours_apart() -> None:
     series = [_held("w-0", 0), _held("w-1", 1, start_h=3)]
     inv = inventory(series, HOURS, pods=pods, lists=_pg("Running", 2, "coscheduling_podgroups"))
     # The coscheduling group is found through its label, not the Volcano annotation: none here.
-    assert gpu010.run(inv, Settings()) == []
+    assert run_check(gpu010, inv) == []
     pods = [
         make_pod(n, started=s, labels={"scheduling.x-k8s.io/pod-group": "pg"})
         for n, s in (("w-0", START), ("w-1", START + 3 * STEP))
     ]
     inv = inventory(series, HOURS, pods=pods, lists=_pg("Running", 2, "coscheduling_podgroups"))
-    (f,) = gpu010.run(inv, Settings())
+    (f,) = run_check(gpu010, inv)
     assert f.message == (
         "PodGroup ml/pg's 2 members started 3.0 h apart: the early ones held their GPUs 3.0 "
         "GPU-hours waiting for the last."
@@ -137,7 +135,7 @@ def test_members_started_hours_apart() -> None:
 def test_members_started_minutes_apart_stay_quiet() -> None:
     pods = [_member("w-0", started=START), _member("w-1", started=START + 600)]
     inv = inventory([_held("w-0", 0), _held("w-1", 1)], HOURS, pods=pods, lists=_pg("Running", 2))
-    assert gpu010.run(inv, Settings()) == []
+    assert run_check(gpu010, inv) == []
 
 
 def test_pytorchjob_missing_a_worker() -> None:
@@ -154,6 +152,6 @@ def test_pytorchjob_missing_a_worker() -> None:
         _held("ft-worker-0", i + 8) for i in range(8)
     ]
     inv = inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [job]})
-    (f,) = gpu010.run(inv, Settings())
+    (f,) = run_check(gpu010, inv)
     assert "runs 2 of the 3 members it needs (1 missing, 0 pending)" in f.message
     assert f.impact.gpu_hours == pytest.approx(160) and f.severity is Severity.HIGH

@@ -7,8 +7,7 @@ import pytest
 from gpuaudit.checks import gpu030_topology_mismatch as gpu030
 from gpuaudit.errors import ConfigError
 from gpuaudit.findings import Severity
-from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory, make_node
+from tests.factories import Series, gpu_labels, inventory, make_node, run_check
 
 L40S = "NVIDIA L40S"
 HOURS = 10
@@ -33,7 +32,7 @@ def _board(model: str, pods: dict[int, str], count: int = 4, host: str = "n1") -
 
 def test_pcie_pair_split_across_numa_while_a_switch_pair_was_free() -> None:
     inv = inventory(_board(L40S, {0: "tp2", 2: "tp2"}), HOURS)
-    (f,) = gpu030.run(inv, Settings())
+    (f,) = run_check(gpu030, inv)
     assert f.code == "GPU030" and f.severity is Severity.MEDIUM
     assert (f.resource.namespace, f.resource.name, f.resource.node) == ("ai", "tp2", "n1")
     assert f.message == (
@@ -48,7 +47,7 @@ def test_pcie_pair_split_across_numa_while_a_switch_pair_was_free() -> None:
 
 def test_no_better_pair_free_stays_quiet() -> None:
     series = _board(L40S, {0: "tp2", 2: "tp2", 1: "other", 3: "other"})
-    assert gpu030.run(inventory(series, HOURS), Settings()) == []
+    assert run_check(gpu030, inventory(series, HOURS)) == []
 
 
 def test_a_pair_freed_only_later_does_not_count() -> None:
@@ -63,12 +62,12 @@ def test_a_pair_freed_only_later_does_not_count() -> None:
         Series(gpu_labels(uuid="n1-1", gpu="1", host="n1", model=L40S), act=[None] * 4 + [0.0] * 6),
         _gpu(3, "n1", L40S, "x"),
     ]
-    assert gpu030.run(inventory(series, HOURS), Settings()) == []
+    assert run_check(gpu030, inventory(series, HOURS)) == []
 
 
 def test_hgx_nvswitch_never_mismatches() -> None:
     series = _board("NVIDIA H100 80GB HBM3", {0: "tp2", 5: "tp2"}, count=8)
-    assert gpu030.run(inventory(series, HOURS), Settings()) == []
+    assert run_check(gpu030, inventory(series, HOURS)) == []
 
 
 def test_topology_file_for_the_product_overrides_the_table(tmp_path: Path) -> None:
@@ -79,14 +78,11 @@ def test_topology_file_for_the_product_overrides_the_table(tmp_path: Path) -> No
         "GPU2\tPIX\tSYS\t X \tSYS\n"
         "GPU3\tSYS\tPIX\tSYS\t X \n"
     )
-    inv = inventory(
-        _board(L40S, {0: "tp2", 2: "tp2"}), HOURS, nodes=[make_node("n1", "NVIDIA-L40S", 4)]
-    )
-    assert gpu030.run(inv, Settings(topology_dir=tmp_path)) == []
-    inv = inventory(
-        _board(L40S, {0: "tp2", 1: "tp2"}), HOURS, nodes=[make_node("n1", "NVIDIA-L40S", 4)]
-    )
-    (f,) = gpu030.run(inv, Settings(topology_dir=tmp_path))
+    nodes = [make_node("n1", "NVIDIA-L40S", 4)]
+    inv = inventory(_board(L40S, {0: "tp2", 2: "tp2"}), HOURS, topology=tmp_path, nodes=nodes)
+    assert run_check(gpu030, inv) == []
+    inv = inventory(_board(L40S, {0: "tp2", 1: "tp2"}), HOURS, topology=tmp_path, nodes=nodes)
+    (f,) = run_check(gpu030, inv)
     assert f.evidence["better_indices"] == [0, 2]
     assert "NVIDIA-L40S.txt" in f.evidence["topology_source"]
 
@@ -94,19 +90,20 @@ def test_topology_file_for_the_product_overrides_the_table(tmp_path: Path) -> No
 def test_p2p_status_reveals_nvlink_on_an_unknown_board() -> None:
     model = "NVIDIA A100 80GB PCIe"
     series = _board(model, {0: "tp2", 2: "tp2"})
-    assert gpu030.run(inventory(series, HOURS), Settings()) == []  # not judged without data
+    assert run_check(gpu030, inventory(series, HOURS)) == []  # not judged without data
     p2p = []
     for a in range(4):
         for b in range(4):
             if a != b:
                 ok = {a, b} in ({0, 1}, {2, 3})
                 p2p.append((series[a].labels, str(b), 0.0 if ok else 5.0))
-    (f,) = gpu030.run(inventory(series, HOURS, p2p=p2p), Settings())
+    (f,) = run_check(gpu030, inventory(series, HOURS, p2p=p2p))
     assert f.evidence["better_worst_link"] == "NV" and f.severity is Severity.MEDIUM
     assert f.evidence["topology_source"] == "DCGM_EXP_P2P_STATUS"
 
 
 def test_a_bad_topology_directory_is_one_line() -> None:
-    inv = inventory(_board(L40S, {0: "tp2", 2: "tp2"}), HOURS)
+    """The inventory reads `--topology` files (checks read no files): a folder it cannot read
+    fails the build, in one line."""
     with pytest.raises(ConfigError, match="--topology"):
-        gpu030.run(inv, Settings(topology_dir=Path("/nonexistent/topology")))
+        inventory(_board(L40S, {0: "tp2", 2: "tp2"}), HOURS, Path("/nonexistent/topology"))

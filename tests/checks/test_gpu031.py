@@ -7,8 +7,7 @@ import pytest
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks.base import pack
 from gpuaudit.findings import Severity
-from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory, make_node, make_pod
+from tests.factories import Series, gpu_labels, inventory, make_node, make_pod, run_check
 
 HOURS = 30
 GB200 = "NVIDIA GB200"
@@ -71,7 +70,7 @@ def test_gang_across_nvlink_domains_while_one_domain_had_room() -> None:
     ]
     pods = [_member("moe-master-0", "moe", "t1", 4), _member("moe-worker-0", "moe", "t2", 4)]
     inv = inventory(series, HOURS, pods=pods, nodes=nodes, lists={"pytorchjobs": [_job("moe", 1)]})
-    (f,) = gpu031.run(inv, Settings())
+    (f,) = run_check(gpu031, inv)
     assert f.code == "GPU031" and f.severity is Severity.MEDIUM
     assert (f.resource.kind, f.resource.namespace, f.resource.name) == ("PyTorchJob", "ml", "moe")
     assert f.message == (
@@ -90,7 +89,7 @@ def test_gang_on_more_nodes_than_needed() -> None:
     )
     pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
     inv = inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [_job("g", 1)]})
-    (f,) = gpu031.run(inv, Settings())
+    (f,) = run_check(gpu031, inv)
     assert "runs on 2 nodes (a, b) while 1 (a) had room for all of it" in f.message
 
 
@@ -100,7 +99,7 @@ def test_gang_spread_only_because_it_had_to_stays_quiet() -> None:
     )
     pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
     inv = inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [_job("g", 1)]})
-    assert gpu031.run(inv, Settings()) == []
+    assert run_check(gpu031, inv) == []
 
 
 @pytest.mark.parametrize("pinned", [False, True])
@@ -110,7 +109,7 @@ def test_multi_gpu_pod_on_pcie_while_nvlink_had_room(pinned: bool) -> None:
     )
     selector = {"nvidia.com/gpu.product": "NVIDIA-L40S"} if pinned else None
     pods = [make_pod("sd-0", node="l", gpus=2, owner=("Job", "sd"), node_selector=selector)]
-    found = gpu031.run(inventory(series, HOURS, pods=pods), Settings())
+    found = run_check(gpu031, inventory(series, HOURS, pods=pods))
     if pinned:
         assert found == []
         return

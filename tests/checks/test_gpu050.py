@@ -6,8 +6,16 @@ import pytest
 
 from gpuaudit.checks import gpu050_priority_inversion as gpu050
 from gpuaudit.findings import Severity
-from gpuaudit.settings import Settings
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 HOURS = 10
 END = START + HOURS * STEP
@@ -52,7 +60,7 @@ def _holders() -> list[dict[str, Any]]:
 
 
 def test_pending_pod_waits_behind_lower_priority_holders() -> None:
-    found = gpu050.run(_inv([_waiting(), *_holders()]), Settings())
+    found = run_check(gpu050, _inv([_waiting(), *_holders()]))
     (f,) = [x for x in found if x.resource.kind == "Pod"]
     assert f.code == "GPU050" and f.severity is Severity.HIGH
     assert f.resource.name == "urgent-0" and f.resource.gpus == 8
@@ -67,7 +75,7 @@ def test_pending_pod_waits_behind_lower_priority_holders() -> None:
 
 
 def test_preemption_policy_never_says_it_cannot_preempt() -> None:
-    found = gpu050.run(_inv([_waiting(preemption_policy="Never"), *_holders()]), Settings())
+    found = run_check(gpu050, _inv([_waiting(preemption_policy="Never"), *_holders()]))
     (f,) = [x for x in found if x.resource.kind == "Pod"]
     assert "its preemptionPolicy is Never, so it cannot preempt them" in f.message
     assert "PreemptLowerPriority" in f.recommendation
@@ -89,13 +97,13 @@ def test_preemption_policy_never_says_it_cannot_preempt() -> None:
     ],
 )
 def test_near_misses(pod: dict[str, Any], why: str) -> None:
-    found = gpu050.run(_inv([pod, *_holders()]), Settings())
+    found = run_check(gpu050, _inv([pod, *_holders()]))
     assert [f for f in found if f.resource.kind == "Pod"] == [], why
 
 
 def test_a_node_with_room_means_the_wait_is_not_for_gpus() -> None:
     nodes = [make_node("n1"), make_node("n3")]
-    found = gpu050.run(_inv([_waiting(), *_holders()], nodes), Settings())
+    found = run_check(gpu050, _inv([_waiting(), *_holders()], nodes))
     assert [f for f in found if f.resource.kind == "Pod"] == []
 
 
@@ -120,7 +128,7 @@ def test_serving_and_batch_share_a_pool_without_priority_classes() -> None:
         ),
         make_pod("srv-0", namespace="s", node="n2", gpus=1, owner=("StatefulSet", "srv")),
     ]
-    found = gpu050.run(_inv(pods), Settings())
+    found = run_check(gpu050, _inv(pods))
     (f,) = found
     assert (f.resource.kind, f.resource.name) == ("NodePool", "NVIDIA-H100-80GB-HBM3")
     assert f.severity is Severity.LOW and f.impact.gpu_hours == 0
@@ -139,4 +147,4 @@ def test_classed_pools_stay_quiet() -> None:
         ),
         make_pod("job-0", node="n1", owner=("Job", "j"), priority_class="batch", priority=0),
     ]
-    assert gpu050.run(_inv(pods), Settings()) == []
+    assert run_check(gpu050, _inv(pods)) == []

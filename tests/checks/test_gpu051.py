@@ -6,8 +6,16 @@ import pytest
 
 from gpuaudit.checks import gpu051_fragmentation as gpu051
 from gpuaudit.findings import Severity
-from gpuaudit.settings import Settings
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 HOURS = 10
 GPU_MSG = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
@@ -39,7 +47,7 @@ def _waiting(gpus: int = 4, since_h: int = 5) -> dict[str, Any]:
 
 def test_free_gpus_scattered_two_per_node() -> None:
     inv = _cluster([_waiting()], {"a": [4, 2], "b": [6], "c": [5, 1], "small": [2]})
-    (f,) = gpu051.run(inv, Settings())
+    (f,) = run_check(gpu051, inv)
     assert f.code == "GPU051" and f.severity is Severity.HIGH
     assert f.message == (
         "Pod ml/big-0 has waited 5.0 h for 4 GPUs although the 3 nodes that could run it have 6 "
@@ -63,4 +71,4 @@ def test_free_gpus_scattered_two_per_node() -> None:
     ],
 )
 def test_near_misses(pod: dict[str, Any], held: dict[str, list[int]], why: str) -> None:
-    assert gpu051.run(_cluster([pod], held), Settings()) == [], why
+    assert run_check(gpu051, _cluster([pod], held)) == [], why

@@ -4,8 +4,7 @@ import pytest
 
 from gpuaudit.checks import gpu060_warm_idle_nodes as gpu060
 from gpuaudit.findings import Severity
-from gpuaudit.settings import CheckSettings, Settings
-from tests.factories import Series, gpu_labels, inventory, make_node
+from tests.factories import Series, gpu_labels, inventory, make_node, run_check
 
 
 def _node(host: str, acts: list[list[float | None]], pods: list[str] | None = None) -> list[Series]:
@@ -23,7 +22,7 @@ def _node(host: str, acts: list[list[float | None]], pods: list[str] | None = No
 
 def test_empty_node_for_a_day_and_more() -> None:
     series = _node("idle-a", [[0.0] * 30, [0.0] * 30])
-    (f,) = gpu060.run(inventory(series, 30), Settings())
+    (f,) = run_check(gpu060, inventory(series, 30))
     assert f.code == "GPU060" and f.resource.kind == "Node" and f.resource.name == "idle-a"
     assert f.impact.gpu_hours == pytest.approx(60)
     assert f.impact.cost == pytest.approx(60 * 6.88)
@@ -38,7 +37,7 @@ def test_empty_node_for_a_day_and_more() -> None:
 
 def test_only_idle_pods_count_as_no_work_and_are_named() -> None:
     series = _node("n1", [[0.01] * 26, [0.0] * 26], pods=["stale-0", ""])
-    (f,) = gpu060.run(inventory(series, 26), Settings())
+    (f,) = run_check(gpu060, inventory(series, 26))
     assert "only idle GPU pods (ml/stale-0)" in f.message
     assert f.evidence["idle_holders"] == ["ml/stale-0"]
     assert "stop the idle holders" in f.recommendation
@@ -50,20 +49,19 @@ def test_a_busy_hour_breaks_the_stretch() -> None:
     series = _node("n1", [[0.0] * 30]) + [
         Series(gpu_labels(uuid="n1-1", gpu="1", host="n1", pod="job", namespace="ml"), act=acts)
     ]
-    assert gpu060.run(inventory(series, 30), Settings()) == []
-    loose = Settings(checks=CheckSettings(warm_idle_hours=14))
-    (f,) = gpu060.run(inventory(series, 30), loose)
+    assert run_check(gpu060, inventory(series, 30)) == []
+    (f,) = run_check(gpu060, inventory(series, 30), warm_idle_hours=14)
     assert f.evidence["idle_hours"] == 29 and f.evidence["longest_idle_hours"] == 15
 
 
 def test_missing_data_is_not_idle() -> None:
     gappy: list[float | None] = [0.0] * 20 + [None] * 5 + [0.0] * 20
-    assert gpu060.run(inventory(_node("n1", [gappy]), 45), Settings()) == []
+    assert run_check(gpu060, inventory(_node("n1", [gappy]), 45)) == []
 
 
 def test_gpu_count_from_the_node_label_when_larger() -> None:
     series = _node("n1", [[0.0] * 24])
     inv = inventory(series, 24, nodes=[make_node("n1", gpus=8)])
-    (f,) = gpu060.run(inv, Settings())
+    (f,) = run_check(gpu060, inv)
     assert f.resource.gpus == 8 and f.impact.gpu_hours == pytest.approx(192)
     assert f.severity is Severity.MEDIUM

@@ -3,15 +3,15 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.audit import run_checks
-from gpuaudit.checks import BY_CODE
+from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu070_sick_gpus as gpu070
 from gpuaudit.findings import Severity
 from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory
+from tests.factories import Series, gpu_labels, inventory, run_check
 
 
 def _run(series: list[Series], hours: int = 10):  # type: ignore[no-untyped-def]
-    return gpu070.run(inventory(series, hours), Settings())
+    return run_check(gpu070, inventory(series, hours))
 
 
 def test_drain_xid_on_a_held_gpu_is_critical_with_cordon_advice() -> None:
@@ -78,6 +78,8 @@ def test_healthy_or_unallocated_gpus_stay_quiet() -> None:
 
 def test_skipped_with_the_reason_when_no_health_metric_was_collected() -> None:
     inv = inventory([Series(gpu_labels(pod="a", namespace="ml"), act=[0.5] * 5)], 5)
-    result = run_checks(inv, Settings(), (BY_CODE["GPU070"],))
+    check = by_code("GPU070")
+    assert check is not None
+    result = run_checks(inv, Settings(), (check,))
     (skip,) = result.skipped
     assert skip.code == "GPU070" and "DCGM_FI_DEV_XID_ERRORS" in skip.reason

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory import gangs
+from gpuaudit.inventory import gangs, kube
 from tests.factories import Series, gpu_labels, inventory, make_pod
 
 
@@ -29,6 +29,13 @@ def pages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"items": items}]
 
 
+def build_gangs(
+    lists: dict[str, list[dict[str, Any]]], pods: list[dict[str, Any]]
+) -> tuple[list[gangs.Gang], dict[tuple[str, str], str]]:
+    """`gangs.build` on list pages and pods, indexed by kind as the inventory builder does."""
+    return gangs.build(kube.index({**lists, "pods": pages(pods)}))
+
+
 def by_id(found: list[gangs.Gang]) -> dict[str, gangs.Gang]:
     return {g.id: g for g in found}
 
@@ -37,7 +44,7 @@ def test_volcano_podgroup_by_annotation_with_phase_unknown_signal() -> None:
     pg = obj("PodGroup", "pg", {"minMember": 4}, {"phase": "Unknown", "running": 2})
     pod = make_pod("w-0", annotations={"scheduling.k8s.io/group-name": "pg"})
     other = make_pod("w-1", annotations={"scheduling.volcano.sh/group-name": "pg"})
-    found, member = gangs.build({"volcano_podgroups": pages([pg])}, [pod, other])
+    found, member = build_gangs({"volcano_podgroups": pages([pg])}, [pod, other])
     (g,) = found
     assert (g.kind, g.needed, g.phase) == ("PodGroup", 4, "Unknown")
     assert "phase Unknown" in g.signal
@@ -50,7 +57,7 @@ def test_volcano_podgroup_by_annotation_with_phase_unknown_signal() -> None:
 def test_coscheduling_podgroup_signals(phase: str, signalled: bool) -> None:
     pg = obj("PodGroup", "cg", {"minMember": 3}, {"phase": phase})
     pod = make_pod("a", labels={"scheduling.x-k8s.io/pod-group": "cg"})
-    (g,), member = gangs.build({"coscheduling_podgroups": pages([pg])}, [pod])
+    (g,), member = build_gangs({"coscheduling_podgroups": pages([pg])}, [pod])
     assert g.group == "scheduling.x-k8s.io" and g.needed == 3
     assert bool(g.signal) is signalled
     assert member[("ml", "a")] == g.id
@@ -61,7 +68,7 @@ def test_legacy_coscheduling_labels_give_the_size_without_the_object() -> None:
         "pod-group.scheduling.sigs.k8s.io/name": "old",
         "pod-group.scheduling.sigs.k8s.io/min-available": "2",
     }
-    (g,), _ = gangs.build({}, [make_pod("a", labels=labels)])
+    (g,), _ = build_gangs({}, [make_pod("a", labels=labels)])
     assert (g.kind, g.name, g.needed) == ("PodGroup", "old", 2)
     assert "min-available" in g.source
 
@@ -81,7 +88,7 @@ def test_kueue_workload_admitted_without_pods_ready_owned_by_a_job() -> None:
         ownerReferences=[{"kind": "Job", "name": "train", "controller": True}],
     )
     pod = make_pod("train-0-x", owner=("Job", "train"))
-    (g,), member = gangs.build({"kueue_workloads": pages([wl])}, [pod])
+    (g,), member = build_gangs({"kueue_workloads": pages([wl])}, [pod])
     # Partial admission: the admitted count is what the gang needs.
     assert (g.kind, g.name, g.needed, g.phase) == ("Workload", "job-train-1a2b3", 3, "Admitted")
     assert g.signal == "Kueue Workload Admitted without PodsReady"
@@ -94,7 +101,7 @@ def test_kueue_plain_pod_group_from_labels_alone() -> None:
         "annotations": {"kueue.x-k8s.io/pod-group-total-count": "3"},
     }
     pods = [make_pod(f"p{i}", **meta) for i in range(2)]
-    (g,), member = gangs.build({}, pods)
+    (g,), member = build_gangs({}, pods)
     assert (g.kind, g.name, g.needed) == ("Workload", "grp", 3)
     assert len(member) == 2
 
@@ -124,7 +131,7 @@ def test_pytorchjob_min_available_wins_over_replicas_and_volcano_outranks_it() -
         labels={"training.kubeflow.org/job-name": "plain"},
         annotations={"scheduling.k8s.io/group-name": "plain"},
     )
-    found, member = gangs.build(
+    found, member = build_gangs(
         {"pytorchjobs": pages([job, plain]), "volcano_podgroups": pages([pg])}, [pod, gang_pod]
     )
     g = by_id(found)
@@ -191,7 +198,7 @@ def test_mpijob_jobset_lws_and_raycluster_sizes() -> None:
         ),
         make_pod("rc-worker-x", labels={"ray.io/cluster": "rc"}),
     ]
-    found, member = gangs.build(lists, pods)
+    found, member = build_gangs(lists, pods)
     g = by_id(found)
     assert g["kubeflow.org/MPIJob/ml/mpi"].needed == 5
     assert g["jobset.x-k8s.io/JobSet/ml/js"].needed == 9
@@ -205,7 +212,7 @@ def test_mpijob_jobset_lws_and_raycluster_sizes() -> None:
 
 def test_unknown_size_when_nothing_says() -> None:
     pod = make_pod("x", labels={"jobset.sigs.k8s.io/jobset-name": "gone"})
-    (g,), _ = gangs.build({}, [pod])
+    (g,), _ = build_gangs({}, [pod])
     assert g.needed is None
 
 

@@ -1,21 +1,23 @@
+"""The integer-coded groupings of `gpuaudit.inventory.grouped`, and the checks built on them,
+give the same findings whatever the holding ids and however hourly rows reach their holding."""
+
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import ModuleType
 
 import numpy as np
 import pytest
 
-from gpuaudit.checks import _grouped
 from gpuaudit.checks import gpu010_partial_gang as gpu010
 from gpuaudit.checks import gpu030_topology_mismatch as gpu030
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks import gpu060_warm_idle_nodes as gpu060
-from gpuaudit.findings import Finding
-from gpuaudit.inventory import Inventory, views
+from gpuaudit.inventory import Inventory, Views, derived, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod
+from gpuaudit.pricing import DEFAULT_PRICES
+from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
 
 HOURS = 30
 H100 = "NVIDIA H100 80GB HBM3"
@@ -80,11 +82,11 @@ def _partial_gang() -> Inventory:
     return inventory(series, HOURS, pods=pods, lists={"volcano_podgroups": [pg]})
 
 
-CASES: list[tuple[Callable[[Inventory, Settings], list[Finding]], Callable[[], Inventory]]] = [
-    (gpu010.run, _partial_gang),
-    (gpu030.run, _topology),
-    (gpu031.run, _spread),
-    (gpu060.run, _idle_node),
+CASES: list[tuple[ModuleType, Callable[[], Inventory]]] = [
+    (gpu010, _partial_gang),
+    (gpu030, _topology),
+    (gpu031, _spread),
+    (gpu060, _idle_node),
 ]
 
 
@@ -100,35 +102,35 @@ def _renumbered(inv: Inventory) -> Inventory:
 
 @pytest.mark.parametrize(("check", "make"), CASES)
 def test_holding_ids_that_are_not_row_positions_give_the_same_findings(
-    check: Callable[[Inventory, Settings], list[Finding]], make: Callable[[], Inventory]
+    check: ModuleType, make: Callable[[], Inventory]
 ) -> None:
     inv = make()
-    found = check(inv, Settings())
+    found = run_check(check, inv)
     assert found
     again = _renumbered(inv)
-    positions = _grouped.holding_positions(again, again.hourly)
+    positions = grouped.holding_positions(again, again.hourly)
     assert positions is not None
     assert not np.array_equal(positions, again.hourly[C.HOLDING].to_numpy())
-    assert check(again, Settings()) == found
+    assert run_check(check, again) == found
 
 
 @pytest.mark.parametrize(("check", "make"), CASES)
 def test_hourly_rows_without_a_holding_row_give_the_same_findings(
-    check: Callable[[Inventory, Settings], list[Finding]],
+    check: ModuleType,
     make: Callable[[], Inventory],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     inv = make()
-    found = check(inv, Settings())
-    monkeypatch.setattr(_grouped, "holding_positions", lambda *_: None)
-    assert check(make(), Settings()) == found
+    found = run_check(check, inv)
+    monkeypatch.setattr(grouped, "holding_positions", lambda *_: None)
+    assert run_check(check, make()) == found
 
 
 def test_repeated_holding_ids_cannot_be_placed() -> None:
     inv = _idle_node()
     h = inv.holdings.copy()
     h[C.HOLDING] = 5
-    assert _grouped.holding_positions(dataclasses.replace(inv, holdings=h), inv.hourly) is None
+    assert grouped.holding_positions(dataclasses.replace(inv, holdings=h), inv.hourly) is None
 
 
 @pytest.mark.parametrize(
@@ -141,26 +143,26 @@ def test_repeated_holding_ids_cannot_be_placed() -> None:
 )
 def test_bucket_index_holds_the_times_themselves(ts: list[float]) -> None:
     arr = np.array(ts)
-    index, ends = _grouped.bucket_index(arr, START, STEP)
+    index, ends = grouped.bucket_index(arr, START, STEP)
     assert np.array_equal(ends[index], arr)
     assert np.all(np.diff(ends) > 0)
 
 
 def test_free_gpus_asked_about_some_buckets_and_nodes() -> None:
     inv = inventory([_gpu("a", 0, "p"), _gpu("a", 1), _gpu("b", 0), _gpu("b", 1, "q")], HOURS)
-    hourly = views.whole_gpu_hourly(inv)
-    every = views.free_gpus(hourly)
+    hourly = derived.whole_gpu_hourly(inv)
+    every = derived.free_gpus(hourly)
     first, last = START + STEP, START + HOURS * STEP
     assert every[("a", first)] == {"1"} and every[("b", last)] == {"0"}
-    assert views.free_gpus(hourly, {first}, {"b"}) == {("b", first): {"0"}}
+    assert derived.free_gpus(hourly, {first}, {"b"}) == {("b", first): {"0"}}
 
 
 def test_free_counts_are_the_sizes_of_the_free_sets() -> None:
     series = [_gpu("a", 0, "p"), _gpu("a", 1), _gpu("a", 2), _gpu("b", 0), _gpu("b", 1, "q")]
     inv = inventory(series, HOURS)
     first, last = START + STEP, START + HOURS * STEP
-    sets = views.free_gpus(views.whole_gpu_hourly(inv), {first, last})
-    counts = _grouped.free_counts(inv, {first, last})
+    sets = derived.free_gpus(derived.whole_gpu_hourly(inv), {first, last})
+    counts = Views(inv, DEFAULT_PRICES).free_counts({first, last})
     assert counts == {first: {"a": 2, "b": 1}, last: {"a": 2, "b": 1}}
     assert {(n, t): k for t, c in counts.items() for n, k in c.items()} == {
         key: len(v) for key, v in sets.items()
@@ -179,8 +181,9 @@ def test_a_gangs_pod_hourly_is_the_views_to_the_last_bit() -> None:
     ]
     series += [_gpu("n1", 1, "w-0"), _gpu("n1", 2, "w-2")]
     inv = inventory(series, HOURS)
-    mine = gpu010._pod_hourly_of(inv, "ml", {"w-0", "w-1"})
-    ph = views.pod_hourly(inv)
+    views = Views(inv, DEFAULT_PRICES)
+    mine = gpu010._pod_hourly_of(views, "ml", {"w-0", "w-1"})
+    ph = views.pod_hourly
     want = ph[ph[C.POD].isin(["w-0", "w-1"])].reset_index(drop=True)
     assert mine[[C.NAMESPACE, C.POD]].astype(str).values.tolist() == (
         want[[C.NAMESPACE, C.POD]].astype(str).values.tolist()

@@ -5,6 +5,7 @@ holding ids and bucket times."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -13,8 +14,8 @@ import pytest
 
 from gpuaudit import snapshot
 from gpuaudit.breakdown import breakdown
-from gpuaudit.checks import REGISTRY
-from gpuaudit.inventory import Inventory, build, views
+from gpuaudit.checks import discover
+from gpuaudit.inventory import Inventory, Views, build, derived
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 from gpuaudit.summary import summarise
@@ -29,7 +30,7 @@ def demo() -> Inventory:
 
 
 def _fresh(inv: Inventory) -> Inventory:
-    """A copy without the views computed so far."""
+    """A copy (views are kept by a `Views` object, never by the inventory)."""
     return dataclasses.replace(inv)
 
 
@@ -53,21 +54,22 @@ def _off_grid(inv: Inventory) -> Inventory:
 
 def _outputs(inv: Inventory) -> dict[str, str]:
     s = Settings()
+    views = Views(inv, s.prices)
     # Checks that walk the holdings table list findings in its row order; the report sorts them.
     out = {
-        c.code: repr(sorted(map(repr, c.run(inv, s))))
-        for c in REGISTRY
+        c.code: repr(sorted(map(repr, c.run(views, c.configure(s.checks)))))
+        for c in discover()
         if c.code in MINE and all(r in inv.capabilities for r in c.requires)
     }
-    idle = s.checks.idle_activity
-    out["breakdown"] = repr(breakdown(inv, s.prices, idle, "training.kubeflow.org/job-name"))
-    out["summary"] = repr(summarise(inv, s.prices, idle, s.currency))
+    idle = s.checks["idle_activity"]
+    out["breakdown"] = repr(breakdown(views, idle, "training.kubeflow.org/job-name"))
+    out["summary"] = repr(summarise(views, idle, s.currency))
     return out
 
 
 def _reference_pod_hourly(inv: Inventory) -> pd.DataFrame:
     """The pod-hourly view as the groupby on namespace, pod and time computed it."""
-    hr = views.hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
+    hr = derived.hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
     hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
     g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
     out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
@@ -87,7 +89,7 @@ def test_pod_hourly_is_the_groupby_to_the_last_bit(
 ) -> None:
     inv = change(_fresh(demo))
     pd.testing.assert_frame_equal(
-        views.pod_hourly(inv), _reference_pod_hourly(_fresh(inv)), check_exact=True
+        Views(inv, {}).pod_hourly, _reference_pod_hourly(_fresh(inv)), check_exact=True
     )
 
 
@@ -111,7 +113,7 @@ def test_sorted_sums_are_pandas_group_sums(seed: int) -> None:
     values = _awkward(n, seed)
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     expected = pd.Series(values).groupby(keys, sort=True).sum().to_numpy()
-    np.testing.assert_array_equal(views.sorted_sums(values, starts), expected, strict=True)
+    np.testing.assert_array_equal(derived.sorted_sums(values, starts), expected, strict=True)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -122,8 +124,19 @@ def test_group_sums_and_series_sum_are_pandas_sums(seed: int) -> None:
     values = _awkward(n, seed)
     names = np.array([f"k{c:03d}" if c >= 0 else None for c in codes], dtype=object)
     expected = pd.Series(values).groupby(names, sort=True).sum()
-    (got,) = views.group_sums(codes, 30, [values])
+    (got,) = derived.group_sums(codes, 30, [values])
     seen = np.bincount(codes[codes >= 0], minlength=30) > 0
     np.testing.assert_array_equal(got[seen], expected.to_numpy(), strict=True)
     finite = values[~np.isinf(values)]  # NaN left in: skipped
-    assert views.series_sum(finite) == pd.Series(finite).sum()
+    assert derived.series_sum(finite) == pd.Series(finite).sum()
+
+
+def test_sorted_sums_stay_compensated_where_pandas_on_sorted_groups_is_not() -> None:
+    """Why `sorted_sums` is not a pandas call: on group ids already sorted and no NaN, pandas
+    may sum with `np.add.reduceat` (uncompensated); the groupbys the views replaced summed
+    their rows (ids not sorted) with Kahan compensation."""
+    values = np.full(8, 0.6762)
+    (got,) = derived.sorted_sums(values, np.array([0]))
+    unsorted_ids = pd.Series(np.r_[1.0, values]).groupby(np.r_[1, np.zeros(8, int)]).sum()
+    assert got == unsorted_ids[0] == math.fsum(values) == 5.4096
+    assert got != float(np.add.reduceat(values, [0])[0])

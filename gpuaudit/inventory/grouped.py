@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory import views
+from gpuaudit.inventory import derived
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gpuaudit.inventory import Inventory
+    from gpuaudit.inventory.model import Inventory
 
 
 def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:
@@ -72,7 +72,7 @@ class PodOnNode:
 @dataclass(frozen=True)
 class WholeRows:
     """The hourly rows of whole GPUs (MIG instances left out), in hourly order: the rows of
-    `views.whole_gpu_hourly`, without its string columns."""
+    `derived.whole_gpu_hourly`, without its string columns."""
 
     pos: np.ndarray
     """Each row's position in `keys`."""
@@ -84,11 +84,7 @@ class WholeRows:
 
 
 def whole_rows(inv: Inventory) -> WholeRows:
-    """See `WholeRows`; computed once per inventory."""
-    return views.memo(inv, ("grouped", "whole_rows"), lambda: _whole_rows(inv))
-
-
-def _whole_rows(inv: Inventory) -> WholeRows:
+    """See `WholeRows`."""
     positions = holding_positions(inv, inv.hourly)
     if positions is not None:
         h = inv.holdings
@@ -96,24 +92,18 @@ def _whole_rows(inv: Inventory) -> WholeRows:
         sel = np.flatnonzero(whole[positions])
         ts = inv.hourly[C.TS].to_numpy(dtype="float64")[sel]
         return WholeRows(positions[sel], ts, h)
-    hourly = views.whole_gpu_hourly(inv)
+    hourly = derived.whole_gpu_hourly(inv)
     pos = np.arange(len(hourly), dtype=np.int64)
     return WholeRows(pos, hourly[C.TS].to_numpy(dtype="float64"), hourly.reset_index(drop=True))
 
 
-def pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
-    """Per (namespace, pod, node) with held rows in `views.whole_gpu_hourly`, sorted by those
-    three, with the key table its `holdings` positions refer to (computed once per inventory:
-    GPU030 and GPU031 both ask).
+def pods_on_nodes(whole: WholeRows) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
+    """Per (namespace, pod, node) with held rows in `derived.whole_gpu_hourly`, sorted by
+    those three, with the key table its `holdings` positions refer to.
 
     The same groups, firsts, counts and models as a pandas groupby of the held rows on
     (namespace, pod, node) with `min`, `size` and `first`; groups with a missing key are left
     out as pandas leaves them out."""
-    return views.memo(inv, ("grouped", "pods_on_nodes"), lambda: _pods_on_nodes(inv))
-
-
-def _pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
-    whole = whole_rows(inv)
     rows, keys = whole.pos, whole.keys
     k = len(keys)
     held = keys[C.HELD].astype(bool).to_numpy()[rows]
@@ -151,13 +141,12 @@ def _pods_on_nodes(inv: Inventory) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]
     return tuple(out), keys
 
 
-def free_counts(inv: Inventory, buckets: set[float]) -> dict[float, dict[str, int]]:
+def free_counts(whole: WholeRows, buckets: set[float]) -> dict[float, dict[str, int]]:
     """Bucket end -> node -> how many whole GPUs no pod held in that bucket, for the bucket
-    ends in `buckets`: the sizes of the sets `views.free_gpus` gives (distinct GPU indices),
+    ends in `buckets`: the sizes of the sets `derived.free_gpus` gives (distinct GPU indices),
     counted on integer codes instead of built as sets."""
     import pandas as pd
 
-    whole = whole_rows(inv)
     rows, keys, ts = whole.pos, whole.keys, whole.ts
     ends = np.array(sorted(buckets), dtype="float64")
     free = ~keys[C.HELD].astype(bool).to_numpy()
@@ -178,20 +167,19 @@ def free_counts(inv: Inventory, buckets: set[float]) -> dict[float, dict[str, in
 
 
 def free_sets(
-    inv: Inventory, buckets: set[float], nodes: set[str]
+    whole: WholeRows, buckets: set[float], nodes: set[str]
 ) -> dict[tuple[str, float], set[str]]:
-    """`views.free_gpus` of `views.whole_gpu_hourly` for these buckets and nodes, reading
+    """`derived.free_gpus` of `derived.whole_gpu_hourly` for these buckets and nodes, reading
     strings only for the rows it keeps."""
     import pandas as pd
 
-    whole = whole_rows(inv)
     rows, keys, ts = whole.pos, whole.keys, whole.ts
     free = ~keys[C.HELD].astype(bool).to_numpy()
     wanted = keys[C.NODE].isin(list(nodes)).to_numpy(dtype=bool)
     sel = np.flatnonzero(free[rows] & wanted[rows] & np.isin(ts, list(buckets)))
     picked = keys[[C.NODE, C.GPU_INDEX, C.HELD]].take(rows[sel]).reset_index(drop=True)
     frame = pd.concat([picked, pd.DataFrame({C.TS: ts[sel]})], axis=1)
-    return views.free_gpus(frame, buckets, nodes)
+    return derived.free_gpus(frame, buckets, nodes)
 
 
 def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:

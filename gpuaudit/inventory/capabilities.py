@@ -1,0 +1,55 @@
+"""What data an inventory holds: the capabilities checks declare they need.
+
+Each capability is a member of `Capability`, made only here and in the inventory builder, so a
+check that names one that does not exist fails when its module is loaded instead of being
+skipped forever. A member's value is the name reports and `gpuaudit checks` show.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Capability(str, enum.Enum):
+    """One kind of data an inventory may hold."""
+
+    ACTIVITY = "activity"
+    """Engine activity per GPU: DCGM profiling (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`) or
+    `DCGM_FI_DEV_GPU_UTIL`."""
+    PROFILING = "profiling"
+    """DCGM profiling series (`DCGM_FI_PROF_*`)."""
+    GPU_UTIL = "gpu_util"
+    """`DCGM_FI_DEV_GPU_UTIL`."""
+    FRAMEBUFFER = "framebuffer"
+    """Framebuffer used and free (`DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_FB_FREE`)."""
+    SM_ACTIVE = "sm_active"
+    """SM activity per bucket (`DCGM_FI_PROF_SM_ACTIVE`)."""
+    TENSOR_ACTIVE = "tensor_active"
+    """Tensor-pipe activity per bucket (`DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`)."""
+    GPU_HEALTH = "gpu_health"
+    """XID errors, row remapping or ECC counters."""
+    P2P_STATUS = "p2p_status"
+    """NVLink P2P status between GPU pairs (`DCGM_EXP_P2P_STATUS`)."""
+    KUBERNETES_PODS = "kubernetes.pods"
+    KUBERNETES_NODES = "kubernetes.nodes"
+    KUBERNETES_PRIORITYCLASSES = "kubernetes.priorityclasses"
+    KUBERNETES_VOLCANO_PODGROUPS = "kubernetes.volcano_podgroups"
+    KUBERNETES_COSCHEDULING_PODGROUPS = "kubernetes.coscheduling_podgroups"
+    KUBERNETES_KUEUE_WORKLOADS = "kubernetes.kueue_workloads"
+    KUBERNETES_KUEUE_CLUSTERQUEUES = "kubernetes.kueue_clusterqueues"
+    KUBERNETES_KUEUE_LOCALQUEUES = "kubernetes.kueue_localqueues"
+    KUBERNETES_PYTORCHJOBS = "kubernetes.pytorchjobs"
+    KUBERNETES_MPIJOBS = "kubernetes.mpijobs"
+    KUBERNETES_JOBSETS = "kubernetes.jobsets"
+    KUBERNETES_LEADERWORKERSETS = "kubernetes.leaderworkersets"
+    KUBERNETES_RAYCLUSTERS = "kubernetes.rayclusters"
+    KUBERNETES_RESOURCECLAIMS = "kubernetes.resourceclaims"
+
+    @classmethod
+    def of_list(cls, key: str) -> Capability | None:
+        """The capability of a Kubernetes list read under `key` (a snapshot's `kubernetes`
+        section); None for a list no capability names."""
+        try:
+            return cls(f"kubernetes.{key}")
+        except ValueError:
+            return None

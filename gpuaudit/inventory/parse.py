@@ -1,0 +1,256 @@
+"""Every Prometheus answer of a snapshot as arrays over holding keys, and the window statistics
+the inventory builder reads from them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuaudit.errors import SnapshotError
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import prom
+from gpuaudit.inventory.arrays import Arr, distinct
+from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot.answers import Answer, Interner, from_bytes, parse
+from gpuaudit.sources.prometheus import catalogue as queries
+
+Key = tuple[str, str, str]
+"""(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
+
+
+class Parser:
+    """Every answer of a snapshot as arrays, with each series' holding key found once.
+
+    Keys are numbered in the order first seen (`kid`); the label objects of a series are shared
+    among the answers (`Interner`), so a series is recognised by identity after the first
+    time its labels are normalised."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.intern = Interner()
+        self.answers: dict[str, list[Answer]] = {}
+        self.dropped = self.malformed = 0
+        for qid, entries in snap.prometheus.items():
+            parsed: list[Answer] = []
+            for i, e in enumerate(entries):
+                where = f"prometheus.{qid}[{i}]"
+                if not isinstance(e, Mapping):
+                    raise SnapshotError(f"{where} is not an object")
+                answer = e.get("answer")
+                raw = e.get("raw")
+                if not isinstance(answer, Answer) and isinstance(raw, bytes):
+                    answer = from_bytes(raw, where, self.intern)
+                if not isinstance(answer, Answer):
+                    if "body" not in e:
+                        raise SnapshotError(f'{where} has no "body"')
+                    answer = parse(e["body"], where, self.intern)
+                parsed.append(answer)
+                self.dropped += answer.dropped
+                self.malformed += answer.malformed
+            self.answers[qid] = parsed
+        caps = snap.manifest.get("capabilities", {})
+        spelling = caps.get("pod_label") if isinstance(caps, Mapping) else None
+        if spelling not in ("exported", "pod"):
+            spelling = (
+                "exported"
+                if any(
+                    "exported_pod" in m for v in self.answers.values() for a in v for m in a.metrics
+                )
+                else "pod"
+            )
+        self.spelling = str(spelling)
+        self.keys: list[Key] = []
+        self.ident: list[prom.Identity] = []
+        self._kid: dict[Key, int] = {}
+        self._by_obj: dict[int, int] = {}
+        self._by_items: dict[tuple[Any, ...], int] = {}
+        self._windows: dict[str, tuple[Arr, Arr]] = {}
+
+    def kid(self, labels: Mapping[str, Any]) -> int:
+        """The key number of a series' labels."""
+        k = self._by_obj.get(id(labels))
+        if k is not None:
+            return k
+        # Series that differ only in labels `identity` does not read (`err_code`, `pci_bus_id`)
+        # have one identity: normalise each distinct identity only once. (`identity` reads
+        # string values only; anything else counts as absent.)
+        items = tuple(
+            [v if isinstance(v := labels.get(n), str) else None for n in prom.READ_LABELS]
+        )
+        k = self._by_items.get(items)
+        if k is None:
+            ident = prom.identity(labels, self.spelling)
+            key = (ident.slot, ident.namespace, ident.pod)
+            k = self._kid.get(key)
+            if k is None:
+                k = self._kid[key] = len(self.keys)
+                self.keys.append(key)
+                self.ident.append(ident)
+            self._by_items[items] = k
+        # The answers hold the label objects for the whole build, so ids are not reused.
+        self._by_obj[id(labels)] = k
+        return k
+
+    def kids(self, answer: Answer) -> Arr:
+        known = self._by_obj.get
+        kid = self.kid
+        return np.array(
+            [k if (k := known(id(m))) is not None else kid(m) for m in answer.metrics],
+            dtype=np.int64,
+        )
+
+    def window(self, qid: str) -> tuple[Arr, Arr]:
+        """(key numbers, values) of every row of a window query's chunks, in order."""
+        if qid not in self._windows:
+            self._windows[qid] = self._window(qid)
+        return self._windows[qid]
+
+    def _window(self, qid: str) -> tuple[Arr, Arr]:
+        parts = [(self.kids(a), a.values) for a in self.answers.get(qid, []) if a.rtype == "vector"]
+        self._check(qid, "vector")
+        if not parts:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts])
+
+    def labelled(self, qid: str) -> list[tuple[Mapping[str, Any], float]]:
+        """Every row of a window query's chunks, with its labels (for `extra_by` labels)."""
+        self._check(qid, "vector")
+        return [
+            (m, v)
+            for a in self.answers.get(qid, [])
+            for m, v in zip(a.metrics, a.values.tolist(), strict=True)
+        ]
+
+    def hourly(self, qid: str) -> tuple[Arr, Arr, Arr]:
+        """(key numbers, bucket end times, values) of a range query: each key's points in one
+        contiguous block, in ascending time, one value per (key, time); where chunks or series
+        overlap, the later one wins."""
+        self._check(qid, "matrix")
+        kids, lens, tss, vss = [], [], [], []
+        for a in self.answers.get(qid, []):
+            kids.append(self.kids(a))
+            lens.append(np.diff(a.offsets))
+            tss.append(a.ts)
+            vss.append(a.vs)
+        if not kids:
+            return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+        s_kid, s_len = np.concatenate(kids), np.concatenate(lens)
+        k = np.repeat(s_kid, s_len)
+        t, v = np.concatenate(tss), np.concatenate(vss)
+        # Usually every key has one series, already in time order (Prometheus sorts points):
+        # then the blocks are there as they are.
+        if len(s_kid) == len(distinct(s_kid)):
+            rising = np.ones(len(t), dtype=bool)
+            rising[1:] = (t[1:] > t[:-1]) | (k[1:] != k[:-1])
+            if rising.all():
+                return k, t, v
+        order = np.lexsort((t, k))  # stable: equal (key, time) keep their order
+        k, t, v = k[order], t[order], v[order]
+        if len(k) > 1:
+            last = np.ones(len(k), dtype=bool)
+            last[:-1] = (k[1:] != k[:-1]) | (t[1:] != t[:-1])
+            if not last.all():
+                k, t, v = k[last], t[last], v[last]
+        return k, t, v
+
+    def _check(self, qid: str, rtype: str) -> None:
+        for i, a in enumerate(self.answers.get(qid, [])):
+            if a.rtype != rtype:
+                raise SnapshotError(
+                    f"prometheus.{qid}[{i}]: expected resultType {rtype!r}, got {a.rtype!r}"
+                )
+
+
+@dataclass
+class Stat:
+    """A window statistic per key number: values, and whether the key had one."""
+
+    values: Arr
+    present: Arr
+
+    def get(self, n: int) -> Arr:
+        return np.where(self.present[:n], self.values[:n], np.nan)
+
+
+def reduce_stat(kids: Arr, vals: Arr, n: int, how: str) -> Stat:
+    present = np.zeros(n, dtype=bool)
+    present[kids] = True
+    if how == "sum":
+        out = np.bincount(kids, weights=vals, minlength=n).astype(np.float64)
+    else:
+        out = np.full(n, -np.inf)
+        np.maximum.at(out, kids, vals)
+    return Stat(out, present)
+
+
+@dataclass
+class Metric:
+    """Window mean, max, p95 and count of one metric, combined over time chunks."""
+
+    mean: Stat
+    mx: Stat
+    p95: Stat
+    count: Stat
+    approx: bool
+
+
+def combine(p: Parser, short: str, n: int) -> Metric:
+    """Sums and counts add up over chunks, so the mean (sum / count) is exact however the
+    window was cut; the max is the max of chunk maxima; the p95 over several chunks is the
+    largest chunk p95 (an upper bound), reported as approximate. Series that normalise to one
+    key (an exporter restart when both pod label spellings were kept) are parts of one
+    holding: their sums add and the largest max is kept."""
+
+    def stat(name: str, how: str) -> Stat:
+        qid = f"{short}_{name}"
+        if qid not in queries.BY_ID:
+            return Stat(np.zeros(n), np.zeros(n, dtype=bool))
+        k, v = p.window(qid)
+        return reduce_stat(k, v, n, how)
+
+    total, cnt = stat("sum", "sum"), stat("count", "sum")
+    ok = total.present & cnt.present & (cnt.values > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = Stat(np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan), ok)
+    p95_chunks = len(p.answers.get(f"{short}_p95", [])) if f"{short}_p95" in queries.BY_ID else 0
+    return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)
+
+
+def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, dict[int, str]]]:
+    """Largest XID value, every non-zero XID code, and the exporter's message per code, by key
+    number.
+
+    The gauge holds the last XID; the query groups on `err_code`, so each code the gauge held
+    in the window is its own series whose maximum is that code."""
+    mx: dict[int, float] = {}
+    codes: dict[int, set[int]] = defaultdict(set)
+    msgs: dict[int, dict[int, str]] = defaultdict(dict)
+    for labels, v in p.labelled("xid_max"):
+        k = p.kid(labels)
+        mx[k] = max(v, mx.get(k, v))
+        code = int(v)
+        if code > 0:
+            codes[k].add(code)
+            msg = labels.get("err_msg")
+            if isinstance(msg, str) and msg:
+                msgs[k][code] = msg
+    return mx, dict(codes), dict(msgs)
+
+
+def p2p_rows(p: Parser) -> list[dict[str, Any]]:
+    """Worst NVLink P2P status per (node, GPU, peer) over the window; 0 is OK."""
+    worst: dict[tuple[str, str, str], float] = {}
+    for labels, v in p.labelled("p2p_max"):
+        ident = prom.identity(labels, p.spelling)
+        peer = labels.get("peer_gpu")
+        if not ident.host or not ident.gpu_index or not isinstance(peer, str) or not peer:
+            continue
+        k = (ident.host, ident.gpu_index, peer)
+        worst[k] = max(v, worst.get(k, v))
+    return [
+        {C.NODE: n, C.GPU_INDEX: g, C.PEER_INDEX: peer, C.P2P_STATUS: v}
+        for (n, g, peer), v in sorted(worst.items())
+    ]
