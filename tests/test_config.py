@@ -177,7 +177,7 @@ def test_window_and_checks_from_the_file_and_the_flags(monkeypatch: pytest.Monke
     cfg = _resolved(monkeypatch, ["--demo", "--set", "idle_tail_hours=12"], toml=toml)
     s = cfg.settings
     assert (s.window_s, s.step_s, s.end) == (172800, 1800, end)
-    assert (s.checks.idle_activity, s.checks.idle_tail_hours) == (0.1, 12.0)
+    assert (s.checks["idle_activity"], s.checks["idle_tail_hours"]) == (0.1, 12.0)
     cfg = _resolved(monkeypatch, ["--demo", "--window", "1d"], {"GPUAUDIT_STEP": "1h"}, toml)
     assert (cfg.settings.window_s, cfg.settings.step_s) == (86400, 3600)
 
@@ -252,7 +252,7 @@ def test_the_option_table_the_command_line_and_the_docs_agree() -> None:
     assert list(flags) == [o.flag for o in OPTIONS]
     for o in OPTIONS:
         assert flags[o.flag].envvar == o.envvar
-    assert tuple(f.value for f in Format) == report.FORMATS
+    assert tuple(f.value for f in Format) == tuple(report.FORMATS)
     doc = (ROOT / "docs" / "config.md").read_text()
     keys = set(re.findall(r"^\| `(\w+)` \|", doc, re.M))
     assert keys == set(config.SCAN_KEYS)
