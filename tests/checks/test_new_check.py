@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuaudit.checks.contract import count
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 
@@ -46,7 +47,7 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    example_min_holdings: float = 1.0
+    example_min_holdings: float = count(1.0)
     """Held GPUs or MIG slices from which the example reports the fleet."""
 
 
