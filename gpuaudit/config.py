@@ -15,11 +15,22 @@ environment variable (a CI secret, a Kubernetes Secret). `--set` has its own tab
 Options that exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`,
 `--previous`) are taken together from the first layer that sets any of them, so a flag replaces
 the file's choice instead of clashing with it.
+
+Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the Kubernetes
+connection, every Prometheus option, `--step`) is refused with `--demo` or `--snapshot`, naming
+the flag, the variable or the file's key that set it. The one exception is a file that names its
+own `prometheus_url`: its connection settings go with that URL, which the command line replaced.
+`--namespace` narrows a snapshot as it narrows a live collection. Every number is checked: check
+settings by the kind their `Thresholds` field declares (`gpuaudit.checks.contract.SettingKind`),
+prices, `--timeout`, and the window (`--window` at most `--max-window` and at most
+`MAX_BUCKETS` buckets of `--step`, `--end` a finite time).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -27,6 +38,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from gpuaudit import checks as check_registry
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.findings import Severity
 from gpuaudit.options import BY_NAME, OPTIONS, Kind
@@ -56,6 +68,26 @@ DEFAULTS = {o.name: o.default for o in OPTIONS if o.default is not None}
 _GROUPS = (("demo", "snapshot", "prometheus_url"), ("baseline", "previous"))
 _GROUP_OF = {name: group for group in _GROUPS for name in group}
 
+MAX_BUCKETS = 20_000
+"""The most buckets of `--step` a window may hold (`--window` / `--step`): a week at 1 m is
+10,080. More would hold one row per GPU and bucket in memory for nothing a report can show."""
+MAX_TIMEOUT_S = 3600.0
+"""The longest `--timeout`: an hour for one answer."""
+LATEST_END = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+"""The latest `--end` a date can name."""
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Kubernetes namespace name (an RFC 1123 DNS label)."""
+
+
+@dataclass(frozen=True)
+class ReportTarget:
+    """One `--report FORMAT=FILE`: a report written to a file besides stdout or `--output`."""
+
+    format: str
+    """One of `gpuaudit.report.FORMATS`."""
+    path: Path
+    """Where it is written."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -71,6 +103,11 @@ class Config:
     """The report format, one of `gpuaudit.report.FORMATS`."""
     output: Path | None = None
     """Where the report goes; None for stdout."""
+    reports: tuple[ReportTarget, ...] = ()
+    """More reports of the same audit, each in its format to its file (`--report`)."""
+    namespaces: tuple[str, ...] = ()
+    """`--namespace`: the namespaces whose Kubernetes objects are read (live) or kept (a
+    snapshot); empty for all."""
     fail_on: Severity | None = None
     """Exit 1 for a finding at or above this severity; None never."""
     strict: bool = False
@@ -91,9 +128,10 @@ class Config:
     """Report the time of each stage (`GPUAUDIT_TIMINGS`, read by the benchmarks)."""
 
 
-def for_scan(given: Mapping[str, object]) -> Config:
-    """The configuration of `scan` from the options the user gave (flag or environment)."""
-    doc, opts = _layers(given)
+def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()) -> Config:
+    """The configuration of `scan` from the options the user gave (flag or environment;
+    `from_env` names those that came from their variable)."""
+    doc, opts = _layers(given, from_env)
     fail_on = _fail_on(opts.text("fail_on", "none"))
     demo, snapshot, url = opts.flag("demo"), opts.path("snapshot"), opts.text("prometheus_url")
     chosen = sum([demo, snapshot is not None, bool(url)])
@@ -101,17 +139,22 @@ def for_scan(given: Mapping[str, object]) -> Config:
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if chosen > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
+    if not url:
+        _refuse_live_only(opts, "--demo" if demo else "--snapshot")
     settings = _settings(doc, opts, opts.strings("set"), opts.path("topology"))
     live = _live(opts, url) if url else None
     baseline, previous = opts.path("baseline"), opts.path("previous")
     if baseline and previous:
         raise ConfigError("use --baseline (CI) or --previous (trend), not both")
+    output = opts.path("output")
     return Config(
         settings=settings,
         snapshot=demo_path() if demo else snapshot,
         live=live,
         format=_format(opts.text("format", "table")),
-        output=opts.path("output"),
+        output=output,
+        reports=_reports(opts.strings("report"), output),
+        namespaces=_namespaces(opts.strings("namespace")),
         fail_on=fail_on,
         strict=opts.flag("strict"),
         baseline=baseline,
@@ -124,32 +167,76 @@ def for_scan(given: Mapping[str, object]) -> Config:
     )
 
 
-def for_snapshot_save(given: Mapping[str, object]) -> Config:
+def for_snapshot_save(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> Config:
     """The configuration of `snapshot save` (a live source, a window) from the options given."""
-    doc, opts = _layers(given)
+    doc, opts = _layers(given, from_env)
     url = opts.text("prometheus_url")
     if not url:
         raise ConfigError("snapshot save needs --prometheus-url URL")
     settings = _settings(doc, opts)
-    return Config(settings=settings, live=_live(opts, url), quiet=opts.flag("quiet"))
+    live = _live(opts, url)
+    return Config(
+        settings=settings, live=live, namespaces=live.namespaces, quiet=opts.flag("quiet")
+    )
 
 
 def parse_end(text: str | None) -> float | None:
-    """`--end`: unix seconds or an RFC 3339 time; None means now."""
+    """`--end`: unix seconds or an RFC 3339 time, between 1970 and the year 9999; None (or
+    empty) means now."""
     if text is None or text == "":
         return None
     t = text.strip()
     try:
-        return float(t)
+        end = float(t)
     except ValueError:
-        pass
+        end = _rfc3339(text)
+    if not 0 <= end <= LATEST_END:  # also false for NaN
+        raise ConfigError(
+            f"--end {text.strip()[:40]!r} is not a time between 1970 and 9999: use unix seconds "
+            "or RFC 3339 such as 2026-11-23T00:00:00Z"
+        )
+    return end
+
+
+def check_step(step_s: int, scrape_interval_s: float | None) -> None:
+    """Refuse a `--step` shorter than the scrape interval detected on the DCGM series (None or
+    not a positive number: not known, nothing to check). A bucket shorter than the interval
+    holds one sample or none, so its mean is noise; 1 % of slack absorbs the jitter of
+    scrape timestamps."""
+    if scrape_interval_s is None or not math.isfinite(scrape_interval_s):
+        return
+    if scrape_interval_s <= 0 or step_s >= scrape_interval_s * 0.99:
+        return
+    raise ConfigError(
+        f"--step {_span(step_s)} is shorter than the scrape interval of the DCGM series "
+        f"({scrape_interval_s:g} s): use --step {_span(math.ceil(scrape_interval_s))} or longer"
+    )
+
+
+def _rfc3339(text: str) -> float:
     try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"invalid --end {text!r}; use unix seconds or RFC 3339") from None
+        raise ConfigError(
+            f"invalid --end {text.strip()[:40]!r}; use unix seconds or RFC 3339 such as "
+            "2026-11-23T00:00:00Z"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    try:
+        return dt.timestamp()
+    except (OverflowError, ValueError, OSError):
+        return math.nan
+
+
+def _span(seconds: int) -> str:
+    """Seconds as the shortest whole duration `parse_duration` reads back: 90s, 2m, 1h, 7d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def demo_path() -> Path:
@@ -169,11 +256,39 @@ def demo_path() -> Path:
 class _Options:
     """Each option's value: as the user gave it, else from `[scan]`, else the default."""
 
-    def __init__(self, given: Mapping[str, object], scan: Mapping[str, object]):
+    def __init__(
+        self,
+        given: Mapping[str, object],
+        scan: Mapping[str, object],
+        from_env: frozenset[str] = frozenset(),
+        file: Path | None = None,
+    ):
         unknown = set(given) - set(BY_NAME)
         if unknown:  # the command line and this module disagree: a bug, not a user error
             raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
-        self._given, self._scan = given, scan
+        self._given, self._scan, self._env, self._file = given, scan, from_env, file
+
+    def origin(self, name: str) -> str | None:
+        """Who set the option, as an error names it: its flag, its variable, or its key in the
+        file; None when it has its default."""
+        option = BY_NAME[name]
+        if name in self._given:
+            return f"{option.envvar} ({option.flag})" if name in self._env else option.flag
+        if self._value(name) is not None and name in self._scan:
+            return f"[scan] {name} in {self._file or 'gpuaudit.toml'}"
+        return None
+
+    def from_file(self, name: str) -> bool:
+        """Whether the value comes from the file."""
+        return name not in self._given and name in self._scan and self._value(name) is not None
+
+    def file_has(self, name: str) -> bool:
+        """Whether the file sets the option (whether or not a layer above replaces it)."""
+        return name in self._scan
+
+    def raw(self, name: str) -> object:
+        """The value as resolved, unconverted."""
+        return self._value(name)
 
     def _value(self, name: str) -> object:
         if name in self._given:
@@ -208,7 +323,9 @@ class _Options:
         return tuple(str(v) for v in value)
 
 
-def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
+def _layers(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], _Options]:
     path = given.get("config")
     if path is not None and not isinstance(path, Path):
         raise TypeError(f"config is not a path: {path!r}")
@@ -218,7 +335,7 @@ def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
         raise ConfigError("[scan] must be a table")
     folder = (path or Path("gpuaudit.toml")).parent
     values = {key: _from_file(key, value, folder) for key, value in scan.items()}
-    return doc, _Options(given, values)
+    return doc, _Options(given, values, from_env, path)
 
 
 def _from_file(name: str, value: object, folder: Path) -> object:
@@ -239,11 +356,14 @@ def _from_file(name: str, value: object, folder: Path) -> object:
         Kind.PATH: isinstance(value, str),
         Kind.LIST: isinstance(value, list) and all(isinstance(v, str) for v in value),
         Kind.SPAN: isinstance(value, (str, int, float, date)) and not isinstance(value, bool),
+        Kind.REPORTS: isinstance(value, list) and all(isinstance(v, str) for v in value),
     }[kind]
     if not ok:
         raise ConfigError(f"[scan] {name} must be {kind.value}, got {value!r}")
     if kind is Kind.PATH:
         return folder / Path(str(value)).expanduser()
+    if kind is Kind.REPORTS and isinstance(value, list):
+        return [_report_in(folder, str(v)) for v in value]
     if kind is Kind.SPAN and isinstance(value, date):  # a TOML date-time for `end`
         return value.isoformat()
     return value
@@ -271,15 +391,62 @@ def _settings(
     topology: Path | None = None,
 ) -> Settings:
     checks = _check_overrides(sets)
-    window, step, end = opts.text("window"), opts.text("step"), opts.text("end")
-    return settings_from(
-        doc,
-        window_s=parse_duration(window) if window else None,
-        step_s=parse_duration(step) if step else None,
-        end=parse_end(end),
+    window_s, step_s, end = _window(opts)
+    # The window comes from the options (which read `[scan]` themselves), so the file's
+    # `[scan]` is left out here: it is parsed, with its errors named, in one place.
+    rest = {key: value for key, value in doc.items() if key != "scan"}
+    settings = settings_from(
+        rest,
+        window_s=window_s,
+        step_s=step_s,
+        end=end,
         topology_dir=_topology_dir(topology),
         **checks,
     )
+    _check_values(settings, checks, opts)
+    return settings
+
+
+def _window(opts: _Options) -> tuple[int | None, int | None, float | None]:
+    """`--window`, `--step` and `--end`, each parsed and the three checked together: a step
+    of at least a second, a window of whole steps no longer than `--max-window` nor than
+    `MAX_BUCKETS` steps, starting after 1970."""
+    window_s = _duration(opts, "window")
+    step_s = _duration(opts, "step")
+    end = parse_end(opts.text("end"))
+    defaults = Settings()
+    window, step = window_s or defaults.window_s, step_s or defaults.step_s
+    longest = _duration(opts, "max_window") or window
+    named = opts.origin("window") or "--window"
+    if window > longest:
+        raise ConfigError(
+            f"{named} {_span(window)} is longer than --max-window {_span(longest)}: audit a "
+            "shorter window, or raise --max-window (GPUAUDIT_MAX_WINDOW, [scan] max_window) if "
+            "you mean it"
+        )
+    if window < step or window % step:
+        raise ConfigError(
+            f"{named} {_span(window)} must be a whole number of --step {_span(step)} buckets"
+        )
+    if window // step > MAX_BUCKETS:
+        raise ConfigError(
+            f"{named} {_span(window)} at --step {_span(step)} makes {window // step:,} buckets; "
+            f"at most {MAX_BUCKETS:,} are allowed: use a longer --step"
+        )
+    if end is not None and end - window < 0:
+        raise ConfigError(f"{named} {_span(window)} before --end {end:g} starts before 1970")
+    return window_s, step_s, end
+
+
+def _duration(opts: _Options, name: str) -> int | None:
+    """A duration option in whole seconds (at least 1), or None when not set."""
+    text = opts.text(name)
+    if text is None or text.strip() == "":
+        return None
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{opts.origin(name) or BY_NAME[name].flag}: {exc}") from None
 
 
 def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
@@ -298,6 +465,101 @@ def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
         except ValueError:
             raise ConfigError(f"--set {item!r}: {value!r} is not a number") from None
     return checks
+
+
+def _check_values(settings: Settings, sets: Mapping[str, float], opts: _Options) -> None:
+    """Every check setting in the range its kind allows, and every price a finite number of
+    at least 0; the error names where the value was set."""
+    kinds = check_registry.settings()
+    for name, value in settings.checks.overrides().items():
+        problem = kinds[name].kind.problem(value)
+        if problem:
+            where = f"--set {name}={value:g}" if name in sets else f"[checks] {name}"
+            raise ConfigError(f"{where}: {name} {problem}")
+    for model, price in settings.prices.items():
+        if not (math.isfinite(price) and price >= 0):
+            raise ConfigError(
+                f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
+                f"got {price:g}"
+            )
+
+
+def _refuse_live_only(opts: _Options, source: str) -> None:
+    """Refuse, naming it, an option that shapes a live collection when the source is a file
+    (`source` is the flag that chose it). A file that names its own `prometheus_url` keeps its
+    connection settings with it: the command line replaced that source, not a clash."""
+    for option in OPTIONS:
+        if not option.live_only:
+            continue
+        if opts.from_file(option.name) and opts.file_has("prometheus_url"):
+            continue
+        value = opts.raw(option.name)
+        if value in (None, False, "", (), []):
+            continue
+        where = opts.origin(option.name)
+        if where is not None:
+            raise ConfigError(
+                f"{where} applies only to a live scan (--prometheus-url); {source} audits "
+                "what was recorded, so remove it"
+            )
+
+
+def _reports(items: tuple[str, ...], output: Path | None) -> tuple[ReportTarget, ...]:
+    """`--report FORMAT=FILE` entries: known formats, each file named once (and not the
+    `--output` file)."""
+    targets: list[ReportTarget] = []
+    seen = {_same_file(output): "--output"} if output else {}
+    for item in items:
+        fmt, sep, file = item.partition("=")
+        fmt, file = fmt.strip(), file.strip()
+        if not sep or not file or fmt not in FORMATS:
+            raise ConfigError(
+                f"--report {item!r}: use FORMAT=FILE with FORMAT one of {', '.join(FORMATS)}"
+            )
+        path = Path(file).expanduser()
+        key = _same_file(path)
+        if key in seen:
+            raise ConfigError(f"--report {item!r}: {file} is already written by {seen[key]}")
+        seen[key] = f"--report {item!r}"
+        targets.append(ReportTarget(fmt, path))
+    return tuple(targets)
+
+
+def _report_in(folder: Path, item: str) -> str:
+    """A `[scan] report` entry with its file relative to the config file's folder."""
+    fmt, sep, file = item.partition("=")
+    if not sep or not file.strip():
+        return item  # `_reports` says what is wrong with it
+    return f"{fmt}={folder / Path(file.strip()).expanduser()}"
+
+
+def _same_file(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def _namespaces(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`--namespace` values, each a valid namespace name, duplicates dropped, order kept."""
+    out: list[str] = []
+    for raw in names:
+        ns = raw.strip()
+        if not _NAMESPACE.fullmatch(ns):
+            raise ConfigError(
+                f"--namespace {raw[:80]!r} is not a valid Kubernetes namespace name "
+                "(lower-case letters, digits and '-', at most 63 characters)"
+            )
+        if ns not in out:
+            out.append(ns)
+    return tuple(out)
+
+
+def _timeout(opts: _Options) -> float:
+    timeout = opts.number("timeout")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{opts.origin('timeout') or '--timeout'} {timeout:g}: the timeout is seconds to wait "
+            f"for one answer, more than 0 and at most {MAX_TIMEOUT_S:g}"
+        )
+    return timeout
 
 
 def _topology_dir(path: Path | None) -> Path | None:
@@ -320,10 +582,10 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         client_key=opts.path("client_key"),
         insecure=opts.flag("insecure_skip_tls_verify"),
         cluster_label=opts.text("cluster_label"),
-        timeout=opts.number("timeout"),
+        timeout=_timeout(opts),
         kubeconfig=opts.path("kubeconfig"),
         context=opts.text("context"),
-        namespaces=opts.strings("namespace"),
+        namespaces=_namespaces(opts.strings("namespace")),
         no_kubernetes=opts.flag("no_kubernetes"),
     )
     parse_cluster_label(live.cluster_label)

@@ -174,11 +174,12 @@ def test_window_and_checks_from_the_file_and_the_flags(monkeypatch: pytest.Monke
         "[checks]\nidle_activity = 0.1\n"
     )
     end = datetime(2026, 11, 23, tzinfo=timezone.utc).timestamp()
-    cfg = _resolved(monkeypatch, ["--demo", "--set", "idle_tail_hours=12"], toml=toml)
+    live = ["--prometheus-url", "http://prometheus.invalid"]  # --step shapes a live collection
+    cfg = _resolved(monkeypatch, [*live, "--set", "idle_tail_hours=12"], toml=toml)
     s = cfg.settings
     assert (s.window_s, s.step_s, s.end) == (172800, 1800, end)
     assert (s.checks["idle_activity"], s.checks["idle_tail_hours"]) == (0.1, 12.0)
-    cfg = _resolved(monkeypatch, ["--demo", "--window", "1d"], {"GPUAUDIT_STEP": "1h"}, toml)
+    cfg = _resolved(monkeypatch, [*live, "--window", "1d"], {"GPUAUDIT_STEP": "1h"}, toml)
     assert (cfg.settings.window_s, cfg.settings.step_s) == (86400, 3600)
 
 
