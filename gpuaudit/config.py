@@ -13,17 +13,18 @@ relative to the file's folder. Secrets (`--prometheus-token`, `--prometheus-pass
 are never read from the file, which is easily committed or shared: pass them by flag or
 environment variable (a CI secret, a Kubernetes Secret). `--set` has its own table, `[checks]`.
 Options that exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`,
-`--previous`) are taken together from the first layer that sets any of them, so a flag replaces
-the file's choice instead of clashing with it.
+`--previous`) are taken together from the first layer (flag, environment, file) that sets any
+of them, so a flag replaces the environment's or the file's choice instead of clashing with it.
 
-Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the Kubernetes
-connection, every Prometheus option, `--step`) is refused with `--demo` or `--snapshot`, naming
-the flag, the variable or the file's key that set it. The one exception is a file that names its
-own `prometheus_url`: its connection settings go with that URL, which the command line replaced.
-`--namespace` narrows a snapshot as it narrows a live collection. Every number is checked: check
-settings by the kind their `Thresholds` field declares (`gpuaudit.checks.contract.SettingKind`),
-prices, `--timeout`, and the window (`--window` at most `--max-window` and at most
-`MAX_BUCKETS` buckets of `--step`, `--end` a finite time).
+Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the
+Kubernetes connection, every Prometheus option, `--step`) is refused with `--demo` or
+`--snapshot`, naming the flag, the variable or the file's key that set it. The one exception is
+a layer (the environment, the file) that names its own `prometheus_url`: its connection settings
+go with that URL, which a layer above replaced. `--namespace` narrows a snapshot as it narrows a
+live collection. Every number is checked: check settings by the kind their `Thresholds` field
+declares (`gpuaudit.checks.contract.SettingKind`), prices, `--timeout`, and the window
+(`--window` at most `--max-window` and at most `MAX_BUCKETS` buckets of `--step`, `--end` a
+finite time).
 """
 
 from __future__ import annotations
@@ -254,7 +255,9 @@ def demo_path() -> Path:
 
 
 class _Options:
-    """Each option's value: as the user gave it, else from `[scan]`, else the default."""
+    """Each option's value from the first layer that sets it: its flag, its variable, its
+    `[scan]` key, else its default. Options that exclude each other (`_GROUPS`) are decided
+    together by the first layer that sets any of them."""
 
     def __init__(
         self,
@@ -266,36 +269,52 @@ class _Options:
         unknown = set(given) - set(BY_NAME)
         if unknown:  # the command line and this module disagree: a bug, not a user error
             raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
-        self._given, self._scan, self._env, self._file = given, scan, from_env, file
+        flags = {k: v for k, v in given.items() if k not in from_env}
+        env = {k: v for k, v in given.items() if k in from_env}
+        self._layers: tuple[tuple[str, Mapping[str, object]], ...] = (
+            ("flag", flags),
+            ("env", env),
+            ("file", scan),
+        )
+        self._file = file
+
+    def layer(self, name: str) -> str | None:
+        """`flag`, `env` or `file`: the layer the option's value comes from; None for its
+        default (or when another option of its group was chosen)."""
+        group = _GROUP_OF.get(name, (name,))
+        for layer, values in self._layers:
+            if any(_is_set(values.get(n)) or (n == name and n in values) for n in group):
+                return layer if name in values else None
+        return None
+
+    def sets(self, layer: str, name: str) -> bool:
+        """Whether `layer` sets the option, whether or not a layer above replaces it."""
+        return _is_set(dict(self._layers)[layer].get(name))
 
     def origin(self, name: str) -> str | None:
         """Who set the option, as an error names it: its flag, its variable, or its key in the
         file; None when it has its default."""
-        option = BY_NAME[name]
-        if name in self._given:
-            return f"{option.envvar} ({option.flag})" if name in self._env else option.flag
-        if self._value(name) is not None and name in self._scan:
+        option, layer = BY_NAME[name], self.layer(name)
+        if layer == "flag":
+            return option.flag
+        if layer == "env":
+            return f"{option.envvar} ({option.flag})"
+        if layer == "file":
             return f"[scan] {name} in {self._file or 'gpuaudit.toml'}"
         return None
-
-    def from_file(self, name: str) -> bool:
-        """Whether the value comes from the file."""
-        return name not in self._given and name in self._scan and self._value(name) is not None
-
-    def file_has(self, name: str) -> bool:
-        """Whether the file sets the option (whether or not a layer above replaces it)."""
-        return name in self._scan
 
     def raw(self, name: str) -> object:
         """The value as resolved, unconverted."""
         return self._value(name)
 
     def _value(self, name: str) -> object:
-        if name in self._given:
-            return self._given[name]
-        if any(other in self._given for other in _GROUP_OF.get(name, ())):
+        layer = self.layer(name)
+        if layer is not None:
+            return dict(self._layers)[layer][name]
+        group = _GROUP_OF.get(name, (name,))
+        if any(self.layer(n) is not None for n in group if n != name):
             return None
-        return self._scan.get(name, DEFAULTS.get(name))
+        return DEFAULTS.get(name)
 
     def text(self, name: str, default: str | None = None) -> str | None:
         value = self._value(name)
@@ -321,6 +340,11 @@ class _Options:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"{name} is not a list: {value!r}")
         return tuple(str(v) for v in value)
+
+
+def _is_set(value: object) -> bool:
+    """Whether a layer's value chooses something (an unset flag or an empty value does not)."""
+    return value not in (None, False, "", (), [])
 
 
 def _layers(
@@ -486,16 +510,15 @@ def _check_values(settings: Settings, sets: Mapping[str, float], opts: _Options)
 
 def _refuse_live_only(opts: _Options, source: str) -> None:
     """Refuse, naming it, an option that shapes a live collection when the source is a file
-    (`source` is the flag that chose it). A file that names its own `prometheus_url` keeps its
-    connection settings with it: the command line replaced that source, not a clash."""
+    (`source` is the flag that chose it). A layer (the environment, the file) that names its
+    own `prometheus_url` keeps its connection settings with it: a layer above replaced that
+    source, settings and all, which is no clash."""
     for option in OPTIONS:
-        if not option.live_only:
+        layer = opts.layer(option.name)
+        if not option.live_only or layer is None or not _is_set(opts.raw(option.name)):
             continue
-        if opts.from_file(option.name) and opts.file_has("prometheus_url"):
-            continue
-        value = opts.raw(option.name)
-        if value in (None, False, "", (), []):
-            continue
+        if opts.sets(layer, "prometheus_url"):
+            continue  # it goes with that layer's live source, which a layer above replaced
         where = opts.origin(option.name)
         if where is not None:
             raise ConfigError(
