@@ -170,7 +170,7 @@ def nothing_audited(
         reasons.append("nothing was audited: no GPU appears in the DCGM data of the window")
     if not ran:
         reasons.append(
-            f"nothing was audited: all {len(skipped)} checks were skipped for lack of data"
+            f"nothing was audited: every check ({len(skipped)}) was skipped for lack of data"
         )
     return tuple(reasons)
 
