@@ -184,9 +184,13 @@ def deliver(text: str, output: Path | None) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """Write a UTF-8 text file whole or not at all (a reader never sees half a report: it is
-    written beside the file and renamed over it); failure is one clear error."""
+    written beside the file and renamed over it; a device or pipe such as `/dev/stdout` is
+    written directly); failure is one clear error."""
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            path.write_text(text, encoding="utf-8")
+            return
         part.write_text(text, encoding="utf-8")
         os.replace(part, path)
     except OSError as exc:

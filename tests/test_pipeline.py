@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat
+import threading
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -95,6 +97,21 @@ def test_a_report_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path
     res = runner.invoke(app, ["scan", "--demo", "-q", "--report", "json=no/such/dir/r.json"])
     assert res.exit_code == 2 and "cannot write no/such/dir/r.json" in res.output
     assert not list(tmp_path.rglob("*.part"))
+
+
+def test_a_report_to_a_pipe_is_written_directly(tmp_path: Path) -> None:
+    """A named pipe (as `/dev/stdout` or a process substitution) is written to, not replaced by
+    a renamed file."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()), daemon=True)
+    reader.start()
+    res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "json", "--report", f"json={pipe}"])
+    reader.join(timeout=60)
+    assert res.exit_code == 0, res.output
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert json.loads(got[0]) == json.loads(res.stdout)
 
 
 def test_the_summary_line_names_the_checks_that_ran_and_were_skipped() -> None:
