@@ -19,7 +19,7 @@ from gpuaudit.summary import Summary, summarise
 from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class AuditResult:
     skipped: tuple[Skipped, ...]
     warnings: tuple[str, ...]
     complete: bool
+    """False when a source answered only in part or nothing was audited."""
     incomplete_reasons: tuple[str, ...]
     checks_run: tuple[str, ...]
     breakdown: Breakdown | None = None
@@ -42,6 +43,9 @@ class AuditResult:
     """Findings a waiver accepted: counted and listed, never silently dropped."""
     comparison: Comparison | None = None
     """Against `--baseline` or `--previous`, when given."""
+    nothing_audited: tuple[str, ...] = ()
+    """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
+    audited something. Each reason is also one of `incomplete_reasons`."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -62,6 +66,7 @@ class AuditResult:
             },
             "complete": self.complete,
             "incomplete_reasons": list(self.incomplete_reasons),
+            "nothing_audited": bool(self.nothing_audited),
             "summary": self.summary.to_dict(),
             "findings": [self._finding(f) for f in self.findings],
             "checks_run": list(self.checks_run),
@@ -128,6 +133,7 @@ def run_checks(
             continue
         findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
+    nothing = nothing_audited(inv, ran, skipped)
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
     idle = settings.checks[IDLE_ACTIVITY]
     summary = summarise(views, idle, settings.currency)
@@ -143,13 +149,30 @@ def run_checks(
         findings=ranked,
         skipped=tuple(skipped),
         warnings=tuple(inv.warnings) + tuple(waiver_warnings),
-        complete=inv.complete,
-        incomplete_reasons=tuple(inv.incomplete_reasons),
+        complete=inv.complete and not nothing,
+        incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
         checks_run=tuple(ran),
         breakdown=breakdown(views, idle, group_label),
         suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
         comparison=comparison,
+        nothing_audited=nothing,
     )
+
+
+def nothing_audited(
+    inv: Inventory, ran: Sequence[str], skipped: Sequence[Skipped]
+) -> tuple[str, ...]:
+    """Why an audit audited nothing: no GPU in the DCGM data (no series in the window, or none
+    with the cluster label), or no check could run. Empty when neither holds. An empty audit
+    is incomplete, never healthy: it has no findings because it looked at nothing."""
+    reasons: list[str] = []
+    if inv.gpus.empty:
+        reasons.append("nothing was audited: no GPU appears in the DCGM data of the window")
+    if not ran:
+        reasons.append(
+            f"nothing was audited: every check ({len(skipped)}) was skipped for lack of data"
+        )
+    return tuple(reasons)
 
 
 def _pod_labels(inv: Inventory) -> dict[tuple[str, str], dict[str, str]]:

@@ -13,13 +13,25 @@ relative to the file's folder. Secrets (`--prometheus-token`, `--prometheus-pass
 are never read from the file, which is easily committed or shared: pass them by flag or
 environment variable (a CI secret, a Kubernetes Secret). `--set` has its own table, `[checks]`.
 Options that exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`,
-`--previous`) are taken together from the first layer that sets any of them, so a flag replaces
-the file's choice instead of clashing with it.
+`--previous`) are taken together from the first layer (flag, environment, file) that sets any
+of them, so a flag replaces the environment's or the file's choice instead of clashing with it.
+
+Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the
+Kubernetes connection, every Prometheus option, `--step`) is refused with `--demo` or
+`--snapshot`, naming the flag, the variable or the file's key that set it. The one exception is
+a layer (the environment, the file) that names its own `prometheus_url`: its connection settings
+go with that URL, which a layer above replaced. `--namespace` narrows a snapshot as it narrows a
+live collection. Every number is checked: check settings by the kind their `Thresholds` field
+declares (`gpuaudit.checks.contract.SettingKind`), prices, `--timeout`, and the window
+(`--window` at most `--max-window` and at most `MAX_BUCKETS` buckets of `--step`, `--end` a
+finite time).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -27,6 +39,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from gpuaudit import checks as check_registry
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.findings import Severity
 from gpuaudit.options import BY_NAME, OPTIONS, Kind
@@ -56,6 +69,26 @@ DEFAULTS = {o.name: o.default for o in OPTIONS if o.default is not None}
 _GROUPS = (("demo", "snapshot", "prometheus_url"), ("baseline", "previous"))
 _GROUP_OF = {name: group for group in _GROUPS for name in group}
 
+MAX_BUCKETS = 20_000
+"""The most buckets of `--step` a window may hold (`--window` / `--step`): a week at 1 m is
+10,080. More would hold one row per GPU and bucket in memory for nothing a report can show."""
+MAX_TIMEOUT_S = 3600.0
+"""The longest `--timeout`: an hour for one answer."""
+LATEST_END = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+"""The latest `--end` a date can name."""
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Kubernetes namespace name (an RFC 1123 DNS label)."""
+
+
+@dataclass(frozen=True)
+class ReportTarget:
+    """One `--report FORMAT=FILE`: a report written to a file besides stdout or `--output`."""
+
+    format: str
+    """One of `gpuaudit.report.FORMATS`."""
+    path: Path
+    """Where it is written."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -71,6 +104,11 @@ class Config:
     """The report format, one of `gpuaudit.report.FORMATS`."""
     output: Path | None = None
     """Where the report goes; None for stdout."""
+    reports: tuple[ReportTarget, ...] = ()
+    """More reports of the same audit, each in its format to its file (`--report`)."""
+    namespaces: tuple[str, ...] = ()
+    """`--namespace`: the namespaces whose Kubernetes objects are read (live) or kept (a
+    snapshot); empty for all."""
     fail_on: Severity | None = None
     """Exit 1 for a finding at or above this severity; None never."""
     strict: bool = False
@@ -91,9 +129,10 @@ class Config:
     """Report the time of each stage (`GPUAUDIT_TIMINGS`, read by the benchmarks)."""
 
 
-def for_scan(given: Mapping[str, object]) -> Config:
-    """The configuration of `scan` from the options the user gave (flag or environment)."""
-    doc, opts = _layers(given)
+def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()) -> Config:
+    """The configuration of `scan` from the options the user gave (flag or environment;
+    `from_env` names those that came from their variable)."""
+    doc, opts = _layers(given, from_env)
     fail_on = _fail_on(opts.text("fail_on", "none"))
     demo, snapshot, url = opts.flag("demo"), opts.path("snapshot"), opts.text("prometheus_url")
     chosen = sum([demo, snapshot is not None, bool(url)])
@@ -101,17 +140,22 @@ def for_scan(given: Mapping[str, object]) -> Config:
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if chosen > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
+    if not url:
+        _refuse_live_only(opts, "--demo" if demo else "--snapshot")
     settings = _settings(doc, opts, opts.strings("set"), opts.path("topology"))
     live = _live(opts, url) if url else None
     baseline, previous = opts.path("baseline"), opts.path("previous")
     if baseline and previous:
         raise ConfigError("use --baseline (CI) or --previous (trend), not both")
+    output = opts.path("output")
     return Config(
         settings=settings,
         snapshot=demo_path() if demo else snapshot,
         live=live,
         format=_format(opts.text("format", "table")),
-        output=opts.path("output"),
+        output=output,
+        reports=_reports(opts.strings("report"), output),
+        namespaces=_namespaces(opts.strings("namespace")),
         fail_on=fail_on,
         strict=opts.flag("strict"),
         baseline=baseline,
@@ -124,32 +168,76 @@ def for_scan(given: Mapping[str, object]) -> Config:
     )
 
 
-def for_snapshot_save(given: Mapping[str, object]) -> Config:
+def for_snapshot_save(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> Config:
     """The configuration of `snapshot save` (a live source, a window) from the options given."""
-    doc, opts = _layers(given)
+    doc, opts = _layers(given, from_env)
     url = opts.text("prometheus_url")
     if not url:
         raise ConfigError("snapshot save needs --prometheus-url URL")
     settings = _settings(doc, opts)
-    return Config(settings=settings, live=_live(opts, url), quiet=opts.flag("quiet"))
+    live = _live(opts, url)
+    return Config(
+        settings=settings, live=live, namespaces=live.namespaces, quiet=opts.flag("quiet")
+    )
 
 
 def parse_end(text: str | None) -> float | None:
-    """`--end`: unix seconds or an RFC 3339 time; None means now."""
+    """`--end`: unix seconds or an RFC 3339 time, between 1970 and the year 9999; None (or
+    empty) means now."""
     if text is None or text == "":
         return None
     t = text.strip()
     try:
-        return float(t)
+        end = float(t)
     except ValueError:
-        pass
+        end = _rfc3339(text)
+    if not 0 <= end <= LATEST_END:  # also false for NaN
+        raise ConfigError(
+            f"--end {text.strip()[:40]!r} is not a time between 1970 and 9999: use unix seconds "
+            "or RFC 3339 such as 2026-11-23T00:00:00Z"
+        )
+    return end
+
+
+def check_step(step_s: int, scrape_interval_s: float | None) -> None:
+    """Refuse a `--step` shorter than the scrape interval detected on the DCGM series (None or
+    not a positive number: not known, nothing to check). A bucket shorter than the interval
+    holds one sample or none, so its mean is noise; 1 % of slack absorbs the jitter of
+    scrape timestamps."""
+    if scrape_interval_s is None or not math.isfinite(scrape_interval_s):
+        return
+    if scrape_interval_s <= 0 or step_s >= scrape_interval_s * 0.99:
+        return
+    raise ConfigError(
+        f"--step {_span(step_s)} is shorter than the scrape interval of the DCGM series "
+        f"({scrape_interval_s:g} s): use --step {_span(math.ceil(scrape_interval_s))} or longer"
+    )
+
+
+def _rfc3339(text: str) -> float:
     try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"invalid --end {text!r}; use unix seconds or RFC 3339") from None
+        raise ConfigError(
+            f"invalid --end {text.strip()[:40]!r}; use unix seconds or RFC 3339 such as "
+            "2026-11-23T00:00:00Z"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    try:
+        return dt.timestamp()
+    except (OverflowError, ValueError, OSError):
+        return math.nan
+
+
+def _span(seconds: int) -> str:
+    """Seconds as the shortest whole duration `parse_duration` reads back: 90s, 2m, 1h, 7d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def demo_path() -> Path:
@@ -167,20 +255,66 @@ def demo_path() -> Path:
 
 
 class _Options:
-    """Each option's value: as the user gave it, else from `[scan]`, else the default."""
+    """Each option's value from the first layer that sets it: its flag, its variable, its
+    `[scan]` key, else its default. Options that exclude each other (`_GROUPS`) are decided
+    together by the first layer that sets any of them."""
 
-    def __init__(self, given: Mapping[str, object], scan: Mapping[str, object]):
+    def __init__(
+        self,
+        given: Mapping[str, object],
+        scan: Mapping[str, object],
+        from_env: frozenset[str] = frozenset(),
+        file: Path | None = None,
+    ):
         unknown = set(given) - set(BY_NAME)
         if unknown:  # the command line and this module disagree: a bug, not a user error
             raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
-        self._given, self._scan = given, scan
+        flags = {k: v for k, v in given.items() if k not in from_env}
+        env = {k: v for k, v in given.items() if k in from_env}
+        self._layers: tuple[tuple[str, Mapping[str, object]], ...] = (
+            ("flag", flags),
+            ("env", env),
+            ("file", scan),
+        )
+        self._file = file
+
+    def layer(self, name: str) -> str | None:
+        """`flag`, `env` or `file`: the layer the option's value comes from; None for its
+        default (or when another option of its group was chosen)."""
+        group = _GROUP_OF.get(name, (name,))
+        for layer, values in self._layers:
+            if any(_is_set(values.get(n)) or (n == name and n in values) for n in group):
+                return layer if name in values else None
+        return None
+
+    def sets(self, layer: str, name: str) -> bool:
+        """Whether `layer` sets the option, whether or not a layer above replaces it."""
+        return _is_set(dict(self._layers)[layer].get(name))
+
+    def origin(self, name: str) -> str | None:
+        """Who set the option, as an error names it: its flag, its variable, or its key in the
+        file; None when it has its default."""
+        option, layer = BY_NAME[name], self.layer(name)
+        if layer == "flag":
+            return option.flag
+        if layer == "env":
+            return f"{option.envvar} ({option.flag})"
+        if layer == "file":
+            return f"[scan] {name} in {self._file or 'gpuaudit.toml'}"
+        return None
+
+    def raw(self, name: str) -> object:
+        """The value as resolved, unconverted."""
+        return self._value(name)
 
     def _value(self, name: str) -> object:
-        if name in self._given:
-            return self._given[name]
-        if any(other in self._given for other in _GROUP_OF.get(name, ())):
+        layer = self.layer(name)
+        if layer is not None:
+            return dict(self._layers)[layer][name]
+        group = _GROUP_OF.get(name, (name,))
+        if any(self.layer(n) is not None for n in group if n != name):
             return None
-        return self._scan.get(name, DEFAULTS.get(name))
+        return DEFAULTS.get(name)
 
     def text(self, name: str, default: str | None = None) -> str | None:
         value = self._value(name)
@@ -208,7 +342,14 @@ class _Options:
         return tuple(str(v) for v in value)
 
 
-def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
+def _is_set(value: object) -> bool:
+    """Whether a layer's value chooses something (an unset flag or an empty value does not)."""
+    return value not in (None, False, "", (), [])
+
+
+def _layers(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], _Options]:
     path = given.get("config")
     if path is not None and not isinstance(path, Path):
         raise TypeError(f"config is not a path: {path!r}")
@@ -218,7 +359,7 @@ def _layers(given: Mapping[str, object]) -> tuple[dict[str, Any], _Options]:
         raise ConfigError("[scan] must be a table")
     folder = (path or Path("gpuaudit.toml")).parent
     values = {key: _from_file(key, value, folder) for key, value in scan.items()}
-    return doc, _Options(given, values)
+    return doc, _Options(given, values, from_env, path)
 
 
 def _from_file(name: str, value: object, folder: Path) -> object:
@@ -239,11 +380,14 @@ def _from_file(name: str, value: object, folder: Path) -> object:
         Kind.PATH: isinstance(value, str),
         Kind.LIST: isinstance(value, list) and all(isinstance(v, str) for v in value),
         Kind.SPAN: isinstance(value, (str, int, float, date)) and not isinstance(value, bool),
+        Kind.REPORTS: isinstance(value, list) and all(isinstance(v, str) for v in value),
     }[kind]
     if not ok:
         raise ConfigError(f"[scan] {name} must be {kind.value}, got {value!r}")
     if kind is Kind.PATH:
         return folder / Path(str(value)).expanduser()
+    if kind is Kind.REPORTS and isinstance(value, list):
+        return [_report_in(folder, str(v)) for v in value]
     if kind is Kind.SPAN and isinstance(value, date):  # a TOML date-time for `end`
         return value.isoformat()
     return value
@@ -271,15 +415,62 @@ def _settings(
     topology: Path | None = None,
 ) -> Settings:
     checks = _check_overrides(sets)
-    window, step, end = opts.text("window"), opts.text("step"), opts.text("end")
-    return settings_from(
-        doc,
-        window_s=parse_duration(window) if window else None,
-        step_s=parse_duration(step) if step else None,
-        end=parse_end(end),
+    window_s, step_s, end = _window(opts)
+    # The window comes from the options (which read `[scan]` themselves), so the file's
+    # `[scan]` is left out here: it is parsed, with its errors named, in one place.
+    rest = {key: value for key, value in doc.items() if key != "scan"}
+    settings = settings_from(
+        rest,
+        window_s=window_s,
+        step_s=step_s,
+        end=end,
         topology_dir=_topology_dir(topology),
         **checks,
     )
+    _check_values(settings, checks, opts)
+    return settings
+
+
+def _window(opts: _Options) -> tuple[int | None, int | None, float | None]:
+    """`--window`, `--step` and `--end`, each parsed and the three checked together: a step
+    of at least a second, a window of whole steps no longer than `--max-window` nor than
+    `MAX_BUCKETS` steps, starting after 1970."""
+    window_s = _duration(opts, "window")
+    step_s = _duration(opts, "step")
+    end = parse_end(opts.text("end"))
+    defaults = Settings()
+    window, step = window_s or defaults.window_s, step_s or defaults.step_s
+    longest = _duration(opts, "max_window") or window
+    named = opts.origin("window") or "--window"
+    if window > longest:
+        raise ConfigError(
+            f"{named} {_span(window)} is longer than --max-window {_span(longest)}: audit a "
+            "shorter window, or raise --max-window (GPUAUDIT_MAX_WINDOW, [scan] max_window) if "
+            "you mean it"
+        )
+    if window < step or window % step:
+        raise ConfigError(
+            f"{named} {_span(window)} must be a whole number of --step {_span(step)} buckets"
+        )
+    if window // step > MAX_BUCKETS:
+        raise ConfigError(
+            f"{named} {_span(window)} at --step {_span(step)} makes {window // step:,} buckets; "
+            f"at most {MAX_BUCKETS:,} are allowed: use a longer --step"
+        )
+    if end is not None and end - window < 0:
+        raise ConfigError(f"{named} {_span(window)} before --end {end:g} starts before 1970")
+    return window_s, step_s, end
+
+
+def _duration(opts: _Options, name: str) -> int | None:
+    """A duration option in whole seconds (at least 1), or None when not set."""
+    text = opts.text(name)
+    if text is None or text.strip() == "":
+        return None
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{opts.origin(name) or BY_NAME[name].flag}: {exc}") from None
 
 
 def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
@@ -298,6 +489,100 @@ def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
         except ValueError:
             raise ConfigError(f"--set {item!r}: {value!r} is not a number") from None
     return checks
+
+
+def _check_values(settings: Settings, sets: Mapping[str, float], opts: _Options) -> None:
+    """Every check setting in the range its kind allows, and every price a finite number of
+    at least 0; the error names where the value was set."""
+    kinds = check_registry.settings()
+    for name, value in settings.checks.overrides().items():
+        problem = kinds[name].kind.problem(value)
+        if problem:
+            where = f"--set {name}={value:g}" if name in sets else f"[checks] {name}"
+            raise ConfigError(f"{where}: {name} {problem}")
+    for model, price in settings.prices.items():
+        if not (math.isfinite(price) and price >= 0):
+            raise ConfigError(
+                f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
+                f"got {price:g}"
+            )
+
+
+def _refuse_live_only(opts: _Options, source: str) -> None:
+    """Refuse, naming it, an option that shapes a live collection when the source is a file
+    (`source` is the flag that chose it). A layer (the environment, the file) that names its
+    own `prometheus_url` keeps its connection settings with it: a layer above replaced that
+    source, settings and all, which is no clash."""
+    for option in OPTIONS:
+        layer = opts.layer(option.name)
+        if not option.live_only or layer is None or not _is_set(opts.raw(option.name)):
+            continue
+        if opts.sets(layer, "prometheus_url"):
+            continue  # it goes with that layer's live source, which a layer above replaced
+        where = opts.origin(option.name)
+        if where is not None:
+            raise ConfigError(
+                f"{where} applies only to a live scan (--prometheus-url); {source} audits "
+                "what was recorded, so remove it"
+            )
+
+
+def _reports(items: tuple[str, ...], output: Path | None) -> tuple[ReportTarget, ...]:
+    """`--report FORMAT=FILE` entries: known formats, each file named once (and not the
+    `--output` file)."""
+    targets: list[ReportTarget] = []
+    seen = {_same_file(output): "--output"} if output else {}
+    for item in items:
+        fmt, sep, file = item.partition("=")
+        fmt, file = fmt.strip(), file.strip()
+        if not sep or not file or fmt not in FORMATS:
+            raise ConfigError(
+                f"--report {item!r}: use FORMAT=FILE with FORMAT one of {', '.join(FORMATS)}"
+            )
+        path = Path(file).expanduser()
+        key = _same_file(path)
+        if key in seen:
+            raise ConfigError(f"--report {item!r}: {file} is already written by {seen[key]}")
+        seen[key] = f"--report {item!r}"
+        targets.append(ReportTarget(fmt, path))
+    return tuple(targets)
+
+
+def _report_in(folder: Path, item: str) -> str:
+    """A `[scan] report` entry with its file relative to the config file's folder."""
+    fmt, sep, file = item.partition("=")
+    if not sep or not file.strip():
+        return item  # `_reports` says what is wrong with it
+    return f"{fmt}={folder / Path(file.strip()).expanduser()}"
+
+
+def _same_file(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def _namespaces(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`--namespace` values, each a valid namespace name, duplicates dropped, order kept."""
+    out: list[str] = []
+    for raw in names:
+        ns = raw.strip()
+        if not _NAMESPACE.fullmatch(ns):
+            raise ConfigError(
+                f"--namespace {raw[:80]!r} is not a valid Kubernetes namespace name "
+                "(lower-case letters, digits and '-', at most 63 characters)"
+            )
+        if ns not in out:
+            out.append(ns)
+    return tuple(out)
+
+
+def _timeout(opts: _Options) -> float:
+    timeout = opts.number("timeout")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{opts.origin('timeout') or '--timeout'} {timeout:g}: the timeout is seconds to wait "
+            f"for one answer, more than 0 and at most {MAX_TIMEOUT_S:g}"
+        )
+    return timeout
 
 
 def _topology_dir(path: Path | None) -> Path | None:
@@ -320,10 +605,10 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         client_key=opts.path("client_key"),
         insecure=opts.flag("insecure_skip_tls_verify"),
         cluster_label=opts.text("cluster_label"),
-        timeout=opts.number("timeout"),
+        timeout=_timeout(opts),
         kubeconfig=opts.path("kubeconfig"),
         context=opts.text("context"),
-        namespaces=opts.strings("namespace"),
+        namespaces=_namespaces(opts.strings("namespace")),
         no_kubernetes=opts.flag("no_kubernetes"),
     )
     parse_cluster_label(live.cluster_label)

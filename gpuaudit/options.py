@@ -22,6 +22,7 @@ class Kind(enum.Enum):
     PATH = "a path (a string)"
     LIST = "a list of strings"
     SPAN = "a string or a number"
+    REPORTS = "a list of FORMAT=FILE strings"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Option:
     in_file: str = "scan"
     """Where `gpuaudit.toml` sets it: `scan` for the `[scan]` key named after the option, else
     why the file does not (a secret, or another table)."""
+    live_only: bool = False
+    """It shapes a live collection (a connection, what to query), so it cannot apply to a
+    saved snapshot or the demo: `scan --snapshot` and `scan --demo` refuse it."""
 
     @property
     def name(self) -> str:
@@ -82,17 +86,27 @@ OPTIONS: tuple[Option, ...] = (
         Kind.PATH,
         KUBE,
         "Kubeconfig for reading pods, nodes and gang objects (default $KUBECONFIG, "
-        "~/.kube/config, or the in-cluster service account).",
+        "~/.kube/config, or the in-cluster service account; live scans only).",
+        live_only=True,
     ),
-    Option("--context", Kind.TEXT, KUBE, "Kubeconfig context to use."),
     Option(
-        "--namespace", Kind.LIST, KUBE, "Read pods of this namespace only; repeatable.", short="-n"
+        "--context", Kind.TEXT, KUBE, "Kubeconfig context to use (live scans only).", live_only=True
+    ),
+    Option(
+        "--namespace",
+        Kind.LIST,
+        KUBE,
+        "Read the Kubernetes objects of this namespace only (cluster-scoped ones such as nodes "
+        "whole; DCGM series of every namespace); repeatable. A snapshot or the demo is narrowed "
+        "the same way.",
+        short="-n",
     ),
     Option(
         "--no-kubernetes",
         Kind.FLAG,
         KUBE,
-        "Do not read the Kubernetes API; audit from DCGM pod labels alone.",
+        "Do not read the Kubernetes API; audit from DCGM pod labels alone (live scans only).",
+        live_only=True,
     ),
     Option(
         "--window",
@@ -107,7 +121,18 @@ OPTIONS: tuple[Option, ...] = (
         "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
     ),
     Option(
-        "--step", Kind.SPAN, WINDOW, "Bucket size of hourly series (default 1h; live scans only)."
+        "--step",
+        Kind.SPAN,
+        WINDOW,
+        "Bucket size of hourly series, at least the scrape interval (default 1h; live scans only).",
+        live_only=True,
+    ),
+    Option(
+        "--max-window",
+        Kind.SPAN,
+        WINDOW,
+        "The longest --window accepted, a guard against a typo that would query years of data.",
+        "366d",
     ),
     Option(
         "--format",
@@ -127,11 +152,21 @@ OPTIONS: tuple[Option, ...] = (
         short="-o",
     ),
     Option(
+        "--report",
+        Kind.REPORTS,
+        OUTPUT,
+        "Also write the report in FORMAT to FILE, e.g. --report json=report.json --report "
+        "junit=gpuaudit.xml; repeatable. Every report comes from the one collection and is "
+        "written before the exit code is decided.",
+        scan_only=True,
+    ),
+    Option(
         "--fail-on",
         Kind.TEXT,
         OUTPUT,
         "Exit 1 when a finding is at or above this severity: critical, high, medium, low, info, "
-        "or none.",
+        "or none. An audit that audited nothing (no DCGM series, or every check skipped) exits "
+        "2 unless this is none.",
         "none",
         scan_only=True,
     ),
@@ -163,7 +198,8 @@ OPTIONS: tuple[Option, ...] = (
         "--strict",
         Kind.FLAG,
         OUTPUT,
-        "Exit 2 when any source answered only in part (the report says what is missing).",
+        "Exit 2 when the audit is incomplete: a source answered only in part, or nothing was "
+        "audited (the report says what is missing).",
         scan_only=True,
     ),
     Option(
@@ -204,15 +240,19 @@ OPTIONS: tuple[Option, ...] = (
         PROM,
         "Bearer token for Prometheus (never printed).",
         in_file=SECRET,
+        live_only=True,
     ),
-    Option("--prometheus-token-file", Kind.PATH, PROM, "File holding the bearer token."),
-    Option("--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name."),
+    Option(
+        "--prometheus-token-file", Kind.PATH, PROM, "File holding the bearer token.", live_only=True
+    ),
+    Option("--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name.", live_only=True),
     Option(
         "--prometheus-password",
         Kind.TEXT,
         PROM,
         "Basic-auth password (never printed).",
         in_file=SECRET,
+        live_only=True,
     ),
     Option(
         "--header",
@@ -222,25 +262,41 @@ OPTIONS: tuple[Option, ...] = (
         "THANOS-TENANT for Thanos). In the environment separate headers with spaces and write "
         "'Name:value'.",
         short="-H",
+        live_only=True,
     ),
     Option(
-        "--ca-file", Kind.PATH, PROM, "CA bundle that signs the Prometheus server's certificate."
+        "--ca-file",
+        Kind.PATH,
+        PROM,
+        "CA bundle that signs the Prometheus server's certificate.",
+        live_only=True,
     ),
-    Option("--client-cert", Kind.PATH, PROM, "Client certificate (PEM) for mutual TLS."),
-    Option("--client-key", Kind.PATH, PROM, "Client key (PEM) for mutual TLS."),
+    Option(
+        "--client-cert", Kind.PATH, PROM, "Client certificate (PEM) for mutual TLS.", live_only=True
+    ),
+    Option("--client-key", Kind.PATH, PROM, "Client key (PEM) for mutual TLS.", live_only=True),
     Option(
         "--insecure-skip-tls-verify",
         Kind.FLAG,
         PROM,
         "Do not verify the server's TLS certificate (not recommended).",
+        live_only=True,
     ),
     Option(
         "--cluster-label",
         Kind.TEXT,
         PROM,
         "NAME=VALUE selecting one cluster's series in a central Prometheus.",
+        live_only=True,
     ),
-    Option("--timeout", Kind.NUMBER, PROM, "Seconds to wait for one answer.", 120.0),
+    Option(
+        "--timeout",
+        Kind.NUMBER,
+        PROM,
+        "Seconds to wait for one answer (more than 0, at most 3600).",
+        120.0,
+        live_only=True,
+    ),
 )
 """In the order `gpuaudit scan --help` lists them."""
 

@@ -1,15 +1,18 @@
 """One run, from a resolved `Config` to an `Outcome`: source, inventory, checks with waivers and
-comparison, the report, the webhook and the exit code.
+comparison, the reports, the webhook and the exit code.
 
-Nothing here prints: the report goes where the configuration says (a file, else stdout, the
-report's own place); the summary line, the timings and errors are the caller's to print.
+One collection feeds every output: the report goes where the configuration says (a file, else
+stdout, the report's own place), then each `--report FORMAT=FILE`, then the webhook; the exit
+code is decided last, so a failing gate never loses a report. Nothing here prints: the summary
+line, the timings and errors are the caller's to print.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,7 @@ from gpuaudit.inventory import build
 from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
+from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
 
 Tick = Callable[[int, int], None]
@@ -39,26 +43,49 @@ class Outcome:
     """What a scan found and how the process should end."""
 
     result: AuditResult
-    """The audit result the report was rendered from."""
+    """The audit result the reports were rendered from."""
     exit_code: int
-    """0 nothing at or above `--fail-on`; 1 a finding at or above it; 2 incomplete under
-    `--strict`."""
+    """See `exit_code`: 0, 1 or 2."""
     timings: Mapping[str, float]
     """Wall seconds of each stage: load, inventory, checks, render."""
+    hint: str = ""
+    """What to check when nothing was audited, for the source the run read."""
 
     def summary_line(self) -> str:
-        """The one-line summary for stderr."""
-        s = self.result.summary
-        note = "" if self.result.complete else " (INCOMPLETE: some sources answered in part)"
+        """The one-line summary for stderr: findings, idle GPU-hours, waste, and how many
+        checks ran and were skipped."""
+        r, s = self.result, self.result.summary
+        note = ""
+        if r.nothing_audited:
+            note = " (INCOMPLETE: nothing was audited)"
+        elif not r.complete:
+            note = " (INCOMPLETE: some sources answered in part)"
         return (
-            f"gpuaudit: {len(self.result.findings)} findings, {s.idle_gpu_hours:,.0f} idle "
-            f"GPU-hours, {s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h{note}"
+            f"gpuaudit: {len(r.findings)} findings, {s.idle_gpu_hours:,.0f} idle "
+            f"GPU-hours, {s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h; "
+            f"{len(r.checks_run)} checks ran, {len(r.skipped)} skipped{note}"
+        )
+
+    def nothing_line(self) -> str | None:
+        """The warning printed when the audit audited nothing (even with `--quiet`), else
+        None."""
+        if not self.result.nothing_audited:
+            return None
+        reasons = "; ".join(
+            r.removeprefix("nothing was audited: ") for r in self.result.nothing_audited
+        )
+        hint = f" {self.hint}" if self.hint else ""
+        return (
+            f"gpuaudit: WARNING: NOTHING WAS AUDITED: {reasons[:500]}. The report is marked "
+            f"incomplete; its zero findings do not mean healthy GPUs.{hint}"
         )
 
     def strict_line(self) -> str:
-        """Why `--strict` ends the run with exit code 2."""
+        """Why the run ends with exit code 2 although the audit ran."""
+        if self.result.nothing_audited:
+            return "gpuaudit: exit code 2: an audit that audited nothing never passes a gate"
         reasons = "; ".join(self.result.incomplete_reasons)[:500]
-        return f"gpuaudit: --strict: the audit is incomplete: {reasons}"
+        return f"gpuaudit: exit code 2: the audit is incomplete: {reasons}"
 
     def timings_line(self) -> str:
         """The stage timings as one JSON line (the benchmarks read it)."""
@@ -66,9 +93,12 @@ class Outcome:
 
 
 def run(config: Config, *, progress: ProgressBar | None = None) -> Outcome:
-    """Audit what `config` names, write the report, post the webhook; say how to exit."""
+    """Audit what `config` names, write every report, post the webhook; then say how to
+    exit."""
     clock = _Stages()
     snap = load(config, progress, as_arrays=True)
+    if config.live is None and config.namespaces:
+        snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
     inv = build(snap, config.settings.topology_dir)
     del snap  # the raw answers are no longer needed; free them before the checks run
@@ -84,10 +114,12 @@ def run(config: Config, *, progress: ProgressBar | None = None) -> Outcome:
     )
     clock.mark("checks")
     write_report(result, config.format, config.output)
+    for target in config.reports:
+        write_report(result, target.format, target.path)
     clock.mark("render")
     if config.webhook:
         post_webhook(config.webhook, markdown_summary(result))
-    return Outcome(result, exit_code(config, result), clock.stages)
+    return Outcome(result, exit_code(config, result), clock.stages, _hint(config))
 
 
 def save_snapshot(config: Config, file: Path, *, progress: ProgressBar | None = None) -> int:
@@ -115,8 +147,12 @@ def load(config: Config, progress: ProgressBar | None = None, as_arrays: bool = 
 
 
 def exit_code(config: Config, result: AuditResult) -> int:
-    """2 when `--strict` and incomplete; 1 when a finding (with `--baseline`, a new or worse one)
-    is at or above `--fail-on`; else 0."""
+    """2 when the audit audited nothing and a gate was asked for (`--fail-on` other than none,
+    or `--strict`): an empty audit never passes a gate; 2 when `--strict` and incomplete; 1
+    when a finding (with `--baseline`, a new or worse one) is at or above `--fail-on`; else
+    0."""
+    if result.nothing_audited and (config.strict or config.fail_on is not None):
+        return 2
     if config.strict and not result.complete:
         return 2
     gating = result.findings
@@ -147,11 +183,74 @@ def deliver(text: str, output: Path | None) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write a UTF-8 text file; failure is one clear error."""
+    """Write a UTF-8 text file whole or not at all (a reader never sees half a report: it is
+    written beside the file and renamed over it; a device or pipe such as `/dev/stdout` is
+    written directly); failure is one clear error."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
-        path.write_text(text, encoding="utf-8")
+        if path.exists() and not path.is_file() and not path.is_dir():
+            path.write_text(text, encoding="utf-8")
+            return
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
     except OSError as exc:
+        part.unlink(missing_ok=True)
         raise GpuauditError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+_NAMESPACED = frozenset(r.key for r in RESOURCES if r.namespaced)
+"""The Kubernetes lists whose objects live in namespaces (pods, PodGroups, Workloads ...)."""
+
+
+def narrow_namespaces(snap: Snapshot, namespaces: Sequence[str]) -> Snapshot:
+    """The snapshot as a live collection with `--namespace` would have recorded it: the
+    objects of namespaced resources outside `namespaces` left out, cluster-scoped ones (nodes,
+    PriorityClasses, ClusterQueues) and the Prometheus answers kept whole. A namespace with no
+    object in the snapshot adds a warning (a typo would otherwise read as an empty team)."""
+    wanted = set(namespaces)
+    seen: set[str] = set()
+    kube: dict[str, list[dict[str, object]]] = {}
+    for key, pages in snap.kubernetes.items():
+        if key not in _NAMESPACED:
+            kube[key] = pages
+            continue
+        kept_pages = []
+        for page in pages:
+            items = page.get("items") if isinstance(page, dict) else None
+            if not isinstance(items, list):
+                kept_pages.append(page)
+                continue
+            kept = [i for i in items if _namespace_of(i) in wanted]
+            seen.update(_namespace_of(i) for i in kept)
+            kept_pages.append({**page, "items": kept})
+        kube[key] = kept_pages
+    absent = [ns for ns in namespaces if ns not in seen]
+    warnings = tuple(snap.manifest.warnings)
+    if absent:
+        warnings += (
+            f"--namespace {', '.join(absent)}: the snapshot holds no Kubernetes object in "
+            f"{'this namespace' if len(absent) == 1 else 'these namespaces'}",
+        )
+    narrowed = Snapshot(snap.manifest, snap.prometheus, kube)
+    return narrowed.with_manifest(warnings=warnings)
+
+
+def _namespace_of(item: object) -> str:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return ns if isinstance(ns, str) else ""
+
+
+def _hint(config: Config) -> str:
+    """What to check when a run audited nothing, for the source it read."""
+    if config.live is None:
+        return "Check that the snapshot holds DCGM series in its window."
+    label = config.live.cluster_label
+    where = f", and that --cluster-label {label} names a cluster it holds" if label else ""
+    return (
+        "Check that this Prometheus holds dcgm-exporter series in the window (--window, "
+        f"--end){where}."
+    )
 
 
 def rules_text(fmt: str, pod_label: str) -> str:

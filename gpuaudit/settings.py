@@ -19,21 +19,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_RE = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)([smhdw]?)", re.ASCII)
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(text: str) -> int:
-    """`7d`, `12h`, `30m`, `90s` or plain seconds -> seconds."""
+    """`7d`, `12h`, `30m`, `90s` or plain seconds -> whole seconds, at least 1. At most 15
+    digits, so the result is a finite number whatever the text."""
     t = text.strip()
-    if t.isdigit():
-        return int(t)
-    m = _DURATION_RE.match(t)
+    m = _DURATION_RE.fullmatch(t)
     if not m:
-        raise ConfigError(f"invalid duration {text!r}; use e.g. 7d, 12h, 30m or seconds")
+        raise ConfigError(f"invalid duration {t[:40]!r}; use e.g. 7d, 12h, 30m or seconds")
     seconds = int(float(m.group(1)) * _UNIT[m.group(2)])
     if seconds <= 0:
-        raise ConfigError(f"duration {text!r} must be positive")
+        raise ConfigError(f"duration {t!r} must be at least 1 second")
     return seconds
 
 

@@ -174,11 +174,12 @@ def test_window_and_checks_from_the_file_and_the_flags(monkeypatch: pytest.Monke
         "[checks]\nidle_activity = 0.1\n"
     )
     end = datetime(2026, 11, 23, tzinfo=timezone.utc).timestamp()
-    cfg = _resolved(monkeypatch, ["--demo", "--set", "idle_tail_hours=12"], toml=toml)
+    live = ["--prometheus-url", "http://prometheus.invalid"]  # --step shapes a live collection
+    cfg = _resolved(monkeypatch, [*live, "--set", "idle_tail_hours=12"], toml=toml)
     s = cfg.settings
     assert (s.window_s, s.step_s, s.end) == (172800, 1800, end)
     assert (s.checks["idle_activity"], s.checks["idle_tail_hours"]) == (0.1, 12.0)
-    cfg = _resolved(monkeypatch, ["--demo", "--window", "1d"], {"GPUAUDIT_STEP": "1h"}, toml)
+    cfg = _resolved(monkeypatch, [*live, "--window", "1d"], {"GPUAUDIT_STEP": "1h"}, toml)
     assert (cfg.settings.window_s, cfg.settings.step_s) == (86400, 3600)
 
 
@@ -225,7 +226,7 @@ def test_bad_file_values_are_one_clear_error(toml: str, message: str) -> None:
     ("args", "env"),
     [
         (["--baseline", "a.json", "--previous", "b.json"], {}),
-        (["--previous", "b.json"], {"GPUAUDIT_BASELINE": "a.json"}),
+        ([], {"GPUAUDIT_BASELINE": "a.json", "GPUAUDIT_PREVIOUS": "b.json"}),
     ],
 )
 def test_baseline_and_previous_clash_before_any_collection(
@@ -239,6 +240,25 @@ def test_baseline_and_previous_clash_before_any_collection(
     res = runner.invoke(app, ["scan", *url, *args], env=env)
     assert res.exit_code == 2, res.output
     assert "use --baseline (CI) or --previous (trend), not both" in res.output
+
+
+def test_a_flag_replaces_the_environments_choice_as_it_replaces_the_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deployment sets its source and connection in the environment (a CronJob, CI
+    variables); a command that audits a snapshot chooses it by flag: no clash, and the
+    environment's connection settings go with the URL the flag replaced."""
+    env = {
+        "GPUAUDIT_PROMETHEUS_URL": "http://prometheus.invalid",
+        "GPUAUDIT_PROMETHEUS_TOKEN": "t0ken",
+        "GPUAUDIT_TIMEOUT": "30",
+        "GPUAUDIT_BASELINE": "a.json",
+    }
+    cfg = _resolved(monkeypatch, ["--demo", "--previous", "b.json"], env)
+    assert cfg.live is None and cfg.snapshot == config.demo_path()
+    assert (cfg.baseline, cfg.previous) == (None, Path("b.json"))
+    cfg = _resolved(monkeypatch, [], env)
+    assert cfg.live is not None and cfg.live.token == "t0ken" and cfg.live.timeout == 30.0
 
 
 def test_unknown_option_names_are_a_bug_not_a_user_error() -> None:

@@ -18,6 +18,7 @@ from gpuaudit.checks.contract import (
     Check,
     CheckContractError,
     Setting,
+    SettingKind,
     load,
 )
 
@@ -83,10 +84,12 @@ class SharedSetting:
     """The docstring of the first check (in code order) that declares it."""
     codes: tuple[str, ...]
     """The checks that declare it."""
+    kind: SettingKind
+    """Which values it takes (every check that declares it declares the same kind)."""
 
     def line(self) -> str:
         """One line for help texts: what it is, its default and the checks that read it."""
-        return f"{self.doc} (default {self.default!r}; {', '.join(self.codes)})"
+        return f"{self.doc} ({self.kind.name}; default {self.default!r}; {', '.join(self.codes)})"
 
 
 def settings(checks: tuple[Check, ...] | None = None) -> dict[str, SharedSetting]:
@@ -97,22 +100,31 @@ def settings(checks: tuple[Check, ...] | None = None) -> dict[str, SharedSetting
             by_name.setdefault(s.name, []).append((check, s))
     return {
         name: SharedSetting(
-            name, pairs[0][1].default, pairs[0][1].doc, tuple(c.code for c, _ in pairs)
+            name,
+            pairs[0][1].default,
+            pairs[0][1].doc,
+            tuple(c.code for c, _ in pairs),
+            pairs[0][1].kind,
         )
         for name, pairs in sorted(by_name.items())
     }
 
 
 def _shared_settings(checks: list[Check]) -> None:
-    """A name several checks declare is one setting: their defaults must agree."""
-    seen: dict[str, tuple[str, float]] = {}
+    """A name several checks declare is one setting: their defaults and kinds must agree."""
+    seen: dict[str, tuple[str, Setting]] = {}
     for check in checks:
         for s in check.settings:
-            first = seen.setdefault(s.name, (check.code, s.default))
-            if first[1] != s.default:
+            code, first = seen.setdefault(s.name, (check.code, s))
+            if first.default != s.default:
                 raise CheckContractError(
-                    f"setting {s.name} defaults to {first[1]!r} in {first[0]} but to "
+                    f"setting {s.name} defaults to {first.default!r} in {code} but to "
                     f"{s.default!r} in {check.code}; a shared setting has one default"
+                )
+            if first.kind != s.kind:
+                raise CheckContractError(
+                    f"setting {s.name} is {first.kind.name} in {code} but {s.kind.name} in "
+                    f"{check.code}; a shared setting has one kind"
                 )
 
 
@@ -136,6 +148,7 @@ __all__ = [
     "Check",
     "CheckContractError",
     "Setting",
+    "SettingKind",
     "SharedSetting",
     "by_code",
     "clear_cache",

@@ -8,9 +8,12 @@ A check is one module `gpuaudit/checks/gpuNNN_<name>.py` that defines:
 - `TITLE`, a short title;
 - `REQUIRES`, a tuple of `gpuaudit.inventory.Capability` members: the data it needs (the audit
   skips it, with the reason, when one is missing);
-- `Thresholds`, a `@dataclass(frozen=True)` whose fields are its settings: each a `float` with
-  a default and a docstring (`--set NAME=VALUE`, `[checks]` in `gpuaudit.toml`; a name several
-  checks declare is one setting, with one default);
+- `Thresholds`, a `@dataclass(frozen=True)` whose fields are its settings: each a `float` whose
+  default declares its kind (`idle_activity: float = fraction(0.05)`, or `hours`, `minutes`,
+  `days`, `count`; see `SettingKind`) and a docstring (`--set NAME=VALUE`, `[checks]` in
+  `gpuaudit.toml`; a name several checks declare is one setting, with one default and one
+  kind). The kind says which values the setting takes, so `gpuaudit.config` validates every
+  setting of every check the same way;
 - `run(views: Views, cfg: Thresholds) -> list[Finding]`, a pure function of the shared views
   (`views.inv` is the inventory, `views.price(model)` the price of a GPU-hour) and its
   thresholds: no files, no network, no clock, no other check (shared helpers live in
@@ -22,6 +25,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +48,81 @@ class CheckContractError(Exception):
 
 
 @dataclass(frozen=True)
+class SettingKind:
+    """What a check setting measures, and so which values it takes: a finite number in its
+    range, a whole one where `whole`."""
+
+    name: str
+    """`fraction`, `hours`, `minutes`, `days` or `count`."""
+    what: str
+    """The values it takes, as a phrase: `a fraction between 0 and 1`."""
+    low: float
+    """The lowest value, allowed when `low_allowed`."""
+    low_allowed: bool
+    high: float = math.inf
+    """The highest value allowed."""
+    whole: bool = False
+    """Whole numbers only."""
+
+    def problem(self, value: float) -> str | None:
+        """Why `value` cannot be a setting of this kind, as a clause (`is a fraction between 0
+        and 1, got 5 (did you mean 0.05?)`); None when it can."""
+        ok = (
+            math.isfinite(value)
+            and (value > self.low or (self.low_allowed and value == self.low))
+            and value <= self.high
+            and (not self.whole or value == int(value))
+        )
+        if ok:
+            return None
+        hint = ""
+        if self.name == FRACTION.name and math.isfinite(value) and 1 < value <= 100:
+            hint = f" (did you mean {value / 100:g}?)"
+        return f"is {self.what}, got {value:g}{hint}"
+
+
+FRACTION = SettingKind("fraction", "a fraction between 0 and 1", 0.0, True, 1.0)
+HOURS = SettingKind("hours", "a positive number of hours", 0.0, False)
+MINUTES = SettingKind("minutes", "a positive number of minutes", 0.0, False)
+DAYS = SettingKind("days", "a positive number of days", 0.0, False)
+COUNT = SettingKind("count", "a whole number of at least 1", 1.0, True, whole=True)
+KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT)
+"""Every kind a check setting can declare."""
+_KIND = "gpuaudit.kind"
+"""The key of a `Thresholds` field's metadata that holds its kind."""
+
+
+def _declared(default: float, kind: SettingKind) -> float:
+    value: float = dataclasses.field(default=default, metadata={_KIND: kind})
+    return value
+
+
+def fraction(default: float) -> float:
+    """A `Thresholds` field holding a fraction between 0 and 1 (a ratio such as activity)."""
+    return _declared(default, FRACTION)
+
+
+def hours(default: float) -> float:
+    """A `Thresholds` field holding a positive number of hours."""
+    return _declared(default, HOURS)
+
+
+def minutes(default: float) -> float:
+    """A `Thresholds` field holding a positive number of minutes."""
+    return _declared(default, MINUTES)
+
+
+def days(default: float) -> float:
+    """A `Thresholds` field holding a positive number of days."""
+    return _declared(default, DAYS)
+
+
+def count(default: float) -> float:
+    """A `Thresholds` field holding a whole number of at least 1 (restarts, members)."""
+    return _declared(default, COUNT)
+
+
+@dataclass(frozen=True)
 class Setting:
     """One threshold of a check: a field of its `Thresholds`."""
 
@@ -51,6 +130,8 @@ class Setting:
     default: float
     doc: str
     """The field's docstring, whitespace collapsed to single spaces."""
+    kind: SettingKind
+    """Which values it takes."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +174,7 @@ class Check:
         else:
             lines.append("Settings (--set NAME=VALUE, or [checks] in gpuaudit.toml)")
             for s in self.settings:
-                lines.append(f"    {s.name} = {s.default!r}")
+                lines.append(f"    {s.name} = {s.default!r} ({s.kind.what})")
                 lines.append(f"        {s.doc}")
         return "\n".join(lines)
 
@@ -162,6 +243,16 @@ def _check_thresholds(where: str, thresholds: object) -> type[Any]:
             raise CheckContractError(f"{where}: Thresholds.{f.name} must be a float")
         if isinstance(f.default, bool) or not isinstance(f.default, float):
             raise CheckContractError(f"{where}: Thresholds.{f.name} needs a float default")
+        kind = f.metadata.get(_KIND)
+        if not isinstance(kind, SettingKind):
+            raise CheckContractError(
+                f"{where}: Thresholds.{f.name} must declare its kind: write "
+                f"`{f.name}: float = hours({f.default!r})` (or "
+                f"{', '.join(k.name for k in KINDS)} from gpuaudit.checks.contract)"
+            )
+        problem = kind.problem(f.default)
+        if problem:
+            raise CheckContractError(f"{where}: the default of Thresholds.{f.name} {problem}")
     return thresholds
 
 
@@ -172,9 +263,9 @@ def _settings(where: str, module: ModuleType, thresholds: type[Any]) -> tuple[Se
         doc = docs.get(f.name, "")
         if not doc:
             raise CheckContractError(f"{where}: Thresholds.{f.name} needs a docstring")
-        default = f.default
+        default, kind = f.default, f.metadata[_KIND]
         assert isinstance(default, float)  # `_check_thresholds` made sure
-        out.append(Setting(f.name, default, doc))
+        out.append(Setting(f.name, default, doc, kind))
     return tuple(out)
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -43,9 +44,9 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    idle_min_hours: float = 4.0
+    idle_min_hours: float = hours(4.0)
     """Shortest holding (hours) that can be an idle reservation."""
-    idle_activity: float = 0.05
+    idle_activity: float = fraction(0.05)
     """Mean engine activity (ratio) below which a GPU counts as idle."""
 
 

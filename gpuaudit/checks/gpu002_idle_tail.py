@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -45,11 +46,11 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    idle_activity: float = 0.05
+    idle_activity: float = fraction(0.05)
     """Mean engine activity (ratio) below which a GPU counts as idle."""
-    idle_tail_hours: float = 6.0
+    idle_tail_hours: float = hours(6.0)
     """Idle hours at the end of a holding that make an idle tail."""
-    active_activity: float = 0.20
+    active_activity: float = fraction(0.20)
     """Mean engine activity (ratio) from which an hour counts as active."""
 
 

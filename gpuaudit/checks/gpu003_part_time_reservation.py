@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from gpuaudit.checks.base import MODEST_WASTE, gpu_word, short_model
+from gpuaudit.checks.contract import days, fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -45,15 +46,15 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    idle_activity: float = 0.05
+    idle_activity: float = fraction(0.05)
     """Mean engine activity (ratio) below which a GPU counts as idle."""
-    active_activity: float = 0.20
+    active_activity: float = fraction(0.20)
     """Mean engine activity (ratio) from which an hour counts as active."""
-    part_time_min_days: float = 3.0
+    part_time_min_days: float = days(3.0)
     """Days a holder must have held its GPUs to show a daily pattern."""
-    part_time_max_hours: float = 8.0
+    part_time_max_hours: float = hours(8.0)
     """Longest daily active window (hours) that still counts as part-time."""
-    part_time_recurrence: float = 0.8
+    part_time_recurrence: float = fraction(0.8)
     """Share of days on which the active window must recur."""
 
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from gpuaudit.checks.base import MODEST_WASTE, WASTE, gpu_word, short_model
+from gpuaudit.checks.contract import minutes
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views, grouped
 from gpuaudit.inventory import columns as C
@@ -61,9 +62,9 @@ REQUIRES = (Capability.KUBERNETES_PODS,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    gang_partial_min_minutes: float = 30.0
+    gang_partial_min_minutes: float = minutes(30.0)
     """Minutes a gang must have run short of members before it is reported."""
-    gang_start_spread_minutes: float = 30.0
+    gang_start_spread_minutes: float = minutes(30.0)
     """Minutes between the first and the last start of a complete gang's members from which
     the early members' wait is reported."""
 

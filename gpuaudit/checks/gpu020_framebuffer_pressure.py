@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from gpuaudit import mig
 from gpuaudit.checks.base import short_model
+from gpuaudit.checks.contract import count, fraction
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -43,13 +44,13 @@ REQUIRES = (Capability.FRAMEBUFFER,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    fb_pressure_critical: float = 0.95
+    fb_pressure_critical: float = fraction(0.95)
     """p95 of used/(used+free) framebuffer from which a holding is under pressure (high)."""
-    fb_pressure_warning: float = 0.90
+    fb_pressure_warning: float = fraction(0.90)
     """p95 of used/(used+free) framebuffer from which pressure is a warning (medium)."""
-    fb_headroom: float = 0.20
+    fb_headroom: float = fraction(0.20)
     """Memory headroom over peak use a recommended MIG profile must leave."""
-    crashloop_restarts: float = 3.0
+    crashloop_restarts: float = count(3.0)
     """Container restarts with a GPU out-of-memory message that make a crash loop."""
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from gpuaudit import mig
 from gpuaudit.checks.base import MODEST_WASTE, short_model
+from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -48,9 +49,9 @@ COMPUTE_SPARE = 1.25
 
 @dataclass(frozen=True)
 class Thresholds:
-    oversized_min_hours: float = 24.0
+    oversized_min_hours: float = hours(24.0)
     """Shortest holding (hours) worth resizing."""
-    fb_headroom: float = 0.20
+    fb_headroom: float = fraction(0.20)
     """Memory headroom over peak use a recommended MIG profile must leave."""
 
 

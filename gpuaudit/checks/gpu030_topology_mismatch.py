@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaudit.checks.base import gpu_word, short_model
+from gpuaudit.checks.contract import fraction
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -52,7 +53,7 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    placement_slowdown: float = 0.10
+    placement_slowdown: float = fraction(0.10)
     """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
     estimate; 0 ranks these findings by severity alone)."""
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, gpu_word, pack, short_model
+from gpuaudit.checks.contract import fraction
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
@@ -58,7 +59,7 @@ REQUIRES = (Capability.ACTIVITY, Capability.KUBERNETES_PODS)
 
 @dataclass(frozen=True)
 class Thresholds:
-    placement_slowdown: float = 0.10
+    placement_slowdown: float = fraction(0.10)
     """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
     estimate; 0 ranks these findings by severity alone)."""
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpuaudit.checks.base import STUCK_WORK, gpu_word, short_model
+from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -47,11 +48,11 @@ REQUIRES = (Capability.PROFILING, Capability.GPU_UTIL)
 
 @dataclass(frozen=True)
 class Thresholds:
-    busy_util: float = 0.80
+    busy_util: float = fraction(0.80)
     """GPU_UTIL (ratio) from which a card looks busy."""
-    busy_low_activity: float = 0.20
+    busy_low_activity: float = fraction(0.20)
     """SM (else engine) activity below which a busy-looking card does no work."""
-    busy_min_hours: float = 3.0
+    busy_min_hours: float = hours(3.0)
     """Hours a card must look busy while doing no work."""
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from gpuaudit.checks.base import WAITING, gpu_word
+from gpuaudit.checks.contract import minutes
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
@@ -59,7 +60,7 @@ REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
 
 @dataclass(frozen=True)
 class Thresholds:
-    pending_min_minutes: float = 30.0
+    pending_min_minutes: float = minutes(30.0)
     """Minutes a pod must have been unschedulable for lack of GPUs."""
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuaudit.checks.base import WAITING, gpu_word, pack
+from gpuaudit.checks.contract import minutes
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -49,7 +50,7 @@ REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
 
 @dataclass(frozen=True)
 class Thresholds:
-    pending_min_minutes: float = 30.0
+    pending_min_minutes: float = minutes(30.0)
     """Minutes a pod must have been unschedulable for lack of GPUs."""
 
 

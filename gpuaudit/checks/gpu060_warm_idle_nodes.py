@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpuaudit.checks.base import NODE_WASTE, gpu_word, short_model
+from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
@@ -50,9 +51,9 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    idle_activity: float = 0.05
+    idle_activity: float = fraction(0.05)
     """Mean engine activity (ratio) below which a GPU counts as idle."""
-    warm_idle_hours: float = 24.0
+    warm_idle_hours: float = hours(24.0)
     """Contiguous hours a GPU node must have had no GPU pod at work."""
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from gpuaudit import mig
 from gpuaudit.checks.base import gpu_word
+from gpuaudit.checks.contract import hours
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -44,7 +45,7 @@ REQUIRES = (Capability.KUBERNETES_PODS,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    unmonitored_min_hours: float = 1.0
+    unmonitored_min_hours: float = hours(1.0)
     """Shortest GPU holding without DCGM data worth reporting."""
 
 

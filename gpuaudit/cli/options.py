@@ -33,6 +33,7 @@ _TYPES: dict[Kind, object] = {
     Kind.NUMBER: float,
     Kind.PATH: Path | None,
     Kind.LIST: list[str] | None,
+    Kind.REPORTS: list[str] | None,
 }
 
 
@@ -84,6 +85,16 @@ def given(ctx: typer.Context) -> dict[str, object]:
             value = ctx.params[name]
             out[name.rstrip("_")] = value.value if isinstance(value, Enum) else value
     return out
+
+
+def from_environment(ctx: typer.Context) -> frozenset[str]:
+    """The names of the options `given` took from their `GPUAUDIT_...` variable, so that an
+    error about one can name the variable the user set."""
+    return frozenset(
+        name.rstrip("_")
+        for name in ctx.params
+        if (source := ctx.get_parameter_source(name)) is not None and source.name == "ENVIRONMENT"
+    )
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpuaudit.cli.options import failing, given, progress_bar, takes
+from gpuaudit.cli.options import failing, from_environment, given, progress_bar, takes
 from gpuaudit.options import OPTIONS
 
 
@@ -23,19 +23,24 @@ class Format(str, enum.Enum):
 def scan(ctx: typer.Context, **_: object) -> None:
     """Audit GPU usage and print ranked findings under a fleet summary.
 
-    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it; 2 a usage error
-    or a source that could not be read.
+    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it (with --baseline,
+    new or worse ones); 2 a usage error, a source that could not be read, an incomplete audit
+    under --strict, or an audit that audited nothing (no DCGM series, every check skipped)
+    under --strict or --fail-on. Every report (--output, --report) is written first.
     """
     from gpuaudit import config as configuration  # lazy, as the pipeline:
     from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
 
     with failing():
-        cfg = configuration.for_scan(given(ctx))
+        cfg = configuration.for_scan(given(ctx), from_environment(ctx))
         outcome = pipeline.run(cfg, progress=None if cfg.quiet else progress_bar)
     if cfg.timings:
         sys.stderr.write(outcome.timings_line() + "\n")
     if not cfg.quiet:
         sys.stderr.write(outcome.summary_line() + "\n")
+    alarm = outcome.nothing_line()
+    if alarm:  # even with --quiet: an empty audit must never pass for a healthy one
+        sys.stderr.write(alarm + "\n")
     if outcome.exit_code == 2:
         sys.stderr.write(outcome.strict_line() + "\n")
     if outcome.exit_code:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaudit.cli.options import failing, given, progress_bar, takes
+from gpuaudit.cli.options import failing, from_environment, given, progress_bar, takes
 from gpuaudit.options import OPTIONS
 
 app = typer.Typer(help="Save and inspect snapshots.", no_args_is_help=True)
@@ -26,7 +26,7 @@ def save(
     from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
 
     with failing():
-        cfg = configuration.for_snapshot_save(given(ctx))
+        cfg = configuration.for_snapshot_save(given(ctx), from_environment(ctx))
         n = pipeline.save_snapshot(cfg, file, progress=None if cfg.quiet else progress_bar)
         if not cfg.quiet:
             sys.stderr.write(f"gpuaudit: wrote {file} ({n} Prometheus answers)\n")

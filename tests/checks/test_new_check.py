@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuaudit.checks.contract import count
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 
@@ -46,7 +47,7 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    example_min_holdings: float = 1.0
+    example_min_holdings: float = count(1.0)
     """Held GPUs or MIG slices from which the example reports the fleet."""
 
 
@@ -111,6 +112,18 @@ def test_set_refuses_an_unknown_name_listing_the_known_ones(
     res = runner.invoke(app, ["scan", "--demo", "-q", "--set", "example_min_holding=5"])
     assert res.exit_code == 2
     assert "example_min_holdings" in res.output and "idle_activity" in res.output
+
+
+def test_set_validates_a_new_setting_by_the_kind_it_declares(
+    add_check: Callable[[str, str], Path],
+) -> None:
+    """The module declares `count(1.0)`; nothing else says what the setting takes."""
+    add_check("gpu999_example", EXAMPLE)
+    for bad in ("0", "2.5", "nan", "-1"):
+        res = runner.invoke(app, ["scan", "--demo", "-q", "--set", f"example_min_holdings={bad}"])
+        assert res.exit_code == 2, res.output
+        assert "example_min_holdings is a whole number of at least 1" in res.output
+        assert len(res.output.strip().splitlines()) == 1
 
 
 def test_without_the_module_nothing_knows_it() -> None:

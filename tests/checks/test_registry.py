@@ -65,7 +65,7 @@ def test_explain_lists_settings_from_thresholds() -> None:
     assert check is not None
     text = check.explain()
     assert text.startswith(check.doc)
-    assert "    idle_min_hours = 4.0\n        Shortest holding (hours)" in text
+    assert "    idle_min_hours = 4.0 (a positive number of hours)\n        Shortest holding" in text
 
 
 GOOD = '''"""GPU998 example: a test check.
@@ -80,6 +80,7 @@ What to do
     x
 """
 from dataclasses import dataclass
+from gpuaudit.checks.contract import count, hours
 from gpuaudit.inventory import Capability
 
 CODE = "GPU998"
@@ -89,7 +90,7 @@ REQUIRES = (Capability.ACTIVITY,)
 
 @dataclass(frozen=True)
 class Thresholds:
-    level: float = 1.0
+    level: float = count(1.0)
     """A level."""
 
 
@@ -105,12 +106,15 @@ def run(views, cfg):
         (("(Capability.ACTIVITY,)", '("activity",)'), "Capability members"),
         (("Capability.ACTIVITY,", "Capability.ACTIVTY,"), "ACTIVTY"),
         (("@dataclass(frozen=True)", "@dataclass"), "must be frozen"),
-        (("level: float = 1.0", "level: int = 1"), "must be a float"),
+        (("level: float = count(1.0)", "level: int = 1"), "must be a float"),
+        (("level: float = count(1.0)", "level: float = 1.0"), "must declare its kind"),
+        (("level: float = count(1.0)", "level: float = count(0.5)"), "whole number"),
+        (("level: float = count(1.0)", "idle_activity: float = hours(0.05)"), "one kind"),
         (('    """A level."""\n', ""), "needs a docstring"),
         (("What to do\n", "What next\n"), "lacks the section"),
         (("GPU998 example: a test check.", "An example."), "first line"),
         (('CODE = "GPU998"', 'CODE = "GPU001"'), "GPU001"),
-        (("level: float = 1.0", "idle_activity: float = 0.5"), "one default"),
+        (("level: float = count(1.0)", "idle_activity: float = count(5.0)"), "one default"),
     ],
 )
 def test_a_module_that_breaks_the_contract_is_refused_when_discovered(
@@ -127,7 +131,7 @@ def test_a_module_that_keeps_the_contract_is_discovered(
 ) -> None:
     add_check("gpu998_example", GOOD)
     (c,) = [c for c in discover() if c.code == "GPU998"]
-    assert c.settings == (contract.Setting("level", 1.0, "A level."),)
+    assert c.settings == (contract.Setting("level", 1.0, "A level.", contract.COUNT),)
     assert c.configure({"level": 2.0, "idle_activity": 0.1}) == c.thresholds(level=2.0)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from gpuaudit import snapshot
 from tests.k8s_apiserver import KubeAPIServer, make_tls
-from tests.promserver import Backfilled, backfill, prometheus
+from tests.promserver import Backfilled, backfill, prometheus, require
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +62,37 @@ def snapshot_without_k8s(scenario_tsdb: Backfilled) -> Path:
     out = scenario_tsdb.snapshot_path.parent / "no-k8s.snapshot.json"
     snapshot.write(snap, out)
     return out
+
+
+@pytest.fixture(scope="session")
+def empty_prom_url(
+    scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A real Prometheus that holds data over the scenario's window, but no DCGM series: a
+    node-exporter gauge only, backfilled with promtool."""
+    folder = tmp_path_factory.mktemp("nodcgm")
+    om = folder / "node.om"
+    start = scenario_tsdb.end - scenario_tsdb.days * 86400
+    lines = ["# TYPE node_load1 gauge"]
+    lines += [
+        f'node_load1{{instance="node-{i}:9100"}} 0.5 {t}'
+        for i in range(3)
+        for t in range(start, scenario_tsdb.end + 1, 300)
+    ]
+    om.write_text("\n".join(lines) + "\n# EOF\n")
+    tsdb = folder / "tsdb"
+    subprocess.run(
+        [
+            require("promtool"),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "-q",
+            str(om),
+            str(tsdb),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    with prometheus(tsdb) as url:
+        yield url

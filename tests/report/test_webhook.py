@@ -269,7 +269,7 @@ def test_cronjob_script_chains_previous_and_posts_once_a_week(hook: Hook, tmp_pa
     )
     assert "Waste by label <code>app</code>" in (reports / "gpuaudit-2026-11-23.html").read_text()
     texts = [json.loads(r["body"])["text"] for r in hook.requests]
-    assert len(texts) == 2  # one post a week, from the HTML run only
+    assert len(texts) == 2  # one post a week, from the one scan
     assert "Since the previous report" not in texts[0]
     assert "Since the previous report: 0 new, 0 worse, 0 improved, 0 resolved" in texts[1]
 
