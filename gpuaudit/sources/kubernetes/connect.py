@@ -180,6 +180,24 @@ def _contexts(config_file: str) -> tuple[list[str], str | None]:
     return names, current
 
 
+def _clean_tokens(conf: Any, shown: str, option: str) -> None:
+    """Drop the line break a token file written on Windows leaves after the token; refuse a
+    token with a control character inside (it would end up quoted in a client error)."""
+    keys = getattr(conf, "api_key", None)
+    if not isinstance(keys, dict):
+        return
+    for key, value in list(keys.items()):
+        if not isinstance(value, str):
+            continue
+        clean = value.strip()
+        if any(ord(c) < 32 or ord(c) == 127 for c in clean):
+            raise SourceError(
+                f"the token in kubeconfig {shown} holds a line break or another control "
+                f"character (not shown); check {option} and the token it names"
+            )
+        keys[key] = clean
+
+
 def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connection:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
@@ -229,6 +247,7 @@ def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connect
             "(`kubectl config view` shows what is wrong)"
         ) from None
     api.configuration.retries = 2
+    _clean_tokens(api.configuration, shown, option)
     name = context or current or "kubeconfig"
     return Connection(
         api=api,
