@@ -15,7 +15,7 @@ pieces), is refused with one clear error before the excess is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,20 @@ class _Job:
     shard: str = ""
 
 
+def check_plan(w: Window, specs: Iterable[QuerySpec], max_queries: int) -> None:
+    """Raise `SourceError` when running `specs` over `w` would take more than `max_queries`
+    queries before any is cut smaller (range queries are cut at `MAX_POINTS` points)."""
+    per = max(1, MAX_POINTS - 1)
+    chunks = -(-(w.seconds // w.step) // per)
+    planned = sum(chunks if s.kind == "hourly" else 1 for s in specs)
+    if planned > max_queries:
+        raise SourceError(
+            f"a window of {w.seconds:,} s in steps of {w.step:,} s would take {planned:,} "
+            f"queries, more than {max_queries:,} (--max-queries); audit a shorter --window or "
+            "use a longer --step"
+        )
+
+
 def _selector(base: str, uuid_label: str, shard: str) -> str:
     parts = [p for p in (base, f"{uuid_label}{shard}" if shard else "") if p]
     return ",".join(parts)
@@ -77,6 +91,8 @@ class Collector:
         self.max_queries = max_queries
         self.done = 0
         self.total = 0
+        self.sent = 0
+        """Queries sent, those refused as too big included."""
         self.series = 0
         """Series in every answer together (0: the backend has no DCGM data for the window)."""
         self.warnings: list[str] = []
@@ -84,12 +100,6 @@ class Collector:
         self.plan: dict[str, list[list[Any]]] = {}
 
     def _tick(self, added: int = 0) -> None:
-        if self.total + added > self.max_queries:
-            raise SourceError(
-                f"the backend refuses answers this large, and cutting the queries smaller would "
-                f"take more than {self.max_queries:,} queries (--max-queries); narrow the scan "
-                "with --cluster-label or a shorter --window, or raise the backend's limits"
-            )
         self.total += added
         if self.progress:
             self.progress(self.done, self.total)
@@ -124,7 +134,15 @@ class Collector:
                 jobs.extend(self._hourly_jobs(spec))
         self._tick(len(jobs))
         while jobs:
+            if self.sent + len(jobs) > self.max_queries:
+                raise SourceError(
+                    "the backend refuses answers this large, and cutting the queries smaller "
+                    f"would take more than {self.max_queries:,} queries (--max-queries); narrow "
+                    "the scan with --cluster-label or a shorter --window, or raise the "
+                    "backend's limits"
+                )
             job = jobs.pop(0)
+            self.sent += 1
             try:
                 entry = self._run_one(job)
             except PromError as exc:
@@ -150,15 +168,7 @@ class Collector:
 
     def _check_plan(self, specs: list[QuerySpec]) -> None:
         """Refuse a plan of more queries than `max_queries` before any is built or sent."""
-        per = max(1, MAX_POINTS - 1)
-        chunks = -(-(self.w.seconds // self.w.step) // per)
-        planned = sum(chunks if s.kind == "hourly" else 1 for s in specs)
-        if planned > self.max_queries:
-            raise SourceError(
-                f"a window of {self.w.seconds:,} s in steps of {self.w.step:,} s would take "
-                f"{planned:,} queries, more than {self.max_queries:,} (--max-queries); "
-                "audit a shorter --window or use a longer --step"
-            )
+        check_plan(self.w, specs, self.max_queries)
 
     def _hourly_jobs(self, spec: QuerySpec) -> list[_Job]:
         n = self.w.seconds // self.w.step

@@ -13,7 +13,7 @@ from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
-from gpuaudit.sources.prometheus.planner import Collector, Keep, keep_body
+from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,9 @@ class PrometheusSource(Source[PromCollection]):
             name, value = self.cluster_label
             esc = value.replace("\\", "\\\\").replace('"', '\\"')
             selector = f'{name}="{esc}"'
+        # Before anything is sent: a window that every metric's queries could not cover in
+        # `max_queries` is refused whatever the backend holds.
+        check_plan(window, catalogue.CATALOGUE, self.max_queries)
         caps = discover(self.client, window, selector)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         missing = sorted({q.metric for q in catalogue.CATALOGUE} - set(caps.metrics))
