@@ -6,8 +6,10 @@ fault server (tests/promfault.py) in front of a real Prometheus."""
 from __future__ import annotations
 
 import gzip
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,9 +17,11 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Window
+from gpuaudit.sources.limits import Limits
 from gpuaudit.sources.prometheus.client import PromClient, PromConfig
 from gpuaudit.sources.prometheus.source import PrometheusSource
 from gpuaudit.sources.transfer import AnswerTooLarge, read_body
+from tests.k8s_apiserver import KubeAPIServer
 from tests.promfault import (
     QUERY_PATHS,
     PromFaultServer,
@@ -173,3 +177,34 @@ def test_limits_are_checked_before_connecting() -> None:
         )
         assert res.exit_code == 2, (flag, value, res.output)
         assert flag in res.output and "Traceback" not in res.output
+
+
+def test_the_timeout_reaches_the_kubernetes_api(
+    prom_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    # A pod list of a few hundred bytes, one byte every 0.05 s: only a deadline on the whole
+    # answer ends it before it is done, and --timeout is that deadline on the Kubernetes side.
+    with KubeAPIServer.from_dir(scenario_tsdb.k8s_dir, drip={"pods": 0.05}) as srv:
+        kc = srv.write_kubeconfig(tmp_path / "kc")
+        args = ["scan", "-q", "--prometheus-url", prom_url, "--kubeconfig", str(kc)]
+        args += ["--window", f"{scenario_tsdb.days}d", "--end", str(scenario_tsdb.end)]
+        res = runner.invoke(app, [*args, "--timeout", "1"])
+    code, out = res.exit_code, res.output
+    assert code == 2
+    assert "Kubernetes API" in out and "no complete answer within 1 s (--timeout)" in out
+
+
+def test_max_objects_cuts_a_list_and_marks_the_report_incomplete(
+    prom_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    with KubeAPIServer.from_dir(scenario_tsdb.k8s_dir, endless_continue={"pods"}) as srv:
+        kc = srv.write_kubeconfig(tmp_path / "kc")
+        args = ["scan", "-f", "json", "-q", "--prometheus-url", prom_url, "--kubeconfig", str(kc)]
+        args += ["--window", f"{scenario_tsdb.days}d", "--end", str(scenario_tsdb.end)]
+        res = runner.invoke(app, [*args, "--max-objects", "1000", "--strict"])
+        served = srv.pages_served("pods")
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert doc["complete"] is False
+    assert any("more than 1,000 pods (--max-objects)" in r for r in doc["incomplete_reasons"])
+    assert served <= Limits(objects=1000).pages(500)
