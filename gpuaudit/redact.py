@@ -26,8 +26,11 @@ HARMLESS_HEADERS = frozenset(
 value may be a credential (`Authorization`, `X-Auth-Token`, `Api-Key`, `PRIVATE-TOKEN`, a
 tenant header that doubles as one ...) and is never shown."""
 
-_MIN_SECRET = 4
+_MIN_SECRET = 6
 """Shorter strings are not blanked out of messages: they would mangle ordinary words."""
+
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "digest", "negotiate", "token", "apikey"})
+"""Words of an `Authorization` value that name the scheme, not the credential."""
 
 
 def url_for_display(url: str) -> str:
@@ -68,7 +71,7 @@ def header_secrets(headers: Mapping[str, str]) -> list[str]:
         if k.lower() in HARMLESS_HEADERS or not v:
             continue
         found.append(v)
-        found.extend(v.split())
+        found.extend(w for w in v.split() if w.lower() not in _AUTH_SCHEMES)
     return found
 
 

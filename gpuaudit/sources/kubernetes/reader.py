@@ -288,8 +288,8 @@ class Reader:
                 f"({self._scrub(status_message(exc))}); each API was tried directly instead."
             )
             return None
-        except _BadAnswer as exc:
-            self.out.warnings.append(f"API discovery (GET /apis) gave a bad answer ({exc}).")
+        except (_BadAnswer, _OverLimit) as exc:
+            self.out.warnings.append(f"API discovery (GET /apis) gave no usable answer ({exc}).")
             return None
         except Exception as exc:
             self.out.warnings.append(

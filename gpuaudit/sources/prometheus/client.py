@@ -280,6 +280,9 @@ class PromClient:
                     ) from None
                 msg = self._scrub(str(exc) or type(exc).__name__)
                 raise PromError(f"cannot reach Prometheus at {where}: {msg}") from None
+            except httpx.HTTPError as exc:
+                msg = self._scrub(str(exc) or type(exc).__name__)
+                raise PromError(f"cannot query Prometheus at {where}: {msg}") from None
             try:
                 return self._parse(resp, body_bytes, where, data)
             except PromError as err:
