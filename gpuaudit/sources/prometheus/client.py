@@ -460,13 +460,22 @@ class Listing:
         return "; ".join(why)
 
 
+_MAX_WARNINGS = 20
+"""Warnings kept of one answer; the rest are counted."""
+
+
 def _warnings(raw: Any) -> list[str]:
-    """The `warnings` of an answer as a list of texts (a single text is one warning)."""
+    """The `warnings` of an answer as a list of texts (a single text is one warning), each cut
+    to a readable length, the first `_MAX_WARNINGS` of them and a count of the rest."""
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list):
         return [] if raw is None else [f"unreadable warnings field ({type(raw).__name__})"]
-    return [str(w)[:500] for w in raw if w]
+    texts = [str(w)[:500] for w in raw if w]
+    if len(texts) > _MAX_WARNINGS:
+        more = len(texts) - _MAX_WARNINGS
+        texts = [*texts[:_MAX_WARNINGS], f"... and {more} more warnings"]
+    return texts
 
 
 _TOKEN_CHARS = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
