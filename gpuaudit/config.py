@@ -606,6 +606,9 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         insecure=opts.flag("insecure_skip_tls_verify"),
         cluster_label=opts.text("cluster_label"),
         timeout=_timeout(opts),
+        max_answer_mib=opts.number("max_answer_mib"),
+        max_objects=opts.number("max_objects"),
+        max_queries=opts.number("max_queries"),
         kubeconfig=opts.path("kubeconfig"),
         context=opts.text("context"),
         namespaces=_namespaces(opts.strings("namespace")),
@@ -613,6 +616,7 @@ def _live(opts: _Options, url: str) -> LiveOptions:
     )
     parse_cluster_label(live.cluster_label)
     parse_headers(live.headers)
+    live.limits()
     shown = display_url(url)
     if not shown.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")

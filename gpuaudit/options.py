@@ -43,6 +43,9 @@ class Option:
     """Its short flag, e.g. `-q`."""
     scan_only: bool = False
     """`snapshot save` does not take it."""
+    env_lines: bool = False
+    """Its environment variable holds one value per line (a header value has spaces), not
+    values separated by spaces."""
     in_file: str = "scan"
     """Where `gpuaudit.toml` sets it: `scan` for the `[scan]` key named after the option, else
     why the file does not (a secret, or another table)."""
@@ -259,10 +262,11 @@ OPTIONS: tuple[Option, ...] = (
         Kind.LIST,
         PROM,
         "Extra HTTP header 'Name: value', repeatable (X-Scope-OrgID for Mimir/Cortex, "
-        "THANOS-TENANT for Thanos). In the environment separate headers with spaces and write "
-        "'Name:value'.",
+        "THANOS-TENANT for Thanos). Values are never printed. In GPUAUDIT_HEADER put one "
+        "header per line.",
         short="-H",
         live_only=True,
+        env_lines=True,
     ),
     Option(
         "--ca-file",
@@ -293,8 +297,35 @@ OPTIONS: tuple[Option, ...] = (
         "--timeout",
         Kind.NUMBER,
         PROM,
-        "Seconds to wait for one answer (more than 0, at most 3600).",
+        "Seconds one request may take, last byte included, on Prometheus and on the "
+        "Kubernetes API (more than 0, at most 3600).",
         120.0,
+        live_only=True,
+    ),
+    Option(
+        "--max-answer-mib",
+        Kind.NUMBER,
+        PROM,
+        "Largest answer read, in MiB once decompressed: one Prometheus answer or one "
+        "Kubernetes list page.",
+        512,
+        live_only=True,
+    ),
+    Option(
+        "--max-queries",
+        Kind.NUMBER,
+        PROM,
+        "Most Prometheus queries one collection sends, time chunks and shards included.",
+        10_000,
+        live_only=True,
+    ),
+    Option(
+        "--max-objects",
+        Kind.NUMBER,
+        KUBE,
+        "Most objects read of one Kubernetes resource; a longer list is cut off there and the "
+        "report marked incomplete.",
+        300_000,
         live_only=True,
     ),
 )

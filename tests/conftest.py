@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="Rewrite golden files under tests/goldens from current output.",
     )
+
+
+REAL_SERVERS = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl")
+"""The programs the tests run as real servers and tools (scripts/test.sh installs them)."""
+INSTALL = "apt-get install -y --no-install-recommends prometheus victoria-metrics chromium openssl"
+
+
+def real_servers() -> list[str]:
+    """Which real servers this run has, for the header of the test run."""
+    found = {name: shutil.which(name) for name in REAL_SERVERS}
+    lines = [
+        "real servers: " + ", ".join(f"{n} {'found' if p else 'MISSING'}" for n, p in found.items())
+    ]
+    if not all(found.values()):
+        lines.append(
+            "the tests that need a missing one are skipped, each named in the summary "
+            f"(with CI set they fail); install as root: {INSTALL}"
+        )
+    return lines
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return real_servers()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Tests skipped for a missing server, counted by reason at the end of the run, so that a
+    run without them never looks like a full one."""
+    reasons: Counter[str] = Counter()
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(rep, "longrepr", None)
+        text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "not installed" in text:
+            reasons[text.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.section("real servers missing", sep="=", yellow=True)
+        for why, n in sorted(reasons.items()):
+            terminalreporter.line(f"{n} tests skipped: {why}")
+        terminalreporter.line(f"install as root: {INSTALL}")
 
 
 @pytest.fixture

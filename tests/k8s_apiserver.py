@@ -8,9 +8,12 @@ paged with `limit` and `continue` (`metadata.continue`, `metadata.remainingItemC
 Errors come as `Status` objects with the real codes and reasons.
 
 Faults a test can ask for: 403 (`forbidden`) or 404 (`not_found`, while discovery still lists
-the resource) for chosen resources, 403 on `/apis` (`forbid_discovery`), and 410 Gone with
+the resource) for chosen resources, 403 on `/apis` (`forbid_discovery`), 410 Gone with
 reason `Expired` for the first N uses of a continue token of chosen resources
-(`expire_continue`). Requests need `Authorization: Bearer <token>` (401 otherwise), or a client
+(`expire_continue`), a fresh continue token on every page, for ever (`endless_continue`), list
+answers sent one byte at a time (`drip`: seconds between bytes), and a list answer replaced by
+raw bytes with headers of the test's choosing (`raw_answer`, e.g. a gzip bomb). Requests need
+`Authorization: Bearer <token>` (401 otherwise), or a client
 certificate signed by the test CA when serving HTTPS with `tls`.
 
 Every request's method, path and query are recorded in `requests`. The server listens on a
@@ -151,8 +154,12 @@ class KubeAPIServer:
     certificate signed by the test CA also authenticates. `forbidden` and `not_found` name
     resources that answer 403 or 404 to list requests (both stay in discovery).
     `expire_continue` maps a resource to how many times a continue token for it is answered
-    with 410 Gone before tokens work again. `forbid_discovery` answers 403 to `/apis`. The
-    fault settings are plain attributes and may be changed while the server runs.
+    with 410 Gone before tokens work again. `forbid_discovery` answers 403 to `/apis`.
+    `endless_continue` names resources whose every page carries a fresh continue token (the
+    items served from the start again once they run out). `drip` maps a resource to the
+    seconds between two bytes of its list answers. `raw_answer` maps a resource to the headers
+    and bytes sent instead of its list answers. The fault settings are plain attributes and
+    may be changed while the server runs.
     """
 
     def __init__(
@@ -165,6 +172,9 @@ class KubeAPIServer:
         not_found: Iterable[str] = (),
         expire_continue: Mapping[str, int] | None = None,
         forbid_discovery: bool = False,
+        endless_continue: Iterable[str] = (),
+        drip: Mapping[str, float] | None = None,
+        raw_answer: Mapping[str, tuple[dict[str, str], bytes]] | None = None,
     ) -> None:
         self.resources: dict[str, Served] = {k: _served_from(k, v) for k, v in lists.items()}
         self.token = token
@@ -173,6 +183,10 @@ class KubeAPIServer:
         self.not_found: set[str] = set(not_found)
         self.expire_continue: dict[str, int] = dict(expire_continue or {})
         self.forbid_discovery = forbid_discovery
+        self.endless_continue: set[str] = set(endless_continue)
+        self.drip: dict[str, float] = dict(drip or {})
+        self.raw_answer: dict[str, tuple[dict[str, str], bytes]] = dict(raw_answer or {})
+        self.stopping = threading.Event()
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
@@ -213,6 +227,7 @@ class KubeAPIServer:
         return self
 
     def close(self) -> None:
+        self.stopping.set()
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
@@ -411,12 +426,28 @@ class _Handler(BaseHTTPRequestHandler):
         code, body = self._answer(api, method, path, query, cn)
         api._record(Request(method, path, query, code, cn))
         data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        listed = next((r for r in api.resources.values() if _matches(r, path)), None)
+        if listed is not None and code == 200 and listed.key in api.raw_answer:
+            extra, data = api.raw_answer[listed.key]
+            headers.update(extra)
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        if method != "HEAD":
+        if method == "HEAD":
+            return
+        every = api.drip.get(listed.key, 0.0) if listed is not None else 0.0
+        if every <= 0:
             self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            if api.stopping.wait(every):
+                self.close_connection = True
+                return
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
 
     def _answer(
         self,
@@ -550,9 +581,16 @@ class _Handler(BaseHTTPRequestHandler):
             limit = int(limit_raw)
         except ValueError:
             return 400, _status(400, "BadRequest", f"invalid limit {limit_raw!r}")
+        if res.key in api.endless_continue and items:
+            offset %= len(items)
         end = len(items) if limit <= 0 else min(len(items), offset + limit)
         meta: dict[str, Any] = {"resourceVersion": res.resource_version}
-        if end < len(items):
+        if res.key in api.endless_continue:
+            # A fresh token for ever: the offset grows, the items come round again.
+            nxt = int(state["offset"]) + max(1, end - offset) if token else end
+            state = {"path": path, "offset": nxt, "rv": res.resource_version, "n": nxt}
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
+        elif end < len(items):
             state = {"path": path, "offset": end, "rv": res.resource_version}
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
             meta["remainingItemCount"] = len(items) - end

@@ -108,7 +108,7 @@ def test_a_repeatable_option_follows_the_precedence(
     kw = _layered(
         layer,
         '[scan]\nheader = ["A: 1", "B: 2"]\nnamespace = ["ml"]\n',
-        {"GPUAUDIT_HEADER": "C:3 D:4"},
+        {"GPUAUDIT_HEADER": "C:3\nD:4"},
         ["-H", "E: 5"],
     )
     args = ["--prometheus-url", "http://prometheus.invalid:9090", *kw["args"]]

@@ -8,6 +8,7 @@ import the configuration and the pipeline when they run.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from gpuaudit.errors import GpuauditError
-from gpuaudit.options import Kind, Option
+from gpuaudit.options import BY_NAME, Kind, Option
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -83,6 +84,10 @@ def given(ctx: typer.Context) -> dict[str, object]:
         # By name: the enum's module differs between click and the click that Typer vendors.
         if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
             value = ctx.params[name]
+            known = BY_NAME.get(name.rstrip("_"))
+            if source.name == "ENVIRONMENT" and known is not None and known.env_lines:
+                # One value per line: the command line split the variable at every space.
+                value = os.environ.get(known.envvar, "").splitlines()
             out[name.rstrip("_")] = value.value if isinstance(value, Enum) else value
     return out
 

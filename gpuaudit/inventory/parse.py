@@ -53,7 +53,18 @@ class Parser:
             self.answers[qid] = parsed
         caps = snap.manifest.get("capabilities", {})
         spelling = caps.get("pod_label") if isinstance(caps, Mapping) else None
-        if spelling not in ("exported", "pod"):
+        self.exporters: frozenset[tuple[str, str]] = frozenset()
+        if spelling == "any":
+            # Both kinds of series in one backend: each is read by its own spelling, and a
+            # `pod` seen next to an `exported_pod` is an exporter, never a workload.
+            self.exporters = frozenset(
+                (str(m.get("namespace") or ""), str(m["pod"]))
+                for v in self.answers.values()
+                for a in v
+                for m in a.metrics
+                if m.get("exported_pod") and isinstance(m.get("pod"), str)
+            )
+        elif spelling not in ("exported", "pod"):
             spelling = (
                 "exported"
                 if any(
@@ -69,6 +80,10 @@ class Parser:
         self._by_items: dict[tuple[Any, ...], int] = {}
         self._windows: dict[str, tuple[Arr, Arr]] = {}
 
+    def identity(self, labels: Mapping[str, Any]) -> prom.Identity:
+        """One series' identity, in the snapshot's pod label spelling."""
+        return prom.identity(labels, self.spelling, self.exporters)
+
     def kid(self, labels: Mapping[str, Any]) -> int:
         """The key number of a series' labels."""
         k = self._by_obj.get(id(labels))
@@ -82,7 +97,7 @@ class Parser:
         )
         k = self._by_items.get(items)
         if k is None:
-            ident = prom.identity(labels, self.spelling)
+            ident = self.identity(labels)
             key = (ident.slot, ident.namespace, ident.pod)
             k = self._kid.get(key)
             if k is None:
@@ -244,7 +259,7 @@ def p2p_rows(p: Parser) -> list[dict[str, Any]]:
     """Worst NVLink P2P status per (node, GPU, peer) over the window; 0 is OK."""
     worst: dict[tuple[str, str, str], float] = {}
     for labels, v in p.labelled("p2p_max"):
-        ident = prom.identity(labels, p.spelling)
+        ident = p.identity(labels)
         peer = labels.get("peer_gpu")
         if not ident.host or not ident.gpu_index or not isinstance(peer, str) or not peer:
             continue

@@ -5,6 +5,11 @@ Label spellings accepted (REFERENCE.md §0-1): `exported_pod`/`exported_namespac
 `exported_container` (Helm default, where `pod` names the exporter itself), `pod`/`namespace`/
 `container`, the old `pod_name`/`pod_namespace`/`container_name`; `UUID` or `uuid`; `Hostname`,
 `hostname` or a relabelled `node`. An absent or empty pod label means "not held".
+
+The spelling `any` (a backend holding series of both kinds, `gpuaudit.sources.prometheus.
+discovery`) takes each series by its own: `exported_*` where it carries `exported_pod`, else
+the old `pod_name` spelling where it carries that, else `pod`, unless that `pod` is an exporter's
+own (it appears next to `exported_pod` on other series, or is named like dcgm-exporter).
 """
 
 from __future__ import annotations
@@ -72,8 +77,20 @@ READ_LABELS = (
 """Every label `identity` reads: series that agree on these have the same identity."""
 
 
-def identity(labels: Mapping[str, Any], spelling: str) -> Identity:
-    """Normalise one series' labels."""
+def identity(
+    labels: Mapping[str, Any],
+    spelling: str,
+    exporters: frozenset[tuple[str, str]] = frozenset(),
+) -> Identity:
+    """Normalise one series' labels. `exporters` are the (namespace, pod) of exporters seen as
+    `pod` next to an `exported_pod` (used by the spelling `any`)."""
+    if spelling == "any":
+        if _s(labels, "exported_pod"):
+            spelling = "exported"
+        elif _s(labels, "pod_name"):
+            spelling = "old"
+        elif (_s(labels, "namespace"), _s(labels, "pod")) in exporters:
+            labels = {k: v for k, v in labels.items() if k not in ("pod", "namespace")}
     uuid = _s(labels, "UUID", "uuid")
     gpu = _s(labels, "gpu")
     mig_id = _s(labels, "GPU_I_ID")
@@ -82,6 +99,10 @@ def identity(labels: Mapping[str, Any], spelling: str) -> Identity:
         pod = _s(labels, "exported_pod")
         ns = _s(labels, "exported_namespace")
         container = _s(labels, "exported_container")
+    elif spelling == "old":
+        pod = _s(labels, "pod_name")
+        ns = _s(labels, "pod_namespace")
+        container = _s(labels, "container_name")
     else:
         pod = _s(labels, "pod", "pod_name")
         ns = _s(labels, "namespace", "pod_namespace")

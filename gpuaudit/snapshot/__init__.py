@@ -17,13 +17,15 @@ Version 1, still read, is one JSON document:
      "kubernetes": {"<resource>": [<raw list response page>, ...]}}
 
 `body` is a Prometheus HTTP API answer exactly as the server returned it; each list page is a
-Kubernetes list response exactly as the API server returned it. Live scans, replays, the demo and
-test scenarios all go through the same parsing code (`answers`).
+Kubernetes list response as the API server returned it, its objects reduced to the fields
+gpuaudit reads (`fields`: no `env`, no annotations beyond the gang ones). Live scans, replays,
+the demo and test scenarios all go through the same parsing code (`answers`).
 
 The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`), `writer`
 (`write`, and `write_records` for streaming), `answers` (answer parsing into arrays), `live`
-(what a snapshot makes of a live collection; `collect_live` below composes the two), `format`
-(name and versions).
+(what a snapshot makes of a live collection; `collect_live` below composes the two), `fields`
+(what is kept of the Kubernetes objects: the fields gpuaudit reads), `format` (name and
+versions).
 """
 
 from __future__ import annotations
@@ -69,12 +71,17 @@ def collect_live(
 
     `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
     arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
-    file as they are. `progress` gets (requests done, requests planned) as the queries go."""
+    file as they are. Of the Kubernetes objects, only the fields gpuaudit reads are kept
+    (`fields`), in a scan and in a saved snapshot alike. `progress` gets (requests done,
+    requests planned) as the queries go."""
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
     # import, which reading a snapshot file should not pay.
+    from gpuaudit.snapshot import fields
     from gpuaudit.snapshot import live as from_live
     from gpuaudit.sources import live as live_source
 
     keep = from_live.ArrayKeeper() if as_arrays else from_live.keep_bytes
-    raw = live_source.collect(live, window_s, step_s, end, progress=progress, keep=keep)
+    raw = live_source.collect(
+        live, window_s, step_s, end, progress=progress, keep=keep, keep_page=fields.keep_page
+    )
     return from_live.from_collection(raw)

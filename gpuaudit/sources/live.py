@@ -13,6 +13,7 @@ be read, the scan goes on without it and says why; when it was asked for, that i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,15 @@ from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.redact import url_for_display
 from gpuaudit.sources.interface import Progress, Window, make_window
 from gpuaudit.sources.kubernetes.source import KubernetesSource
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig
+from gpuaudit.sources.limits import (
+    DEFAULT_ANSWER_MIB,
+    DEFAULT_OBJECTS,
+    DEFAULT_QUERIES,
+    DEFAULT_TIMEOUT_S,
+    Limits,
+    limits_from,
+)
+from gpuaudit.sources.prometheus.client import PromClient, PromConfig, check_headers
 from gpuaudit.sources.prometheus.planner import Keep, keep_body
 from gpuaudit.sources.prometheus.source import PromCollection, PrometheusSource
 
@@ -38,18 +47,26 @@ class LiveOptions:
     user: str | None = None
     password: str | None = None
     headers: tuple[str, ...] = ()
-    """Extra HTTP headers as `Name: value`."""
+    """Extra HTTP headers as `Name: value` (see `parse_headers`)."""
     ca_file: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
     insecure: bool = False
     cluster_label: str | None = None
     """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend)."""
-    timeout: float = 120.0
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds one request may take, from start to last byte, on either API."""
+    max_answer_mib: float = DEFAULT_ANSWER_MIB
+    max_objects: float = DEFAULT_OBJECTS
+    max_queries: float = DEFAULT_QUERIES
     kubeconfig: Path | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
     no_kubernetes: bool = False
+
+    def limits(self) -> Limits:
+        """The bounds of the collection (`ConfigError` for a value out of reason)."""
+        return limits_from(self.timeout, self.max_answer_mib, self.max_objects, self.max_queries)
 
 
 @dataclass(frozen=True)
@@ -81,11 +98,14 @@ def collect(
     *,
     progress: Progress | None = None,
     keep: Keep = keep_body,
+    keep_page: KeepPage | None = None,
 ) -> LiveCollection:
     """Collect from Prometheus, then from the Kubernetes API when it is reachable. Raises
     `ConfigError` for unusable options and `SourceError` when a source that must be read
-    cannot be."""
+    cannot be. `keep_page(resource key, page)` is what is kept of each Kubernetes list page
+    (the page as the API sent it, by default)."""
     cluster_label = parse_cluster_label(live.cluster_label)
+    limits = live.limits()
     cfg = PromConfig(
         url=live.prometheus_url,
         token=live.token,
@@ -97,15 +117,16 @@ def collect(
         client_cert=live.client_cert,
         client_key=live.client_key,
         insecure_skip_tls_verify=live.insecure,
-        timeout_s=live.timeout,
+        timeout_s=limits.timeout_s,
+        max_answer_bytes=limits.answer_bytes,
     )
     url = display_url(live.prometheus_url)
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
     w = make_window(window_s, step_s, end)
     with PromClient(cfg) as client:
-        prom = PrometheusSource(client, cluster_label, progress, keep).collect(w)
-    kube, objects, warnings, kube_cluster = _kubernetes(live, w)
+        prom = PrometheusSource(client, cluster_label, progress, keep, limits.queries).collect(w)
+    kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page)
     reasons = list(prom.incomplete_reasons)
     for key, state in sorted(objects.items()):
         if state.startswith(("forbidden", "failed", "incomplete")):
@@ -123,8 +144,12 @@ def collect(
     )
 
 
+KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
+"""What is kept of one Kubernetes list page, given its resource key and the page."""
+
+
 def _kubernetes(
-    live: LiveOptions, w: Window
+    live: LiveOptions, w: Window, limits: Limits, keep_page: KeepPage | None
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str]:
     """The Kubernetes pages, the status per resource, the warnings and the context name."""
     if not _use_kubernetes(live):
@@ -136,7 +161,10 @@ def _kubernetes(
         return {}, {"pods": why, "nodes": why}, [], ""
     explicit = bool(live.kubeconfig or live.context)
     try:
-        kc = KubernetesSource(live.kubeconfig, live.context, live.namespaces).collect(w)
+        source = KubernetesSource(
+            live.kubeconfig, live.context, live.namespaces, limits=limits, keep_page=keep_page
+        )
+        kc = source.collect(w)
     except ConfigError:
         raise
     except GpuauditError as exc:
@@ -157,13 +185,22 @@ def parse_cluster_label(text: str | None) -> tuple[str, str] | None:
 
 
 def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
+    """Extra headers from `--header 'Name: value'` entries (in `GPUAUDIT_HEADER`, one per
+    line). An entry that cannot be read is one `ConfigError` that names the entry by its place
+    and the header by its name, never by its value, which may be a credential."""
     out: dict[str, str] = {}
-    for h in raw:
+    for i, h in enumerate(raw, 1):
+        if not h.strip():
+            continue
         name, sep, value = h.partition(":")
         if not sep or not name.strip():
-            raise ConfigError(f"--header {h.split(':')[0]!r}...: use 'Name: value'")
-        out[name.strip()] = value.strip()
-    return out
+            raise ConfigError(
+                f"--header number {i} has no ':' between name and value (its text is not "
+                "shown, it may hold a secret); write 'Name: value', and in GPUAUDIT_HEADER "
+                "one header per line"
+            )
+        out[name.strip()] = value
+    return check_headers(out)
 
 
 def _use_kubernetes(live: LiveOptions) -> bool:

@@ -61,7 +61,7 @@ def lists() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     if not have_openssl():
-        pytest.skip("the openssl command-line tool is needed to make test certificates")
+        pytest.skip("openssl is not installed: the tests make their certificates with it")
     return make_tls(tmp_path_factory.mktemp("tls"))
 
 

@@ -180,6 +180,40 @@ def _contexts(config_file: str) -> tuple[list[str], str | None]:
     return names, current
 
 
+def _clean_tokens(conf: Any, shown: str, option: str) -> None:
+    """Drop the line break a token file written on Windows leaves after the token; refuse a
+    token with a control character inside (it would end up quoted in a client error)."""
+    if not _strip_tokens(conf):
+        raise SourceError(
+            f"the token in kubeconfig {shown} holds a line break or another control "
+            f"character (not shown); check {option} and the token it names"
+        )
+    hook = getattr(conf, "refresh_api_key_hook", None)
+    if callable(hook):
+        # The client sets the token (and this hook) again before every request: strip it,
+        # and put this hook back, every time.
+        def refresh(c: Any) -> None:
+            hook(c)
+            c.refresh_api_key_hook = refresh
+            _strip_tokens(c)
+
+        conf.refresh_api_key_hook = refresh
+
+
+def _strip_tokens(conf: Any) -> bool:
+    """Strip the space and line breaks around each token; False when one has a control
+    character inside."""
+    keys = getattr(conf, "api_key", None)
+    if not isinstance(keys, dict):
+        return True
+    ok = True
+    for key, value in list(keys.items()):
+        if isinstance(value, str):
+            keys[key] = value.strip()
+            ok = ok and not any(ord(c) < 32 or ord(c) == 127 for c in keys[key])
+    return ok
+
+
 def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connection:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
@@ -229,6 +263,7 @@ def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connect
             "(`kubectl config view` shows what is wrong)"
         ) from None
     api.configuration.retries = 2
+    _clean_tokens(api.configuration, shown, option)
     name = context or current or "kubeconfig"
     return Connection(
         api=api,

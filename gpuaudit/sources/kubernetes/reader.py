@@ -1,11 +1,18 @@
 """The paged reader: lists every resource of the catalogue (`resources.RESOURCES`) through the
-official `kubernetes` client and keeps the list responses page by page, untouched.
+official `kubernetes` client and keeps the list responses page by page (each as `keep_page`
+keeps it: untouched by default).
 
 Only GET requests are made. Lists are paged with `limit` and `continue`; a continue token that
 expired (410 Gone) restarts that list. API discovery (`GET /apis`) picks the version of each
 optional resource; a resource the server does not serve is recorded as absent. What happened to
 each resource is recorded in the collection's `objects`: `"ok"`, `"absent: ..."`,
 `"forbidden: ..."`, `"failed: ..."` or `"incomplete: ..."`.
+
+Every request is bounded (`limits.Limits`): done within the timeout, last byte included, and
+its answer no larger than the cap once decompressed (the client's connection pool is wrapped so
+that every body, error answers too, is read that way). A resource whose pages or objects go
+past their bound (a server handing out fresh continue tokens forever) is cut off there and
+marked incomplete.
 """
 
 from __future__ import annotations
@@ -17,14 +24,20 @@ from functools import partial
 from typing import Any, NoReturn
 
 from gpuaudit.errors import SourceError
+from gpuaudit.sources import transfer
 from gpuaudit.sources.kubernetes.connect import Connection, k8s_modules
 from gpuaudit.sources.kubernetes.redact import network_reason, scrub, status_message
 from gpuaudit.sources.kubernetes.resources import RESOURCES, Resource
+from gpuaudit.sources.limits import Limits
 
 MAX_RESTARTS = 3
 """How often one list is started again after its continue token expired (410 Gone)."""
 
 _CONNECT_TIMEOUT_S = 10.0
+_CHUNK = 1 << 16
+
+KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
+"""What is kept of one list page, given its resource key and the page as the API sent it."""
 
 
 @dataclass
@@ -51,6 +64,61 @@ class _BadAnswer(Exception):
     """The server answered 2xx with something that is not a Kubernetes list or document."""
 
 
+class _OverLimit(Exception):
+    """A request went past a bound: its time or its size. The message says which."""
+
+
+class _Answer:
+    """An HTTP answer whose body was read within the bounds: what the `kubernetes` client and
+    its `ApiException` use of a `urllib3.HTTPResponse`."""
+
+    def __init__(self, resp: Any, data: bytes) -> None:
+        self.status = resp.status
+        self.reason = resp.reason
+        self.headers = resp.headers
+        self.data = data
+
+    def getheaders(self) -> Any:
+        return self.headers
+
+    def getheader(self, name: str, default: Any = None) -> Any:
+        return self.headers.get(name, default)
+
+    def read(self, *args: Any, **kwargs: Any) -> bytes:
+        return self.data
+
+    def release_conn(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _BoundedPool:
+    """The client's connection pool, with every answer's body read within the size cap and
+    the deadline of the request running on this thread (`transfer.within`)."""
+
+    def __init__(self, pool: Any, limit: int) -> None:
+        self._pool = pool
+        self._limit = limit
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> _Answer:
+        kwargs["preload_content"] = False
+        resp = self._pool.request(method, url, *args, **kwargs)
+        try:
+            encoding = str(resp.headers.get("Content-Encoding", "") or "")
+            chunks = resp.stream(_CHUNK, decode_content=False)
+            data = transfer.read_body(chunks, encoding, self._limit, transfer.current())
+        except BaseException:
+            resp.close()
+            raise
+        resp.release_conn()
+        return _Answer(resp, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
 @dataclass
 class _Discovery:
     groups: dict[str, tuple[list[str], str]]
@@ -68,15 +136,22 @@ class Reader:
         conn: Connection,
         scopes: list[str | None],
         page_size: int,
-        timeout_s: float,
+        limits: Limits,
         on_progress: Callable[[str], None] | None,
         out: KubeCollection,
+        keep_page: KeepPage | None = None,
     ) -> None:
         client, _ = k8s_modules()
         self.conn = conn
         self.scopes = scopes
         self.page_size = page_size
+        self.limits = limits
+        self.keep_page = keep_page
+        timeout_s = limits.timeout_s
         self.timeout = (min(_CONNECT_TIMEOUT_S, timeout_s), timeout_s)
+        rest = conn.api.rest_client
+        if not isinstance(rest.pool_manager, _BoundedPool):
+            rest.pool_manager = _BoundedPool(rest.pool_manager, limits.answer_bytes)
         self.progress = on_progress or (lambda _line: None)
         self.out = out
         self.core = client.CoreV1Api(conn.api)
@@ -107,7 +182,7 @@ class Reader:
         not_found: list[str] = []
         for version, namespaced in candidates:
             try:
-                pages, complete = self._list_scopes(res, version, namespaced)
+                pages, why = self._list_scopes(res, version, namespaced)
             except self.api_exception as exc:
                 if getattr(exc, "status", 0) == 404:
                     not_found.append(self._path(res, version, None))
@@ -117,18 +192,16 @@ class Reader:
             except _BadAnswer as exc:
                 self._failed(res, f"the answer was not a Kubernetes list ({exc})")
                 return
+            except _OverLimit as exc:
+                self._failed(res, str(exc))
+                return
             except Exception as exc:
                 self._network_error(res, exc)
                 return
             self._store(res, version, pages)
-            if complete:
+            if why is None:
                 self.out.objects[res.key] = "ok"
                 return
-            read = sum(len(p.get("items") or []) for p in pages)
-            why = (
-                f"a continue token expired {MAX_RESTARTS + 1} times in a row, so only "
-                f"{read} {res.title} were read; try again, or with a larger page size"
-            )
             self.out.objects[res.key] = f"incomplete: {why}"
             self.out.warnings.append(f"The list of {res.title} is incomplete: {why}.")
             return
@@ -215,8 +288,8 @@ class Reader:
                 f"({self._scrub(status_message(exc))}); each API was tried directly instead."
             )
             return None
-        except _BadAnswer as exc:
-            self.out.warnings.append(f"API discovery (GET /apis) gave a bad answer ({exc}).")
+        except (_BadAnswer, _OverLimit) as exc:
+            self.out.warnings.append(f"API discovery (GET /apis) gave no usable answer ({exc}).")
             return None
         except Exception as exc:
             self.out.warnings.append(
@@ -299,22 +372,24 @@ class Reader:
 
     def _list_scopes(
         self, res: Resource, version: str, namespaced: bool
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """All pages over the namespaces asked for, and whether every list was finished."""
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """All pages over the namespaces asked for, and why they are incomplete (None when
+        every list was finished)."""
         pages: list[dict[str, Any]] = []
-        complete = True
+        budget = _Budget(self.limits.pages(self.page_size), self.limits.objects)
         for ns in self.scopes if namespaced else [None]:
-            got, done = self._list(res, version, ns)
+            got, why = self._list(res, version, ns, budget)
             pages.extend(got)
-            complete = complete and done
-        return pages, complete
+            if why is not None:
+                return pages, why
+        return pages, None
 
     def _list(
-        self, res: Resource, version: str, namespace: str | None
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """Every page of one list, and whether it was finished. A list whose continue token
-        expired (410 Gone) is started again, at most `MAX_RESTARTS` times; after that the pages
-        of the last try are returned as unfinished."""
+        self, res: Resource, version: str, namespace: str | None, budget: _Budget
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Every page of one list, and why it is unfinished (None when it was finished). A
+        list whose continue token expired (410 Gone) is started again, at most `MAX_RESTARTS`
+        times; after that, or when `budget` runs out, the pages so far are returned."""
         where = f" in {namespace}" if namespace else ""
         restarts = 0
         while True:
@@ -324,14 +399,24 @@ class Reader:
             count = 0
             try:
                 while True:
+                    if budget.pages <= 0 or budget.objects <= 0:
+                        return pages, self._cut_off(res, budget)
                     page = self._page(res, version, namespace, token)
-                    pages.append(page)
-                    count += len(page["items"])
-                    self.progress(f"{res.title}{where}: {count} read ({len(pages)} pages)")
+                    budget.pages -= 1
+                    items = page["items"]
+                    if len(items) > budget.objects:
+                        page["items"] = items = items[: budget.objects]
+                        budget.over = True
+                    budget.objects -= len(items)
+                    count += len(items)
                     meta = page.get("metadata")
                     nxt = meta.get("continue") if isinstance(meta, dict) else None
+                    pages.append(self._kept(res, page))
+                    self.progress(f"{res.title}{where}: {count} read ({len(pages)} pages)")
+                    if budget.over:
+                        return pages, self._cut_off(res, budget)
                     if not nxt:
-                        return pages, True
+                        return pages, None
                     if not isinstance(nxt, str) or nxt in seen:
                         raise _BadAnswer("the server repeated a continue token")
                     seen.add(nxt)
@@ -339,10 +424,32 @@ class Reader:
             except self.api_exception as exc:
                 if getattr(exc, "status", 0) != 410 or token is None:
                     raise
+                budget.objects += count  # the pages of this try are dropped
                 restarts += 1
                 if restarts > MAX_RESTARTS:
-                    return pages, False
+                    read = sum(len(p.get("items") or []) for p in pages)
+                    return pages, (
+                        f"a continue token expired {MAX_RESTARTS + 1} times in a row, so only "
+                        f"{read} {res.title} were read; try again, or with a larger page size"
+                    )
                 self.progress(f"{res.title}{where}: the list expired; starting it again")
+
+    def _kept(self, res: Resource, page: dict[str, Any]) -> dict[str, Any]:
+        return self.keep_page(res.key, page) if self.keep_page is not None else page
+
+    def _cut_off(self, res: Resource, budget: _Budget) -> str:
+        """Why a list was cut off at its budget, in words."""
+        got = self.limits.objects - budget.objects
+        if budget.over or budget.objects <= 0:
+            return (
+                f"there are more than {self.limits.objects:,} {res.title} (--max-objects); "
+                f"only the first {got:,} were read"
+            )
+        return (
+            f"the server was still handing out continue tokens after "
+            f"{self.limits.pages(self.page_size):,} pages ({got:,} {res.title}); the list was "
+            "cut off there (--max-objects bounds the pages too)"
+        )
 
     def _page(
         self, res: Resource, version: str, namespace: str | None, token: str | None
@@ -387,13 +494,33 @@ class Reader:
         return page
 
     def _get(self, call: Callable[..., Any]) -> dict[str, Any]:
-        """Make one GET through the client and parse the raw JSON body."""
-        resp = call(_preload_content=False, _request_timeout=self.timeout)
+        """Make one GET through the client, within the bounds, and parse the raw JSON body."""
+        seconds = self.limits.timeout_s
+        try:
+            resp = transfer.within(
+                seconds, lambda _: call(_preload_content=False, _request_timeout=self.timeout)
+            )
+        except transfer.DeadlineExceeded:
+            raise _OverLimit(f"no complete answer within {seconds:g} s (--timeout)") from None
+        except transfer.AnswerTooLarge as exc:
+            raise _OverLimit(f"an answer was {exc} once decompressed (--max-answer-mib)") from None
+        except transfer.BadEncoding as exc:
+            raise _BadAnswer(str(exc)) from None
         try:
             data = resp.data
         finally:
             resp.release_conn()
         return _parse(data)
+
+
+@dataclass
+class _Budget:
+    """What is left to read of one resource."""
+
+    pages: int
+    objects: int
+    over: bool = False
+    """A page held more objects than were left."""
 
 
 def _parse(data: bytes) -> dict[str, Any]:

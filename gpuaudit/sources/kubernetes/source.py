@@ -13,7 +13,9 @@ for namespace-scoped accounts) is recorded and the scan goes on. Everything else
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,10 +24,13 @@ from pathlib import Path
 from gpuaudit.errors import ConfigError
 from gpuaudit.sources.interface import Source, Window
 from gpuaudit.sources.kubernetes.connect import connect
-from gpuaudit.sources.kubernetes.reader import KubeCollection, Reader
+from gpuaudit.sources.kubernetes.reader import KeepPage, KubeCollection, Reader
+from gpuaudit.sources.limits import Limits
 
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_TIMEOUT_S = 60.0
+"""Seconds one request may take when `collect` is called without `timeout_s` or `limits`
+(a live scan passes `--timeout`)."""
 
 _NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -40,13 +45,23 @@ class KubernetesSource(Source[KubeCollection]):
         kubeconfig: Path | None,
         context: str | None,
         namespaces: Sequence[str] = (),
+        *,
+        limits: Limits | None = None,
+        keep_page: KeepPage | None = None,
     ) -> None:
         self.kubeconfig, self.context, self.namespaces = kubeconfig, context, namespaces
+        self.limits, self.keep_page = limits, keep_page
 
     def collect(self, window: Window) -> KubeCollection:
         """The objects as they are now (the API keeps no history, so `window` does not narrow
         them)."""
-        return collect(self.kubeconfig, self.context, self.namespaces)
+        return collect(
+            self.kubeconfig,
+            self.context,
+            self.namespaces,
+            limits=self.limits,
+            keep_page=self.keep_page,
+        )
 
 
 def collect(
@@ -55,7 +70,10 @@ def collect(
     namespaces: Sequence[str] = (),
     page_size: int = DEFAULT_PAGE_SIZE,
     on_progress: Callable[[str], None] | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float | None = None,
+    *,
+    limits: Limits | None = None,
+    keep_page: KeepPage | None = None,
 ) -> KubeCollection:
     """List every resource in `RESOURCES` and return the raw pages with a status per resource.
 
@@ -63,7 +81,9 @@ def collect(
     else the pod's service account when running in a cluster). With `namespaces`, namespaced
     resources are listed in those namespaces only; cluster-scoped ones (nodes, PriorityClasses,
     ClusterQueues) are always listed whole. `on_progress` gets a short line after every page.
-    `timeout_s` bounds each request.
+    `limits` bound each request's time (`timeout_s`, when given, overrides it; else
+    `DEFAULT_TIMEOUT_S` without `limits`) and answer size, and the objects of each resource.
+    `keep_page(key, page)` is what is kept of each page (the page itself by default).
 
     Raises `SourceError` (one line) when the kubeconfig cannot be used, the cluster cannot be
     reached, the credentials are refused (401), or pods or nodes cannot be listed; a 403 on
@@ -73,8 +93,11 @@ def collect(
     scopes = _check_namespaces(namespaces)
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
         raise ConfigError(f"page size must be a positive whole number, got {page_size!r}")
-    if not timeout_s > 0:
-        raise ConfigError(f"timeout must be positive, got {timeout_s!r}")
+    bounds = limits or Limits(timeout_s=DEFAULT_TIMEOUT_S)
+    if timeout_s is not None:
+        bounds = dataclasses.replace(bounds, timeout_s=timeout_s)
+    if not (isinstance(bounds.timeout_s, (int, float)) and 0 < bounds.timeout_s < math.inf):
+        raise ConfigError(f"timeout must be a positive number, got {bounds.timeout_s!r}")
     conn = connect(kubeconfig, context)
     out = KubeCollection(cluster=conn.cluster, server=conn.server)
     if conn.server.startswith("http://"):
@@ -96,7 +119,7 @@ def collect(
                 )
                 # Said once above instead of once per request.
                 warnings.simplefilter("ignore", InsecureRequestWarning)
-            Reader(conn, scopes, page_size, timeout_s, on_progress, out).run()
+            Reader(conn, scopes, page_size, bounds, on_progress, out, keep_page).run()
     finally:
         pool_log.removeFilter(quiet)
         conn.api.close()

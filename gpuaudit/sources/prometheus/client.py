@@ -2,32 +2,53 @@
 Cortex, VictoriaMetrics, managed services), built on httpx.
 
 Every query is a form-encoded POST (no URL length limits); answers are gzip-compressed on the
-wire; `warnings` are collected, never dropped. Retries are bounded and back off: on 429, on 5xx
-other than a query timeout (a 503 `timeout` means the query was too heavy: retrying it only
+wire; `warnings` are collected, never dropped, and an answer a backend marks as partial
+(VictoriaMetrics' `isPartial`) says so. Retries are bounded and back off: on 429, on 5xx other
+than a query timeout (a 503 `timeout` means the query was too heavy: retrying it only
 multiplies the load, so the planner cuts it smaller instead), and on connection errors.
+
+Each request is bounded as a whole (`transfer`): it must be done, last byte read, within
+`timeout_s`, and its answer may not grow past `max_answer_bytes` once decompressed. A request
+that runs out of time is not retried: the same request would be as slow again.
+
+Query parameters of the URL (`?access_token=...`) are sent with every request, after the API
+path; like the user info, they are never printed or recorded.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import orjson
 
 from gpuaudit import __version__
-from gpuaudit.errors import SourceError
-from gpuaudit.redact import redact_headers, url_for_display
+from gpuaudit.errors import ConfigError, SourceError
+from gpuaudit.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
+from gpuaudit.sources.limits import DEFAULT_ANSWER_MIB, DEFAULT_TIMEOUT_S, MIB
+from gpuaudit.sources.transfer import (
+    AnswerTooLarge,
+    BadEncoding,
+    Deadline,
+    DeadlineExceeded,
+    read_body,
+    within,
+)
 
 log = logging.getLogger("gpuaudit.prometheus")
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -44,9 +65,12 @@ class PromConfig:
     client_cert: Path | None = None
     client_key: Path | None = None
     insecure_skip_tls_verify: bool = False
-    timeout_s: float = 120.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Seconds one request may take, from start to last byte."""
     retries: int = 3
     backoff_s: float = 0.5
+    max_answer_bytes: int = DEFAULT_ANSWER_MIB * MIB
+    """The largest answer read, after decompression."""
 
 
 class PromError(SourceError):
@@ -86,19 +110,47 @@ class Response:
     """The API's `warnings`, never dropped."""
     raw: bytes = b""
     """The body's bytes exactly as received (after HTTP decompression)."""
+    partial: bool = False
+    """The backend said the answer is partial (VictoriaMetrics' `"isPartial": true`: some
+    storage nodes did not answer)."""
+
+
+def _clean_secret(value: str, what: str) -> str:
+    """A credential as given, without the line break or spaces a file or `$(cat ...)` leaves
+    around it; `ConfigError` (never quoting it) when one is left inside."""
+    text = value.strip()
+    if _CONTROL.search(text):
+        raise ConfigError(
+            f"{what} holds a line break or another control character (not shown); "
+            "check how it was written (a file with Windows line ends?)"
+        )
+    return text
 
 
 def _bearer(cfg: PromConfig) -> str | None:
     if cfg.token:
-        return cfg.token
+        return _clean_secret(cfg.token, "the Prometheus token (--prometheus-token)") or None
     if cfg.token_file:
         try:
-            return cfg.token_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
+            text = cfg.token_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
             raise SourceError(
-                f"cannot read the Prometheus token file {cfg.token_file}: {exc.strerror}"
+                f"cannot read the Prometheus token file {cfg.token_file}: {why}"
             ) from None
+        token = _clean_secret(text, f"the Prometheus token file {cfg.token_file}")
+        if not token:
+            raise SourceError(f"the Prometheus token file {cfg.token_file} is empty")
+        return token
     return None
+
+
+def _split_url(url: str) -> tuple[str, httpx.QueryParams]:
+    """The base URL (scheme, user info, host, path; no query or fragment) and the URL's query
+    parameters, which go with every request after the API path."""
+    parts = urlsplit(url.strip())
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
+    return base, httpx.QueryParams(parts.query)
 
 
 def _tls(cfg: PromConfig) -> bool | ssl.SSLContext:
@@ -142,29 +194,42 @@ class PromClient:
         self._sleep = sleep
         self.requests = 0
         headers = {"User-Agent": f"gpuaudit/{__version__}", "Accept-Encoding": "gzip"}
-        headers.update(cfg.headers)
+        headers.update(check_headers(cfg.headers))
         token = _bearer(cfg)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif cfg.username is not None:
-            raw = f"{cfg.username}:{cfg.password or ''}".encode()
+            user = cfg.username.strip("\r\n")
+            password = (cfg.password or "").strip("\r\n")
+            raw = f"{user}:{password}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
         verify = _tls(cfg)
         shown = url_for_display(cfg.url)
         self._where = shown.rstrip("/")
         """The base URL as messages show it: no credentials, query or trailing slash."""
-        base = cfg.url.rstrip("/") + "/"
+        self._secrets = header_secrets(headers) + url_secrets(cfg.url)
+        for secret in (cfg.password, cfg.token):
+            if secret:
+                self._secrets += [secret, secret.strip()]
         try:
+            base, params = _split_url(cfg.url)
             self._http = httpx.Client(
                 base_url=base,
+                params=params,
                 headers=headers,
                 verify=verify,
-                timeout=httpx.Timeout(cfg.timeout_s, connect=10.0),
+                timeout=httpx.Timeout(cfg.timeout_s, connect=min(10.0, cfg.timeout_s)),
                 transport=transport,
                 follow_redirects=False,
             )
-        except ValueError as exc:
-            raise SourceError(f"invalid Prometheus URL {shown!r}: {exc}") from None
+        except (ValueError, httpx.InvalidURL) as exc:
+            why = self._scrub(str(exc))
+            raise SourceError(f"invalid Prometheus URL {shown!r}: {why}") from None
+
+    @property
+    def base_url(self) -> str:
+        """The API's URL as messages show it: no credentials, query or trailing slash."""
+        return self._where
 
     def close(self) -> None:
         self._http.close()
@@ -175,6 +240,10 @@ class PromClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _scrub(self, text: str) -> str:
+        """`text` without any credential this client sends (the last guard on messages)."""
+        return scrub(text, self._secrets)
+
     # -- transport -------------------------------------------------------------------------
     def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Response:
         where = f"{self._where}/{path}"
@@ -184,23 +253,36 @@ class PromClient:
             self.requests += 1
             log.debug("%s %s %s", method, where, redact_headers(dict(self._http.headers)))
             try:
-                if method == "GET":
-                    resp = self._http.get(path, params=data)
-                else:
-                    resp = self._http.post(path, data=data)
-                body_bytes = resp.content
-            except httpx.TimeoutException:
-                err = PromError(f"{where}: no answer within {self.cfg.timeout_s:g} s")
-                if attempt <= self.cfg.retries:
-                    self._backoff(attempt, None)
-                    continue
-                raise err from None
+                resp, body_bytes = within(
+                    self.cfg.timeout_s, lambda dl: self._send(method, path, data, dl)
+                )
+            except DeadlineExceeded:
+                raise PromError(
+                    f"{where}: no complete answer within {self.cfg.timeout_s:g} s (--timeout); "
+                    "raise --timeout, or audit a shorter --window"
+                ) from None
+            except AnswerTooLarge as exc:
+                raise PromError(
+                    f"{where}: the answer is {exc} once decompressed "
+                    "(--max-answer-mib); raise --max-answer-mib if it is genuine, or narrow "
+                    "the scan with --cluster-label or a shorter --window"
+                ) from None
+            except BadEncoding as exc:
+                raise PromError(f"{where}: cannot read the answer: {exc}") from None
             except httpx.TransportError as exc:
-                msg = str(exc) or type(exc).__name__
-                if attempt <= self.cfg.retries:
+                # A read that timed out is as slow again when retried: give up at once.
+                if attempt <= self.cfg.retries and not isinstance(exc, httpx.ReadTimeout):
                     self._backoff(attempt, None)
                     continue
+                if isinstance(exc, httpx.TimeoutException):
+                    raise PromError(
+                        f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)"
+                    ) from None
+                msg = self._scrub(str(exc) or type(exc).__name__)
                 raise PromError(f"cannot reach Prometheus at {where}: {msg}") from None
+            except httpx.HTTPError as exc:
+                msg = self._scrub(str(exc) or type(exc).__name__)
+                raise PromError(f"cannot query Prometheus at {where}: {msg}") from None
             try:
                 return self._parse(resp, body_bytes, where, data)
             except PromError as err:
@@ -211,6 +293,31 @@ class PromClient:
                     self._backoff(attempt, resp.headers.get("Retry-After"))
                     continue
                 raise
+
+    def _send(
+        self, method: str, path: str, data: Mapping[str, Any] | None, deadline: Deadline
+    ) -> tuple[httpx.Response, bytes]:
+        """One request and its body, read within `deadline` and the size cap."""
+        if method == "GET":
+            req = self._http.build_request("GET", path, params=data)
+        else:
+            req = self._http.build_request(method, path, data=data)
+        resp = self._http.send(req, stream=True)
+        try:
+            deadline.check()
+            limit = self.cfg.max_answer_bytes
+            encoding = resp.headers.get("Content-Encoding", "")
+            length = resp.headers.get("Content-Length", "")
+            if encoding.strip().lower() in ("", "identity") and length.strip().isdecimal():
+                if int(length) > limit:
+                    raise AnswerTooLarge(limit)
+            if resp.is_stream_consumed:  # held in memory already (a transport in tests)
+                body = read_body([resp.content], "", limit, deadline)
+            else:
+                body = read_body(resp.iter_raw(_CHUNK), encoding, limit, deadline)
+        finally:
+            resp.close()
+        return resp, body
 
     def _backoff(self, attempt: int, retry_after: str | None) -> None:
         delay = self.cfg.backoff_s * (2 ** (attempt - 1))
@@ -229,6 +336,7 @@ class PromClient:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             snippet = raw[:120].decode("utf-8", "replace").strip().replace("\n", " ")
+            snippet = self._scrub(snippet)
             if status >= 400:
                 raise PromError(
                     f"{where} answered HTTP {status} {resp.reason_phrase}: {snippet!r}", status
@@ -241,11 +349,17 @@ class PromClient:
         if not isinstance(body, dict):
             raise PromError(f"{where} answered JSON that is not an object", status)
         if body.get("status") != "success" or status >= 400:
-            etype = str(body.get("errorType", ""))
-            etext = str(body.get("error", "")) or f"HTTP {status}"
-            raise PromError(f"{where}: {etype + ': ' if etype else ''}{etext}", status, etype)
-        warnings = [str(w) for w in body.get("warnings", []) or [] if w]
-        return Response(params=dict(data or {}), body=body, warnings=warnings, raw=raw)
+            etype = str(body.get("errorType", ""))[:80]
+            etext = str(body.get("error", ""))[:500] or f"HTTP {status}"
+            text = self._scrub(f"{where}: {etype + ': ' if etype else ''}{etext}")
+            raise PromError(text, status, etype)
+        return Response(
+            params=dict(data or {}),
+            body=body,
+            warnings=_warnings(body.get("warnings")),
+            raw=raw,
+            partial=body.get("isPartial") is True,
+        )
 
     # -- API -------------------------------------------------------------------------------
     def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Response:
@@ -279,14 +393,14 @@ class PromClient:
         data = ans.body.get("data")
         return data if isinstance(data, dict) else {}
 
-    def labels(self, match: str, start: float, end: float) -> list[str]:
+    def labels(self, match: str, start: float, end: float) -> Listing:
+        """The label names of the series `match` selects in the time range."""
         ans = self._request(
             "POST",
             "api/v1/labels",
             {"match[]": match, "start": _format_seconds(start), "end": _format_seconds(end)},
         )
-        data = ans.body.get("data")
-        return [str(x) for x in data] if isinstance(data, list) else []
+        return Listing.of(ans)
 
     def recording_rule_names(self) -> set[str]:
         """Names of the recording rules the server evaluates (empty when it has no rules API)."""
@@ -300,14 +414,93 @@ class PromClient:
                     names.add(r["name"])
         return names
 
-    def metric_names(self, start: float, end: float) -> list[str]:
+    def metric_names(self, start: float, end: float) -> Listing:
+        """The metric names with series in the time range."""
         ans = self._request(
             "GET",
             "api/v1/label/__name__/values",
             {"start": _format_seconds(start), "end": _format_seconds(end)},
         )
+        return Listing.of(ans)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A list of names the API gave (label names, metric names), and whether it may be
+    missing some."""
+
+    names: list[str]
+    warnings: list[str]
+    """The API's `warnings` for this answer."""
+    partial: bool
+    """The backend marked the answer partial."""
+    well_formed: bool = True
+    """`data` was a list of strings."""
+
+    @classmethod
+    def of(cls, ans: Response) -> Listing:
         data = ans.body.get("data")
-        return [str(x) for x in data] if isinstance(data, list) else []
+        ok = isinstance(data, list) and all(isinstance(x, str) for x in data)
+        names = [x for x in data if isinstance(x, str)] if isinstance(data, list) else []
+        return cls(names, ans.warnings, ans.partial, ok)
+
+    @property
+    def trusted(self) -> bool:
+        """Nothing says the list may be missing names."""
+        return self.well_formed and not self.warnings and not self.partial
+
+    def doubt(self) -> str:
+        """Why the list may be missing names, in words."""
+        why = []
+        if self.partial:
+            why.append("the backend marked it partial")
+        if not self.well_formed:
+            why.append("it was not a list of names")
+        why += [f"warning: {w}" for w in self.warnings]
+        return "; ".join(why)
+
+
+_MAX_WARNINGS = 20
+"""Warnings kept of one answer; the rest are counted."""
+
+
+def _warnings(raw: Any) -> list[str]:
+    """The `warnings` of an answer as a list of texts (a single text is one warning), each cut
+    to a readable length, the first `_MAX_WARNINGS` of them and a count of the rest."""
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list):
+        return [] if raw is None else [f"unreadable warnings field ({type(raw).__name__})"]
+    texts = [str(w)[:500] for w in raw if w]
+    if len(texts) > _MAX_WARNINGS:
+        more = len(texts) - _MAX_WARNINGS
+        texts = [*texts[:_MAX_WARNINGS], f"... and {more} more warnings"]
+    return texts
+
+
+_TOKEN_CHARS = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""The characters of an HTTP header name (RFC 9110 `token`)."""
+
+
+def check_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Extra headers, checked: names are HTTP tokens and values have no line breaks or other
+    control characters (the space and line break around a value are dropped). `ConfigError`
+    otherwise; the message names the header, never its value."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if not _TOKEN_CHARS.match(name):
+            raise ConfigError(
+                "an extra header has a name that is not an HTTP header name (not shown, it may "
+                "hold a secret); write each as 'Name: value'"
+            )
+        clean = value.strip()
+        if _CONTROL.search(clean):
+            raise ConfigError(
+                f"the value of the header {name} holds a line break or another control "
+                "character (not shown); check how it was written"
+            )
+        out[name] = clean
+    return out
 
 
 def _format_seconds(x: float) -> str:

@@ -7,16 +7,21 @@ covers every GPU at once. A query the backend refuses as too big (Prometheus's
 is cut in two along time, and then, when one time chunk is still too big, sharded by the first
 hex digit of the GPU UUID. How each query was cut is recorded (`Collector.plan`) for the
 manifest.
+
+The number of queries is bounded (`max_queries`, `--max-queries`): a plan that would need more,
+at the start (a window of many steps) or while cutting (a backend that refuses ever smaller
+pieces), is refused with one clear error before the excess is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Progress, Window
+from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus.catalogue import QuerySpec
 from gpuaudit.sources.prometheus.client import PromClient, PromError, Response
 from gpuaudit.sources.prometheus.discovery import Capabilities
@@ -48,6 +53,20 @@ class _Job:
     shard: str = ""
 
 
+def check_plan(w: Window, specs: Iterable[QuerySpec], max_queries: int) -> None:
+    """Raise `SourceError` when running `specs` over `w` would take more than `max_queries`
+    queries before any is cut smaller (range queries are cut at `MAX_POINTS` points)."""
+    per = max(1, MAX_POINTS - 1)
+    chunks = -(-(w.seconds // w.step) // per)
+    planned = sum(chunks if s.kind == "hourly" else 1 for s in specs)
+    if planned > max_queries:
+        raise SourceError(
+            f"a window of {w.seconds:,} s in steps of {w.step:,} s would take {planned:,} "
+            f"queries, more than {max_queries:,} (--max-queries); audit a shorter --window or "
+            "use a longer --step"
+        )
+
+
 def _selector(base: str, uuid_label: str, shard: str) -> str:
     parts = [p for p in (base, f"{uuid_label}{shard}" if shard else "") if p]
     return ",".join(parts)
@@ -64,12 +83,18 @@ class Collector:
         selector: str = "",
         progress: Progress | None = None,
         keep: Keep = keep_body,
+        max_queries: int = DEFAULT_QUERIES,
     ) -> None:
         self.client, self.w, self.caps, self.selector = client, w, caps, selector
         self.progress = progress
         self.keep = keep
+        self.max_queries = max_queries
         self.done = 0
         self.total = 0
+        self.sent = 0
+        """Queries sent, those refused as too big included."""
+        self.series = 0
+        """Series in every answer together (0: the backend has no DCGM data for the window)."""
         self.warnings: list[str] = []
         self.incomplete: list[str] = []
         self.plan: dict[str, list[list[Any]]] = {}
@@ -79,7 +104,15 @@ class Collector:
         if self.progress:
             self.progress(self.done, self.total)
 
-    def _record_warnings(self, qid: str, warnings: list[str]) -> None:
+    def _record_warnings(self, qid: str, warnings: list[str], partial: bool) -> None:
+        if partial:
+            reason = (
+                f"the backend marked its answer to {qid} as partial (isPartial: some of its "
+                "storage nodes did not answer)"
+            )
+            if reason not in self.incomplete:
+                self.incomplete.append(reason)
+                self.warnings.append(f"{qid}: the answer is partial (isPartial)")
         for wtext in warnings:
             msg = f"{qid}: {wtext}"
             if msg not in self.warnings:
@@ -92,6 +125,7 @@ class Collector:
     def run(self, specs: list[QuerySpec]) -> dict[str, list[dict[str, Any]]]:
         """Every answer by query id, in time and shard order within one."""
         out: dict[str, list[dict[str, Any]]] = {}
+        self._check_plan(specs)
         jobs: list[_Job] = []
         for spec in specs:
             if spec.kind == "window":
@@ -100,7 +134,15 @@ class Collector:
                 jobs.extend(self._hourly_jobs(spec))
         self._tick(len(jobs))
         while jobs:
+            if self.sent + len(jobs) > self.max_queries:
+                raise SourceError(
+                    "the backend refuses answers this large, and cutting the queries smaller "
+                    f"would take more than {self.max_queries:,} queries (--max-queries); narrow "
+                    "the scan with --cluster-label or a shorter --window, or raise the "
+                    "backend's limits"
+                )
             job = jobs.pop(0)
+            self.sent += 1
             try:
                 entry = self._run_one(job)
             except PromError as exc:
@@ -123,6 +165,10 @@ class Collector:
             entries.sort(key=lambda e: (e["chunk"][0], e["chunk"][2]))
             self.plan[qid].sort(key=lambda c: (c[0], c[2]))
         return out
+
+    def _check_plan(self, specs: list[QuerySpec]) -> None:
+        """Refuse a plan of more queries than `max_queries` before any is built or sent."""
+        check_plan(self.w, specs, self.max_queries)
 
     def _hourly_jobs(self, spec: QuerySpec) -> list[_Job]:
         n = self.w.seconds // self.w.step
@@ -157,7 +203,9 @@ class Collector:
         else:
             expr = job.spec.promql(self.w.step, spelling, sel, rec)
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
-        self._record_warnings(job.spec.id, ans.warnings)
+        self._record_warnings(job.spec.id, ans.warnings, ans.partial)
+        result = ans.body["data"]["result"]
+        self.series += len(result)
         entry: dict[str, Any] = {
             "query": expr,
             "params": ans.params,

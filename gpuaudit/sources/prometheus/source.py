@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit.sources.interface import Progress, Source, Window
+from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
-from gpuaudit.sources.prometheus.planner import Collector, Keep, keep_body
+from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class PrometheusSource(Source[PromCollection]):
         cluster_label: tuple[str, str] | None = None,
         progress: Progress | None = None,
         keep: Keep = keep_body,
+        max_queries: int = DEFAULT_QUERIES,
     ) -> None:
         self.client, self.cluster_label, self.progress, self.keep = (
             client,
@@ -54,6 +56,7 @@ class PrometheusSource(Source[PromCollection]):
             progress,
             keep,
         )
+        self.max_queries = max_queries
 
     def collect(self, window: Window) -> PromCollection:
         """Discover, plan and run every query the backend has the metric for."""
@@ -62,11 +65,19 @@ class PrometheusSource(Source[PromCollection]):
             name, value = self.cluster_label
             esc = value.replace("\\", "\\\\").replace('"', '\\"')
             selector = f'{name}="{esc}"'
+        # Before anything is sent: a window that every metric's queries could not cover in
+        # `max_queries` is refused whatever the backend holds.
+        check_plan(window, catalogue.CATALOGUE, self.max_queries)
         caps = discover(self.client, window, selector)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         missing = sorted({q.metric for q in catalogue.CATALOGUE} - set(caps.metrics))
-        col = Collector(self.client, window, caps, selector, self.progress, self.keep)
+        col = Collector(
+            self.client, window, caps, selector, self.progress, self.keep, self.max_queries
+        )
         answers = col.run(specs)
+        incomplete = caps.incomplete + col.incomplete
+        if not col.series:
+            incomplete.append(_no_series(window, selector, caps))
         queries = [
             {
                 "id": q.id,
@@ -87,10 +98,23 @@ class PrometheusSource(Source[PromCollection]):
             queries=queries,
             missing_metrics=missing,
             plan=col.plan,
-            warnings=col.warnings,
-            incomplete_reasons=col.incomplete,
+            warnings=caps.warnings + col.warnings,
+            incomplete_reasons=incomplete,
             http_requests=self.client.requests,
         )
+
+
+def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
+    """Why a collection without a single DCGM series is no audit of zero GPUs."""
+    where = f" with {selector}" if selector else ""
+    if not caps.metrics:
+        said = "lists no DCGM_ metric"
+    else:
+        said = "returned no DCGM series"
+    return (
+        f"the backend {said} between {w.start} and {w.end}{where}: is dcgm-exporter scraped "
+        "into it, and are the tenant (X-Scope-OrgID), --cluster-label and --window right?"
+    )
 
 
 def collect_prometheus(

@@ -1,0 +1,271 @@
+"""What a snapshot keeps of the Kubernetes objects: the fields gpuaudit reads, nothing else.
+
+A snapshot is meant to be shared (attached to an issue, sent to a colleague, kept in CI), so it
+must not carry what the cluster holds but gpuaudit never reads: container `env` values, command
+lines, the `kubectl.kubernetes.io/last-applied-configuration` annotation (a whole manifest, often
+with secrets), pod templates of jobs, managed fields. Each object kind of the resource catalogue
+(`gpuaudit.sources.kubernetes.resources.RESOURCES`) has an allowlist (`KEEP`); a live scan and
+`snapshot save` both keep each list page through it as it arrives (`keep_page`), so that a scan
+of a saved snapshot sees exactly what the live scan saw.
+
+An allowlist is a tree: a mapping from key to what to keep of its value, `ALL` for the value as
+it is, `Keys(...)` for a map whose listed keys (exact, or by prefix) are kept whole, or
+`Each(tree)` for a map whose every value is kept through `tree`. A list
+is kept item by item through the same tree. When gpuaudit starts to read a new field, it is
+added here (a test builds the inventory from kept and from whole objects and compares them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from gpuaudit.sources.kubernetes.resources import RESOURCES
+
+
+class _All:
+    """Keep the value as it is."""
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL = _All()
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Keep only these keys of a map (with their values as they are)."""
+
+    exact: frozenset[str]
+    prefixes: tuple[str, ...] = ()
+
+    def __init__(self, *names: str, prefixes: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "exact", frozenset(names))
+        object.__setattr__(self, "prefixes", prefixes)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in self.exact or key.startswith(self.prefixes))
+
+
+@dataclass(frozen=True)
+class Each:
+    """Keep every key of a map, each value through `tree` (the replica types of a training job:
+    `Master`, `Worker`, `Launcher` ...)."""
+
+    tree: Tree
+
+
+Tree: TypeAlias = "_All | Keys | Each | dict[str, Tree]"
+
+GPU_RESOURCES = Keys("nvidia.com/gpu", prefixes=("nvidia.com/mig-",))
+"""The extended resources gpuaudit counts: whole GPUs and MIG slices."""
+
+POD_ANNOTATIONS = Keys(
+    "scheduling.k8s.io/group-name",
+    "scheduling.volcano.sh/group-name",
+    "kueue.x-k8s.io/pod-group-total-count",
+    "leaderworkerset.sigs.k8s.io/size",
+)
+"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`)."""
+
+NODE_LABELS = Keys(
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.clique",
+    "nvidia.com/mig.strategy",
+    "karpenter.sh/nodepool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+    "node.kubernetes.io/pool",
+)
+"""The node labels the inventory reads (`gpuaudit.inventory.kube.node_row`)."""
+
+_NAME: dict[str, Tree] = {"name": ALL, "namespace": ALL, "uid": ALL, "creationTimestamp": ALL}
+_OWNERS: Tree = {"apiVersion": ALL, "kind": ALL, "name": ALL, "uid": ALL, "controller": ALL}
+_META: Tree = {**_NAME, "ownerReferences": _OWNERS}
+_CONDITIONS: dict[str, Tree] = {
+    "type": ALL,
+    "status": ALL,
+    "reason": ALL,
+    "lastTransitionTime": ALL,
+}
+_TERMINATED: Tree = {"terminated": {"reason": ALL, "message": ALL, "exitCode": ALL}}
+_CONTAINER: Tree = {
+    "name": ALL,
+    "resources": {"requests": GPU_RESOURCES, "limits": GPU_RESOURCES},
+}
+_JOB_STATUS: Tree = {"conditions": _CONDITIONS}
+_RUN_POLICY: Tree = {"schedulingPolicy": {"minAvailable": ALL}}
+_REPLICAS: Tree = Each({"replicas": ALL})
+"""Each replica type of a training job: its count, not its pod template."""
+
+POD: Tree = {
+    "metadata": {
+        **_NAME,
+        "labels": ALL,
+        "annotations": POD_ANNOTATIONS,
+        "ownerReferences": _OWNERS,
+    },
+    "spec": {
+        "nodeName": ALL,
+        "priority": ALL,
+        "priorityClassName": ALL,
+        "preemptionPolicy": ALL,
+        "schedulerName": ALL,
+        "nodeSelector": Keys("nvidia.com/gpu.product"),
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": {
+                        "matchExpressions": {"key": ALL, "operator": ALL, "values": ALL}
+                    }
+                }
+            }
+        },
+        "containers": _CONTAINER,
+        "initContainers": _CONTAINER,
+    },
+    "status": {
+        "phase": ALL,
+        "startTime": ALL,
+        "podIP": ALL,
+        "conditions": {**_CONDITIONS, "message": ALL},
+        "containerStatuses": {
+            "name": ALL,
+            "restartCount": ALL,
+            "state": _TERMINATED,
+            "lastState": _TERMINATED,
+        },
+    },
+}
+"""What is kept of a pod: who it is, what GPUs it asks for and where it runs, its scheduling
+state and restarts, its labels, and the annotations that put it in a gang."""
+
+NODE: Tree = {
+    "metadata": {**_NAME, "labels": NODE_LABELS},
+    "spec": {"unschedulable": ALL},
+    "status": {
+        "capacity": GPU_RESOURCES,
+        "allocatable": GPU_RESOURCES,
+        "addresses": {"type": ALL, "address": ALL},
+    },
+}
+
+KEEP: dict[str, Tree] = {
+    "pods": POD,
+    "nodes": NODE,
+    "priorityclasses": {
+        "metadata": _NAME,
+        "value": ALL,
+        "globalDefault": ALL,
+        "preemptionPolicy": ALL,
+    },
+    "volcano_podgroups": {
+        "metadata": _META,
+        "spec": {"minMember": ALL, "queue": ALL},
+        "status": {"phase": ALL},
+    },
+    "coscheduling_podgroups": {
+        "metadata": _META,
+        "spec": {"minMember": ALL},
+        "status": {"phase": ALL},
+    },
+    "kueue_workloads": {
+        "metadata": _META,
+        "spec": {"podSets": {"name": ALL, "count": ALL}, "queueName": ALL},
+        "status": {
+            "admission": {"clusterQueue": ALL, "podSetAssignments": {"name": ALL, "count": ALL}},
+            "conditions": _CONDITIONS,
+        },
+    },
+    "kueue_clusterqueues": {"metadata": _NAME},
+    "kueue_localqueues": {"metadata": _NAME, "spec": {"clusterQueue": ALL}},
+    "pytorchjobs": {
+        "metadata": _META,
+        "spec": {"runPolicy": _RUN_POLICY, "pytorchReplicaSpecs": _REPLICAS},
+        "status": _JOB_STATUS,
+    },
+    "mpijobs": {
+        "metadata": _META,
+        "spec": {"runPolicy": _RUN_POLICY, "mpiReplicaSpecs": _REPLICAS},
+        "status": _JOB_STATUS,
+    },
+    "jobsets": {
+        "metadata": _META,
+        "spec": {
+            "replicatedJobs": {
+                "name": ALL,
+                "replicas": ALL,
+                "template": {"spec": {"parallelism": ALL}},
+            }
+        },
+        "status": _JOB_STATUS,
+    },
+    "leaderworkersets": {
+        "metadata": _META,
+        "spec": {"replicas": ALL, "leaderWorkerTemplate": {"size": ALL}},
+    },
+    "rayclusters": {
+        "metadata": _META,
+        "spec": {"workerGroupSpecs": {"groupName": ALL, "replicas": ALL, "numOfHosts": ALL}},
+        "status": {"state": ALL},
+    },
+    "resourceclaims": {
+        "metadata": _META,
+        "status": {
+            "allocation": {
+                "devices": {"results": {"request": ALL, "driver": ALL, "pool": ALL, "device": ALL}}
+            },
+            "reservedFor": {"resource": ALL, "name": ALL, "uid": ALL},
+        },
+    },
+}
+"""The allowlist of every object kind, by resource key."""
+
+_missing = {r.key for r in RESOURCES} - set(KEEP)
+if _missing:  # a resource added to the catalogue must say what a snapshot keeps of it
+    raise RuntimeError(f"no allowlist for Kubernetes resources {sorted(_missing)}")
+
+
+def keep(tree: Tree, value: Any) -> Any:
+    """What `tree` keeps of `value` (a list item by item)."""
+    if isinstance(tree, _All):
+        return value
+    if isinstance(value, list):
+        return [keep(tree, v) for v in value]
+    if not isinstance(value, dict):
+        return None
+    if isinstance(tree, Keys):
+        return {k: v for k, v in value.items() if k in tree}
+    if isinstance(tree, Each):
+        return {k: keep(tree.tree, v) for k, v in value.items()}
+    return {k: keep(tree[k], v) for k, v in value.items() if k in tree}
+
+
+def keep_object(key: str, obj: Any) -> Any:
+    """What a snapshot keeps of one object of the resource `key` (`apiVersion` and `kind` too,
+    where the object has them)."""
+    if not isinstance(obj, dict):
+        return obj
+    tree = KEEP.get(key)
+    if tree is None:
+        return {}
+    out = keep(tree, obj)
+    for k in ("apiVersion", "kind"):
+        if isinstance(obj.get(k), str):
+            out[k] = obj[k]
+    return out
+
+
+def keep_page(key: str, page: dict[str, Any]) -> dict[str, Any]:
+    """What a snapshot keeps of one list page of the resource `key`: its kind, API version and
+    resource version, and each object through the allowlist."""
+    out: dict[str, Any] = {k: page[k] for k in ("apiVersion", "kind") if k in page}
+    meta = page.get("metadata")
+    if isinstance(meta, dict) and "resourceVersion" in meta:
+        out["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+    items = page.get("items")
+    out["items"] = [keep_object(key, o) for o in items] if isinstance(items, list) else items
+    return out
