@@ -18,7 +18,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -161,7 +161,7 @@ def _time(raw: Any) -> float:
     return math.nan if t is None else t
 
 
-def _labels(metric: Any) -> bool:
+def _labels(metric: Any) -> TypeGuard[Labels]:
     """Whether `metric` is a label set: an object whose every value is a string (Prometheus
     writes nothing else; a series with a number or a list for a label value is malformed)."""
     return isinstance(metric, Mapping) and all(isinstance(v, str) for v in metric.values())
