@@ -149,22 +149,60 @@ def test_the_size_limit_applies_while_streaming(tmp_path: Path) -> None:
 
 def test_the_manifest_is_typed_and_keeps_what_it_does_not_hold(tmp_path: Path) -> None:
     """Known keys read into typed fields; unknown keys, and known keys of another type, are
-    kept as they were: reading by key sees them, and writing gives them back."""
+    kept as they were: reading by key sees them, and writing gives them back. The keys that
+    say how far the data can be trusted are the exception (see the next test)."""
     snap = _small()
     path = tmp_path / "s.json"
     snapshot.write(snap, path)
     lines = path.read_bytes().splitlines(keepends=True)
     head = json.loads(lines[0])
-    head["manifest"].update(cluster=5, warnings="not a list", custom={"a": [1]}, complete=False)
+    head["manifest"].update(cluster=5, custom={"a": [1]}, complete=False)
     path.write_bytes(json.dumps(head).encode() + b"\n" + b"".join(lines[1:]))
     man = snapshot.read(path).manifest
     assert man.cluster == "" and man.warnings == () and man.complete is False
-    assert man.unread == {"cluster": 5, "warnings": "not a list", "custom": {"a": [1]}}
-    assert man["cluster"] == 5 and man["warnings"] == "not a list" and man["custom"] == {"a": [1]}
+    assert man.unread == {"cluster": 5, "custom": {"a": [1]}}
+    assert man["cluster"] == 5 and man["custom"] == {"a": [1]}
     assert man.window.start == snap.manifest.window.start and man["window"]["step"] == 3600
     again = tmp_path / "again.json"
     snapshot.write(snapshot.read(path), again)
     assert json.loads(again.read_bytes().splitlines()[0])["manifest"] == dict(man)
+
+
+@pytest.mark.parametrize(
+    ("changes", "complete", "warnings", "reasons"),
+    [
+        ({"complete": "false"}, False, (), ("not true or false",)),
+        ({"complete": 1}, False, (), ("not true or false",)),
+        ({"warnings": "one warning"}, True, ("one warning",), ()),
+        ({"warnings": ["a", 5]}, True, ("a", "5"), ()),
+        ({"incomplete_reasons": "cut short", "complete": False}, False, (), ("cut short",)),
+    ],
+)
+def test_how_far_a_snapshot_can_be_trusted_is_never_misread(
+    tmp_path: Path,
+    changes: dict[str, object],
+    complete: bool,
+    warnings: tuple[str, ...],
+    reasons: tuple[str, ...],
+) -> None:
+    """`"complete": "false"` is not true (the audit is incomplete, and says why); a `warnings`
+    text is one warning, not one per letter; read by key, these keys give what the typed fields
+    hold, never the file's malformed value."""
+    path = tmp_path / "s.json"
+    snapshot.write(_small(), path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head["manifest"].update(changes)
+    path.write_bytes(json.dumps(head).encode() + b"\n" + b"".join(lines[1:]))
+    snap = snapshot.read(path)
+    man = snap.manifest
+    assert man.complete is complete and man["complete"] is complete
+    assert man.warnings == warnings and man["warnings"] == list(warnings)
+    assert len(man.incomplete_reasons) == len(reasons)
+    assert all(want in got for want, got in zip(reasons, man.incomplete_reasons, strict=True))
+    inv = build(snap)
+    assert inv.complete is complete and inv.warnings == warnings
+    assert inv.incomplete_reasons == man.incomplete_reasons
 
 
 def test_write_records_is_the_layout_of_write(tmp_path: Path) -> None:
