@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import mig
+from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
@@ -173,7 +173,10 @@ class _Kube:
     capabilities: set[Capability]
     missing: dict[Capability, str]
     incomplete: list[str]
-    """Reasons the pods or nodes list is incomplete that the manifest does not give yet."""
+    """Reasons the pods or nodes list is incomplete that the manifest does not give yet, and
+    why figures were ignored."""
+    notes: list[str]
+    """Each figure of an object that was ignored, a sentence each (shown as warnings)."""
 
 
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
@@ -203,17 +206,26 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         cap_of = Capability.of_list(key)
         if key not in snap.kubernetes and cap_of is not None:
             missing[cap_of] = str(states.get(key) or f"{key} were not read")
-    pod_rows = [kube.pod_row(o) for o in objects.get("pods", ())]
-    gang_list, pod_gang = gang_mod.build(objects)
+    notes: list[str] = []
+    limit = limits.NODE_GPUS.value()
+    pod_rows = [kube.pod_row(o, notes, limit) for o in objects.get("pods", ())]
+    node_rows = [kube.node_row(o, notes, limit) for o in objects.get("nodes", ())]
+    gang_list, pod_gang = gang_mod.build(objects, notes)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
+    if notes:
+        incomplete.append(
+            f"{len(notes)} figures of Kubernetes objects could not be read or were larger than "
+            "a cluster can hold, and were ignored (see the warnings)"
+        )
     return _Kube(
         pod_rows=pod_rows,
-        node_rows=[kube.node_row(o) for o in objects.get("nodes", ())],
+        node_rows=node_rows,
         gangs=gang_list,
         capabilities=caps,
         missing=missing,
         incomplete=incomplete,
+        notes=notes,
     )
 
 
@@ -404,15 +416,22 @@ def _gpus(holdings: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _warnings(man: Manifest, p: Parser, holdings: pd.DataFrame) -> tuple[str, ...]:
+def _warnings(man: Manifest, p: Parser, holdings: pd.DataFrame, k: _Kube) -> tuple[str, ...]:
     warnings: list[str] = list(man.warnings)
     warnings.extend(_left_out(p))
+    warnings.extend(k.notes[:_NOTES])
+    if len(k.notes) > _NOTES:
+        warnings.append(f"... and {len(k.notes) - _NOTES} more such Kubernetes figures")
     if holdings.empty:
         warnings.append(
             "no DCGM series were found in the window: check that dcgm-exporter is scraped, "
             "the window (--window, --end) and --cluster-label"
         )
     return tuple(warnings)
+
+
+_NOTES = 20
+"""Ignored Kubernetes figures listed one by one; the rest are counted."""
 
 
 def _left_out(p: Parser) -> list[str]:
@@ -519,7 +538,7 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         nodes=nodes,
         capabilities=frozenset(caps | k.capabilities),
         missing={**missing, **k.missing},
-        warnings=_warnings(man, p, holdings),
+        warnings=_warnings(man, p, holdings, k),
         complete=man.complete and not reasons,
         incomplete_reasons=tuple(reasons),
         gangs=_gang_table(k.gangs),

@@ -317,6 +317,10 @@ def combine(p: Parser, short: str, n: int) -> Metric:
     return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)
 
 
+_MSG = 300
+"""Characters of an XID message kept (the exporter's are a few dozen)."""
+
+
 def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, dict[int, str]]]:
     """Largest XID value, every non-zero XID code, and the exporter's message per code, by key
     number.
@@ -329,12 +333,13 @@ def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, di
     for labels, v in p.labelled("xid_max"):
         k = p.kid(labels)
         mx[k] = max(v, mx.get(k, v))
-        code = int(v)
+        code = int(v)  # a whole number below 2**31: `_bounded` left out any other
         if code > 0:
             codes[k].add(code)
             msg = labels.get("err_msg")
             if isinstance(msg, str) and msg:
-                msgs[k][code] = msg
+                # Kept apart from the `code: message; code: message` list it joins.
+                msgs[k][code] = msg[:_MSG].replace(";", ",")
     return mx, dict(codes), dict(msgs)
 
 

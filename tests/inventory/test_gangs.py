@@ -202,7 +202,9 @@ def test_mpijob_jobset_lws_and_raycluster_sizes() -> None:
     g = by_id(found)
     assert g["kubeflow.org/MPIJob/ml/mpi"].needed == 5
     assert g["jobset.x-k8s.io/JobSet/ml/js"].needed == 9
-    assert g["leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-0"].needed == 3
+    assert g["leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-1"].needed == 3
+    # A group without pods holds no GPU: it is not made (replicas alone allocate nothing).
+    assert "leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-0" not in g
     assert g["ray.io/RayCluster/ml/rc"].needed == 6
     assert member[("ml", "mpi-worker-0")] == "kubeflow.org/MPIJob/ml/mpi"
     assert member[("ml", "js-w-0-0")] == "jobset.x-k8s.io/JobSet/ml/js"
