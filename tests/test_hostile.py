@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
-from tests.factories import Series, gpu_labels
+from tests.factories import Series, gpu_labels, make_pod
 from tests.factories import snapshot as make_snapshot
 
 runner = CliRunner()
@@ -84,3 +86,73 @@ def test_debug_log_redacts_authorization(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "tok-abc-123" not in res.output
     assert "<redacted>" in res.output
+
+
+def _hidden_characters() -> list[str]:
+    """Every character of Unicode categories Cc and Cf (and the line and paragraph
+    separators), as this Python knows them: U+200E, U+200F and U+061C among them."""
+    return [
+        chr(c)
+        for c in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp")
+    ]
+
+
+HIDDEN = _hidden_characters()
+
+
+@pytest.fixture(scope="module")
+def invisible_snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Every control and format character, in twenty-character pieces, planted in pod and
+    namespace names, a node, a GPU model, a pod label, the cluster, the manifest's warnings and
+    reasons, an XID message and a resolved finding of an earlier report."""
+    tmp = tmp_path_factory.mktemp("invisible")
+    pieces = ["".join(HIDDEN[i : i + 20]) for i in range(0, len(HIDDEN), 20)]
+    series, pods = [], []
+    for i, piece in enumerate(pieces):
+        name, ns = f"p{i}-{piece}", f"ns{i}-{piece[::-1]}"
+        labels = gpu_labels(
+            uuid=f"GPU-{i}", gpu=str(i % 8), pod=name, namespace=ns, host=f"n{i // 8}-{piece}"
+        )
+        labels["modelName"] = f"H100-{piece}"
+        series.append(Series(labels, act=[0.0] * 8, xids=[79] if i == 0 else []))
+        pods.append(make_pod(name, namespace=ns, node=f"n{i // 8}-{piece}", labels={"t": piece}))
+    snap = make_snapshot(series, hours=8, pods=pods)
+    xid = snap.prometheus["xid_max"][0]["body"]["data"]["result"][0]["metric"]
+    xid["err_msg"] = "fallen off the bus" + pieces[0]
+    snap = snap.with_manifest(
+        cluster="c-" + pieces[1],
+        warnings=tuple(f"w{i}-{p}" for i, p in enumerate(pieces)),
+        complete=False,
+        incomplete_reasons=tuple(f"r{i}-{p}" for i, p in enumerate(pieces)),
+    )
+    path = tmp / "invisible.json"
+    snapshot.write(snap, path)
+    res = runner.invoke(app, ["scan", "--snapshot", str(path), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    gone = dict(doc["findings"][0])
+    gone.update(fingerprint="GPU001|Pod|old|gone", message="was here " + pieces[2])
+    gone["resource"] = {"kind": "Pod", "namespace": "old-" + pieces[3], "name": pieces[4]}
+    doc["findings"].append(gone)
+    previous = tmp / "previous.json"
+    previous.write_text(json.dumps(doc))
+    return path, previous
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html", "junit"])
+def test_every_control_and_format_character_is_shown_escaped(
+    invisible_snapshot: tuple[Path, Path], fmt: str
+) -> None:
+    """Issue 20: U+200E, U+200F and U+061C reached the table, Markdown, HTML and JUnit (only
+    U+202A-202E and U+2066-2069 were neutralised). No Cc or Cf character reaches any of them
+    now, other than the report's own line breaks; each is shown as its escape."""
+    path, previous = invisible_snapshot
+    args = ["scan", "--snapshot", str(path), "-f", fmt, "--group-by-label", "t"]
+    res = runner.invoke(app, [*args, "--previous", str(previous)], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    leaked = {f"U+{ord(c):04X}" for c in set(out) & set(HIDDEN) if c != "\n"}
+    assert not leaked, f"{fmt} shows these as themselves: {sorted(leaked)[:20]}"
+    for mark in ("\\u200e", "\\u200f", "\\u061c", "\\u202e", "\\x1b"):
+        assert mark in out.replace("\\\\", "\\"), mark
