@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaudit import snapshot
+from gpuaudit import numbers, snapshot
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
@@ -317,3 +317,38 @@ def test_non_finite_literals_are_refused_by_both_readers(literal: str) -> None:
         assert answers.from_record_line(b'{"body":' + raw + b"}") is None
         with pytest.raises(SnapshotError, match="not valid JSON"):
             answers.from_bytes(raw, "q")
+
+
+# ---- the one reader of outside numbers --------------------------------------------------------
+
+
+@FAST
+@given(value=json_values | st.text() | st.integers() | st.floats())
+def test_outside_numbers_are_finite_or_none(value: Any) -> None:
+    """Whatever a file, label or answer holds: a finite number, or None. Never NaN, an
+    infinity, a boolean read as 1, or digit-like text (`²`, `٣`) read as a count."""
+    for read in (numbers.json_number, numbers.sample_value, numbers.sample_time):
+        got = read(value)
+        assert got is None or (isinstance(got, float) and math.isfinite(got))
+    q = numbers.quantity(value)
+    assert q is None or (math.isfinite(q) and q >= 0)
+    n = numbers.whole_number(value)
+    assert n is None or (isinstance(n, int) and n >= 0)
+    if isinstance(value, str) and n is not None:
+        assert value.strip().isascii()
+    i = numbers.index_label(value)
+    assert i is None or 0 <= i < 10**6
+    if isinstance(value, bool):
+        assert all(
+            r(value) is None for r in (numbers.json_number, numbers.sample_value, numbers.quantity)
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("8", 8.0), ("500m", 0.5), ("2Gi", 2.0 * 2**30), ("1k", 1e3), ("1e3", 1e3), ("nan", None)]
+    + [("Infinity", None), ("inf", None), ("-1", None), ("²", None), ("1_0", None), ("", None)]
+    + [("1e999", None), ("E", None), ("٣", None)],
+)
+def test_kubernetes_quantities(text: str, want: float | None) -> None:
+    assert numbers.quantity(text) == want
