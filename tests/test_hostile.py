@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
+from gpuaudit.inventory.gangs import GANG_LISTS
 from tests.factories import Series, gpu_labels, make_node, make_pod
 from tests.factories import snapshot as make_snapshot
 from tests.k8s_apiserver import KubeAPIServer
@@ -131,6 +132,8 @@ def invisible_snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         warnings=tuple(f"w{i}-{p}" for i, p in enumerate(pieces)),
         complete=False,
         incomplete_reasons=tuple(f"r{i}-{p}" for i, p in enumerate(pieces)),
+        # Why lists were not read: the reasons of skipped checks.
+        objects={key: f"forbidden: {pieces[5]}" for key in ("nodes", *GANG_LISTS)},
     )
     path = tmp / "invisible.json"
     snapshot.write(snap, path)

@@ -137,13 +137,17 @@ def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
     return kind, name
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+"""A pod's priority and a container's restart count are int32 in the API."""
+
+
 def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     """Total container restarts and the last termination (`reason: message`, shortened)."""
     total = 0
     last = ""
     for cs in _list(status, "containerStatuses"):
-        n = cs.get("restartCount") if isinstance(cs, dict) else None
-        if isinstance(n, int) and not isinstance(n, bool):
+        n = numbers.whole_number(cs.get("restartCount") if isinstance(cs, dict) else None)
+        if n is not None and n <= _INT32[1]:  # an int32 in the API
             total += n
         term = _map(_map(cs, "lastState"), "terminated") or _map(_map(cs, "state"), "terminated")
         if term:
@@ -152,9 +156,6 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
             last = f"{reason}: {msg}" if msg else reason
     return total, last
 
-
-_INT32 = (-(2**31), 2**31 - 1)
-"""A pod's priority is an int32 (PriorityClass `value`)."""
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 POOL_LABELS = (
