@@ -133,7 +133,7 @@ def invisible_snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         complete=False,
         incomplete_reasons=tuple(f"r{i}-{p}" for i, p in enumerate(pieces)),
         # Why lists were not read: the reasons of skipped checks.
-        objects={key: f"forbidden: {pieces[5]}" for key in ("nodes", *GANG_LISTS)},
+        objects=dict.fromkeys(("nodes", *GANG_LISTS), f"forbidden: {pieces[5]}"),
     )
     path = tmp / "invisible.json"
     snapshot.write(snap, path)
