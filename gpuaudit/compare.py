@@ -7,12 +7,12 @@ by more than 10 % (and at least one GPU-hour); improved in the opposite case.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuaudit import limits
 from gpuaudit.errors import ConfigError
 from gpuaudit.findings import Finding, Severity
 from gpuaudit.numbers import json_number as _num
@@ -56,12 +56,27 @@ class Comparison:
 
 
 def load_report(path: Path) -> dict[str, Any]:
-    """Read an earlier gpuaudit JSON report, with one clear error when it is not one."""
+    """Read an earlier gpuaudit JSON report, with one clear error when it is not one: larger
+    than `limits.REPORT_BYTES`, not strict JSON (`NaN`, `Infinity`, numbers that overflow,
+    nesting deeper than 1024 levels), or not a report."""
+    import orjson
+
+    limit = limits.REPORT_BYTES.value()
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
     except FileNotFoundError:
         raise ConfigError(f"earlier report {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"earlier report {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ConfigError(
+            f"earlier report {path} is larger than {limit} bytes; refusing it (raise "
+            f"{limits.REPORT_BYTES.env} if it is genuine)"
+        )
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
         raise ConfigError(f"earlier report {path} is not valid JSON: {exc}") from None
     if (
         not isinstance(doc, dict)
@@ -78,6 +93,31 @@ def _fp(f: Mapping[str, Any]) -> str:
     r = f.get("resource") if isinstance(f.get("resource"), Mapping) else {}
     assert isinstance(r, Mapping)
     return f"{f.get('code')}|{r.get('kind')}|{r.get('namespace')}|{r.get('name')}"
+
+
+def _resolved(f: Mapping[str, Any]) -> dict[str, Any]:
+    """What a resolved finding of an earlier report is shown with: its texts, its resource's
+    texts and its impact's numbers, nothing else (the file may hold anything, nested as deep
+    as JSON allows, and goes into this report)."""
+    out: dict[str, Any] = {
+        k: f[k][:_TEXT]
+        for k in ("code", "fingerprint", "severity", "message")
+        if isinstance(f.get(k), str)
+    }
+    for key, keep in (("resource", _text), ("impact", _num)):
+        part = f.get(key)
+        if isinstance(part, Mapping):
+            kept = {str(k)[:_TEXT]: keep(v) for k, v in part.items()}
+            out[key] = {k: v for k, v in kept.items() if v is not None}
+    return out
+
+
+_TEXT = 2000
+"""Characters kept of each text of an earlier report's resolved finding."""
+
+
+def _text(value: Any) -> str | None:
+    return value[:_TEXT] if isinstance(value, str) else None
 
 
 def compare(
@@ -114,15 +154,7 @@ def compare(
         else:
             status[fp] = UNCHANGED
     current = set(status)
-    resolved = tuple(
-        {
-            k: v
-            for k, v in f.items()
-            if k in ("code", "fingerprint", "severity", "resource", "message", "impact")
-        }
-        for fp, f in sorted(prev.items())
-        if fp not in current
-    )
+    resolved = tuple(_resolved(f) for fp, f in sorted(prev.items()) if fp not in current)
     psum = previous.get("summary") if isinstance(previous.get("summary"), Mapping) else {}
     assert isinstance(psum, Mapping)
     delta: dict[str, dict[str, float | None]] = {}

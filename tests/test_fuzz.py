@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaudit import snapshot
+from gpuaudit import numbers, snapshot
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
@@ -215,3 +216,139 @@ def test_prometheus_client_turns_garbage_into_one_error(body: bytes, status: int
         client.query("up", 0)
     except PromError as exc:
         assert "\n" not in str(exc)
+
+
+# ---- the fast answer reader and the general parse agree on malformed samples ------------------
+
+TIME_TOKENS = st.one_of(
+    st.integers(-(10**12), 10**12).map(str),
+    st.floats(-1e12, 1e12, allow_nan=False).map(repr),
+    st.sampled_from(
+        ["NaN", "Infinity", "-Infinity", "null", "true", '"1"', "01", "-01", ".5", "5.", "+1"]
+        + ["1e5", "1E+5", "-0", "0", "", "1.2.3", "-", "0.5", "1e400", " 1", "00"]
+    ),
+)
+VALUE_TOKENS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: f'"{f!r}"'),
+    st.sampled_from(
+        ['"0.5"', '"NaN"', '"+Inf"', '"-Inf"', '""', '"1e-05"', "5", "NaN", "Infinity", "null"]
+        + ["true", '"1,5"', '"x"', '"-.5"', '"01"', '" 1"', '"1_0"', '"\u0661"', '"Inf"', '"nan"']
+        + ['"-NaN"', '"NA"', '"1e"', '"0.5]"', '"[1"', '"\\n"', '"\\""', "[]", "{}"]
+    ),
+)
+POINT = st.one_of(
+    st.tuples(TIME_TOKENS, VALUE_TOKENS).map(lambda p: f"[{p[0]},{p[1]}]"),
+    st.tuples(TIME_TOKENS, VALUE_TOKENS, VALUE_TOKENS).map(lambda p: f"[{p[0]},{p[1]},{p[2]}]"),
+    st.sampled_from(["[1]", "[]", "1", "{}", '"x"', '[[1,"2"]]']),
+)
+LABELS = st.one_of(
+    st.dictionaries(st.sampled_from(["UUID", "gpu", "pod"]), st.text(max_size=4), max_size=3).map(
+        lambda d: json.dumps(d, separators=(",", ":"))
+    ),
+    st.sampled_from(['{"gpu":5}', '{"gpu":["x"]}', '{"gpu":null}', '{"a":true}']),
+)
+
+
+@FAST
+@given(
+    series=st.lists(st.tuples(LABELS, st.lists(POINT, max_size=5)), max_size=6),
+    matrix=st.booleans(),
+)
+def test_both_answer_readers_agree_on_malformed_samples(
+    series: list[tuple[str, list[str]]], matrix: bool
+) -> None:
+    """Text as a hostile backend might write it, sample by sample (a third element, `NaN` or
+    `Infinity` literals, `.5`, `01`, labels that are not strings): the fast reader gives
+    exactly what the general parse gives, or leaves the answer to it; JSON the general parse
+    refuses, the fast reader refuses too."""
+    if matrix:
+        items = [f'{{"metric":{m},"values":[{",".join(pts)}]}}' for m, pts in series]
+    else:
+        items = [f'{{"metric":{m},"value":{pts[0] if pts else "[]"}}}' for m, pts in series]
+    rtype = "matrix" if matrix else "vector"
+    raw = (
+        f'{{"status":"success","data":{{"resultType":"{rtype}","result":[{",".join(items)}]}}}}'
+    ).encode()
+    try:
+        general: answers.Answer | None = answers.parse(orjson.loads(raw), "q")
+    except (orjson.JSONDecodeError, SnapshotError):
+        general = None
+    fast = answers.from_record_line(b'{"body":' + raw + b"}")
+    if general is None:
+        assert fast is None
+        with pytest.raises(SnapshotError):
+            answers.from_bytes(raw, "q")
+        return
+    if fast is not None:
+        _same(fast["answer"], general)
+    _same(answers.from_bytes(raw, "q"), general)
+
+
+def test_one_malformed_sample_drops_only_itself_in_both_readers() -> None:
+    """The report of issue 20: `[t, "v", 5]` first among eight series made the fast reader
+    keep one series with the value 5 and drop the seven others."""
+    for rtype, key in (("vector", "value"), ("matrix", "values")):
+        good = '[1700000000,"0.5"]'
+        bad = '[1700000000,"0.5",5]'
+        pts = [bad if i == 0 else good for i in range(8)]
+        items = [
+            f'{{"metric":{{"gpu":"{i}"}},"{key}":{p if rtype == "vector" else f"[{p},{good}]"}}}'
+            for i, p in enumerate(pts)
+        ]
+        raw = (
+            f'{{"status":"success","data":{{"resultType":"{rtype}","result":[{",".join(items)}]}}}}'
+        )
+        for answer in (
+            answers.from_bytes(raw.encode(), "q"),
+            answers.parse(orjson.loads(raw), "q"),
+        ):
+            assert answer.dropped == 1 and len(answer.metrics) == (7 if rtype == "vector" else 8)
+            values = answer.values if rtype == "vector" else answer.vs
+            assert set(values.tolist()) == {0.5}
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_literals_are_refused_by_both_readers(literal: str) -> None:
+    for point in (f'[{literal},"1"]', f"[1700000000,{literal}]"):
+        raw = (
+            '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+            f'"values":[{point},[1700003600,"1"]]}}]}}}}'
+        ).encode()
+        assert answers.from_record_line(b'{"body":' + raw + b"}") is None
+        with pytest.raises(SnapshotError, match="not valid JSON"):
+            answers.from_bytes(raw, "q")
+
+
+# ---- the one reader of outside numbers --------------------------------------------------------
+
+
+@FAST
+@given(value=json_values | st.text() | st.integers() | st.floats())
+def test_outside_numbers_are_finite_or_none(value: Any) -> None:
+    """Whatever a file, label or answer holds: a finite number, or None. Never NaN, an
+    infinity, a boolean read as 1, or digit-like text (`²`, `٣`) read as a count."""
+    for read in (numbers.json_number, numbers.sample_value, numbers.sample_time):
+        got = read(value)
+        assert got is None or (isinstance(got, float) and math.isfinite(got))
+    q = numbers.quantity(value)
+    assert q is None or (math.isfinite(q) and q >= 0)
+    n = numbers.whole_number(value)
+    assert n is None or (isinstance(n, int) and n >= 0)
+    if isinstance(value, str) and n is not None:
+        assert value.strip().isascii()
+    i = numbers.index_label(value)
+    assert i is None or 0 <= i < 10**6
+    if isinstance(value, bool):
+        assert all(
+            r(value) is None for r in (numbers.json_number, numbers.sample_value, numbers.quantity)
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("8", 8.0), ("500m", 0.5), ("2Gi", 2.0 * 2**30), ("1k", 1e3), ("1e3", 1e3), ("nan", None)]
+    + [("Infinity", None), ("inf", None), ("-1", None), ("²", None), ("1_0", None), ("", None)]
+    + [("1e999", None), ("E", None), ("٣", None)],
+)
+def test_kubernetes_quantities(text: str, want: float | None) -> None:
+    assert numbers.quantity(text) == want

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import mig
+from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
@@ -38,9 +38,17 @@ from gpuaudit.inventory.model import (
     Inventory,
     frame,
 )
-from gpuaudit.inventory.parse import Metric, Parser, Stat, combine, p2p_rows, reduce_stat, xids
+from gpuaudit.inventory.parse import (
+    Metric,
+    Parser,
+    Stat,
+    combine,
+    p2p_rows,
+    reduce_stat,
+    xids,
+)
 from gpuaudit.inventory.topologies import node_topologies
-from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot import Manifest, Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.topology import load_dir
 
@@ -165,7 +173,10 @@ class _Kube:
     capabilities: set[Capability]
     missing: dict[Capability, str]
     incomplete: list[str]
-    """Reasons the pods or nodes list is incomplete that the manifest does not give yet."""
+    """Reasons the pods or nodes list is incomplete that the manifest does not give yet, and
+    why figures were ignored."""
+    notes: list[str]
+    """Each figure of an object that was ignored, a sentence each (shown as warnings)."""
 
 
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
@@ -178,7 +189,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         state = str(states.get(key, "ok"))
         if key in snap.kubernetes and state.startswith("incomplete"):
             reason = f"the Kubernetes {key} list is {state}"
-            if reason not in man.get("incomplete_reasons", []):
+            if reason not in man.incomplete_reasons:
                 incomplete.append(reason)
     caps: set[Capability] = set()
     missing: dict[Capability, str] = {}
@@ -195,17 +206,26 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         cap_of = Capability.of_list(key)
         if key not in snap.kubernetes and cap_of is not None:
             missing[cap_of] = str(states.get(key) or f"{key} were not read")
-    pod_rows = [kube.pod_row(o) for o in objects.get("pods", ())]
-    gang_list, pod_gang = gang_mod.build(objects)
+    notes: list[str] = []
+    limit = limits.NODE_GPUS.value()
+    pod_rows = [kube.pod_row(o, notes, limit) for o in objects.get("pods", ())]
+    node_rows = [kube.node_row(o, notes, limit) for o in objects.get("nodes", ())]
+    gang_list, pod_gang = gang_mod.build(objects, notes)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
+    if notes:
+        incomplete.append(
+            f"{len(notes)} figures of Kubernetes objects could not be read or were larger than "
+            "a cluster can hold, and were ignored (see the warnings)"
+        )
     return _Kube(
         pod_rows=pod_rows,
-        node_rows=[kube.node_row(o) for o in objects.get("nodes", ())],
+        node_rows=node_rows,
         gangs=gang_list,
         capabilities=caps,
         missing=missing,
         incomplete=incomplete,
+        notes=notes,
     )
 
 
@@ -396,20 +416,61 @@ def _gpus(holdings: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _warnings(man: Mapping[str, Any], p: Parser, holdings: pd.DataFrame) -> tuple[str, ...]:
-    warnings: list[str] = [str(w) for w in man.get("warnings", []) if isinstance(w, str)]
-    if p.dropped:
-        warnings.append(
-            f"{p.dropped} sample values were NaN, infinite or malformed and were left out"
-        )
+def _warnings(man: Manifest, p: Parser, holdings: pd.DataFrame, k: _Kube) -> tuple[str, ...]:
+    warnings: list[str] = list(man.warnings)
+    warnings.extend(_left_out(p))
+    warnings.extend(k.notes[:_NOTES])
+    if len(k.notes) > _NOTES:
+        warnings.append(f"... and {len(k.notes) - _NOTES} more such Kubernetes figures")
     if holdings.empty:
         warnings.append(
             "no DCGM series were found in the window: check that dcgm-exporter is scraped, "
             "the window (--window, --end) and --cluster-label"
         )
-    if p.malformed:
-        warnings.append(f"{p.malformed} malformed series were left out")
     return tuple(warnings)
+
+
+_NOTES = 20
+"""Ignored Kubernetes figures listed one by one; the rest are counted."""
+
+
+def _left_out(p: Parser) -> list[str]:
+    """What the backend sent that could not be used and was left out, a sentence each. Any of
+    it makes the audit incomplete: its figures cover less than the backend sent."""
+    out = []
+    if p.dropped:
+        out.append(f"{p.dropped} sample values were NaN, infinite or malformed and were left out")
+    if p.malformed:
+        out.append(
+            f"{p.malformed} malformed series (labels that are not texts, or no list of points) "
+            "were left out"
+        )
+    out.extend(
+        f"{n} points of {qid} lay outside the snapshot's window and were left out "
+        "(the backend answered for times it was not asked about)"
+        for qid, n in sorted(p.outside.items())
+    )
+    out.extend(
+        f"{r.n} {'window means' if what.endswith('_mean') else 'values'} of {what} "
+        f"({r.metric}) were outside what it can read ({r.lo:g} to {r.hi:g}) and were left "
+        "out: the backend's data is not what DCGM reports (a percentage where a ratio belongs, "
+        "or sums that overflow)"
+        for what, r in sorted(p.refused.items())
+    )
+    return out
+
+
+def _left_out_reason(p: Parser) -> list[str]:
+    """The reason the audit is incomplete when data was left out (`_left_out`)."""
+    parts = [
+        *([f"{p.dropped} unusable samples"] if p.dropped else []),
+        *([f"{p.malformed} malformed series"] if p.malformed else []),
+        *(f"{n} points of {qid} outside the window" for qid, n in sorted(p.outside.items())),
+        *(f"{r.n} values of {what} out of range" for what, r in sorted(p.refused.items())),
+    ]
+    if not parts:
+        return []
+    return [f"part of the backend's data was unusable and was left out: {', '.join(parts)}"]
 
 
 def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
@@ -464,7 +525,7 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
     holdings = _holdings(s, cols, fractions, span, hid_of, step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
-    reasons = [str(r) for r in man.get("incomplete_reasons", []) if isinstance(r, str)]
+    reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
     return Inventory(
         window_start=start,
         window_end=end,
@@ -477,9 +538,9 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         nodes=nodes,
         capabilities=frozenset(caps | k.capabilities),
         missing={**missing, **k.missing},
-        warnings=_warnings(man, p, holdings),
-        complete=bool(man.get("complete", True)) and not k.incomplete,
-        incomplete_reasons=tuple(reasons + k.incomplete),
+        warnings=_warnings(man, p, holdings, k),
+        complete=man.complete and not reasons,
+        incomplete_reasons=tuple(reasons),
         gangs=_gang_table(k.gangs),
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),

@@ -26,11 +26,13 @@ than minMember running), and a Kueue Workload that is `Admitted` while `PodsRead
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaudit import limits
 from gpuaudit.inventory.kube import Objects
+from gpuaudit.numbers import index_label, whole_number
 
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHED_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io/name")
@@ -60,6 +62,8 @@ _VOLCANO = "scheduling.volcano.sh"
 _COSCHED = "scheduling.x-k8s.io"
 _KUEUE = "kueue.x-k8s.io"
 _ORDER = {_VOLCANO: 0, _COSCHED: 1, _KUEUE: 2}
+Key = tuple[str, str]
+"""(namespace, name) of an object."""
 
 
 @dataclass
@@ -97,13 +101,9 @@ def _list(obj: Any, key: str) -> list[Any]:
 
 
 def _int(raw: Any, default: int | None = None) -> int | None:
-    if isinstance(raw, bool):
-        return default
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, str) and raw.strip().isdigit():
-        return int(raw.strip())
-    return default
+    """A count from an object: a non-negative int or ASCII digits (`numbers.whole_number`),
+    else `default` (`"²"`, `"-1"`, `8.5` and booleans are no counts)."""
+    return whole_number(raw, default)
 
 
 def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -234,17 +234,32 @@ def _jobset(obj: Mapping[str, Any]) -> list[Gang]:
     return [Gang("jobset.x-k8s.io", "JobSet", ns, name, total or None, _job_phase(obj), "", source)]
 
 
-def _leaderworkerset(obj: Mapping[str, Any]) -> list[Gang]:
-    """One gang per group of leader and workers."""
+def _leaderworkerset(obj: Mapping[str, Any], groups: Mapping[Key, set[int]]) -> list[Gang]:
+    """One gang per group of leader and workers that has pods (`groups`: the group indices
+    pods carry, by LeaderWorkerSet): a group without pods holds no GPU, and `spec.replicas`
+    alone, which any tenant can set to two billion, allocates nothing."""
     ns, name = _meta(obj)
     spec = _map(obj, "spec")
     size = _int(_map(spec, "leaderWorkerTemplate").get("size"), 1) or 1
-    groups = _int(spec.get("replicas"), 1) or 0
+    replicas = _int(spec.get("replicas"), 1)
     source = "LeaderWorkerSet leaderWorkerTemplate.size"
     return [
         Gang("leaderworkerset.x-k8s.io", "LeaderWorkerSet", ns, f"{name}-{g}", size, "", "", source)
-        for g in range(groups)
+        for g in sorted(groups.get((ns, name), ()))
+        if replicas is None or g < replicas
     ]
+
+
+def _lws_groups(pods: Sequence[Mapping[str, Any]]) -> dict[Key, set[int]]:
+    """(namespace, LeaderWorkerSet) -> the group indices its pods carry."""
+    out: dict[Key, set[int]] = {}
+    for pod in pods:
+        meta = _map(pod, "metadata")
+        labels = _map(meta, "labels")
+        name, index = labels.get(LWS_LABEL), index_label(labels.get(LWS_GROUP_LABEL))
+        if isinstance(name, str) and name and index is not None:
+            out.setdefault((str(meta.get("namespace", "") or ""), name), set()).add(index)
+    return out
 
 
 def _raycluster(obj: Mapping[str, Any]) -> list[Gang]:
@@ -266,14 +281,19 @@ _READERS: tuple[tuple[str, Callable[[Mapping[str, Any]], list[Gang]]], ...] = (
     ("pytorchjobs", _training_job("PyTorchJob", "pytorchReplicaSpecs")),
     ("mpijobs", _training_job("MPIJob", "mpiReplicaSpecs")),
     ("jobsets", _jobset),
-    ("leaderworkersets", _leaderworkerset),
     ("rayclusters", _raycluster),
 )
-"""The gangs each list's objects define, by list key, in order of precedence."""
+"""The gangs each list's objects define, by list key, in order of precedence (and the
+LeaderWorkerSets', whose groups are read with their pods)."""
 
 
 def _from_objects(objects: Objects) -> list[Gang]:
-    return [g for key, read in _READERS for obj in objects.get(key, ()) for g in read(obj)]
+    found = [g for key, read in _READERS for obj in objects.get(key, ()) for g in read(obj)]
+    groups = _lws_groups(objects.get("pods", ()))
+    found.extend(
+        g for obj in objects.get("leaderworkersets", ()) for g in _leaderworkerset(obj, groups)
+    )
+    return found
 
 
 def _kueue_owner_index(objects: Objects) -> dict[tuple[str, str, str], str]:
@@ -287,10 +307,32 @@ def _kueue_owner_index(objects: Objects) -> dict[tuple[str, str, str], str]:
     return out
 
 
+def _pod_size(
+    texts: Mapping[str, str],
+    key: str,
+    kind: str,
+    meta: Mapping[str, Any],
+    problems: list[str] | None,
+) -> int | None:
+    """A gang size a pod's label or annotation gives; None when absent or not a count (with a
+    note in `problems`: `"²"` or `"8.0"` is no size, and the gang's is then unknown)."""
+    raw = texts.get(key)
+    if not raw:
+        return None
+    size = _int(raw)
+    if size is None and problems is not None:
+        ref = f"{str(meta.get('namespace', ''))[:80]}/{str(meta.get('name', ''))[:80]}"
+        problems.append(
+            f"pod {ref}: {kind} {key} {raw[:40]!r} is not a count; the gang's size is unknown"
+        )
+    return size
+
+
 def _claims(
     pod: Mapping[str, Any],
     kueue_owner: Mapping[tuple[str, str, str], str],
     training_kinds: Mapping[tuple[str, str], str],
+    problems: list[str] | None = None,
 ) -> list[Gang]:
     """The gangs a pod's labels, annotations and owner point at, most authoritative first.
     Sizes are filled from pod metadata only; objects, when present, override them."""
@@ -306,13 +348,13 @@ def _claims(
             break
     for lab in COSCHED_LABELS:
         if labels.get(lab):
-            minimum = _int(labels.get(COSCHED_MIN_LABEL))
+            minimum = _pod_size(labels, COSCHED_MIN_LABEL, "label", meta, problems)
             src = f"pod label {COSCHED_MIN_LABEL}" if minimum else f"pod label {lab}"
             out.append(Gang(_COSCHED, "PodGroup", ns, labels[lab], minimum, source=src))
             break
     group = labels.get(KUEUE_GROUP_LABEL)
     if group:
-        total = _int(notes.get(KUEUE_TOTAL_ANNOTATION))
+        total = _pod_size(notes, KUEUE_TOTAL_ANNOTATION, "annotation", meta, problems)
         src = (
             f"pod annotation {KUEUE_TOTAL_ANNOTATION}"
             if total
@@ -354,7 +396,7 @@ def _claims(
             )
         )
     if labels.get(LWS_LABEL) and labels.get(LWS_GROUP_LABEL):
-        size = _int(notes.get(LWS_SIZE_ANNOTATION))
+        size = _pod_size(notes, LWS_SIZE_ANNOTATION, "annotation", meta, problems)
         out.append(
             Gang(
                 "leaderworkerset.x-k8s.io",
@@ -376,9 +418,12 @@ def _claims(
     return out
 
 
-def build(objects: Objects) -> tuple[list[Gang], dict[tuple[str, str], str]]:
+def build(
+    objects: Objects, notes: list[str] | None = None
+) -> tuple[list[Gang], dict[tuple[str, str], str]]:
     """Every gang, and the gang id of each pod (namespace, name) that belongs to one, from the
-    Kubernetes objects by list key (`gpuaudit.inventory.kube.index`)."""
+    Kubernetes objects by list key (`gpuaudit.inventory.kube.index`). A size larger than
+    `limits.GANG_SIZE` is taken as unknown, with a note in `notes`."""
     known: dict[str, Gang] = {}
     for g in _from_objects(objects):
         known.setdefault(g.id, g)
@@ -389,7 +434,7 @@ def build(objects: Objects) -> tuple[list[Gang], dict[tuple[str, str], str]]:
     member: dict[tuple[str, str], str] = {}
     for pod in objects.get("pods", ()):
         ns, name = _meta(pod)
-        claims = _claims(pod, kueue_owner, training_kinds)
+        claims = _claims(pod, kueue_owner, training_kinds, notes)
         if not claims:
             continue
         # Objects outrank labels: the first claim naming a known gang wins, else the first claim.
@@ -400,4 +445,14 @@ def build(objects: Objects) -> tuple[list[Gang], dict[tuple[str, str], str]]:
             # A gang known only from pod metadata takes its size from the first pod saying it.
             gang.needed, gang.source = chosen.needed, chosen.source
         member[(ns, name)] = gang.id
+    limit = limits.GANG_SIZE.value()
+    for g in known.values():
+        if g.needed is not None and g.needed > limit:
+            if notes is not None:
+                notes.append(
+                    f"{g.kind} {g.namespace}/{g.name[:120]} asks for {g.needed:,} members "
+                    f"({g.source}), more than the {limit:,} allowed ({limits.GANG_SIZE.env}); "
+                    "its size is taken as unknown"
+                )
+            g.needed = None
     return sorted(known.values(), key=lambda g: g.id), member

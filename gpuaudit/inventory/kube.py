@@ -6,6 +6,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from gpuaudit import limits, numbers
+
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -44,25 +46,28 @@ def _list(obj: Any, key: str) -> list[Any]:
 
 
 def quantity(raw: Any) -> float:
-    """An integer-like Kubernetes quantity (`"8"`, `8`, `"1k"`); 0 when unreadable."""
-    if isinstance(raw, bool):
+    """A Kubernetes quantity (`"8"`, `8`, `"1k"`); 0 when absent or unreadable (NaN, infinity,
+    negative, digit-like text such as `"²"`): see `numbers.quantity`."""
+    q = numbers.quantity(raw)
+    return 0.0 if q is None else q
+
+
+def gpu_quantity(raw: Any, what: str, notes: list[str] | None, limit: int) -> float:
+    """A count of GPUs (or MIG devices) read from an object: 0 when absent; 0, with a note in
+    `notes`, when unreadable or larger than one node can hold (`limit`)."""
+    if raw is None or raw == "":
         return 0.0
-    if isinstance(raw, (int, float)):
-        return float(raw)
-    if not isinstance(raw, str):
+    q = numbers.quantity(raw)
+    if q is None or q > limit:
+        if notes is not None:
+            why = (
+                "is not a count"
+                if q is None
+                else f"is more than the {limit:,} GPUs one node may hold ({limits.NODE_GPUS.env})"
+            )
+            notes.append(f"{what} {str(raw)[:40]!r} {why}; it was ignored")
         return 0.0
-    text = raw.strip()
-    mult = {"k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
-    for suffix, m in sorted(mult.items(), key=lambda kv: -len(kv[0])):
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * m
-            except ValueError:
-                return 0.0
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
+    return q
 
 
 def timestamp(raw: Any) -> float | None:
@@ -75,13 +80,19 @@ def timestamp(raw: Any) -> float | None:
         return None
 
 
-def gpu_requests(pod: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+def gpu_requests(
+    pod: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
+) -> tuple[float, dict[str, float]]:
     """Whole GPUs and MIG slices (by profile) a pod asks for (limits, else requests).
 
     Init containers run before the app containers, so the pod needs the larger of the
-    biggest init container and the sum of app containers.
+    biggest init container and the sum of app containers. A request no node could hold
+    (more than `limit`, `limits.NODE_GPUS`) is ignored, with a note in `notes`.
     """
     spec = _map(pod, "spec")
+    bound = limits.NODE_GPUS.value() if limit is None else limit
+    meta = _map(pod, "metadata")
+    ref = f"pod {str(meta.get('namespace', ''))[:80]}/{str(meta.get('name', ''))[:80]}"
 
     def per_container(c: Any) -> dict[str, float]:
         res = _map(c, "resources")
@@ -89,7 +100,8 @@ def gpu_requests(pod: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
         for key in ("requests", "limits"):
             for name, q in _map(res, key).items():
                 if name == GPU_RESOURCE or name.startswith(MIG_PREFIX):
-                    out[name] = max(out.get(name, 0.0), quantity(q))
+                    got = gpu_quantity(q, f"{ref}: {key} {name[:60]}", notes, bound)
+                    out[name] = max(out.get(name, 0.0), got)
         return out
 
     total: dict[str, float] = {}
@@ -99,6 +111,9 @@ def gpu_requests(pod: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
     for c in _list(spec, "initContainers"):
         for k, v in per_container(c).items():
             total[k] = max(total.get(k, 0.0), v)
+    for k, v in list(total.items()):
+        if v > bound:  # containers that each fit, but not together on one node
+            total[k] = gpu_quantity(v, f"{ref}: {k} in all", notes, bound)
     gpus = total.pop(GPU_RESOURCE, 0.0)
     mig = {k[len(MIG_PREFIX) :]: v for k, v in total.items()}
     return gpus, mig
@@ -122,13 +137,17 @@ def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
     return kind, name
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+"""A pod's priority and a container's restart count are int32 in the API."""
+
+
 def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     """Total container restarts and the last termination (`reason: message`, shortened)."""
     total = 0
     last = ""
     for cs in _list(status, "containerStatuses"):
-        n = cs.get("restartCount") if isinstance(cs, dict) else None
-        if isinstance(n, int) and not isinstance(n, bool):
+        n = numbers.whole_number(cs.get("restartCount") if isinstance(cs, dict) else None)
+        if n is not None and n <= _INT32[1]:  # an int32 in the API
             total += n
         term = _map(_map(cs, "lastState"), "terminated") or _map(_map(cs, "state"), "terminated")
         if term:
@@ -185,12 +204,15 @@ def selector_products(spec: Mapping[str, Any]) -> list[str]:
     return sorted(set(products))
 
 
-def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
+def pod_row(
+    pod: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """A pod's row. Figures that cannot be read are left out, with a note in `notes`."""
     meta = _map(pod, "metadata")
     spec = _map(pod, "spec")
     status = _map(pod, "status")
     n_restarts, last_term = restarts(status)
-    gpus, mig = gpu_requests(pod)
+    gpus, mig = gpu_requests(pod, notes, limit)
     okind, oname = owner(pod)
     prio = spec.get("priority")
     labels = _map(meta, "labels")
@@ -207,7 +229,9 @@ def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
         "node": str(spec.get("nodeName", "") or ""),
         "owner_kind": okind,
         "owner_name": oname,
-        "priority": int(prio) if isinstance(prio, int) and not isinstance(prio, bool) else None,
+        "priority": prio
+        if isinstance(prio, int) and not isinstance(prio, bool) and _INT32[0] <= prio <= _INT32[1]
+        else None,
         "priority_class": str(spec.get("priorityClassName", "") or ""),
         "gpu_request": gpus,
         "mig_request": ",".join(f"{k}={v:g}" for k, v in sorted(mig.items())),
@@ -222,20 +246,33 @@ def pod_row(pod: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def node_row(node: Mapping[str, Any]) -> dict[str, Any]:
+def node_row(
+    node: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """A node's row. Its GPU counts are bounded by what one node can hold (`limit`,
+    `limits.NODE_GPUS`): a count that is unreadable or larger is ignored (0), with a note in
+    `notes`, never taken into the fleet's size."""
     meta = _map(node, "metadata")
     labels = _map(meta, "labels")
     status = _map(node, "status")
     cap = _map(status, "capacity")
     alloc = _map(status, "allocatable")
-    mig_cap = sum(quantity(v) for k, v in cap.items() if str(k).startswith(MIG_PREFIX))
+    bound = limits.NODE_GPUS.value() if limit is None else limit
+    ref = f"node {str(meta.get('name', ''))[:120]}:"
+
+    def count(raw: Any, what: str) -> float:
+        return gpu_quantity(raw, f"{ref} {what}", notes, bound)
+
+    mig_cap = sum(
+        count(v, f"capacity {str(k)[:60]}") for k, v in cap.items() if str(k).startswith(MIG_PREFIX)
+    )
     return {
         "node": str(meta.get("name", "")),
         "product": str(labels.get("nvidia.com/gpu.product", "")),
-        "gpu_count": quantity(labels.get("nvidia.com/gpu.count", 0)),
-        "capacity_gpu": quantity(cap.get(GPU_RESOURCE, 0)),
-        "allocatable_gpu": quantity(alloc.get(GPU_RESOURCE, 0)),
-        "mig_capacity": mig_cap,
+        "gpu_count": count(labels.get("nvidia.com/gpu.count"), "label nvidia.com/gpu.count"),
+        "capacity_gpu": count(cap.get(GPU_RESOURCE), f"capacity {GPU_RESOURCE}"),
+        "allocatable_gpu": count(alloc.get(GPU_RESOURCE), f"allocatable {GPU_RESOURCE}"),
+        "mig_capacity": count(mig_cap, "MIG capacity in all"),
         "clique": str(labels.get("nvidia.com/gpu.clique", "")),
         "mig_strategy": str(labels.get("nvidia.com/mig.strategy", "")),
         "pool": next(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,13 @@ class Parser:
         self.intern = Interner()
         self.answers: dict[str, list[Answer]] = {}
         self.dropped = self.malformed = 0
+        window = snap.manifest.window
+        self._start, self._end = float(window.start), float(window.end)
+        self.outside: dict[str, int] = {}
+        """Query id -> points of its range answers outside the window, left out."""
+        self.refused: dict[str, Refused] = {}
+        """What was refused (a query id, or `act_mean` for window means) -> the values left
+        out because their metric cannot read them (`value_range`)."""
         for qid, entries in snap.prometheus.items():
             parsed: list[Answer] = []
             for i, e in enumerate(entries):
@@ -47,9 +54,9 @@ class Parser:
                     if "body" not in e:
                         raise SnapshotError(f'{where} has no "body"')
                     answer = parse(e["body"], where, self.intern)
-                parsed.append(answer)
                 self.dropped += answer.dropped
                 self.malformed += answer.malformed
+                parsed.append(self._bounded(qid, answer))
             self.answers[qid] = parsed
         caps = snap.manifest.get("capabilities", {})
         spelling = caps.get("pod_label") if isinstance(caps, Mapping) else None
@@ -83,6 +90,39 @@ class Parser:
     def identity(self, labels: Mapping[str, Any]) -> prom.Identity:
         """One series' identity, in the snapshot's pod label spelling."""
         return prom.identity(labels, self.spelling, self.exporters)
+
+    def _bounded(self, qid: str, a: Answer) -> Answer:
+        """`a` without the values its metric cannot read, and for a range answer without the
+        points outside the window (counted in `refused` and `outside`)."""
+        spec = queries.BY_ID.get(qid)
+        if spec is None:
+            return a
+        lo, hi = value_range(spec.metric, spec.stat)
+        if a.rtype == "vector":
+            vals, ok = _in_range(a.values, lo, hi)
+            if not ok.all():
+                self.refuse(qid, spec.metric, (lo, hi), int(len(ok) - ok.sum()))
+                keep = ok.tolist()
+                metrics = [m for m, k in zip(a.metrics, keep, strict=True) if k]
+                ts = a.ts[ok] if len(a.ts) == len(ok) else a.ts
+                return replace(a, metrics=metrics, values=vals[ok], ts=ts)
+            return replace(a, values=vals) if vals is not a.values else a
+        inside = (a.ts > self._start) & (a.ts <= self._end)
+        vals, ok = _in_range(a.vs, lo, hi)
+        keep = inside & ok
+        if keep.all():
+            return replace(a, vs=vals) if vals is not a.vs else a
+        if not inside.all():
+            self.outside[qid] = self.outside.get(qid, 0) + int(len(inside) - inside.sum())
+        self.refuse(qid, spec.metric, (lo, hi), int((inside & ~ok).sum()))
+        kept = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept[1:])
+        return replace(a, offsets=kept[a.offsets], ts=a.ts[keep], vs=vals[keep])
+
+    def refuse(self, what: str, metric: str, bounds: tuple[float, float], n: int) -> None:
+        """Count `n` values of `what` left out for lying outside `bounds`."""
+        if n:
+            self.refused.setdefault(what, Refused(metric, *bounds)).n += n
 
     def kid(self, labels: Mapping[str, Any]) -> int:
         """The key number of a series' labels."""
@@ -179,6 +219,55 @@ class Parser:
                 )
 
 
+_RATIO = (0.0, 1.0)
+_RANGES: dict[str, tuple[float, float]] = {
+    queries.ACT_PROF: _RATIO,
+    queries.SM_ACTIVE: _RATIO,
+    queries.TENSOR: _RATIO,
+    queries.UTIL: (0.0, 100.0),
+    queries.FB_USED: (0.0, 2.0**30),
+    queries.FB_FREE: (0.0, 2.0**30),
+    queries.POWER: (0.0, 1e6),
+    queries.XID: (0.0, 2.0**31),
+    queries.P2P_STATUS: (0.0, 2.0**31),
+}
+"""What each metric can read (REFERENCE.md §1): the profiling activities are ratios from 0 to 1,
+`DCGM_FI_DEV_GPU_UTIL` a percentage, the framebuffer MiB (at most 1 PiB), the power W (at most
+1 MW); XID codes and P2P statuses are small whole numbers; error counters are not negative."""
+_COUNTER = (0.0, 2.0**53)
+_TOLERANCE = 1e-6
+"""Relative slack for rounding (a mean of ones that comes out 1.0000000000000002): values this
+close to a bound are clipped to it; values farther out are refused."""
+
+
+@dataclass
+class Refused:
+    """Values of one metric left out for lying outside what it can read."""
+
+    metric: str
+    lo: float
+    hi: float
+    n: int = 0
+
+
+def value_range(metric: str, stat: str) -> tuple[float, float]:
+    """The values a statistic of `metric` can take: a sum or a count any finite non-negative
+    number; a mean, a maximum or a percentile what the metric itself can read."""
+    if stat in ("sum", "count"):
+        return 0.0, np.inf
+    return _RANGES.get(metric, _COUNTER)
+
+
+def _in_range(vals: Arr, lo: float, hi: float) -> tuple[Arr, Arr]:
+    """`vals` with those within `_TOLERANCE` of a bound clipped to it, and which ones fit."""
+    slack = _TOLERANCE * max(abs(lo), abs(hi), 1.0) if np.isfinite(hi) else 0.0
+    ok = (vals >= lo - slack) & (vals <= hi + slack)
+    with np.errstate(invalid="ignore"):
+        if len(vals) and (vals[ok].min(initial=lo) < lo or vals[ok].max(initial=lo) > hi):
+            vals = np.clip(vals, lo, hi)
+    return vals, ok
+
+
 @dataclass
 class Stat:
     """A window statistic per key number: values, and whether the key had one."""
@@ -228,10 +317,23 @@ def combine(p: Parser, short: str, n: int) -> Metric:
 
     total, cnt = stat("sum", "sum"), stat("count", "sum")
     ok = total.present & cnt.present & (cnt.values > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = Stat(np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan), ok)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        means = np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan)
+    # Sums that add up to infinity, or a mean no sample could give (an activity of 50): the
+    # key has no mean, and the refusal is counted like a value out of range.
+    metric = queries.BY_ID[f"{short}_sum"].metric
+    lo, hi = value_range(metric, "mean")
+    means, fits = _in_range(means, lo, hi)
+    if (ok & ~fits).any():
+        p.refuse(f"{short}_mean", metric, (lo, hi), int((ok & ~fits).sum()))
+        ok &= fits
+    mean = Stat(np.where(ok, means, np.nan), ok)
     p95_chunks = len(p.answers.get(f"{short}_p95", [])) if f"{short}_p95" in queries.BY_ID else 0
     return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)
+
+
+_MSG = 300
+"""Characters of an XID message kept (the exporter's are a few dozen)."""
 
 
 def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, dict[int, str]]]:
@@ -246,12 +348,13 @@ def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, di
     for labels, v in p.labelled("xid_max"):
         k = p.kid(labels)
         mx[k] = max(v, mx.get(k, v))
-        code = int(v)
+        code = int(v)  # a whole number below 2**31: `_bounded` left out any other
         if code > 0:
             codes[k].add(code)
             msg = labels.get("err_msg")
             if isinstance(msg, str) and msg:
-                msgs[k][code] = msg
+                # Kept apart from the `code: message; code: message` list it joins.
+                msgs[k][code] = msg[:_MSG].replace(";", ",")
     return mx, dict(codes), dict(msgs)
 
 

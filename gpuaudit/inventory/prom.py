@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaudit.numbers import index_label
+
 _EXPORTER_RE = re.compile(r"dcgm-exporter|dcgm_exporter", re.IGNORECASE)
 
 
@@ -115,7 +117,8 @@ def identity(
     return Identity(
         slot=slot,
         uuid=uuid,
-        gpu_index=gpu,
+        # The index as a number the checks can use, or unknown: never digit-like text (`"²"`).
+        gpu_index=gpu if index_label(gpu) is not None else "",
         mig_id=mig_id,
         mig_profile=_s(labels, "GPU_I_PROFILE"),
         model=_s(labels, "modelName", "model_name"),

@@ -9,10 +9,12 @@ Markdown, `h()` for HTML) stays with its format; `terminal()` is the step they a
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from gpuaudit.audit import AuditResult
+from gpuaudit.numbers import json_number
 
 MAX_LISTED = 25
 """Waived and resolved findings listed by name in the Markdown and HTML reports."""
@@ -30,13 +32,39 @@ DELTA_LABELS: dict[str, str] = {
 RATES = ("allocation_rate", "mean_activity")
 """Summary figures that are ratios: shown as percentages, their changes in percentage points."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories that are never shown as themselves: controls (ANSI escapes, newlines),
+format characters (every bidi mark and override, U+200E, U+200F, U+061C, U+202A-202E,
+U+2066-2069, zero-width characters, tag characters), lone surrogates, and line and paragraph
+separators."""
+_SHOWN: dict[str, str] = {}
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    shown = _SHOWN.get(ch)
+    if shown is None:
+        n = ord(ch)
+        if unicodedata.category(ch) not in _HIDDEN:
+            shown = ch
+        elif n < 0x100:
+            shown = f"\\x{n:02x}"
+        elif n < 0x10000:
+            shown = f"\\u{n:04x}"
+        else:
+            shown = f"\\U{n:08x}"
+        if len(_SHOWN) < 65536:
+            _SHOWN[ch] = shown
+    return shown
 
 
 def terminal(text: str, limit: int = 200) -> str:
-    """Control characters (ANSI escapes, newlines, bidi overrides) shown as visible escapes,
-    and very long text cut with an ellipsis. Use with `rich.text.Text`, never markup."""
-    out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Every control or format character (Unicode categories Cc and Cf: ANSI escapes,
+    newlines, every bidi mark, zero-width characters; and lone surrogates and line separators)
+    shown as a visible escape (`\\x1b`, `\\u200e`), and very long text cut with an ellipsis.
+    Every renderer starts from this; use with `rich.text.Text`, never markup."""
+    out = _NOT_PRINTABLE_ASCII.sub(_visible, text)
     if len(out) > limit:
         out = out[: limit - 1] + "…"
     return out
@@ -111,5 +139,4 @@ def resolved_fields(item: Mapping[str, Any]) -> tuple[str, str, str, float | Non
     ref = f"{ns}/{name}" if ns else name
     impact = item.get("impact")
     hours = impact.get("gpu_hours") if isinstance(impact, Mapping) else None
-    gh = float(hours) if isinstance(hours, (int, float)) and not isinstance(hours, bool) else None
-    return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, gh
+    return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, json_number(hours)

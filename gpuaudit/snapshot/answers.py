@@ -18,11 +18,12 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from gpuaudit.errors import SnapshotError
+from gpuaudit.numbers import sample_time, sample_value
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 Labels = Mapping[str, Any]
@@ -54,7 +55,7 @@ class Interner:
                 parsed = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 raise _NotCompact from None
-            if not isinstance(parsed, dict):
+            if not isinstance(parsed, dict) or not _labels(parsed):
                 raise _NotCompact
             labels = self.texts[raw] = self(parsed)
         return labels
@@ -151,51 +152,60 @@ def _value(raw: Any) -> float | None:
     """A sample value as Prometheus encodes it ([ts, "str"]); None for unusable values."""
     if not isinstance(raw, (list, tuple)) or len(raw) != 2:
         return None
-    try:
-        v = float(raw[1])
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(v) or math.isinf(v):
-        return None
-    return v
+    return sample_value(raw[1])
 
 
 def _time(raw: Any) -> float:
     """A vector sample's timestamp (kept to write the answer back); NaN when unreadable."""
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        return math.nan
+    t = sample_time(raw)
+    return math.nan if t is None else t
+
+
+def _labels(metric: Any) -> TypeGuard[Labels]:
+    """Whether `metric` is a label set: an object whose every value is a string (Prometheus
+    writes nothing else; a series with a number or a list for a label value is malformed)."""
+    return isinstance(metric, Mapping) and all(isinstance(v, str) for v in metric.values())
+
+
+_NUMBER_TYPES = (int, float)
+_VALUE_TYPES = (str, int, float)
 
 
 def _points(values: list[Any]) -> tuple[Arr, Arr, int]:
-    """One series' points as arrays, unusable ones left out; and how many were left out."""
-    try:
-        ts = np.array([p[0] for p in values], dtype=np.float64)
-        vs = np.array([p[1] for p in values], dtype=np.float64)
-        if any(not isinstance(p, (list, tuple)) or len(p) != 2 for p in values):
-            raise ValueError("not a [time, value] pair")
-    except (TypeError, ValueError, IndexError, KeyError):
-        tl: list[float] = []
-        vl: list[float] = []
-        bad = 0
-        for raw in values:
-            v = _value(raw)
-            try:
-                t = float(raw[0]) if v is not None else math.nan
-            except (TypeError, ValueError):
-                t = math.nan
-            if v is None or not math.isfinite(t):
-                bad += 1
-                continue
-            tl.append(t)
-            vl.append(v)
-        return np.array(tl, dtype=np.float64), np.array(vl, dtype=np.float64), bad
-    ok = np.isfinite(vs) & np.isfinite(ts)
-    bad = int(len(ok) - int(ok.sum()))
-    if bad:
-        ts, vs = ts[ok], vs[ok]
-    return ts, vs, bad
+    """One series' points as arrays, unusable ones left out; and how many were left out.
+
+    A point is usable when it is a [time, value] pair with a finite JSON number for the time
+    and a finite value (`numbers.sample_value`). The usual answer, all pairs of the right
+    types, is converted in one step; any other goes point by point, to the same result."""
+    pairs = all(type(p) in (list, tuple) and len(p) == 2 for p in values)
+    if (
+        pairs
+        and all(type(p[0]) in _NUMBER_TYPES for p in values)
+        and all(type(p[1]) in _VALUE_TYPES for p in values)
+    ):
+        try:
+            ts = np.array([p[0] for p in values], dtype=np.float64)
+            vs = np.array([p[1] for p in values], dtype=np.float64)
+        except (ValueError, OverflowError):
+            pass  # a value that is not a number, or a time too large: point by point
+        else:
+            ok = np.isfinite(vs) & np.isfinite(ts)
+            bad = int(len(ok) - int(ok.sum()))
+            if bad:
+                ts, vs = ts[ok], vs[ok]
+            return ts, vs, bad
+    tl: list[float] = []
+    vl: list[float] = []
+    bad = 0
+    for raw in values:
+        v = _value(raw)
+        t = sample_time(raw[0]) if v is not None else None
+        if v is None or t is None:
+            bad += 1
+            continue
+        tl.append(t)
+        vl.append(v)
+    return np.array(tl, dtype=np.float64), np.array(vl, dtype=np.float64), bad
 
 
 def parse(body: Any, where: str, intern: Interner | None = None) -> Answer:
@@ -209,7 +219,7 @@ def parse(body: Any, where: str, intern: Interner | None = None) -> Answer:
         times: list[float] = []
         for item in result:
             metric = item.get("metric") if isinstance(item, Mapping) else None
-            if not isinstance(metric, Mapping):
+            if not _labels(metric):
                 malformed += 1
                 continue
             raw = item.get("value")
@@ -233,7 +243,7 @@ def parse(body: Any, where: str, intern: Interner | None = None) -> Answer:
     for item in result:
         metric = item.get("metric") if isinstance(item, Mapping) else None
         values = item.get("values") if isinstance(item, Mapping) else None
-        if not isinstance(metric, Mapping) or not isinstance(values, list):
+        if not _labels(metric) or not isinstance(values, list):
             malformed += 1
             continue
         ts, vs, bad = _points(values)
@@ -295,8 +305,8 @@ def _read_pairs(text: bytes, series: int, rtype: str) -> tuple[Arr, Arr, Arr]:
     """The samples cut out of an answer, one series per line of `text` (`t,"v"` for a vector,
     `[t,"v"],[t,"v"]` for a matrix), as two float64 arrays and the number of points of each
     series. Read by pandas' C CSV reader, which rounds correctly, as `float()` does, and reads
-    `NaN` and `+Inf`. The brackets and quotes must add up exactly, so that nothing but numbers
-    is read."""
+    `NaN` and `+Inf`. Only text in exactly the form Prometheus writes is read this way
+    (`_well_formed`): anything else, even valid JSON, is left to the general parse."""
     import io
 
     import pandas as pd
@@ -316,6 +326,8 @@ def _read_pairs(text: bytes, series: int, rtype: str) -> tuple[Arr, Arr, Arr]:
     del chars
     points = int(per.sum())
     if points == 0:
+        if text.strip(b"\n"):  # series without points are empty lines, and nothing else
+            raise _NotCompact
         return np.empty(0), np.empty(0), per
     if rtype == "matrix":
         text = text.replace(b"],[", b"\n")
@@ -325,7 +337,7 @@ def _read_pairs(text: bytes, series: int, rtype: str) -> tuple[Arr, Arr, Arr]:
             raise _NotCompact
     elif b"[" in text or b"]" in text:
         raise _NotCompact
-    if text.count(b'"') != 2 * points:
+    if not _well_formed(text, points):
         raise _NotCompact
     text = text.translate(None, _STRIP)
     try:
@@ -342,11 +354,114 @@ def _read_pairs(text: bytes, series: int, rtype: str) -> tuple[Arr, Arr, Arr]:
             )
     except (ValueError, TypeError, pd.errors.ParserError, Warning):
         raise _NotCompact from None
-    if len(frame) != points:
+    if len(frame) != points or frame.index[0] != 0:
         raise _NotCompact
     ts = frame["t"].to_numpy(dtype=np.float64)
     vs = frame["v"].to_numpy(dtype=np.float64)
     return ts, vs, per
+
+
+def _well_formed(text: bytes, points: int) -> bool:
+    """Whether `text` (one point `t,"v"` a line, a matrix series in `[` `]`) is exactly what
+    Prometheus writes: each time a JSON number (`-`, digits, a `.` between digits, no leading
+    zero) ending at its comma, each value one quoted number right after it. Text that pandas
+    would also read, but that JSON does not allow or reads otherwise (`NaN` or `Infinity` as a
+    time, `.5`, `01`, a third element, an empty time), is not. The checks run on whole arrays,
+    a block of lines at a time, so that memory stays a small multiple of one block."""
+    if b"\\" in text:  # an escape inside a string: never in a value Prometheus writes
+        return False
+    if text.count(b'"') != 2 * points or text.count(b",") != points:
+        return False
+    at = 0
+    while at < len(text):
+        end = text.find(b"\n", at + _BLOCK)
+        end = len(text) if end < 0 else end + 1
+        if not _block_well_formed(np.frombuffer(text, dtype=np.uint8, count=end - at, offset=at)):
+            return False
+        at = end
+    return True
+
+
+_BLOCK = 1 << 22
+"""Bytes of sample text checked at once by `_well_formed`."""
+
+# Classes of the characters other than digits. Within a value, they become `_V`, and the
+# quotes around it `_OPEN` and `_CLOSE`.
+_OTHER, _DOT, _MINUS, _COMMA, _QUOTE, _NL, _LB, _RB, _LETTER, _V, _OPEN, _CLOSE = range(12)
+_CLASS = np.zeros(256, dtype=np.uint8)
+for _chars, _cls in (
+    (b".", _DOT),
+    (b"-", _MINUS),
+    (b",", _COMMA),
+    (b'"', _QUOTE),
+    (b"\n", _NL),
+    (b"[", _LB),
+    (b"]", _RB),
+    (b"+eEInfNa", _LETTER),  # `1e-05`, `+Inf`, `NaN`: inside a value only
+):
+    _CLASS[np.frombuffer(_chars, dtype=np.uint8)] = _cls
+_IN_VALUE = np.zeros(16, dtype=bool)
+_IN_VALUE[[_DOT, _MINUS, _LETTER]] = True
+_NEXT: dict[tuple[int, bool], tuple[int, ...]] = {
+    (_NL, False): (_NL, _LB, _MINUS),
+    (_NL, True): (_COMMA, _DOT),
+    (_LB, False): (_MINUS,),
+    (_LB, True): (_COMMA, _DOT),
+    (_MINUS, True): (_COMMA, _DOT),
+    (_DOT, True): (_COMMA,),
+    (_COMMA, False): (_OPEN,),
+    (_OPEN, False): (_V, _CLOSE),
+    (_OPEN, True): (_V, _CLOSE),
+    (_V, False): (_V, _CLOSE),
+    (_V, True): (_V, _CLOSE),
+    (_CLOSE, False): (_NL, _RB),
+    (_RB, False): (_NL,),
+}
+"""The whole grammar of the sample text: (a class, whether digits follow it) -> the classes that
+may come next. A time is `-?[0-9]+(.[0-9]+)?` (without a leading zero, checked apart), then
+`,"`, the value, `"`, then the end of the point (a newline) or of the series (`]`)."""
+_PAIR = np.zeros(512, dtype=bool)
+for (_a, _digits), _bs in _NEXT.items():
+    _PAIR[[_a * 32 + _digits * 16 + _b for _b in _bs]] = True
+
+
+def _block_well_formed(c: Arr) -> bool:
+    """`_well_formed` for whole lines of sample text. Runs of digits are looked at only as
+    runs: the grammar is checked on the other characters, a few in every point."""
+    pos = np.flatnonzero(np.subtract(c, np.uint8(ord("0"))) > np.uint8(9))
+    cls = _CLASS[c[pos]]
+    quotes = np.flatnonzero(cls == _QUOTE)
+    if len(quotes) % 2:
+        return False
+    opens, closes = quotes[0::2], quotes[1::2]
+    edges = np.zeros(len(cls) + 1, dtype=np.int8)
+    edges[opens + 1] += 1
+    edges[closes] -= 1
+    within = np.cumsum(edges[:-1], dtype=np.int8).view(bool)
+    del edges
+    if not _IN_VALUE[cls[within]].all():
+        return False
+    cls[within] = _V
+    cls[opens] = _OPEN
+    cls[closes] = _CLOSE
+    # The classes with a newline before the first and after the last; where each character
+    # stands (-1 and the end for those newlines), and whether digits stand between neighbours.
+    seq = np.empty(len(cls) + 2, dtype=np.uint16)
+    seq[0] = seq[-1] = _NL
+    seq[1:-1] = cls
+    at = np.empty(len(pos) + 2, dtype=np.int64)
+    at[0], at[-1] = -1, len(c)
+    at[1:-1] = pos
+    digits = (np.diff(at) > 1).view(np.uint8)
+    if not _PAIR[(seq[:-1] << 5) | (digits << 4) | seq[1:]].all():
+        return False
+    # No leading zero in a time (`01`, `-01`): a number for pandas, not in JSON.
+    before = seq[:-1]
+    token = np.flatnonzero(
+        digits.view(bool) & ((before == _NL) | (before == _LB) | (before == _MINUS))
+    )
+    first = at[token] + 1
+    return not bool(((c[first] == ord("0")) & (at[token + 1] - first > 1)).any())
 
 
 class _NotCompact(Exception):

@@ -9,14 +9,16 @@ JSON object, as written to the file, for code that reads the manifest by key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from gpuaudit import __version__
+from gpuaudit import __version__, limits
 from gpuaudit.errors import SnapshotError
+from gpuaudit.numbers import json_number
 from gpuaudit.snapshot.format import FORMAT_VERSION
 
 
@@ -44,16 +46,46 @@ class ManifestWindow:
 
     @classmethod
     def from_json(cls, window: Any, name: str) -> ManifestWindow:
-        """The window of a manifest read from `name`; `SnapshotError` when it is unusable."""
+        """The window of a manifest read from `name`; `SnapshotError` when it is unusable: not
+        finite numbers, a time before 1970 or after the year 9999 (an end in milliseconds), a
+        step that is not a whole number of seconds, or more buckets than `limits.WINDOW_BUCKETS`
+        allows. Checked here, before anything is allocated per bucket."""
         if not isinstance(window, dict):
             raise SnapshotError(f"{name}: manifest has no window")
+        read: dict[str, float] = {}
         for key in ("start", "end", "step"):
-            val = window.get(key)
-            if not isinstance(val, (int, float)) or isinstance(val, bool) or val != val:
-                raise SnapshotError(f"{name}: manifest window.{key} must be a number")
-        if not window["start"] < window["end"] or window["step"] <= 0:
-            raise SnapshotError(f"{name}: manifest window must have start < end and step > 0")
+            val = json_number(window.get(key))
+            if val is None:
+                raise SnapshotError(f"{name}: manifest window.{key} must be a finite number")
+            read[key] = val
+        start, end, step = read["start"], read["end"], read["step"]
+        for key in ("start", "end"):
+            if not 0 <= read[key] <= LAST_TIME:
+                raise SnapshotError(
+                    f"{name}: manifest window.{key} {read[key]:.6g} is not a unix time in "
+                    "seconds between 1970 and the year 9999 (milliseconds?)"
+                )
+        if not start < end:
+            raise SnapshotError(f"{name}: manifest window must have start < end")
+        if step < 1 or not step.is_integer() or step > end - start:
+            raise SnapshotError(
+                f"{name}: manifest window.step {step:.6g} must be a whole number of seconds, "
+                "at least 1 and at most the window's length"
+            )
+        buckets = math.ceil((end - start) / step)
+        limit = limits.WINDOW_BUCKETS.value()
+        if buckets > limit:
+            raise SnapshotError(
+                f"{name}: manifest window holds {buckets:,} buckets of {step:.0f} s, more than "
+                f"the {limit:,} allowed; refusing it (raise {limits.WINDOW_BUCKETS.env} if it "
+                "is genuine)"
+            )
+        # As the file wrote them: an int stays an int, and is written back the same.
         return cls(start=window["start"], end=window["end"], step=window["step"])
+
+
+LAST_TIME = 253402300799
+"""9999-12-31T23:59:59Z, the last time a snapshot's window may hold."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,14 +164,14 @@ class Manifest(Mapping[str, Any]):
         fields: dict[str, Any] = {}
         unread: dict[str, Any] = {}
         for key, value in doc.items():
-            if key == "window":
+            if key in ("window", *_STATE):
                 continue
             read = _READERS.get(key)
             if read is not None and read[0](value):
                 fields[key] = read[1](value)
             else:
                 unread[key] = value
-        return cls(window=window, unread=unread, **fields)
+        return cls(window=window, unread=unread, **fields, **_state(doc))
 
     # -- reading by key: the JSON object
 
@@ -155,6 +187,41 @@ class Manifest(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._document)
+
+
+_STATE = ("complete", "incomplete_reasons", "warnings")
+"""Keys that say how far the answers can be trusted: never kept as they were when malformed,
+since code reading them by key would take a string for a bool or a list."""
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    """Texts from a list (other items written as JSON-ish text), or one text."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(v if isinstance(v, str) else repr(v)[:500] for v in value)
+    return (repr(value)[:500],)
+
+
+def _state(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """`complete`, `incomplete_reasons` and `warnings` of a manifest read from a file. A
+    `complete` that is not true or false makes the snapshot incomplete (a string `"false"` is
+    not taken for true); a text where a list of texts belongs is one text, not its letters."""
+    out: dict[str, Any] = {}
+    reasons: list[str] = []
+    if "incomplete_reasons" in doc:
+        reasons.extend(_texts(doc["incomplete_reasons"]))
+    if "warnings" in doc:
+        out["warnings"] = _texts(doc["warnings"])
+    complete = doc.get("complete", True)
+    if not isinstance(complete, bool):
+        reasons.append(
+            f'the snapshot\'s manifest says "complete": {repr(complete)[:40]}, which is not true '
+            "or false; it is read as incomplete"
+        )
+    out["complete"] = complete is True
+    out["incomplete_reasons"] = tuple(reasons)
+    return out
 
 
 def _is_int(v: Any) -> bool:
@@ -185,10 +252,7 @@ _READERS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any]]] = {
     ),
     "queries": (lambda v: isinstance(v, list) and all(isinstance(q, dict) for q in v), tuple),
     "missing_metrics": (_is_texts, tuple),
-    "incomplete_reasons": (_is_texts, tuple),
-    "warnings": (_is_texts, tuple),
     "http_requests": (_is_int, _same),
     "format_version": (_is_int, _same),
-    "complete": (lambda v: isinstance(v, bool), _same),
 }
 """Per manifest key: whether a value read fits the field, and how it becomes the field's."""

@@ -2,19 +2,21 @@
 answer parsed into arrays as it is read (`gpuaudit.snapshot.answers`), so memory holds the parsed
 data and one line, never the whole text; a file cut short at a line boundary is refused by its
 missing end line. A version 1 file (one JSON document) is read whole. gzip is detected by its
-magic bytes, and the decompressed size is bounded (`MAX_BYTES`).
+magic bytes. The decompressed size and the length of one line are bounded
+(`limits.SNAPSHOT_BYTES`, `limits.SNAPSHOT_LINE_BYTES`), so a gzip bomb or one huge line is
+refused before it is held in memory.
 """
 
 from __future__ import annotations
 
 import gzip
-import os
 import queue
 import threading
 import zlib
 from pathlib import Path
 from typing import IO, Any
 
+from gpuaudit import limits
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
 from gpuaudit.snapshot.answers import Interner, from_record_line, parse
@@ -22,8 +24,9 @@ from gpuaudit.snapshot.format import FORMAT_NAME, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest
 from gpuaudit.snapshot.model import Snapshot
 
-MAX_BYTES = int(os.environ.get("GPUAUDIT_SNAPSHOT_MAX_BYTES", str(4 * 1024**3)))
-"""Largest decompressed snapshot accepted; a bigger one (or a gzip bomb) is refused."""
+MAX_BYTES = limits.SNAPSHOT_BYTES.default
+"""Largest decompressed snapshot accepted by default (`GPUAUDIT_SNAPSHOT_MAX_BYTES` sets it);
+a bigger one (or a gzip bomb) is refused."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -74,21 +77,34 @@ class _ReadAhead:
 
 
 class _Lines:
-    """Lines of a stream, read in large blocks, refusing to go past `limit` bytes in all."""
+    """Lines of a stream, read in large blocks, refusing to go past `limit` bytes in all or
+    `line_limit` bytes in one line."""
 
     BLOCK = 1 << 23
 
     def __init__(
-        self, stream: IO[bytes] | gzip.GzipFile | _ReadAhead, limit: int, name: str
+        self,
+        stream: IO[bytes] | gzip.GzipFile | _ReadAhead,
+        limit: int,
+        name: str,
+        line_limit: int | None = None,
     ) -> None:
         self.stream, self.limit, self.name, self.total = stream, limit, name, 0
+        self.line_limit = limit if line_limit is None else line_limit
+        self.lines = 0
         self._buf = b""
         self._eof = False
 
     def _too_big(self) -> SnapshotError:
         return SnapshotError(
             f"snapshot {self.name} decompresses to more than {self.limit} bytes; refusing it "
-            "(raise GPUAUDIT_SNAPSHOT_MAX_BYTES if it is genuine)"
+            f"(raise {limits.SNAPSHOT_BYTES.env} if it is genuine)"
+        )
+
+    def _too_long(self) -> SnapshotError:
+        return SnapshotError(
+            f"snapshot {self.name} line {self.lines + 1} is longer than {self.line_limit} "
+            f"bytes; refusing it (raise {limits.SNAPSHOT_LINE_BYTES.env} if it is genuine)"
         )
 
     def _more(self) -> bool:
@@ -109,19 +125,30 @@ class _Lines:
         nl = self._buf.find(b"\n")
         if nl >= 0:
             line, self._buf = self._buf[: nl + 1], self._buf[nl + 1 :]
-            return line
-        # A line longer than what is buffered: gather blocks until its end turns up.
+            return self._counted(line)
+        # A line longer than what is buffered: gather blocks until its end turns up, never
+        # more than the line limit (so one huge line is refused holding about that much).
         parts = [self._buf]
+        held = len(self._buf)
         self._buf = b""
         while self._more():
             nl = self._buf.find(b"\n")
             if nl >= 0:
                 parts.append(self._buf[: nl + 1])
                 self._buf = self._buf[nl + 1 :]
-                return b"".join(parts)
+                return self._counted(b"".join(parts))
             parts.append(self._buf)
+            held += len(self._buf)
             self._buf = b""
-        return b"".join(parts)
+            if held > self.line_limit:
+                raise self._too_long()
+        return self._counted(b"".join(parts))
+
+    def _counted(self, line: bytes) -> bytes:
+        if len(line) > self.line_limit + 1:  # the newline is not counted
+            raise self._too_long()
+        self.lines += 1
+        return line
 
     def rest(self) -> bytes:
         """Everything not read yet."""
@@ -143,13 +170,17 @@ def _loads(data: bytes) -> Any:
 
 
 @without_gc
-def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
+def read(path: Path, limit: int | None = None, line_limit: int | None = None) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
 
     A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
     as it is read, so memory holds the parsed data and one line, never the whole text. A
-    version 1 file (one JSON document) is read whole."""
+    version 1 file (one JSON document) is read whole. `limit` bounds the decompressed size and
+    `line_limit` one line (a version 1 document on one line included); None takes the
+    settings (`limits.SNAPSHOT_BYTES`, `limits.SNAPSHOT_LINE_BYTES`)."""
     name = str(path)
+    limit = limits.SNAPSHOT_BYTES.value() if limit is None else limit
+    line_limit = limits.SNAPSHOT_LINE_BYTES.value() if line_limit is None else line_limit
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
@@ -158,10 +189,10 @@ def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                     ahead = _ReadAhead(gz, _Lines.BLOCK)
                     try:
-                        return _read_stream(_Lines(ahead, limit, name), name)
+                        return _read_stream(_Lines(ahead, limit, name, line_limit), name)
                     finally:
                         ahead.close()
-            return _read_stream(_Lines(fh, limit, name), name)
+            return _read_stream(_Lines(fh, limit, name, line_limit), name)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
     except IsADirectoryError:

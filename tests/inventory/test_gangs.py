@@ -202,7 +202,9 @@ def test_mpijob_jobset_lws_and_raycluster_sizes() -> None:
     g = by_id(found)
     assert g["kubeflow.org/MPIJob/ml/mpi"].needed == 5
     assert g["jobset.x-k8s.io/JobSet/ml/js"].needed == 9
-    assert g["leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-0"].needed == 3
+    assert g["leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-1"].needed == 3
+    # A group without pods holds no GPU: it is not made (replicas alone allocate nothing).
+    assert "leaderworkerset.x-k8s.io/LeaderWorkerSet/ml/lws-0" not in g
     assert g["ray.io/RayCluster/ml/rc"].needed == 6
     assert member[("ml", "mpi-worker-0")] == "kubeflow.org/MPIJob/ml/mpi"
     assert member[("ml", "js-w-0-0")] == "jobset.x-k8s.io/JobSet/ml/js"
@@ -236,3 +238,110 @@ def test_inventory_carries_gangs_and_the_pod_gang_column() -> None:
 def test_gang_table_is_empty_without_kubernetes() -> None:
     inv = inventory([Series(gpu_labels(), act=[0.0])], 1)
     assert inv.gangs.empty and list(inv.gangs.columns)[0] == C.GANG_ID
+
+
+# ---- sizes from objects are bounded (issue 20) ------------------------------------------------
+
+
+def test_two_billion_leaderworkerset_replicas_allocate_nothing() -> None:
+    """Any tenant may create a LeaderWorkerSet of 2,000,000,000 replicas (5.8 GB, then
+    MemoryError): groups are made only where pods are."""
+    lws = obj("LeaderWorkerSet", "big", {"replicas": 2_000_000_000})
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": "big",
+        "leaderworkerset.sigs.k8s.io/group-index": "1999999",  # no label of pods is trusted
+    }
+    found, member = build_gangs({"leaderworkersets": pages([lws])}, [make_pod("w", labels=labels)])
+    assert [g.name for g in found] == ["big-1999999"]
+    assert member[("ml", "w")] == found[0].id
+    found, _ = build_gangs({"leaderworkersets": pages([lws])}, [])
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec"),
+    [
+        ("PodGroup", {"minMember": 10**12}),
+        (
+            "JobSet",
+            {"replicatedJobs": [{"replicas": 10**6, "template": {"spec": {"parallelism": 10**6}}}]},
+        ),
+        ("RayCluster", {"workerGroupSpecs": [{"replicas": 10**9, "numOfHosts": 10**9}]}),
+    ],
+)
+def test_gang_sizes_past_the_bound_are_unknown_with_a_note(kind: str, spec: dict[str, Any]) -> None:
+    key = {"PodGroup": "volcano_podgroups", "JobSet": "jobsets", "RayCluster": "rayclusters"}[kind]
+    notes: list[str] = []
+    found, _ = gangs.build(kube.index({key: pages([obj(kind, "g", spec)])}), notes)
+    (g,) = found
+    assert g.needed is None
+    assert len(notes) == 1 and "more than the 100,000 allowed (GPUAUDIT_MAX_GANG_SIZE)" in notes[0]
+
+
+@pytest.mark.parametrize("text", ["²", "٣", "8.0", "-1", "1e3", " "])
+def test_digit_like_sizes_are_no_sizes(text: str) -> None:
+    """Issue 20: `"²".isdigit()` is true and `int("²")` fails: a Kueue pod-group total count of
+    `²` was an internal error."""
+    pod = make_pod(
+        "p",
+        labels={"kueue.x-k8s.io/pod-group-name": "g"},
+        annotations={"kueue.x-k8s.io/pod-group-total-count": text},
+    )
+    notes: list[str] = []
+    (g,), _ = gangs.build(kube.index({"pods": pages([pod])}), notes)
+    assert g.needed is None
+    assert (
+        notes
+        == [
+            f"pod ml/p: annotation kueue.x-k8s.io/pod-group-total-count {text!r} is not a count; "
+            "the gang's size is unknown"
+        ]
+        or text == " "
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "read", "note"),
+    [
+        ("8", 8.0, None),
+        ("1e9", 0.0, "is more than the 1,024 GPUs one node may hold"),
+        ("nan", 0.0, "is not a count"),
+        ("Infinity", 0.0, "is not a count"),
+        ("-5", 0.0, "is not a count"),
+        ("²", 0.0, "is not a count"),
+        (True, 0.0, "is not a count"),
+    ],
+)
+def test_node_gpu_counts_are_bounded_by_what_a_node_holds(
+    count: object, read: float, note: str | None
+) -> None:
+    """Issue 20: a node label `nvidia.com/gpu.count: "1e9"` grew to 24 GB; `nan` and
+    `Infinity` were internal errors."""
+    node = {
+        "metadata": {"name": "n", "labels": {"nvidia.com/gpu.count": count}},
+        "status": {"allocatable": {"nvidia.com/gpu": count}, "capacity": {"nvidia.com/gpu": "8"}},
+    }
+    notes: list[str] = []
+    row = kube.node_row(node, notes)
+    assert row["gpu_count"] == read and row["allocatable_gpu"] == read
+    assert row["capacity_gpu"] == 8.0
+    if note is None:
+        assert notes == []
+    else:
+        assert len(notes) == 2 and all(note in n for n in notes)
+        assert notes[0].startswith("node n: label nvidia.com/gpu.count")
+
+
+def test_the_node_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAUDIT_MAX_NODE_GPUS", "4")
+    node = {"metadata": {"name": "n", "labels": {"nvidia.com/gpu.count": "8"}}}
+    notes: list[str] = []
+    assert kube.node_row(node, notes)["gpu_count"] == 0.0
+    assert "more than the 4 GPUs one node may hold" in notes[0]
+
+
+def test_a_gpu_label_spelled_with_other_digits_is_no_index() -> None:
+    """Issue 20: a DCGM `gpu` label `²` was an internal error in the topology stage."""
+    s = Series(gpu_labels(uuid="GPU-0", gpu="²", pod="p", namespace="ml"), act=[0.5] * 4)
+    inv = inventory([s], hours=4)
+    assert inv.holdings[C.GPU_INDEX].tolist() == [""]

@@ -13,6 +13,7 @@ FOUNDATION = {
     "gpuaudit.__version__",
     "gpuaudit.errors",
     "gpuaudit.gcpause",
+    "gpuaudit.limits",
     "gpuaudit.numbers",
     "gpuaudit.redact",
 }
