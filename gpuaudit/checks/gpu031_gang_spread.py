@@ -1,6 +1,5 @@
-"""GPU031 gang spread too wide: a job that exchanges data between its GPUs spread over more nodes
-or NVLink domains than it needs, or put on PCIe-only GPUs where NVLink GPUs had room and would
-cost less.
+"""GPU031 gang spread too wide: a job whose GPUs exchange data spread over more nodes or NVLink
+domains than it needs, or on PCIe-only GPUs where NVLink GPUs had room.
 
 What it finds
     - Gangs (PodGroups, Kueue Workloads, training jobs, JobSets ...) whose members hold GPUs on
