@@ -3,7 +3,8 @@
 What it finds
     Pods asking for several GPUs that are unschedulable for lack of GPUs while the nodes that
     could run them have, together, enough free GPUs, one or two per node. It shows how the
-    free GPUs are spread and which pods stand in the way of putting them together.
+    free GPUs are spread, which nodes with room a taint or a cordon keeps it off, and which
+    pods stand in the way of putting the free GPUs together.
 
 Why it matters
     A pod's GPUs must all be on one node. Free GPUs scattered across nodes are stranded
@@ -22,12 +23,12 @@ How it decides
     allocatable `nvidia.com/gpu` minus the requests of the pods bound to it that have not
     ended (bound but not yet running ones count, `Succeeded` and `Failed` ones do not), never
     below 0 nor above allocatable. It is fragmentation when no such node has N free but they
-    have N or more in all. Nodes refused although they have N free (a taint the pod does not
-    tolerate, say) are named with the reason, which is what the pod's own scheduling message
-    reports. The pods that block consolidation: on each node, the fewest GPUs of running GPU
-    pods (smallest first) whose moving would leave N free there, where each of them may run
-    (by the same model) on another node with the free GPUs to take it; the node needing the
-    fewest moved is named.
+    have N or more in all. Nodes with N free that only a taint the pod does not tolerate, or
+    a cordon, keeps it off are named with the reason, as the pod's own scheduling message
+    reports them ("node(s) had untolerated taint {key: value}"). The pods that block
+    consolidation: on each node, the fewest GPUs of running GPU pods (smallest first) whose
+    moving would leave N free there, where each of them may run (by the same model) on
+    another node with the free GPUs to take it; the node needing the fewest moved is named.
     Impact: N x the hours the pod has waited, priced per GPU product. Severity: high from 4
     hours of waiting, medium below.
 
@@ -111,9 +112,14 @@ def _consolidation(
     return best
 
 
-def _refused_with_room(pl: Placement, refused: dict[str, str], need: float) -> dict[str, str]:
-    """Nodes refused although they have `need` GPUs free, with the reason."""
-    return {n: why for n, why in sorted(refused.items()) if pl.free(n) >= need}
+def _refused_with_room(
+    pl: Placement, pod: tuple[str, str], refused: dict[str, str], need: float
+) -> dict[str, str]:
+    """Nodes with `need` GPUs free that only a taint or a cordon keeps the pod off, with the
+    reason."""
+    return {
+        n: why for n, why in sorted(refused.items()) if pl.free(n) >= need and pl.kept_off(pod, n)
+    }
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
@@ -163,7 +169,7 @@ def _finding(
         for k, v in sorted(histogram.items(), reverse=True)
         if k > 0
     )
-    roomy = _refused_with_room(pl, refused, need)
+    roomy = _refused_with_room(pl, (ns, name), refused, need)
     shown = list(roomy.items())[:2]
     refused_txt = ""
     if shown:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit.inventory import columns as C
@@ -317,6 +317,15 @@ class Placement:
         if p is None or n is None:
             return None
         return refusal(p.constraints, p.requests, n)
+
+    def kept_off(self, pod: PodKey, node: str) -> bool:
+        """Whether only the node's taints or its cordon keep the pod off it: its selector,
+        affinity and allocatable would let it in."""
+        p, n = self.pods.get(pod), self.nodes.get(node)
+        if p is None or n is None or not refusal(p.constraints, p.requests, n):
+            return False
+        bare = replace(n, taints=(), unschedulable=False)
+        return not refusal(p.constraints, p.requests, bare)
 
     def candidates(self, pod: PodKey) -> tuple[list[str], dict[str, str]]:
         """The nodes the pod may run on (sorted), and why each other node is refused; both
