@@ -149,7 +149,7 @@ class Comms:
             )
             return Communication(yes, "measured", detail, nv_gb, pc_gb)
         if gang_kind in DISTRIBUTED_KINDS:
-            return Communication(True, "owner", f"a {gang_kind} (distributed training)")
+            return Communication(True, "owner", f"a distributed-training {gang_kind}")
         for p in pods:
             if p in self.owners:
                 return Communication(True, "owner", self.owners[p])
@@ -160,7 +160,7 @@ class Comms:
 
 def _owner_reason(ns: str, kind: str, labels: Any, tasks: Mapping[tuple[str, str], int]) -> str:
     if kind in DISTRIBUTED_KINDS:
-        return f"a {kind} (distributed training)"
+        return f"a distributed-training {kind}"
     if not isinstance(labels, Mapping):
         return ""
     for label, name in DISTRIBUTED_LABELS.items():

@@ -113,7 +113,7 @@ def test_only_pods_whose_gpus_exchange_data_are_judged(
     result = run_check(gpu030, inv)
     assert bool(result) is found
     if found:
-        assert result[0].evidence["communication"] == "a PyTorchJob (distributed training)"
+        assert result[0].evidence["communication"] == "a distributed-training PyTorchJob"
         assert result[0].evidence["communication_basis"] == "owner"
 
 
