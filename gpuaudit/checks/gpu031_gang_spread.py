@@ -35,9 +35,10 @@ How it decides
     per node: the GPUs no pod held in that bucket together with the job's own GPUs there,
     counted once each (as a set of GPU indices), and never more than the node's allocatable
     `nvidia.com/gpu`. The pods are packed largest first into the fewest nodes (best fit).
-    - Nodes: the packing needs fewer nodes than the members use.
+    - Nodes: the packing, on nodes of the GPU product the job runs on, needs fewer nodes than
+      the members use.
     - NVLink domains: every member node has a clique label, the members span several cliques,
-      and the packing fits all pods into the nodes of one clique.
+      and the packing fits all pods into the nodes of one clique (of the job's product).
     - PCIe: every member node's GPUs lack NVLink (built-in table or `--topology` files, see
       GPU030), the job has two or more GPUs, and one node it may run on, whose GPUs are all
       NVLink-connected, had room for every pod. On another GPU product it is reported only
@@ -400,8 +401,12 @@ def _judge(views: Views, cfg: Thresholds, job: Job, cliques: Mapping[str, str]) 
     nodes, where = _candidates(views, job)
     room = _room(views, job, nodes)
     sizes = [m.gpus for m in job.members]
-    # Nodes with less room than the smallest pod: packing never opens them.
-    fitting = {n: r for n, r in room.items() if r >= min(sizes)}
+    # Tighter placements on the job's own GPU product only (another product is a move with a
+    # price, the PCIe rule's); nodes with less room than the smallest pod: packing never opens
+    # them.
+    products = views.node_products
+    own = {products.get(n, "") for n in used}
+    fitting = {n: r for n, r in room.items() if r >= min(sizes) and products.get(n, "") in own}
     # The first rule that holds, in this order: domains, nodes, PCIe.
     why = _tighter_domain(sizes, used, fitting, dict(cliques)) or _fewer_nodes(sizes, used, fitting)
     move = None

@@ -28,7 +28,8 @@ How it decides
     reports them ("node(s) had untolerated taint {key: value}"). The pods that block
     consolidation: on each node, the fewest GPUs of running GPU pods (smallest first) whose
     moving would leave N free there, where each of them may run (by the same model) on
-    another node with the free GPUs to take it; the node needing the fewest moved is named.
+    another node of the same GPU product with the free GPUs to take it; the node needing the
+    fewest moved is named.
     Impact: N x the hours the pod has waited, priced per GPU product. Severity: high from 4
     hours of waiting, medium below.
 
@@ -91,6 +92,10 @@ def _consolidation(
     free_all = {n: pl.free(n) for n in pl.nodes}
     allowed: dict[tuple[str, str], set[str]] = {}
     best: Plan | None = None
+
+    def product(n: str) -> str:
+        return pl.nodes[n].labels.get("nvidia.com/gpu.product", "")
+
     for node in fit:
         here = free_all[node]
         moved: list[Holder] = []
@@ -103,7 +108,8 @@ def _consolidation(
         for m in moved:
             if m[2] not in allowed:
                 allowed[m[2]] = set(pl.candidates(m[2])[0])
-        elsewhere = {n: f for n, f in free_all.items() if n != node}
+        # Moved to nodes of the same GPU product: another product is another price.
+        elsewhere = {n: f for n, f in free_all.items() if n != node and product(n) == product(node)}
         if not pack_each([(m[0], allowed[m[2]] - {node}) for m in moved], elsewhere):
             continue
         cost_moved = sum(m[0] for m in moved)

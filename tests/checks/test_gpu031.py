@@ -243,3 +243,21 @@ def test_measured_quiet_traffic_outweighs_a_training_owner() -> None:
     pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
     inv = inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [_job("g", 1)]})
     assert run_check(gpu031, inv) == []
+
+
+def test_fewer_nodes_only_on_the_jobs_own_product() -> None:
+    """Room on a GB200 tray is no tighter placement for an H100 job: another product is a move
+    with a price, which only the PCIe rule weighs."""
+    series = (
+        _gpus("a", H100, ["g-master-0"] * 2 + ["x"] * 6)
+        + _gpus("b", H100, ["g-worker-0"] * 2 + ["y"] * 6)
+        + _gpus("t", GB200, [""] * 4)
+    )
+    pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
+    nodes = [make_node("a"), make_node("b"), make_node("t", "NVIDIA-GB200", 4)]
+    lists = {"pytorchjobs": [_job("g", 1)]}
+    assert run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists)) == []
+    nodes[2] = make_node("t")  # the same node as an H100 node: a tighter placement
+    series[-4:] = _gpus("t", H100, [""] * 4)
+    (f,) = run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists))
+    assert f.evidence["tighter_nodes"] == ["t"]
