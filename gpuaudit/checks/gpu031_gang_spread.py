@@ -306,11 +306,12 @@ def _candidates(views: Views, job: Job) -> tuple[set[str], str]:
     return whole | used, "the nodes every member may run on (taints, selectors, affinity)"
 
 
-def _room(views: Views, job: Job, nodes: set[str]) -> dict[str, int]:
-    """Room at the job's start per node: free GPU indices and the job's own, each once, capped
-    at the node's allocatable whole GPUs."""
+def _room(
+    views: Views, job: Job, nodes: set[str], free: Mapping[tuple[str, float], set[str]]
+) -> dict[str, int]:
+    """Room at the job's start per node: free GPU indices (`free`, see `Views.free_sets`) and
+    the job's own, each once, capped at the node's allocatable whole GPUs."""
     pl = views.placement
-    free = views.free_sets({job.start}, nodes)
     own: dict[str, set[str]] = {}
     for m in job.members:
         own.setdefault(m.node, set()).update(m.indices)
@@ -388,18 +389,41 @@ def _cliques(views: Views) -> dict[str, str]:
     return {str(n): str(c) for n, c in pairs if c}
 
 
-def _judge(views: Views, cfg: Thresholds, job: Job, cliques: Mapping[str, str]) -> Finding | None:
+@dataclass
+class Judged:
+    """A job some rule may hold for: what it runs on, how its GPUs talk, where it could go."""
+
+    job: Job
+    pcie: bool
+    comm: Communication
+    nodes: set[str]
+    where: str
+
+
+def _prepare(views: Views, cfg: Thresholds, job: Job) -> Judged | None:
+    """The job, when a rule can hold for it: it exchanges data between its GPUs, and it spans
+    several nodes or runs on PCIe-only GPUs."""
     topos = views.inv.topologies
-    used = job.used
-    pcie = all(_is_pcie_only(topos.get(n)) for n in used)
-    if len(used) == 1 and not pcie:
+    pcie = all(_is_pcie_only(topos.get(n)) for n in job.used)
+    if len(job.used) == 1 and not pcie:
         return None  # one node, not PCIe-only: no rule below can hold
     keys = [(job.namespace, m.pod) for m in job.members]
     comm = views.comms.judge(keys, job.gang_kind, cfg.link_traffic_min_gb_s)
     if not comm.communicates:
         return None
     nodes, where = _candidates(views, job)
-    room = _room(views, job, nodes)
+    return Judged(job, pcie, comm, nodes, where)
+
+
+def _judge(
+    views: Views,
+    cfg: Thresholds,
+    j: Judged,
+    free: Mapping[tuple[str, float], set[str]],
+    cliques: Mapping[str, str],
+) -> Finding | None:
+    job, used = j.job, j.job.used
+    room = _room(views, job, j.nodes, free)
     sizes = [m.gpus for m in job.members]
     # Tighter placements on the job's own GPU product only (another product is a move with a
     # price, the PCIe rule's); nodes with less room than the smallest pod: packing never opens
@@ -410,24 +434,32 @@ def _judge(views: Views, cfg: Thresholds, job: Job, cliques: Mapping[str, str]) 
     # The first rule that holds, in this order: domains, nodes, PCIe.
     why = _tighter_domain(sizes, used, fitting, dict(cliques)) or _fewer_nodes(sizes, used, fitting)
     move = None
-    if why is None and pcie:
+    if why is None and j.pcie:
         gpu_hours = sum(m.buckets for m in job.members) * (views.inv.step_s / 3600.0)
         move = _nvlink_move(views, cfg, job, room, gpu_hours)
         why = _move_reason(job, move) if move is not None else None
     if why is None:
         return None
-    return _finding(views, cfg, job, room, why, comm, where, move)
+    return _finding(views, cfg, job, room, why, j.comm, j.where, move)
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
     inv = views.inv
     if inv.holdings.empty or inv.hourly.empty:
         return []
-    jobs = _jobs(views)
+    judged = [
+        j
+        for job in sorted(_jobs(views), key=lambda j: (j.namespace, j.name))
+        if (j := _prepare(views, cfg, job)) is not None
+    ]
+    if not judged:
+        return []
+    # The free GPUs at every job's start on every node any of them could use, in one pass.
+    free = views.free_sets({j.job.start for j in judged}, set().union(*(j.nodes for j in judged)))
     cliques = _cliques(views)
     out: list[Finding] = []
-    for job in sorted(jobs, key=lambda j: (j.namespace, j.name)):
-        f = _judge(views, cfg, job, cliques)
+    for j in judged:
+        f = _judge(views, cfg, j, free, cliques)
         if f is not None:
             out.append(f)
     return out

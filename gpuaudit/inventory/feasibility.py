@@ -289,6 +289,8 @@ class Placement:
                 here[res] = here.get(res, 0.0) + q
         self.used: Mapping[str, Mapping[str, float]] = used
         """Node -> resource -> requests of the pods bound to it that have not ended."""
+        # Pods of one workload share their spec: their candidates are worked out once.
+        self._candidates: dict[Any, tuple[list[str], dict[str, str]]] = {}
 
     @classmethod
     def of(cls, inv: Inventory) -> Placement:
@@ -333,15 +335,19 @@ class Placement:
         p = self.pods.get(pod)
         if p is None:
             return [], {}
-        ok: list[str] = []
-        refused: dict[str, str] = {}
-        for name in sorted(self.nodes):
-            why = refusal(p.constraints, p.requests, self.nodes[name])
-            if why:
-                refused[name] = why
-            else:
-                ok.append(name)
-        return ok, refused
+        key = (p.constraints, tuple(sorted(p.requests.items())))
+        if key not in self._candidates:
+            ok: list[str] = []
+            refused: dict[str, str] = {}
+            for name in sorted(self.nodes):
+                why = refusal(p.constraints, p.requests, self.nodes[name])
+                if why:
+                    refused[name] = why
+                else:
+                    ok.append(name)
+            self._candidates[key] = (ok, refused)
+        ok, refused = self._candidates[key]
+        return list(ok), dict(refused)
 
 
 def refusal_summary(refused: Mapping[str, str], limit: int = 5) -> dict[str, Any]:
