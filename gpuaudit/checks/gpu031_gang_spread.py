@@ -298,26 +298,29 @@ def _candidates(views: Views, job: Job) -> tuple[set[str], str]:
         key = (job.namespace, m.pod)
         if key not in pl.pods:
             continue
-        ok = set(pl.candidates(key)[0])
-        allowed = ok if allowed is None else allowed & ok
+        ok = pl.allowed(key)
+        allowed = set(ok) if allowed is None else allowed & ok
     if allowed is None:
         return used, "only the nodes it runs on (its pods' specs are unknown)"
     whole = {n for n in allowed if pl.nodes[n].whole_gpus > 0}
     return whole | used, "the nodes every member may run on (taints, selectors, affinity)"
 
 
-def _room(
-    views: Views, job: Job, nodes: set[str], free: Mapping[tuple[str, float], set[str]]
-) -> dict[str, int]:
-    """Room at the job's start per node: free GPU indices (`free`, see `Views.free_sets`) and
-    the job's own, each once, capped at the node's allocatable whole GPUs."""
+FreeAt = Mapping[float, Mapping[str, set[str]]]
+"""Bucket end -> node -> GPU indices no pod held in that bucket."""
+
+
+def _room(views: Views, job: Job, nodes: set[str], free: FreeAt) -> dict[str, int]:
+    """Room at the job's start per node with any: free GPU indices and the job's own, each
+    once, capped at the node's allocatable whole GPUs."""
     pl = views.placement
     own: dict[str, set[str]] = {}
     for m in job.members:
         own.setdefault(m.node, set()).update(m.indices)
+    at = free.get(job.start, {})
     room: dict[str, int] = {}
-    for node in nodes:
-        count = len(free.get((node, job.start), set()) | own.get(node, set()))
+    for node in (nodes & at.keys()) | own.keys():
+        count = len(at.get(node, set()) | own.get(node, set()))
         facts = pl.nodes.get(node)
         if facts is not None:
             cap = facts.allocatable.get("nvidia.com/gpu", 0.0) / max(1, facts.replicas)
@@ -416,11 +419,7 @@ def _prepare(views: Views, cfg: Thresholds, job: Job) -> Judged | None:
 
 
 def _judge(
-    views: Views,
-    cfg: Thresholds,
-    j: Judged,
-    free: Mapping[tuple[str, float], set[str]],
-    cliques: Mapping[str, str],
+    views: Views, cfg: Thresholds, j: Judged, free: FreeAt, cliques: Mapping[str, str]
 ) -> Finding | None:
     job, used = j.job, j.job.used
     room = _room(views, job, j.nodes, free)
@@ -455,7 +454,10 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     if not judged:
         return []
     # The free GPUs at every job's start on every node any of them could use, in one pass.
-    free = views.free_sets({j.job.start for j in judged}, set().union(*(j.nodes for j in judged)))
+    free: dict[float, dict[str, set[str]]] = {}
+    every = set().union(*(j.nodes for j in judged))
+    for (node, ts), idx in views.free_sets({j.job.start for j in judged}, every).items():
+        free.setdefault(ts, {})[node] = idx
     cliques = _cliques(views)
     out: list[Finding] = []
     for j in judged:

@@ -291,6 +291,7 @@ class Placement:
         """Node -> resource -> requests of the pods bound to it that have not ended."""
         # Pods of one workload share their spec: their candidates are worked out once.
         self._candidates: dict[Any, tuple[list[str], dict[str, str]]] = {}
+        self._allowed: dict[Any, frozenset[str]] = {}
 
     @classmethod
     def of(cls, inv: Inventory) -> Placement:
@@ -328,6 +329,16 @@ class Placement:
             return False
         bare = replace(n, taints=(), unschedulable=False)
         return not refusal(p.constraints, p.requests, bare)
+
+    def allowed(self, pod: PodKey) -> frozenset[str]:
+        """The nodes the pod may run on (see `candidates`), as a set shared by every caller."""
+        p = self.pods.get(pod)
+        if p is None:
+            return frozenset()
+        key = (p.constraints, tuple(sorted(p.requests.items())))
+        if key not in self._allowed:
+            self._allowed[key] = frozenset(self.candidates(pod)[0])
+        return self._allowed[key]
 
     def candidates(self, pod: PodKey) -> tuple[list[str], dict[str, str]]:
         """The nodes the pod may run on (sorted), and why each other node is refused; both
