@@ -167,11 +167,13 @@ def _requirements(raw: list[Any]) -> tuple[tuple[Requirement, ...], bool]:
 
 
 def _terms(spec: Mapping[str, Any]) -> tuple[Term, ...] | None:
-    """Required node-affinity terms, None when the pod has none. A term that cannot be read
+    """Required node-affinity terms, None when the pod has none. A required node selector
+    with no terms matches no node (`NewLazyErrorNodeSelector`), and a term that cannot be read
     whole matches nothing (terms are ORed, so that only narrows where the pod may go)."""
-    required = _map(_map(_map(spec, "affinity"), "nodeAffinity"), KEY_REQUIRED)
-    if not required:
+    affinity = _map(_map(spec, "affinity"), "nodeAffinity")
+    if KEY_REQUIRED not in affinity or affinity[KEY_REQUIRED] is None:
         return None
+    required = _map(affinity, KEY_REQUIRED)
     terms: list[Term] = []
     for t in _list(required, "nodeSelectorTerms")[:MAX_ITEMS]:
         exprs, ok_e = _requirements(_list(t, "matchExpressions"))

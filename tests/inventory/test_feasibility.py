@@ -261,3 +261,28 @@ def test_the_model_reads_taints_affinity_and_cordons_from_the_api_objects() -> N
     fit, _ = pl.candidates(("ml", "tol-0"))
     assert fit == ["s", "t", "z"]
     assert pl.candidates(("ml", "nobody")) == ([], {})
+
+
+@pytest.mark.parametrize(
+    "required, matches",
+    [
+        (None, True),
+        ({}, False),
+        ({"nodeSelectorTerms": []}, False),
+        ({"nodeSelectorTerms": [{}]}, False),
+        ({"nodeSelectorTerms": [{"matchExpressions": ["not-an-object"]}]}, False),
+        (
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]},
+            True,
+        ),
+    ],
+)
+def test_required_affinity_as_read_from_the_pod(
+    required: dict[str, Any] | None, matches: bool
+) -> None:
+    spec: dict[str, Any] = {}
+    if required is not None:
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+    assert kube.constraints(spec).selects(LABELS, "n1") is matches
