@@ -149,6 +149,7 @@ def test_every_declared_setting_is_checked_by_its_kind() -> None:
         "minutes": ["0"],
         "days": ["0"],
         "count": ["0", "1.5"],
+        "rate": ["-1", "inf"],
     }
     for name, setting in checks.settings().items():
         assert setting.kind in contract.KINDS

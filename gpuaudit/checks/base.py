@@ -5,7 +5,7 @@ Not a check (only `gpuNNN_*` modules are), so checks may import it; no check imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuaudit.findings import Severity
@@ -75,3 +75,16 @@ def pack(sizes: Sequence[float], room: Mapping[str, float]) -> list[str] | None:
             opened.append(node)
         left[node] -= size
     return opened
+
+
+def pack_each(items: Sequence[tuple[float, Collection[str]]], room: Mapping[str, float]) -> bool:
+    """Whether pods of these (size, nodes each may run on) all fit into `room` (free GPUs per
+    node), largest first, each into the allowed node it leaves fullest (best fit)."""
+    left = dict(room)
+    for size, allowed in sorted(items, key=lambda it: -it[0]):
+        fits = [n for n in allowed if left.get(n, 0.0) >= size]
+        if not fits:
+            return False
+        node = min(fits, key=lambda n: (left[n], n))
+        left[node] -= size
+    return True

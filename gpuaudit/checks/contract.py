@@ -53,7 +53,7 @@ class SettingKind:
     range, a whole one where `whole`."""
 
     name: str
-    """`fraction`, `hours`, `minutes`, `days` or `count`."""
+    """`fraction`, `hours`, `minutes`, `days`, `count` or `rate`."""
     what: str
     """The values it takes, as a phrase: `a fraction between 0 and 1`."""
     low: float
@@ -86,7 +86,8 @@ HOURS = SettingKind("hours", "a positive number of hours", 0.0, False)
 MINUTES = SettingKind("minutes", "a positive number of minutes", 0.0, False)
 DAYS = SettingKind("days", "a positive number of days", 0.0, False)
 COUNT = SettingKind("count", "a whole number of at least 1", 1.0, True, whole=True)
-KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT)
+RATE = SettingKind("rate", "a rate in GB/s of at least 0", 0.0, True)
+KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE)
 """Every kind a check setting can declare."""
 _KIND = "gpuaudit.kind"
 """The key of a `Thresholds` field's metadata that holds its kind."""
@@ -120,6 +121,11 @@ def days(default: float) -> float:
 def count(default: float) -> float:
     """A `Thresholds` field holding a whole number of at least 1 (restarts, members)."""
     return _declared(default, COUNT)
+
+
+def rate(default: float) -> float:
+    """A `Thresholds` field holding a data rate in GB/s, at least 0 (link traffic)."""
+    return _declared(default, RATE)
 
 
 @dataclass(frozen=True)

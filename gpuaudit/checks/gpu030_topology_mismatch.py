@@ -3,7 +3,8 @@
 What it finds
     Pods holding several whole GPUs of one node whose GPUs are not all joined by NVLink (or,
     on PCIe-only boards, sit on different NUMA nodes or PCIe switches) when, as the pod
-    started, the node had a better-connected set of that size free.
+    started, the node had a better-connected set of that size free, for pods whose GPUs
+    exchange data.
 
 Why it matters
     Tensor-parallel inference and data-parallel training exchange data between their GPUs all
@@ -19,13 +20,22 @@ How it decides
     nodes); and `DCGM_EXP_P2P_STATUS` where it is collected (status 0 means NVLink P2P).
     Links rank NVLink, then PIX, PXB, PHB, NODE, SYS; a set ranks by its worst pair. GPU
     indices come from the DCGM `gpu` label.
-    For each pod holding two or more whole GPUs of one node: the GPUs available as it started
-    are its own plus those no pod held in its first bucket. It is a mismatch when the best set
-    of the same size among them ranks better than the pod's. Nodes whose product is in no table
-    and has no file are not judged.
-    Impact: the pod's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate of the
-    time lost to the slower links. Severity: medium when NVLink was available and not used, or
-    the pod crosses NUMA nodes (`SYS`) while a set within one was free; low otherwise.
+    Only pods whose GPUs exchange data are judged: where dcgm-exporter's link traffic
+    (`DCGM_FI_PROF_NVLINK_TX_BYTES`/`_RX_BYTES`, `DCGM_FI_PROF_PCIE_TX_BYTES`/`_RX_BYTES`) was
+    collected for the pod's GPUs, when its mean TX + RX per GPU over NVLink or over PCIe
+    reaches `checks.link_traffic_min_gb_s` (default 1 GB/s); where none was, when a
+    distributed-training job owns it (a PyTorchJob, MPIJob, TFJob, JobSet or LeaderWorkerSet, a
+    Ray worker group, a Volcano job with several tasks; see `gpuaudit.inventory.comms`). A
+    tensor-parallel server shows up through its traffic.
+    For each such pod holding two or more whole GPUs of one node: the GPUs available as it
+    started are its own plus those no pod held in its first bucket (the pod stays on its node,
+    so nothing about other nodes is assumed). It is a mismatch when the best set of the same
+    size among them ranks better than the pod's. Nodes whose product is in no table and has no
+    file are not judged.
+    Impact: the pod's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate of
+    the time lost to the slower links, not a measurement (the evidence says so and shows the
+    setting). Severity: medium when NVLink was available and not used, or the pod crosses NUMA
+    nodes (`SYS`) while a set within one was free; low otherwise.
 
 What to do
     Restart the pod so it lands on the better set, and make it stick: keep the NVIDIA device
@@ -39,10 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaudit.checks.base import gpu_word, short_model
-from gpuaudit.checks.contract import fraction
+from gpuaudit.checks.contract import fraction, rate
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.comms import Communication
 from gpuaudit.inventory.views import PodOnNode
 from gpuaudit.topology import Topology
 
@@ -56,6 +67,9 @@ class Thresholds:
     placement_slowdown: float = fraction(0.10)
     """Share of a badly placed job's GPU-hours counted as lost to slower GPU-to-GPU links (an
     estimate; 0 ranks these findings by severity alone)."""
+    link_traffic_min_gb_s: float = rate(1.0)
+    """Mean NVLink or PCIe traffic per GPU (TX + RX, GB/s) from which measured work counts as
+    exchanging data between its GPUs."""
 
 
 def multi_gpu_pods(views: Views) -> list[tuple[PodOnNode, tuple[str, ...]]]:
@@ -84,7 +98,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         return []
     topos = inv.topologies
     # Pods that may be misplaced: judged on a node's links, with some pair worse than NVLink.
-    judged: list[tuple[PodOnNode, Topology, list[int], tuple[int, str]]] = []
+    judged: list[tuple[PodOnNode, Topology, list[int], tuple[int, str], Communication]] = []
     for p, indices in pods:
         topo = topos.get(p.node)
         # An all-NVLink board has no worse pair to find (any pair not NVLink is unknown).
@@ -92,14 +106,17 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             continue
         own = [int(i) for i in indices]
         mine = topo.worst(own)
-        if mine is not None and mine[0] > 0:
-            judged.append((p, topo, own, mine))
+        if mine is None or mine[0] == 0:
+            continue
+        comm = views.comms.judge([(p.namespace, p.pod)], "", cfg.link_traffic_min_gb_s)
+        if comm.communicates:
+            judged.append((p, topo, own, mine, comm))
     if not judged:
         return []
     free = views.free_sets({p.first for p, *_ in judged}, {p.node for p, *_ in judged})
     bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
-    for p, topo, own, mine in judged:
+    for p, topo, own, mine, comm in judged:
         node, first = p.node, p.first
         avail = set(own) | {int(i) for i in free.get((node, first), set()) if i.isdigit()}
         best = topo.best(avail, len(own))
@@ -139,8 +156,14 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "free_at_start": sorted(avail - set(own)),
                     "topology_source": topo.source,
                     "topology_assumed": topo.assumed,
+                    **comm.evidence(),
                     "gpu_hours_held": round(held_hours, 2),
                     "placement_slowdown": cfg.placement_slowdown,
+                    "impact_basis": (
+                        f"{held_hours:.1f} GPU-hours held x placement_slowdown "
+                        f"{cfg.placement_slowdown:g}: an estimate of the time lost to slower "
+                        "links, not a measurement"
+                    ),
                 },
             )
         )

@@ -16,13 +16,16 @@ How it decides
     - Inversion: a pod in phase Pending whose PodScheduled condition is False with reason
       Unschedulable, the scheduler's message naming an `nvidia.com/` resource, for at least
       `checks.pending_min_minutes` (default 30), asking for N whole GPUs. Nodes that can hold
-      it: not cordoned, at least N allocatable `nvidia.com/gpu`, of a product it is not pinned
-      away from (nodeSelector or required node affinity on `nvidia.com/gpu.product`). When
-      one of them has N free GPUs (allocatable minus the requests of pods bound to it) the
-      wait is not for GPUs and nothing is reported. Otherwise, when on one of them the free
-      GPUs plus those of running pods with a lower priority (missing priority counts as 0)
-      reach N, it is an inversion; the node needing the fewest GPUs evicted is named, with
-      the lowest-priority holders that would free them.
+      it: those the scheduler's filters accept, as the feasibility model decides them
+      (`gpuaudit.inventory.feasibility`: taints it does not tolerate with effect `NoSchedule`
+      or `NoExecute`, cordoned nodes, its `nodeSelector` and required node affinity, at least
+      N allocatable `nvidia.com/gpu` and the allocatable of any other extended resource it
+      asks for). When one of them has N free GPUs (allocatable minus the requests of the pods
+      bound to it that have not ended, bound but not yet running ones included) the wait is
+      not for GPUs and nothing is reported. Otherwise, when on one of them the free GPUs plus
+      those of running pods with a lower priority (missing priority counts as 0) reach N, it
+      is an inversion; the node needing the fewest GPUs evicted is named, with the
+      lowest-priority holders that would free them.
       Impact: N x the hours it has waited, priced per GPU product. Severity: high from 4 hours
       of waiting, medium below.
     - Policy: in a node pool (a node-pool label, else the GPU product), running GPU pods of
@@ -44,14 +47,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from gpuaudit.checks.base import WAITING, gpu_word
 from gpuaudit.checks.contract import minutes
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import fits_products
+from gpuaudit.inventory.feasibility import refusal_summary
 
 CODE = "GPU050"
 TITLE = "Priority inversion"
@@ -95,8 +96,8 @@ def _victims(
 def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
     inv = views.inv
     waiting = views.waiting_for_gpus(cfg.pending_min_minutes)
-    nodes = views.gpu_nodes
-    if waiting.empty or nodes.empty:
+    pl = views.placement
+    if waiting.empty or not pl.nodes:
         return []
     pods = inv.pods
     running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
@@ -105,27 +106,21 @@ def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
     cols = [C.NODE, C.PRIORITY, C.GPU_REQUEST, C.NAMESPACE, C.POD]
     for node, priority, request, ns, pod in zip(*(running[c].tolist() for c in cols), strict=True):
         by_node.setdefault(str(node), []).append((_prio(priority), float(request), f"{ns}/{pod}"))
-    allocatable = nodes[C.ALLOCATABLE_GPU].to_numpy()
-    free_gpus = nodes[C.FREE].to_numpy()
-    node_names, node_products = nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist()
-    fits: dict[str, np.ndarray] = {}  # by pinned products: waiting pods share a few
     out: list[Finding] = []
     for w in waiting.itertuples(index=False):
         need = float(getattr(w, C.GPU_REQUEST))
         prio = _prio(getattr(w, C.PRIORITY))
         sel = str(getattr(w, C.SELECTOR_PRODUCTS) or "")
-        if sel not in fits:
-            fits[sel] = np.array([fits_products(sel, str(p)) for p in node_products], dtype=bool)
-        fit = np.flatnonzero((allocatable >= need) & fits[sel])
-        if len(fit) == 0 or bool((free_gpus[fit] >= need).any()):
+        fit, refused = pl.candidates((str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))))
+        if not fit or any(pl.free(n) >= need for n in fit):
             continue
         best: tuple[float, str, str, float, list[tuple[int, float, str]]] | None = None
-        for i in fit.tolist():
-            node = str(node_names[i])
+        for node in fit:
             lower = [h for h in by_node.get(node, []) if h[0] < prio]
-            plan = _victims(lower, float(free_gpus[i]), need)
+            plan = _victims(lower, pl.free(node), need)
             if plan is not None and (best is None or (plan[0], node) < (best[0], best[1])):
-                best = (plan[0], node, str(node_products[i]), float(free_gpus[i]), plan[1])
+                product = pl.nodes[node].labels.get("nvidia.com/gpu.product", "")
+                best = (plan[0], node, product, pl.free(node), plan[1])
         if best is None:
             continue
         evicted, node, product, free, victims = best
@@ -176,6 +171,7 @@ def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
                     ],
                     "gpus_to_evict": evicted,
                     "pinned_products": sel.split(",") if sel else [],
+                    "refused_nodes": refusal_summary(refused),
                     "threshold_minutes": cfg.pending_min_minutes,
                 },
             )

@@ -80,6 +80,8 @@ class _Series:
     xid_codes: Mapping[int, set[int]]
     xid_msgs: Mapping[int, Mapping[int, str]]
     p2p: list[dict[str, Any]]
+    traffic: Mapping[str, Stat]
+    """Holding column (`nvlink_bps`, `pcie_bps`) -> TX + RX window means per key."""
     has_prof: Arr
     """Keys with a profiling activity series (window statistics or hourly)."""
     has_util: Arr
@@ -123,9 +125,18 @@ def _read_series(p: Parser) -> _Series:
         xid_codes=xid_codes,
         xid_msgs=xid_msgs,
         p2p=p2p_rows(p),
+        traffic={C.NVLINK_BPS: _traffic(p, "nvlink", n), C.PCIE_BPS: _traffic(p, "pcie", n)},
         has_prof=has_prof,
         has_util=~has_prof & (util.mean.present | in_util_h),
     )
+
+
+def _traffic(p: Parser, link: str, n: int) -> Stat:
+    """TX + RX mean bytes per second of one link per key: the sum of the two window means
+    where both are measured, the one measured where only one is."""
+    tx, rx = combine(p, f"{link}_tx", n).mean, combine(p, f"{link}_rx", n).mean
+    values = np.where(tx.present, tx.values, 0.0) + np.where(rx.present, rx.values, 0.0)
+    return Stat(values, tx.present | rx.present)
 
 
 def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, str]]:
@@ -399,6 +410,7 @@ def _holdings(
             col: by_hid(st.get(n)) if st is not None else np.full(n, np.nan)
             for col, st in s.health.items()
         },
+        **{col: by_hid(st.get(n)) for col, st in s.traffic.items()},
     }
     out: pd.DataFrame = pd.DataFrame(data, columns=HOLDING_COLUMNS)
     return out

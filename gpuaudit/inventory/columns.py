@@ -79,6 +79,12 @@ SELECTOR_PRODUCTS = "selector_products"
 """GPU products the pod is pinned to by nodeSelector or required node affinity on
 `nvidia.com/gpu.product`, comma-separated; empty when it may run on any."""
 SCHEDULER = "scheduler"
+CONSTRAINTS = "constraints"
+"""The pod's node selector, required node affinity and tolerations, as a
+`gpuaudit.inventory.feasibility.Constraints`."""
+REQUESTS = "requests"
+"""Extended resources (`nvidia.com/...`) the pod requests, resource -> quantity, as the
+scheduler counts them (init containers included)."""
 GANG = "gang"
 """The id of the gang the pod belongs to (see the gangs table), or empty."""
 
@@ -93,6 +99,14 @@ MIG_STRATEGY = "mig_strategy"
 POOL = "pool"
 """The node pool: a cloud or Karpenter node-pool label when present, else the GPU product."""
 CORDONED = "cordoned"
+NODE_LABELS = "node_labels"
+"""The node's labels, name -> value."""
+TAINTS = "taints"
+"""The node's taints, a tuple of `gpuaudit.inventory.feasibility.Taint`."""
+ALLOCATABLE = "allocatable"
+"""Allocatable extended resources (`nvidia.com/...`), resource -> quantity."""
+GPU_REPLICAS = "gpu_replicas"
+"""GPU sharing replicas (`nvidia.com/gpu.replicas`, 1 when absent)."""
 
 # gangs (pods that must run together)
 GANG_ID = "gang_id"
@@ -112,6 +126,12 @@ annotation ...)."""
 # NVLink P2P status between GPU pairs (DCGM_EXP_P2P_STATUS)
 PEER_INDEX = "peer_index"
 P2P_STATUS = "p2p_status"
+
+# GPU-to-GPU traffic (holdings): mean TX + RX bytes per second over the window, NaN unmeasured
+NVLINK_BPS = "nvlink_bps"
+"""`DCGM_FI_PROF_NVLINK_TX_BYTES` + `_RX_BYTES` means (bytes/s)."""
+PCIE_BPS = "pcie_bps"
+"""`DCGM_FI_PROF_PCIE_TX_BYTES` + `_RX_BYTES` means (bytes/s)."""
 
 # views (see `gpuaudit.inventory.views`)
 POD_GPUS = "pod_gpus"

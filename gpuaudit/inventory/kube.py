@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuaudit import limits, numbers
+from gpuaudit.inventory.feasibility import Constraints, Requirement, Taint, Term, Toleration
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -80,43 +81,159 @@ def timestamp(raw: Any) -> float | None:
         return None
 
 
-def gpu_requests(
-    pod: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
-) -> tuple[float, dict[str, float]]:
-    """Whole GPUs and MIG slices (by profile) a pod asks for (limits, else requests).
+EXTENDED_PREFIX = "nvidia.com/"
+"""Extended resources read from pods and nodes: the NVIDIA device plugin's (`nvidia.com/gpu`,
+`nvidia.com/mig-<profile>`, `nvidia.com/gpu.shared` ...)."""
+MAX_ITEMS = 256
+"""At most this many containers, tolerations, taints, terms or requirements are read from one
+object; a list cut short is said so where that changes an answer (see `_terms`)."""
 
-    Init containers run before the app containers, so the pod needs the larger of the
-    biggest init container and the sum of app containers. A request no node could hold
-    (more than `limit`, `limits.NODE_GPUS`) is ignored, with a note in `notes`.
-    """
+
+def _container_requests(c: Any, ref: str, notes: list[str] | None, bound: int) -> dict[str, float]:
+    """Extended resources one container asks for: its requests, else its limits (the API
+    server defaults an extended resource's request to its limit). A GPU count no node could
+    hold (more than `bound`) is ignored, with a note."""
+    res = _map(c, "resources")
+    out: dict[str, float] = {}
+    for key in ("requests", "limits"):
+        for name, q in _map(res, key).items():
+            if isinstance(name, str) and name.startswith(EXTENDED_PREFIX):
+                got = gpu_quantity(q, f"{ref}: {key} {name[:60]}", notes, bound)
+                out[name] = max(out.get(name, 0.0), got)
+    return out
+
+
+def extended_requests(
+    pod: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
+) -> dict[str, float]:
+    """Extended resources (`nvidia.com/...`) the pod needs, as the scheduler counts them
+    (`resourcehelper.PodRequests`): the app containers' sum plus restartable (sidecar) init
+    containers, or, when larger, the peak of each plain init container started after the
+    sidecars before it. A total no node could hold (more than `limit`, `limits.NODE_GPUS`) is
+    ignored, with a note in `notes`."""
     spec = _map(pod, "spec")
     bound = limits.NODE_GPUS.value() if limit is None else limit
     meta = _map(pod, "metadata")
     ref = f"pod {str(meta.get('namespace', ''))[:80]}/{str(meta.get('name', ''))[:80]}"
-
-    def per_container(c: Any) -> dict[str, float]:
-        res = _map(c, "resources")
-        out: dict[str, float] = {}
-        for key in ("requests", "limits"):
-            for name, q in _map(res, key).items():
-                if name == GPU_RESOURCE or name.startswith(MIG_PREFIX):
-                    got = gpu_quantity(q, f"{ref}: {key} {name[:60]}", notes, bound)
-                    out[name] = max(out.get(name, 0.0), got)
-        return out
-
-    total: dict[str, float] = {}
-    for c in _list(spec, "containers"):
-        for k, v in per_container(c).items():
-            total[k] = total.get(k, 0.0) + v
-    for c in _list(spec, "initContainers"):
-        for k, v in per_container(c).items():
-            total[k] = max(total.get(k, 0.0), v)
+    apps: dict[str, float] = {}
+    for c in _list(spec, "containers")[:MAX_ITEMS]:
+        for k, v in _container_requests(c, ref, notes, bound).items():
+            apps[k] = apps.get(k, 0.0) + v
+    sidecars: dict[str, float] = {}
+    peak: dict[str, float] = {}
+    for c in _list(spec, "initContainers")[:MAX_ITEMS]:
+        req = _container_requests(c, ref, notes, bound)
+        if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+            for k, v in req.items():
+                sidecars[k] = sidecars.get(k, 0.0) + v
+            here = {k: sidecars.get(k, 0.0) for k in sidecars}
+        else:
+            here = {k: req.get(k, 0.0) + sidecars.get(k, 0.0) for k in set(req) | set(sidecars)}
+        for k, v in here.items():
+            peak[k] = max(peak.get(k, 0.0), v)
+    total = {k: apps.get(k, 0.0) + sidecars.get(k, 0.0) for k in set(apps) | set(sidecars)}
+    for k, v in peak.items():
+        total[k] = max(total.get(k, 0.0), v)
     for k, v in list(total.items()):
         if v > bound:  # containers that each fit, but not together on one node
             total[k] = gpu_quantity(v, f"{ref}: {k} in all", notes, bound)
-    gpus = total.pop(GPU_RESOURCE, 0.0)
-    mig = {k[len(MIG_PREFIX) :]: v for k, v in total.items()}
+    return {k: v for k, v in sorted(total.items()) if v > 0}
+
+
+def gpu_requests(
+    pod: Mapping[str, Any], notes: list[str] | None = None, limit: int | None = None
+) -> tuple[float, dict[str, float]]:
+    """Whole GPUs and MIG slices (by profile) a pod asks for (see `extended_requests`)."""
+    total = extended_requests(pod, notes, limit)
+    gpus = total.get(GPU_RESOURCE, 0.0)
+    mig = {k[len(MIG_PREFIX) :]: v for k, v in total.items() if k.startswith(MIG_PREFIX)}
     return gpus, mig
+
+
+def _text(v: Any) -> str:
+    return v[:1024] if isinstance(v, str) else ""
+
+
+def tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    """The pod's tolerations (`spec.tolerations`); malformed entries are left out, which can
+    only make a node look less available."""
+    return tuple(
+        Toleration(
+            key=_text(t.get("key")),
+            operator=_text(t.get("operator")),
+            value=_text(t.get("value")),
+            effect=_text(t.get("effect")),
+        )
+        for t in _list(spec, "tolerations")[:MAX_ITEMS]
+        if isinstance(t, dict)
+    )
+
+
+def _requirements(raw: list[Any]) -> tuple[tuple[Requirement, ...], bool]:
+    """Requirements of a term, and whether they were read whole (an entry that is not an
+    object, or more than `MAX_ITEMS`, make the term unreadable)."""
+    out: list[Requirement] = []
+    for e in raw[:MAX_ITEMS]:
+        if not isinstance(e, dict):
+            return (), False
+        values = _list(e, "values")
+        if len(values) > 4 * MAX_ITEMS or not all(isinstance(v, str) for v in values):
+            return (), False
+        out.append(Requirement(_text(e.get("key")), _text(e.get("operator")), tuple(values)))
+    return tuple(out), len(raw) <= MAX_ITEMS
+
+
+def _terms(spec: Mapping[str, Any]) -> tuple[Term, ...] | None:
+    """Required node-affinity terms, None when the pod has none. A required node selector
+    with no terms matches no node (`NewLazyErrorNodeSelector`), and a term that cannot be read
+    whole matches nothing (terms are ORed, so that only narrows where the pod may go)."""
+    affinity = _map(_map(spec, "affinity"), "nodeAffinity")
+    if KEY_REQUIRED not in affinity or affinity[KEY_REQUIRED] is None:
+        return None
+    required = _map(affinity, KEY_REQUIRED)
+    terms: list[Term] = []
+    for t in _list(required, "nodeSelectorTerms")[:MAX_ITEMS]:
+        exprs, ok_e = _requirements(_list(t, "matchExpressions"))
+        fields, ok_f = _requirements(_list(t, "matchFields"))
+        terms.append(Term(exprs, fields, parse_error=not (ok_e and ok_f)))
+    return tuple(terms)
+
+
+KEY_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+NO_LABEL_VALUE = "\x00"
+"""A value no Kubernetes label can hold."""
+
+
+def constraints(spec: Mapping[str, Any]) -> Constraints:
+    """The pod's node selector, required node affinity and tolerations. A node selector value
+    that is not a string becomes one no label value can be (a NUL character), so it matches no
+    node."""
+    sel = _map(spec, "nodeSelector")
+    pairs = tuple(
+        sorted(
+            (_text(k), v[:1024] if isinstance(v, str) else NO_LABEL_VALUE)
+            for k, v in list(sel.items())[:MAX_ITEMS]
+        )
+    )
+    return Constraints(node_selector=pairs, required=_terms(spec), tolerations=tolerations(spec))
+
+
+def taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """The node's taints (`spec.taints`)."""
+    return tuple(
+        Taint(_text(t.get("key")), _text(t.get("value")), _text(t.get("effect")))
+        for t in _list(_map(node, "spec"), "taints")[:MAX_ITEMS]
+        if isinstance(t, dict)
+    )
+
+
+def allocatable(status: Mapping[str, Any]) -> dict[str, float]:
+    """Allocatable extended resources (`nvidia.com/...`) of a node's status."""
+    return {
+        str(k): quantity(v)
+        for k, v in list(_map(status, "allocatable").items())[: 4 * MAX_ITEMS]
+        if isinstance(k, str) and k.startswith(EXTENDED_PREFIX)
+    }
 
 
 def owner(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -158,6 +275,7 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
 
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 POOL_LABELS = (
     "karpenter.sh/nodepool",
     "cloud.google.com/gke-nodepool",
@@ -212,7 +330,9 @@ def pod_row(
     spec = _map(pod, "spec")
     status = _map(pod, "status")
     n_restarts, last_term = restarts(status)
-    gpus, mig = gpu_requests(pod, notes, limit)
+    requests = extended_requests(pod, notes, limit)
+    gpus = requests.get(GPU_RESOURCE, 0.0)
+    mig = {k[len(MIG_PREFIX) :]: v for k, v in requests.items() if k.startswith(MIG_PREFIX)}
     okind, oname = owner(pod)
     prio = spec.get("priority")
     labels = _map(meta, "labels")
@@ -243,6 +363,8 @@ def pod_row(
         "sched_message": message[:500],
         "selector_products": ",".join(selector_products(spec)),
         "scheduler": str(spec.get("schedulerName", "") or ""),
+        "constraints": constraints(spec),
+        "requests": requests,
     }
 
 
@@ -279,5 +401,11 @@ def node_row(
             (str(labels[k]) for k in POOL_LABELS if isinstance(labels.get(k), str) and labels[k]),
             str(labels.get(PRODUCT_LABEL, "")),
         ),
-        "cordoned": bool(_map(node, "spec").get("unschedulable", False)),
+        "cordoned": _map(node, "spec").get("unschedulable") is True,
+        "node_labels": {
+            str(k): v[:1024] for k, v in list(labels.items())[: 4 * MAX_ITEMS] if isinstance(v, str)
+        },
+        "taints": taints(node),
+        "allocatable": allocatable(status),
+        "gpu_replicas": max(1.0, quantity(labels.get(REPLICAS_LABEL, 1))),
     }

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import derived, grouped
+from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
+from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import PodOnNode, WholeRows
 from gpuaudit.inventory.model import Inventory
 
@@ -97,6 +99,17 @@ class Views:
     def node_products(self) -> dict[str, str]:
         """Node -> GPU product: the `nvidia.com/gpu.product` label, else the DCGM model."""
         return derived.node_products(self.inv.holdings, self.inv.nodes)
+
+    @functools.cached_property
+    def placement(self) -> Placement:
+        """Where pods may run and what each node has free, as the scheduler decides it (see
+        `gpuaudit.inventory.feasibility`): the model every "could fit" or "had room" asks."""
+        return Placement.of(self.inv)
+
+    @functools.cached_property
+    def comms(self) -> Comms:
+        """Whether work exchanges data between its GPUs (see `gpuaudit.inventory.comms`)."""
+        return Comms(self.inv)
 
     @functools.cached_property
     def gpu_nodes(self) -> pd.DataFrame:

@@ -179,6 +179,30 @@ class Builder:
         )
         self.used.setdefault(slot.key, []).append((h0, h1))
 
+    def start_later(self, pod: PodSpec, hours: int) -> None:
+        """The pod's GPUs show in DCGM `hours` after it was placed (its image pull, say): its
+        holdings start later and the hours before are left to `free_rest`, without a random
+        draw (the scenario's other bytes stay as they were)."""
+        for i, h in enumerate(self.holdings):
+            if h.pod is not pod or h.h1 - h.h0 <= hours:
+                continue
+            k = hours
+            self.holdings[i] = Holding(
+                h.slot,
+                pod,
+                h.h0 + k,
+                h.h1,
+                h.act[k:],
+                h.act_amp[k:],
+                h.fb_used[k:],
+                h.fb_amp[k:],
+                h.power[k:],
+                h.util[k:],
+                h.util_amp[k:],
+            )
+            spans = self.used[h.slot.key]
+            spans[spans.index((h.h0, h.h1))] = (h.h0 + hours, h.h1)
+
     def hold_free(self, slot: SlotSpec, h0: int, h1: int) -> None:
         """What `hold(slot, None, h0, h1, np.zeros(h1 - h0), 0.0)` holds, without its random
         draws (they change nothing: the framebuffer is 0 whatever they are, and nothing draws

@@ -422,6 +422,8 @@ class Waiting:
     priority: int = 0
     preemption_policy: str = ""
     product: str = ""
+    tolerations: tuple[tuple[str, str], ...] = ()
+    """(key, value) of `NoSchedule` taints it tolerates."""
     truth: tuple[Truth, ...] = ()
 
 
@@ -442,6 +444,18 @@ PENDING = (
         gpus=4,
         waited_h=5,
         product="NVIDIA-H100-80GB-HBM3",
+    ),
+    Waiting(
+        job="eval-tolerant",
+        namespace="research",
+        gpus=4,
+        waited_h=2,
+        product="NVIDIA-H100-80GB-HBM3",
+        tolerations=(("dedicated", "inference"),),
+        truth=(
+            near_miss("GPU050", "it tolerates the taint of a node with 4 free GPUs"),
+            near_miss("GPU051", "it tolerates the taint of a node with 4 free GPUs"),
+        ),
     ),
     Waiting(
         job="hotfix-train",
@@ -468,8 +482,12 @@ def plant_pending(b: Builder) -> None:
             "description": "Urgent research runs that must not evict others.",
         }
     )
-    message = f"0/{len(b.nodes)} nodes are available: {len(b.nodes)} Insufficient nvidia.com/gpu."
     for w in PENDING:
+        tolerations = [
+            {"key": k, "operator": "Equal", "value": v, "effect": "NoSchedule"}
+            for k, v in w.tolerations
+        ]
+        selector = {"nvidia.com/gpu.product": w.product} if w.product else {}
         p = workloads.pending(
             b,
             w.namespace,
@@ -480,9 +498,45 @@ def plant_pending(b: Builder) -> None:
             priority_class=w.priority_class,
             priority=w.priority,
             preemption_policy=w.preemption_policy,
-            node_selector={"nvidia.com/gpu.product": w.product} if w.product else {},
+            node_selector=selector,
+            tolerations=tolerations,
             created_delta_s=w.created_delta_s,
-            pending_message=message,
+            pending_message=scheduler_message(b, w.gpus, selector, w.tolerations),
         )
         for t in w.truth:
             b.plant(t.code, p, t.near_miss)
+
+
+def scheduler_message(
+    b: Builder, gpus: int, selector: Mapping[str, str], tolerated: tuple[tuple[str, str], ...]
+) -> str:
+    """The message the scheduler gives a pod of `gpus` GPUs that fits no node, as its filters
+    run (taints, then node selector, then resources: each node reports its first failure) and
+    as it words them (the counts of each reason, sorted as text)."""
+    used: dict[str, int] = {}
+    for p in b.pods:
+        if p.alive and p.node and p.phase != "Pending":
+            used[p.node] = used.get(p.node, 0) + p.gpus
+    reasons: dict[str, int] = {}
+    for n in b.nodes:
+        taint = next(
+            (
+                t
+                for t in n.taints
+                if t["effect"] in ("NoSchedule", "NoExecute")
+                and (t["key"], t["value"]) not in tolerated
+            ),
+            None,
+        )
+        if taint is not None:
+            why = f"node(s) had untolerated taint {{{taint['key']}: {taint['value']}}}"
+        elif any(n.labels.get(k) != v for k, v in selector.items()):
+            why = "node(s) didn't match Pod's node affinity/selector"
+        elif int(n.capacity.get("nvidia.com/gpu", "0")) - used.get(n.name, 0) < gpus:
+            why = "Insufficient nvidia.com/gpu"
+        else:
+            # A node has room now: the message is the one of its last attempt, before it had.
+            why = "Insufficient nvidia.com/gpu"
+        reasons[why] = reasons.get(why, 0) + 1
+    listed = ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
+    return f"0/{len(b.nodes)} nodes are available: {listed}."

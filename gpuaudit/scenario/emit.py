@@ -481,6 +481,8 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             spec["preemptionPolicy"] = p.preemption_policy
         if p.node_selector:
             spec["nodeSelector"] = dict(p.node_selector)
+        if p.tolerations:
+            spec["tolerations"] = [dict(t) for t in p.tolerations]
         if not p.node:
             del spec["nodeName"]
         meta: dict[str, Any] = {
@@ -598,7 +600,7 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
                 "resourceVersion": str(300000 + i),
                 "creationTimestamp": _iso(sc.start - 86400 * 60),
             },
-            "spec": {},
+            "spec": {"taints": [dict(t) for t in n.taints]} if n.taints else {},
             "status": {
                 "capacity": dict(n.capacity),
                 "allocatable": dict(n.capacity),

@@ -1,6 +1,6 @@
 """Cases about the hardware: placement on the interconnect (GPU030, GPU031), nodes left idle
-(GPU060) and sick GPUs (GPU070), on three GB200 trays in two NVLink domains, one more L40S
-node, and the room the base scenario left.
+(GPU060) and sick GPUs (GPU070), on three GB200 trays in two NVLink domains, two more L40S
+nodes, a tainted H100 node, and the room the base scenario left.
 
 They are placed after the base scenario and its background, in GPUs those left free and on
 nodes added here, so that the base scenario (and every case of the checks before them) stays
@@ -50,13 +50,23 @@ def plant_health(b: Builder) -> None:
         b.plant_name("GPU070", "GPU", "", spare.uuid, "XID 79 on a GPU no pod held")
 
 
+TP_PCIE = 2.0e9
+"""Bytes per second each way per GPU over PCIe of a tensor-parallel pair on a PCIe board."""
+DDP_PCIE = 3.0e9
+"""... of a data-parallel fine-tune on a PCIe board."""
+MOE_NVLINK = 40.0e9
+"""... over NVLink of a mixture-of-experts job on GB200."""
+
+
 def plant_placement(b: Builder) -> None:
-    """GPU030, GPU031, GPU060 and GPU070 on three GB200 trays in two NVLink domains, one
-    more L40S node, and an L40S node with room."""
+    """GPU030, GPU031, GPU060 and GPU070 on three GB200 trays in two NVLink domains, two
+    more L40S nodes and an L40S node with room, and a tainted H100 node (GPU051)."""
     l40s = b.of_kind("l40s")
     _gb200_trays(b)
     _pcie_pairs(b, b.add_node("l40s", len(l40s)))
     _pcie_job(b, l40s)
+    _no_exchange(b, b.add_node("l40s", len(l40s) + 1))
+    _reserved_node(b)
 
 
 def _gb200_trays(b: Builder) -> None:
@@ -93,6 +103,7 @@ def _gb200_trays(b: Builder) -> None:
             priority_class="training",
             priority=1000,
             owner_uid=uid,
+            link_bps={"nvlink": MOE_NVLINK, "pcie": 0.2e9},
         )
         place(b, p, b.free_slots(tray), h0, b.pattern("busy", H - h0, h0), 0.8)
     # GPU031: the job spans both NVLink domains while domain 1 (trays 0 and 1) had room.
@@ -123,6 +134,7 @@ def _pcie_pairs(b: Builder, extra: NodeSpec) -> None:
         priority_class="serving",
         priority=10000,
         node_selector=pinned,
+        link_bps={"pcie": TP_PCIE},
     )
     place(b, tp2, [slots[0], slots[2]], 0, b.pattern("diurnal", H, 0, base=0.3), 0.5)
     b.plant("GPU030", tp2)
@@ -136,6 +148,7 @@ def _pcie_pairs(b: Builder, extra: NodeSpec) -> None:
         priority_class="serving",
         priority=10000,
         node_selector=pinned,
+        link_bps={"pcie": TP_PCIE},
     )
     act = b.pattern("diurnal", H - late_h, late_h, base=0.3)
     place(b, late, [slots[1], slots[3]], late_h, act, 0.5)
@@ -144,8 +157,10 @@ def _pcie_pairs(b: Builder, extra: NodeSpec) -> None:
 
 
 def _pcie_job(b: Builder, l40s: list[NodeSpec]) -> None:
-    """GPU031: a 2-GPU job on PCIe-only L40S GPUs while NVLink nodes had room (tray 0 at
-    least), on the base L40S node with the most room."""
+    """GPU031's near-miss: a 2-GPU fine-tune on PCIe-only L40S GPUs whose GPUs exchange data
+    (measured PCIe traffic) while NVLink nodes had room (tray 0 at least), on the base L40S
+    node with the most room: an H100 or GB200 GPU-hour costs more than the slower links lose,
+    so no move is advised."""
     roomy = sorted(l40s, key=lambda n: (-len(b.free_slots(n)), n.name))
     if not roomy or len(b.free_slots(roomy[0])) < 2:
         return
@@ -164,6 +179,71 @@ def _pcie_job(b: Builder, l40s: list[NodeSpec]) -> None:
         0,
         gpus=2,
         labels={"batch.kubernetes.io/job-name": "sdxl-finetune"},
+        link_bps={"pcie": DDP_PCIE},
     )
     place(b, p, pair, 0, b.pattern("busy", b.H, 0, lo=0.5, hi=0.8), 0.7)
-    b.plant("GPU031", p)
+    b.plant("GPU031", p, "an NVLink GPU-hour costs more than the slower links lose")
+
+
+def _no_exchange(b: Builder, node: NodeSpec) -> None:
+    """Near-misses of GPU030 and GPU031 on one more L40S node: a 2-GPU render StatefulSet on
+    GPUs split across NUMA nodes while a switch pair was free, and an embedding batch on the
+    other two; their GPUs exchange little (measured PCIe traffic well below 1 GB/s), so
+    neither their pairs nor a move to NVLink H100s matter."""
+    H = b.H
+    slots = b.slots_by_node[node.name]
+    render = b.pod(
+        "media",
+        "render-0",
+        node,
+        "render",
+        ("StatefulSet", "render"),
+        0,
+        gpus=2,
+        labels={"app": "render", "statefulset.kubernetes.io/pod-name": "render-0"},
+        link_bps={"pcie": 0.15e9},
+    )
+    place(b, render, [slots[0], slots[2]], 0, b.pattern("busy", H, 0, lo=0.5, hi=0.8), 0.6)
+    why = "its GPUs exchange little data (measured PCIe traffic below 1 GB/s)"
+    b.plant("GPU030", render, why)
+    b.plant("GPU031", render, why)
+    h0 = min(6, H // 4)
+    embed = b.pod(
+        "search",
+        "embed-batch-0",
+        node,
+        "main",
+        ("Job", "embed-batch"),
+        h0,
+        gpus=2,
+        labels={"batch.kubernetes.io/job-name": "embed-batch"},
+        link_bps={"pcie": 0.05e9},
+    )
+    place(b, embed, [slots[1], slots[3]], h0, b.pattern("busy", H - h0, h0, lo=0.5, hi=0.8), 0.6)
+    b.plant("GPU031", embed, why)
+
+
+RESERVED_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
+"""The taint of the H100 node kept for inference."""
+
+
+def _reserved_node(b: Builder) -> None:
+    """One more H100 node kept for inference by a `NoSchedule` taint: two servers that
+    tolerate it hold 4 of its GPUs, 4 stay free. A 4-GPU pod that does not tolerate it waits
+    (GPU051: its scheduler message names the taint, and so does the finding)."""
+    node = b.add_node("h100", len(b.of_kind("h100")))
+    node.taints.append(dict(RESERVED_TAINT))
+    tolerate = [{"key": "dedicated", "operator": "Equal", "value": "inference"}]
+    for i in range(2):
+        p = b.deployment_pod(
+            "serving",
+            f"reserved-chat-{i}",
+            node,
+            0,
+            gpus=2,
+            priority_class="serving",
+            priority=10000,
+            tolerations=[dict(t, effect="NoSchedule") for t in tolerate],
+        )
+        act = b.pattern("diurnal", b.H, 0, base=0.3, peak=0.7)
+        place(b, p, b.free_slots(node)[:2], 0, act, 0.5)

@@ -25,6 +25,10 @@ class NodeSpec:
     """Whether dcgm-exporter runs (and is scraped) on this node."""
     labels: dict[str, str] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    """`spec.taints` as the API lists them."""
+    links: tuple[str, ...] = ()
+    """Links whose traffic its dcgm-exporter exports (`pcie`, `nvlink`)."""
 
 
 @dataclass
@@ -83,6 +87,10 @@ class PodSpec:
     preemption_policy: str = ""
     """`spec.preemptionPolicy` as admission resolves it from the PriorityClass; empty: unset."""
     node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    link_bps: dict[str, float] = field(default_factory=dict)
+    """Bytes per second each way (TX and RX) per GPU over a link (`pcie`, `nvlink`) while it
+    holds its GPUs; 0 for a link not listed."""
     pending_message: str = ""
     """The scheduler's message of a Pending pod's PodScheduled=False condition (a default
     naming `nvidia.com/gpu` when empty)."""

@@ -49,6 +49,12 @@ KINDS = {
 }
 
 
+LINKS = {"l40s": ("pcie",), "gb200": ("nvlink", "pcie")}
+"""Link traffic the kind's dcgm-exporter exports: PCIe (in its default counters) on the L40S
+nodes, NVLink as well on the GB200 trays; the H100 and A100 nodes' exporters run a CSV without
+them, so work there is judged by its owner."""
+
+
 def base_layout(gpus: int) -> list[tuple[str, int]]:
     """The (kind, number) of each node of the base cluster for about `gpus` GPUs: 60 % in H100
     nodes, 20 % in MIG-partitioned A100 nodes, the rest in L40S nodes, at least one of each."""
@@ -77,6 +83,7 @@ def node_spec(kind: str, i: int, position: int, exporter_pod: str) -> NodeSpec:
         exporter_pod=exporter_pod,
     )
     node.labels, node.capacity = _labels(kind, name), _capacity(kind)
+    node.links = LINKS.get(kind, ())
     return node
 
 

@@ -41,6 +41,10 @@ METRICS = (
     queries.XID,
     queries.REMAP_UNCORR,
     queries.REMAP_FAILURE,
+    queries.PCIE_TX,
+    queries.PCIE_RX,
+    queries.NVLINK_TX,
+    queries.NVLINK_RX,
 )
 INT_METRICS = {
     queries.UTIL,
@@ -52,6 +56,21 @@ INT_METRICS = {
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE)
 """GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
+LINK_OF = {m: link for link, pair in queries.LINK_TRAFFIC.items() for m in pair}
+"""Link traffic gauge -> its link (`pcie`, `nvlink`): emitted for the whole GPUs of nodes whose
+exporter exports that link (`NodeSpec.links`), constant over a holding (the holder's
+`PodSpec.link_bps`, 0 for a free GPU)."""
+
+
+def link_bps(h: Holding, metric: str) -> Arr:
+    """A holding's traffic on the link of `metric`, every hour."""
+    value = h.pod.link_bps.get(LINK_OF[metric], 0.0) if h.pod is not None else 0.0
+    return np.full(max(0, h.h1 - h.h0), value)
+
+
+def carries_link(slot: SlotSpec, metric: str) -> bool:
+    """Whether the exporter reports the link traffic `metric` for this slot."""
+    return not slot.mig_id and LINK_OF[metric] in slot.node.links
 
 
 def spelling_of(style: str) -> str:
@@ -381,6 +400,10 @@ class Table:
             keep = ~self.mig
             if not keep.any():
                 return None
+        if m in LINK_OF:
+            keep = np.array([carries_link(s, m) for s in self.slots], dtype=bool)
+            if not keep.any():
+                return None
         if self.n == 0:
             return None
         idx, off, mask = self._subset(keep)
@@ -401,6 +424,9 @@ class Table:
             lo = np.round(each - self._fill(lambda h: h.fb_used + h.fb_amp, keep))
         elif m == queries.POWER:
             hi = round6(self._fill(lambda h: h.power, keep))
+            lo = hi
+        elif m in LINK_OF:
+            hi = round6(self._fill(lambda h: link_bps(h, m), keep))
             lo = hi
         else:  # GPU health, constant within each hour
             vals = np.zeros(len(hours))

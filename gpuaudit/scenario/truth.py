@@ -21,9 +21,14 @@ def from_state(b: Builder) -> None:
 
 def _pending(b: Builder, bound: list[PodSpec]) -> None:
     """GPU050 (a lower-priority pod holds GPUs it could use) and GPU051 (the pool's free GPUs
-    would fit it, but no node's do) about pods pending for GPUs for at least 30 minutes."""
+    would fit it, but no node's do) about pods pending for GPUs for at least 30 minutes. The
+    pool: nodes of the product it is pinned to with enough GPUs and no `NoSchedule` or
+    `NoExecute` taint it does not tolerate (the generator's tolerations name key and value)."""
     cap = {n.name: int(n.capacity.get("nvidia.com/gpu", "0")) for n in b.nodes}
     product = {n.name: n.product for n in b.nodes}
+    taints = {
+        n.name: [t for t in n.taints if t["effect"] in ("NoSchedule", "NoExecute")] for n in b.nodes
+    }
     used: dict[str, int] = {}
     holders: dict[str, list[int]] = {}
     for p in bound:
@@ -41,7 +46,14 @@ def _pending(b: Builder, bound: list[PodSpec]) -> None:
         if b.H * 3600 - created < 30 * 60:
             continue
         sel = p.node_selector.get("nvidia.com/gpu.product")
-        pool = [n for n in free if cap[n] >= p.gpus and (not sel or product[n] == sel)]
+        tolerated = {(t["key"], t.get("value", "")) for t in p.tolerations}
+        pool = [
+            n
+            for n in free
+            if cap[n] >= p.gpus
+            and (not sel or product[n] == sel)
+            and all((t["key"], t["value"]) in tolerated for t in taints[n])
+        ]
         if not pool or any(free[n] >= p.gpus for n in pool):
             continue
         prio = p.priority if p.priority_class else 0

@@ -7,13 +7,42 @@ import pytest
 from gpuaudit.checks import gpu030_topology_mismatch as gpu030
 from gpuaudit.errors import ConfigError
 from gpuaudit.findings import Severity
-from tests.factories import Series, gpu_labels, inventory, make_node, run_check
+from tests.factories import (
+    SAMPLES_PER_HOUR,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 L40S = "NVIDIA L40S"
 HOURS = 10
+TALKS = 3e9
+"""Bytes per second of PCIe traffic (TX and RX each) of a pod whose GPUs exchange data."""
 
 
-def _gpu(i: int, host: str, model: str, pod: str = "", hours: int = HOURS, start: int = 0):  # type: ignore[no-untyped-def]
+def traffic(tx: float, hours: int = HOURS, link: str = "pcie") -> dict[str, float]:
+    """Window answers of the link-traffic queries for a GPU at `tx` bytes/s each way."""
+    n = SAMPLES_PER_HOUR * hours
+    return {
+        f"{link}_tx_sum": tx * n,
+        f"{link}_tx_count": float(n),
+        f"{link}_rx_sum": tx * n,
+        f"{link}_rx_count": float(n),
+    }
+
+
+def _gpu(  # type: ignore[no-untyped-def]
+    i: int,
+    host: str,
+    model: str,
+    pod: str = "",
+    hours: int = HOURS,
+    start: int = 0,
+    tx: float | None = None,
+):
     act: list[float | None] = [None] * start + [0.5 if pod else 0.0] * (hours - start)
     lab = gpu_labels(
         uuid=f"{host}-{i}",
@@ -23,11 +52,15 @@ def _gpu(i: int, host: str, model: str, pod: str = "", hours: int = HOURS, start
         pod=pod,
         namespace="ai" if pod else "",
     )
-    return Series(lab, act=act)
+    return Series(lab, act=act, health=traffic(tx, hours) if tx is not None else {})
 
 
-def _board(model: str, pods: dict[int, str], count: int = 4, host: str = "n1") -> list[Series]:
-    return [_gpu(i, host, model, pods.get(i, "")) for i in range(count)]
+def _board(
+    model: str, pods: dict[int, str], count: int = 4, host: str = "n1", tx: float | None = TALKS
+) -> list[Series]:
+    return [
+        _gpu(i, host, model, pods.get(i, ""), tx=tx if i in pods else None) for i in range(count)
+    ]
 
 
 def test_pcie_pair_split_across_numa_while_a_switch_pair_was_free() -> None:
@@ -43,6 +76,45 @@ def test_pcie_pair_split_across_numa_while_a_switch_pair_was_free() -> None:
     assert f.impact.cost == pytest.approx(2 * HOURS * 0.10 * 2.70)
     assert f.evidence["free_at_start"] == [1, 3]
     assert f.evidence["topology_assumed"] is True
+    assert f.evidence["communication_basis"] == "measured"
+    assert f.evidence["pcie_gb_s_per_gpu"] == pytest.approx(6.0)
+    assert f.evidence["placement_slowdown"] == 0.10
+    assert "x placement_slowdown 0.1: an estimate" in f.evidence["impact_basis"]
+
+
+@pytest.mark.parametrize(
+    "tx, pods, found",
+    [
+        (None, None, False),  # no traffic, no pod objects: not known to communicate
+        (0.2e9, None, False),  # measured, below 1 GB/s
+        (
+            None,
+            [make_pod("tp2", namespace="ai", node="n1", gpus=2, owner=("PyTorchJob", "j"))],
+            True,
+        ),
+        (
+            0.2e9,
+            [make_pod("tp2", namespace="ai", node="n1", gpus=2, owner=("PyTorchJob", "j"))],
+            False,
+        ),
+        (
+            None,
+            [make_pod("tp2", namespace="ai", node="n1", gpus=2, owner=("StatefulSet", "r"))],
+            False,
+        ),
+    ],
+)
+def test_only_pods_whose_gpus_exchange_data_are_judged(
+    tx: float | None, pods: list[dict[str, object]] | None, found: bool
+) -> None:
+    """Measured traffic decides where it was collected (even against a training owner); a
+    distributed-training owner decides where it was not."""
+    inv = inventory(_board(L40S, {0: "tp2", 2: "tp2"}, tx=tx), HOURS, pods=pods)
+    result = run_check(gpu030, inv)
+    assert bool(result) is found
+    if found:
+        assert result[0].evidence["communication"] == "a distributed-training PyTorchJob"
+        assert result[0].evidence["communication_basis"] == "owner"
 
 
 def test_no_better_pair_free_stays_quiet() -> None:

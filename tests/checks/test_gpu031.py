@@ -7,7 +7,15 @@ import pytest
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks.base import pack
 from gpuaudit.findings import Severity
-from tests.factories import Series, gpu_labels, inventory, make_node, make_pod, run_check
+from tests.factories import (
+    SAMPLES_PER_HOUR,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 HOURS = 30
 GB200 = "NVIDIA GB200"
@@ -102,20 +110,154 @@ def test_gang_spread_only_because_it_had_to_stays_quiet() -> None:
     assert run_check(gpu031, inv) == []
 
 
-@pytest.mark.parametrize("pinned", [False, True])
-def test_multi_gpu_pod_on_pcie_while_nvlink_had_room(pinned: bool) -> None:
+def _traffic(gb_s: float) -> dict[str, float]:
+    n = float(SAMPLES_PER_HOUR * HOURS)
+    half = gb_s * 1e9 / 2
+    return {
+        "pcie_tx_sum": half * n,
+        "pcie_tx_count": n,
+        "pcie_rx_sum": half * n,
+        "pcie_rx_count": n,
+    }
+
+
+def _pcie_case(gb_s: float | None, selector: dict[str, str] | None = None, kind: str = "Job"):  # type: ignore[no-untyped-def]
     series = _gpus("l", "NVIDIA L40S", ["sd-0", "sd-0", "", ""]) + _gpus(
         "h", H100, ["z"] * 6 + ["", ""]
     )
-    selector = {"nvidia.com/gpu.product": "NVIDIA-L40S"} if pinned else None
-    pods = [make_pod("sd-0", node="l", gpus=2, owner=("Job", "sd"), node_selector=selector)]
-    found = run_check(gpu031, inventory(series, HOURS, pods=pods))
-    if pinned:
-        assert found == []
-        return
-    (f,) = found
+    if gb_s is not None:
+        for s in series[:2]:
+            s.health = _traffic(gb_s)
+    pods = [make_pod("sd-0", node="l", gpus=2, owner=(kind, "sd"), node_selector=selector)]
+    nodes = [make_node("l", "NVIDIA-L40S", 4), make_node("h")]
+    return inventory(series, HOURS, pods=pods, nodes=nodes)
+
+
+def test_pcie_job_moves_to_nvlink_only_where_that_saves_money() -> None:
+    inv = _pcie_case(gb_s=8.0)
+    # At the built-in prices an H100 GPU-hour (6.88) costs more than an L40S one (2.70) saves.
+    assert run_check(gpu031, inv) == []
+    cheap = {"H100": 2.0, "L40S": 2.70}
+    (f,) = run_check(gpu031, inv, prices=cheap)
     assert f.resource.kind == "Pod" and f.resource.name == "sd-0"
     assert f.message == (
         "Pod ml/sd-0 (2 GPUs, L40S) runs on PCIe-only GPUs (l) while h, whose GPUs are all "
-        "NVLink-connected, had 2 free."
+        "NVLink-connected, had 2 free (H100-80GB-HBM3 at 2.00 per GPU-hour against 2.70 for "
+        "L40S: about 54 saved over the job's GPU-hours)."
     )
+    held = 2 * HOURS
+    assert f.evidence["estimated_saving"] == pytest.approx(held * 2.70 - held * 0.9 * 2.0)
+    assert f.impact.cost == pytest.approx(held * 2.70 - held * 0.9 * 2.0)
+    assert f.impact.gpu_hours == pytest.approx(held * 0.10)
+    assert f.evidence["price_per_gpu_hour"] == {"here": 2.70, "there": 2.0}
+    assert f.evidence["communication_basis"] == "measured"
+
+
+@pytest.mark.parametrize(
+    "gb_s, selector, kind, why",
+    [
+        (None, None, "Job", "a Job with no traffic data is not known to communicate"),
+        (None, None, "StatefulSet", "a render StatefulSet with no traffic data"),
+        (0.05, None, "Job", "an embedding batch measured at 0.05 GB/s"),
+        (8.0, {"nvidia.com/gpu.product": "NVIDIA-L40S"}, "Job", "pinned to L40S"),
+    ],
+)
+def test_pcie_near_misses(
+    gb_s: float | None, selector: dict[str, str] | None, kind: str, why: str
+) -> None:
+    inv = _pcie_case(gb_s, selector, kind)
+    assert run_check(gpu031, inv, prices={"H100": 2.0, "L40S": 2.70}) == [], why
+
+
+def test_own_gpus_count_once_when_members_start_apart() -> None:
+    """A 2 x 8-GPU job on two 8-GPU nodes, its worker started an hour after its master: at the
+    job's start the worker's node was free, and its GPUs are the job's own. Counted once, each
+    node has room for 8, and two nodes are the fewest the job can use."""
+    series = (
+        _gpus("a", H100, ["big-master-0"] * 8)
+        + [
+            Series(
+                gpu_labels(uuid=f"b-{i}", gpu=str(i), host="b", model=H100), act=[0.0] + [None] * 29
+            )
+            for i in range(8)
+        ]
+        + [
+            Series(
+                gpu_labels(
+                    uuid=f"b-{i}",
+                    gpu=str(i),
+                    host="b",
+                    model=H100,
+                    pod="big-worker-0",
+                    namespace="ml",
+                ),
+                act=[None] + [0.6] * 29,
+            )
+            for i in range(8)
+        ]
+        + _gpus("c", H100, [""] * 8)
+    )
+    pods = [_member("big-master-0", "big", "a", 8), _member("big-worker-0", "big", "b", 8)]
+    nodes = [make_node("a"), make_node("b"), make_node("c")]
+    inv = inventory(series, HOURS, pods=pods, nodes=nodes, lists={"pytorchjobs": [_job("big", 1)]})
+    assert run_check(gpu031, inv) == []
+    # The same job in 4-GPU pods has a finding, and no node shows more room than it has.
+    series4 = _gpus("a", H100, ["g-master-0"] * 4 + [""] * 4) + _gpus(
+        "b", H100, ["g-worker-0"] * 4 + ["x"] * 4
+    )
+    pods4 = [_member("g-master-0", "g", "a", 4), _member("g-worker-0", "g", "b", 4)]
+    inv4 = inventory(
+        series4, HOURS, pods=pods4, nodes=nodes[:2], lists={"pytorchjobs": [_job("g", 1)]}
+    )
+    (f,) = run_check(gpu031, inv4)
+    assert f.evidence["room_at_start"] == {"a": 8, "b": 4}
+    assert all(v <= 8 for v in f.evidence["room_at_start"].values())
+
+
+def test_a_tainted_node_with_room_is_not_a_tighter_placement() -> None:
+    series = (
+        _gpus("a", H100, ["g-master-0"] * 4 + ["x"] * 4)
+        + _gpus("b", H100, ["g-worker-0"] * 4 + ["y"] * 4)
+        + _gpus("t", H100, [""] * 8)
+    )
+    pods = [_member("g-master-0", "g", "a", 4), _member("g-worker-0", "g", "b", 4)]
+    tainted = make_node("t")
+    tainted["spec"]["taints"] = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    nodes = [make_node("a"), make_node("b"), tainted]
+    lists = {"pytorchjobs": [_job("g", 1)]}
+    assert run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists)) == []
+    prefer = make_node("t")
+    prefer["spec"]["taints"] = [{"key": "spot", "value": "1", "effect": "PreferNoSchedule"}]
+    inv = inventory(series, HOURS, pods=pods, nodes=[*nodes[:2], prefer], lists=lists)
+    (f,) = run_check(gpu031, inv)
+    assert f.evidence["tighter_nodes"] == ["t"]
+
+
+def test_measured_quiet_traffic_outweighs_a_training_owner() -> None:
+    series = _gpus("a", H100, ["g-master-0"] * 2 + [""] * 6) + _gpus(
+        "b", H100, ["g-worker-0"] * 2 + ["x"] * 6
+    )
+    for s in series:
+        if s.labels.get("exported_pod", "").startswith("g-"):
+            s.health = _traffic(0.01)
+    pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
+    inv = inventory(series, HOURS, pods=pods, lists={"pytorchjobs": [_job("g", 1)]})
+    assert run_check(gpu031, inv) == []
+
+
+def test_fewer_nodes_only_on_the_jobs_own_product() -> None:
+    """Room on a GB200 tray is no tighter placement for an H100 job: another product is a move
+    with a price, which only the PCIe rule weighs."""
+    series = (
+        _gpus("a", H100, ["g-master-0"] * 2 + ["x"] * 6)
+        + _gpus("b", H100, ["g-worker-0"] * 2 + ["y"] * 6)
+        + _gpus("t", GB200, [""] * 4)
+    )
+    pods = [_member("g-master-0", "g", "a", 2), _member("g-worker-0", "g", "b", 2)]
+    nodes = [make_node("a"), make_node("b"), make_node("t", "NVIDIA-GB200", 4)]
+    lists = {"pytorchjobs": [_job("g", 1)]}
+    assert run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists)) == []
+    nodes[2] = make_node("t")  # the same node as an H100 node: a tighter placement
+    series[-4:] = _gpus("t", H100, [""] * 4)
+    (f,) = run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists))
+    assert f.evidence["tighter_nodes"] == ["t"]

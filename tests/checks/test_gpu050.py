@@ -148,3 +148,46 @@ def test_classed_pools_stay_quiet() -> None:
         make_pod("job-0", node="n1", owner=("Job", "j"), priority_class="batch", priority=0),
     ]
     assert run_check(gpu050, _inv(pods)) == []
+
+
+def test_a_node_with_room_behind_an_untolerated_taint_does_not_end_the_wait() -> None:
+    """n3 has 8 free GPUs but a taint the waiting pod does not tolerate: the wait is still for
+    GPUs, and lower-priority pods on n1 hold them; tolerating the taint, it would fit on n3."""
+    tainted = make_node("n3")
+    tainted["spec"]["taints"] = [{"key": "team", "value": "vision", "effect": "NoExecute"}]
+    nodes = [make_node("n1"), make_node("n2", "NVIDIA-L40S", 4), tainted]
+    found = run_check(gpu050, _inv([_waiting(), *_holders()], nodes))
+    (f,) = [x for x in found if x.resource.kind == "Pod"]
+    assert f.evidence["node"] == "n1"
+    assert f.evidence["refused_nodes"]["untolerated taint"]["first"] == [
+        "n3 (untolerated taint {team: vision})"
+    ]
+    tolerant = _waiting()
+    tolerant["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "vision"}]
+    found = run_check(gpu050, _inv([tolerant, *_holders()], nodes))
+    assert [x for x in found if x.resource.kind == "Pod"] == []
+
+
+def test_required_affinity_keeps_holders_off_limits() -> None:
+    """Pinned by affinity to L40S nodes (n2 only), the pod cannot use n1's GPUs however low the
+    priority of their holders; n2's holder outranks it."""
+    pod = _waiting(gpus=4)
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "nvidia.com/gpu.product",
+                                "operator": "In",
+                                "values": ["NVIDIA-L40S"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    found = run_check(gpu050, _inv([pod, *_holders()]))
+    assert [x for x in found if x.resource.kind == "Pod"] == []

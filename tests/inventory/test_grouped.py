@@ -37,7 +37,10 @@ def _gpu(host: str, i: int, pod: str = "", model: str = H100, act: float = 0.5) 
 
 def _topology() -> Inventory:
     board = {0: "tp2", 2: "tp2"}
-    return inventory([_gpu("n1", i, board.get(i, ""), "NVIDIA L40S") for i in range(4)], HOURS)
+    # A PyTorchJob's pod: its GPUs exchange data (GPU030 judges only such pods).
+    pods = [make_pod("tp2", node="n1", gpus=2, owner=("PyTorchJob", "tp"))]
+    series = [_gpu("n1", i, board.get(i, ""), "NVIDIA L40S") for i in range(4)]
+    return inventory(series, HOURS, pods=pods)
 
 
 def _spread() -> Inventory:

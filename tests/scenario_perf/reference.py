@@ -20,7 +20,15 @@ from gpuaudit.scenario.emit import (
 )
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.model import Holding
-from gpuaudit.scenario.series import HEALTH, INT_METRICS, METRICS, xid_text
+from gpuaudit.scenario.series import (
+    HEALTH,
+    INT_METRICS,
+    LINK_OF,
+    METRICS,
+    carries_link,
+    link_bps,
+    xid_text,
+)
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -67,6 +75,9 @@ def series(sc: Scenario, style: str) -> list[_Series]:
         slot = hs[0].slot
         for m in HEALTH:
             hi[m] = lo[m] = slot.health_at(m, hours)
+        for m in LINK_OF:
+            if carries_link(slot, m):
+                hi[m] = lo[m] = cat(lambda h, m=m: link_bps(h, m))
         for m in list(hi):
             if m in INT_METRICS:
                 hi[m], lo[m] = np.round(hi[m]), np.round(lo[m])

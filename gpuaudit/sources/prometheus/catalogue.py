@@ -37,6 +37,13 @@ REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 ECC_DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 ECC_DBE_AGG = "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"
 P2P_STATUS = "DCGM_EXP_P2P_STATUS"
+PCIE_TX = "DCGM_FI_PROF_PCIE_TX_BYTES"
+PCIE_RX = "DCGM_FI_PROF_PCIE_RX_BYTES"
+NVLINK_TX = "DCGM_FI_PROF_NVLINK_TX_BYTES"
+NVLINK_RX = "DCGM_FI_PROF_NVLINK_RX_BYTES"
+LINK_TRAFFIC = {"nvlink": (NVLINK_TX, NVLINK_RX), "pcie": (PCIE_TX, PCIE_RX)}
+"""GPU link traffic gauges (bytes per second, DCGM profiling fields 1009-1012) by link: PCIe is
+in dcgm-exporter's default counters, NVLink must be added to its CSV."""
 
 DCGM_METRICS = (
     ACT_PROF,
@@ -52,6 +59,10 @@ DCGM_METRICS = (
     ECC_DBE_VOL,
     ECC_DBE_AGG,
     P2P_STATUS,
+    PCIE_TX,
+    PCIE_RX,
+    NVLINK_TX,
+    NVLINK_RX,
 )
 """Metrics whose presence capability discovery records."""
 
@@ -196,6 +207,12 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     QuerySpec("ecc_dbe_agg_max", "window", ECC_DBE_AGG, "max"),
     # NVLink P2P status per GPU pair (0 = OK), where the exporter's P2P collector is on.
     QuerySpec("p2p_max", "window", P2P_STATUS, "max", ("peer_gpu",)),
+    # GPU link traffic (bytes/s): window means, as sums and counts, per GPU and holder. Work
+    # whose GPUs exchange data shows it here (GPU030, GPU031).
+    *_window(PCIE_TX, "pcie_tx", ("sum", "count")),
+    *_window(PCIE_RX, "pcie_rx", ("sum", "count")),
+    *_window(NVLINK_TX, "nvlink_tx", ("sum", "count")),
+    *_window(NVLINK_RX, "nvlink_rx", ("sum", "count")),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 
