@@ -45,6 +45,9 @@ class Option:
     in_file: str = "scan"
     """Where `gpuaudit.toml` sets it: `scan` for the `[scan]` key named after the option, else
     why the file does not (a secret, or another table)."""
+    value: str = ""
+    """What `--help` shows for its value (`URL`, `FILE`); by default what its kind holds, and
+    nothing for a flag."""
 
     @property
     def name(self) -> str:
@@ -56,10 +59,25 @@ class Option:
         """The environment variable it is read from (`GPUAUDIT_FAIL_ON`)."""
         return "GPUAUDIT_" + self.name.upper()
 
+    @property
+    def metavar(self) -> str:
+        """What `--help` shows after the flag for its value; empty for a flag."""
+        return self.value or _METAVARS[self.kind]
+
+
+_METAVARS = {
+    Kind.TEXT: "TEXT",
+    Kind.FLAG: "",
+    Kind.NUMBER: "NUMBER",
+    Kind.PATH: "FILE",
+    Kind.LIST: "TEXT",
+    Kind.SPAN: "TEXT",
+}
 
 SOURCE, WINDOW, OUTPUT = "Data source", "Window", "Output"
 CONFIG, PROM, KUBE = "Configuration", "Prometheus connection", "Kubernetes connection"
 SECRET = "a secret, and a file is easily committed or shared"
+PER_RUN = "it is chosen for one run"
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -76,6 +94,7 @@ OPTIONS: tuple[Option, ...] = (
         SOURCE,
         "Collect live DCGM metrics from this Prometheus-compatible URL (path prefixes such as "
         "Mimir's /prometheus are kept).",
+        value="URL",
     ),
     Option(
         "--kubeconfig",
@@ -84,9 +103,14 @@ OPTIONS: tuple[Option, ...] = (
         "Kubeconfig for reading pods, nodes and gang objects (default $KUBECONFIG, "
         "~/.kube/config, or the in-cluster service account).",
     ),
-    Option("--context", Kind.TEXT, KUBE, "Kubeconfig context to use."),
+    Option("--context", Kind.TEXT, KUBE, "Kubeconfig context to use.", value="NAME"),
     Option(
-        "--namespace", Kind.LIST, KUBE, "Read pods of this namespace only; repeatable.", short="-n"
+        "--namespace",
+        Kind.LIST,
+        KUBE,
+        "Read pods of this namespace only; repeatable.",
+        short="-n",
+        value="NAMESPACE",
     ),
     Option(
         "--no-kubernetes",
@@ -99,15 +123,21 @@ OPTIONS: tuple[Option, ...] = (
         Kind.SPAN,
         WINDOW,
         "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
+        value="DURATION",
     ),
     Option(
         "--end",
         Kind.SPAN,
         WINDOW,
         "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
+        value="TIME",
     ),
     Option(
-        "--step", Kind.SPAN, WINDOW, "Bucket size of hourly series (default 1h; live scans only)."
+        "--step",
+        Kind.SPAN,
+        WINDOW,
+        "Bucket size of hourly series (default 1h; live scans only).",
+        value="DURATION",
     ),
     Option(
         "--format",
@@ -134,6 +164,7 @@ OPTIONS: tuple[Option, ...] = (
         "or none.",
         "none",
         scan_only=True,
+        value="SEVERITY",
     ),
     Option(
         "--config",
@@ -150,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
         "`gpuaudit explain CODE` states each check's settings).",
         in_file="the thresholds have their own table, [checks]",
         scan_only=True,
+        value="NAME=VALUE",
     ),
     Option(
         "--topology",
@@ -158,6 +190,7 @@ OPTIONS: tuple[Option, ...] = (
         "Folder of `nvidia-smi topo -m` outputs, one per node (<node>.txt) or per product "
         "(<nvidia.com/gpu.product>.txt), for GPU030.",
         scan_only=True,
+        value="DIR",
     ),
     Option(
         "--strict",
@@ -188,6 +221,16 @@ OPTIONS: tuple[Option, ...] = (
         OUTPUT,
         "Also break waste down by this pod label, e.g. team.",
         scan_only=True,
+        value="LABEL",
+    ),
+    Option(
+        "--all",
+        Kind.FLAG,
+        OUTPUT,
+        "List every finding in the table, one row each, with its message and recommendation "
+        "(by default similar findings fold into one row and only the top ones are detailed).",
+        scan_only=True,
+        in_file=PER_RUN,
     ),
     Option(
         "--webhook",
@@ -196,23 +239,34 @@ OPTIONS: tuple[Option, ...] = (
         "Post the Markdown summary to this Slack-compatible incoming webhook URL.",
         in_file=SECRET,
         scan_only=True,
+        value="URL",
     ),
     Option("--quiet", Kind.FLAG, OUTPUT, "No progress bar or summary line on stderr.", short="-q"),
+    Option(
+        "--debug",
+        Kind.FLAG,
+        OUTPUT,
+        "Log every request to stderr (credentials redacted), and show the traceback of an "
+        "internal error.",
+        in_file=PER_RUN,
+    ),
     Option(
         "--prometheus-token",
         Kind.TEXT,
         PROM,
         "Bearer token for Prometheus (never printed).",
         in_file=SECRET,
+        value="TOKEN",
     ),
     Option("--prometheus-token-file", Kind.PATH, PROM, "File holding the bearer token."),
-    Option("--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name."),
+    Option("--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name.", value="NAME"),
     Option(
         "--prometheus-password",
         Kind.TEXT,
         PROM,
         "Basic-auth password (never printed).",
         in_file=SECRET,
+        value="PASSWORD",
     ),
     Option(
         "--header",
@@ -222,6 +276,7 @@ OPTIONS: tuple[Option, ...] = (
         "THANOS-TENANT for Thanos). In the environment separate headers with spaces and write "
         "'Name:value'.",
         short="-H",
+        value="'NAME: VALUE'",
     ),
     Option(
         "--ca-file", Kind.PATH, PROM, "CA bundle that signs the Prometheus server's certificate."
@@ -239,8 +294,11 @@ OPTIONS: tuple[Option, ...] = (
         Kind.TEXT,
         PROM,
         "NAME=VALUE selecting one cluster's series in a central Prometheus.",
+        value="NAME=VALUE",
     ),
-    Option("--timeout", Kind.NUMBER, PROM, "Seconds to wait for one answer.", 120.0),
+    Option(
+        "--timeout", Kind.NUMBER, PROM, "Seconds to wait for one answer.", 120.0, value="SECONDS"
+    ),
 )
 """In the order `gpuaudit scan --help` lists them."""
 

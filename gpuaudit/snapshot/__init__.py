@@ -28,9 +28,9 @@ The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`), `
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpuaudit.progress import SILENT, Progress
 from gpuaudit.snapshot.format import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow
 from gpuaudit.snapshot.model import Snapshot
@@ -63,13 +63,14 @@ def collect_live(
     end: float | None,
     *,
     as_arrays: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = SILENT,
 ) -> Snapshot:
     """Collect a snapshot from Prometheus (and the Kubernetes API when reachable).
 
     `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
     arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
-    file as they are. `progress` gets (requests done, requests planned) as the queries go."""
+    file as they are. `progress` is told of the Prometheus queries and the Kubernetes lists as
+    they go."""
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
     # import, which reading a snapshot file should not pay.
     from gpuaudit.snapshot import live as from_live

@@ -12,6 +12,7 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -79,11 +80,16 @@ class _Lines:
     BLOCK = 1 << 23
 
     def __init__(
-        self, stream: IO[bytes] | gzip.GzipFile | _ReadAhead, limit: int, name: str
+        self,
+        stream: IO[bytes] | gzip.GzipFile | _ReadAhead,
+        limit: int,
+        name: str,
+        on_block: Callable[[], None] | None = None,
     ) -> None:
         self.stream, self.limit, self.name, self.total = stream, limit, name, 0
         self._buf = b""
         self._eof = False
+        self._on_block = on_block
 
     def _too_big(self) -> SnapshotError:
         return SnapshotError(
@@ -101,6 +107,8 @@ class _Lines:
         self.total += len(chunk)
         if self.total > self.limit:
             raise self._too_big()
+        if self._on_block is not None:
+            self._on_block()
         self._buf = self._buf + chunk if self._buf else chunk
         return True
 
@@ -143,25 +151,35 @@ def _loads(data: bytes) -> Any:
 
 
 @without_gc
-def read(path: Path, limit: int = MAX_BYTES) -> Snapshot:
+def read(
+    path: Path, limit: int = MAX_BYTES, progress: Callable[[int, int], None] | None = None
+) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
 
     A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
     as it is read, so memory holds the parsed data and one line, never the whole text. A
-    version 1 file (one JSON document) is read whole."""
+    version 1 file (one JSON document) is read whole. `progress` gets (bytes of the file read,
+    its size) after every block."""
     name = str(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
             fh.seek(0)
+            tick = None
+            if progress is not None:
+                size = os.fstat(fh.fileno()).st_size
+
+                def tick() -> None:
+                    progress(min(fh.tell(), size), size)
+
             if head == _GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                     ahead = _ReadAhead(gz, _Lines.BLOCK)
                     try:
-                        return _read_stream(_Lines(ahead, limit, name), name)
+                        return _read_stream(_Lines(ahead, limit, name, tick), name)
                     finally:
                         ahead.close()
-            return _read_stream(_Lines(fh, limit, name), name)
+            return _read_stream(_Lines(fh, limit, name, tick), name)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
     except IsADirectoryError:

@@ -40,13 +40,15 @@ class KubernetesSource(Source[KubeCollection]):
         kubeconfig: Path | None,
         context: str | None,
         namespaces: Sequence[str] = (),
+        on_progress: Callable[[str], None] | None = None,
     ) -> None:
         self.kubeconfig, self.context, self.namespaces = kubeconfig, context, namespaces
+        self.on_progress = on_progress
 
     def collect(self, window: Window) -> KubeCollection:
         """The objects as they are now (the API keeps no history, so `window` does not narrow
         them)."""
-        return collect(self.kubeconfig, self.context, self.namespaces)
+        return collect(self.kubeconfig, self.context, self.namespaces, on_progress=self.on_progress)
 
 
 def collect(
