@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from typing import Annotated as A
+from typing import Any
 
 import typer
 
@@ -34,7 +35,7 @@ app.command(rich_help_panel="Reference", cls=style.Command)(reference.checks)
 app.command(rich_help_panel="Reference", cls=style.Command)(reference.explain)
 app.command(rich_help_panel="Testing", cls=style.Command)(scenario.scenario)
 
-__all__ = ["app", "main"]
+__all__ = ["app", "environment", "environment_table", "main"]
 
 
 ROOT_HELP = {
@@ -88,3 +89,34 @@ def main() -> None:
             f"--debug (or {debuglog.ENVVAR}=1) for the traceback, and report it.\n"
         )
         sys.exit(2)
+
+
+def environment() -> dict[str, list[tuple[str, str]]]:
+    """Every environment variable the commands read: variable -> (command, flag) pairs, the
+    root command as `gpuaudit`."""
+    found: dict[str, list[tuple[str, str]]] = {}
+
+    def walk(cmd: Any, path: str) -> None:
+        for param in cmd.params:
+            if param.param_type_name == "option" and isinstance(param.envvar, str):
+                found.setdefault(param.envvar, []).append((path, param.opts[0]))
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(app), "gpuaudit")
+    return found
+
+
+def environment_table() -> str:
+    """The README's table of environment variables, one row per command (generated, so that
+    it cannot drift from the options)."""
+    rows: dict[str, list[str]] = {}
+    for var, uses in environment().items():
+        for command in sorted({c for c, _ in uses}):
+            rows.setdefault(command, []).append(var)
+    lines = ["| command | environment variables (one per option, `GPUAUDIT_DEBUG` for all) |"]
+    lines.append("|---|---|")
+    for command, names in rows.items():
+        shown = [n for n in names if n != debuglog.ENVVAR] or names
+        lines.append(f"| `{command}` | {', '.join(f'`{n}`' for n in shown)} |")
+    return "\n".join(lines) + "\n"
