@@ -133,6 +133,8 @@ def run_checks(
             continue
         findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
+    if progress is not None:
+        progress(len(todo), len(todo))
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
     unmatched = label_warning(inv, group_label)
     if unmatched:
