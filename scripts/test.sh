@@ -9,6 +9,11 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus victoria-metrics >/dev/null
 fi
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "installing Debian's tmux (the terminal tests capture the report from a real terminal)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends tmux >/dev/null
+fi
 if ! command -v chromium >/dev/null 2>&1; then
   echo "installing Debian's chromium (the browser tests open the HTML report)"
   $SUDO apt-get update -qq

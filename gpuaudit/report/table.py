@@ -148,9 +148,10 @@ def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int
     w_cost = max(len(currency), *map(len, costs))
     fixed = w_rank + len("critical") + len("GPU000") + w_hours + w_cost + 2 * 6
     room = max(width - fixed, 20)
-    longest = max(len(titles.get(r.first.code, r.first.code)) for r in rows)
-    w_title = min(longest, max(10, room // 2 - 1))
-    w_res = room - w_title
+    names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in rows]
+    w_title = _title_width(rows, names, room)
+    # No wider than the longest resource needs: a wide terminal gets a compact table.
+    w_res = min(room - w_title, max(len(line) for r in rows for line in resource_cell(r, room)))
     t = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -166,7 +167,7 @@ def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int
     t.add_column("GPU-h", justify="right", width=w_hours, no_wrap=True)
     t.add_column(terminal(currency, 8), justify="right", width=w_cost, no_wrap=True)
     t.add_column("Check", width=w_title, overflow="fold")
-    for row, h, c in zip(rows, hours, costs, strict=True):
+    for row, h, c, name in zip(rows, hours, costs, names, strict=True):
         f = row.first
         t.add_row(
             Text(str(row.rank), style="dim"),
@@ -175,7 +176,7 @@ def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int
             Text("\n".join(resource_cell(row, w_res))),
             Text(h),
             Text(c),
-            Text(terminal(titles.get(f.code, f.code), 80)),
+            Text(name),
         )
     options = console.options.update(width=width)
     out = []
@@ -187,6 +188,21 @@ def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int
         line.rstrip()
         out.append(line)
     return out
+
+
+def _title_width(rows: Sequence[Row], names: Sequence[str], room: int) -> int:
+    """The width of the check's title that makes the table shortest when the resource has
+    the rest of `room` (the wider title on a tie)."""
+    longest = max(map(len, names))
+    best, width = None, longest
+    for w in range(min(longest, room - 12), min(10, longest) - 1, -1):
+        total = sum(
+            max(len(resource_cell(r, room - w)), len(textwrap.wrap(n, w)))
+            for r, n in zip(rows, names, strict=True)
+        )
+        if best is None or total < best:
+            best, width = total, w
+    return max(width, 1)
 
 
 def resource_cell(row: Row, width: int) -> list[str]:
@@ -213,10 +229,15 @@ def break_name(name: str, width: int, most: int) -> list[str]:
         keep = width * most - 1
         head = keep * 2 // 3
         name = name[:head] + "…" + name[len(name) - (keep - head) :]
+    ns, slash, rest = name.partition("/")
+    if len(name) > width and slash and len(ns) < width and len(rest) <= width and most > 1:
+        return [ns + slash, rest]  # the namespace on one line, the name whole on the next
     lines: list[str] = []
     while len(name) > width:
-        cut = max(name.rfind(c, 0, width) for c in "-/._")
-        cut = cut + 1 if cut >= width // 2 else width
+        cuts = [i + 1 for i, ch in enumerate(name[:width]) if ch in "-/._" and i >= width // 2]
+        # The last separator that leaves more than a scrap for the next line.
+        fair = [c for c in cuts if len(name) - c >= 3] or cuts
+        cut = fair[-1] if fair else width
         lines.append(name[:cut])
         name = name[cut:]
     lines.append(name)
@@ -237,9 +258,9 @@ def details(rows: Sequence[Row], total: int, currency: str, width: int, every: b
     if not every and total > len(rows):
         lines.append(Text())
         lines += _wrap(
-            f"{plural(total - len(rows), 'more row')} above: `--all` writes out every finding, "
-            "`--format markdown` or `--format html` too; `gpuaudit explain CODE` gives a "
-            "check's rule.",
+            f"The other {plural(total - len(rows), 'row')} of the table: `--all` writes every "
+            "finding out in full, as do `--format markdown` and `--format html`; "
+            "`gpuaudit explain CODE` gives a check's rule.",
             width,
             0,
             "dim",
@@ -262,8 +283,8 @@ def _detail(row: Row, title: str, currency: str, width: int) -> list[Text]:
     if row.folded:
         others = ", ".join(terminal(x.resource.ref(), 200) for x in row.findings[1:])
         lines += _wrap(
-            f"The same for {plural(len(row.findings) - 1, 'more')} alike, with their own names "
-            f"and figures: {others}.",
+            f"The same for {count(len(row.findings) - 1)} more like it, each with its own "
+            f"names and figures: {others}.",
             width,
             INDENT,
             "dim",
