@@ -52,7 +52,8 @@ class TerminalProgress:
         elif unit:
             columns += [MofNCompleteColumn(), TextColumn(unit, markup=False)]
         columns += [TimeElapsedColumn(), TextColumn("{task.fields[note]}", markup=False)]
-        with Progress(*columns, transient=True, console=self.console) as bar:
+        # stdout is left alone: only the report goes there, after the stage.
+        with Progress(*columns, transient=True, console=self.console, redirect_stdout=False) as bar:
             yield _Stage(bar, bar.add_task(label, total=None, note=""))
 
 

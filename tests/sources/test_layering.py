@@ -14,6 +14,7 @@ FOUNDATION = {
     "gpuaudit.errors",
     "gpuaudit.gcpause",
     "gpuaudit.numbers",
+    "gpuaudit.progress",
     "gpuaudit.redact",
 }
 
