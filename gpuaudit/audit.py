@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit import __version__
-from gpuaudit.breakdown import Breakdown, breakdown
+from gpuaudit.breakdown import Breakdown, breakdown, label_warning
 from gpuaudit.checks import Check, discover
 from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped, rank
@@ -114,18 +114,23 @@ def run_checks(
     waivers: tuple[Waiver, ...] = (),
     group_label: str = "",
     previous: tuple[str, dict[str, Any]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, and assemble the result.
 
     `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
     made once here and handed to every check, the summary and the breakdown. `previous` is
-    (source name, an earlier JSON report) for `--baseline` or `--previous`.
+    (source name, an earlier JSON report) for `--baseline` or `--previous`. `progress` gets
+    (checks done, checks in all) after each check.
     """
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     ran: list[str] = []
-    for check in discover() if checks is None else checks:
+    todo = discover() if checks is None else checks
+    for done, check in enumerate(todo):
+        if progress is not None:
+            progress(done, len(todo))
         lacking = [r for r in check.requires if r not in inv.capabilities]
         if lacking:
             reasons = "; ".join(inv.missing.get(r, f"{r.value} is not available") for r in lacking)
@@ -133,8 +138,13 @@ def run_checks(
             continue
         findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
+    if progress is not None:
+        progress(len(todo), len(todo))
     nothing = nothing_audited(inv, ran, skipped)
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
+    unmatched = label_warning(inv, group_label)
+    if unmatched:
+        waiver_warnings = [*waiver_warnings, unmatched]
     idle = settings.checks[IDLE_ACTIVITY]
     summary = summarise(views, idle, settings.currency)
     ranked = rank(kept)

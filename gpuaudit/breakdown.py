@@ -3,6 +3,7 @@ from the inventory so reports only render them."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -238,3 +239,35 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
         by_group,
         Charts(hours, allocated, activity, "namespace", tuple(top), heat),
     )
+
+
+def label_warning(inv: Inventory, group_label: str) -> str | None:
+    """Why `--group-by-label` breaks nothing down, when no pod carries the label: the label
+    names closest to it (a misspelling), else the ones most pods carry, or that no pod labels
+    were read at all."""
+    if not group_label:
+        return None
+    seen: dict[str, int] = {}
+    if C.LABELS in inv.pods.columns:
+        for lab in inv.pods[C.LABELS]:
+            if isinstance(lab, Mapping):
+                if group_label in lab:
+                    return None
+                for k in lab:
+                    seen[str(k)] = seen.get(str(k), 0) + 1
+    head = f"--group-by-label {group_label}: no pod carries the label {group_label!r}"
+    if not seen:
+        return (
+            f"{head}, and no pod labels were read (they come from the Kubernetes API); every "
+            "pod falls in (no label)."
+        )
+    names = sorted(seen)
+    # `team` is likely meant as `app.kubernetes.io/team`, or misspelt as `tean`.
+    close = [k for k in names if k.rsplit("/", 1)[-1] == group_label]
+    close += difflib.get_close_matches(group_label, names, n=3, cutoff=0.6)
+    if close:
+        hint = f"the closest label names the pods carry: {', '.join(dict.fromkeys(close))}"
+    else:
+        common = sorted(names, key=lambda k: (-seen[k], k))[:5]
+        hint = f"the label names most pods carry: {', '.join(common)}"
+    return f"{head}, so every pod falls in (no label); {hint}."

@@ -53,7 +53,7 @@ from gpuaudit.settings import (
 )
 from gpuaudit.sources.live import (
     LiveOptions,
-    display_url,
+    check_url,
     parse_cluster_label,
     parse_headers,
 )
@@ -123,6 +123,8 @@ class Config:
     """A Slack-compatible incoming webhook URL to post the summary to."""
     quiet: bool = False
     """No progress bar or summary line."""
+    all_findings: bool = False
+    """`--all`: the table lists every finding, unfolded, each with its message."""
     waivers: tuple[Waiver, ...] = ()
     """Accepted findings, from `[[waivers]]`."""
     timings: bool = False
@@ -163,6 +165,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         group_by_label=opts.text("group_by_label") or "",
         webhook=opts.text("webhook"),
         quiet=opts.flag("quiet"),
+        all_findings=opts.flag("all"),
         waivers=tuple(parse_waivers(doc)),
         timings=bool(os.environ.get("GPUAUDIT_TIMINGS")),
     )
@@ -617,7 +620,5 @@ def _live(opts: _Options, url: str) -> LiveOptions:
     parse_cluster_label(live.cluster_label)
     parse_headers(live.headers)
     live.limits()
-    shown = display_url(url)
-    if not shown.startswith(("http://", "https://")):
-        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")
+    check_url(url)
     return live

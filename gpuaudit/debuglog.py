@@ -1,10 +1,16 @@
-"""`--debug`: every request logged to stderr (credentials are redacted where the requests are
-logged)."""
+"""`--debug` (or `GPUAUDIT_DEBUG=1`): every request logged to stderr (credentials are redacted
+where the requests are logged), and an internal error shown with its traceback."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+
+ENVVAR = "GPUAUDIT_DEBUG"
+"""The one environment variable behind `--debug`, on the root command and on the subcommands."""
+
+_TRUE = ("1", "true", "yes", "on", "y", "t")
 
 
 def configure(debug: bool) -> None:
@@ -21,6 +27,13 @@ def configure(debug: bool) -> None:
         logger.handlers[:] = []
         logger.setLevel(logging.NOTSET)
         logger.propagate = True
+
+
+def enabled() -> bool:
+    """Whether `--debug` is on for this run: set by a flag, or `GPUAUDIT_DEBUG` is true (read
+    here too, for an error raised before the options were parsed)."""
+    on = any(isinstance(h, _StderrHandler) for h in logging.getLogger("gpuaudit").handlers)
+    return on or os.environ.get(ENVVAR, "").strip().lower() in _TRUE
 
 
 class _StderrHandler(logging.Handler):

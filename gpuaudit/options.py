@@ -52,6 +52,9 @@ class Option:
     live_only: bool = False
     """It shapes a live collection (a connection, what to query), so it cannot apply to a
     saved snapshot or the demo: `scan --snapshot` and `scan --demo` refuse it."""
+    value: str = ""
+    """What `--help` shows for its value (`URL`, `FILE`); by default what its kind holds, and
+    nothing for a flag."""
 
     @property
     def name(self) -> str:
@@ -63,10 +66,26 @@ class Option:
         """The environment variable it is read from (`GPUAUDIT_FAIL_ON`)."""
         return "GPUAUDIT_" + self.name.upper()
 
+    @property
+    def metavar(self) -> str:
+        """What `--help` shows after the flag for its value; empty for a flag."""
+        return self.value or _METAVARS[self.kind]
+
+
+_METAVARS = {
+    Kind.TEXT: "TEXT",
+    Kind.FLAG: "",
+    Kind.NUMBER: "NUMBER",
+    Kind.PATH: "FILE",
+    Kind.LIST: "TEXT",
+    Kind.SPAN: "TEXT",
+    Kind.REPORTS: "FORMAT=FILE",
+}
 
 SOURCE, WINDOW, OUTPUT = "Data source", "Window", "Output"
 CONFIG, PROM, KUBE = "Configuration", "Prometheus connection", "Kubernetes connection"
 SECRET = "a secret, and a file is easily committed or shared"
+PER_RUN = "it is chosen for one run"
 
 OPTIONS: tuple[Option, ...] = (
     Option(
@@ -83,6 +102,7 @@ OPTIONS: tuple[Option, ...] = (
         SOURCE,
         "Collect live DCGM metrics from this Prometheus-compatible URL (path prefixes such as "
         "Mimir's /prometheus are kept).",
+        value="URL",
     ),
     Option(
         "--kubeconfig",
@@ -93,7 +113,12 @@ OPTIONS: tuple[Option, ...] = (
         live_only=True,
     ),
     Option(
-        "--context", Kind.TEXT, KUBE, "Kubeconfig context to use (live scans only).", live_only=True
+        "--context",
+        Kind.TEXT,
+        KUBE,
+        "Kubeconfig context to use (live scans only).",
+        value="NAME",
+        live_only=True,
     ),
     Option(
         "--namespace",
@@ -103,6 +128,7 @@ OPTIONS: tuple[Option, ...] = (
         "whole; DCGM series of every namespace); repeatable. A snapshot or the demo is narrowed "
         "the same way.",
         short="-n",
+        value="NAMESPACE",
     ),
     Option(
         "--no-kubernetes",
@@ -116,18 +142,21 @@ OPTIONS: tuple[Option, ...] = (
         Kind.SPAN,
         WINDOW,
         "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
+        value="DURATION",
     ),
     Option(
         "--end",
         Kind.SPAN,
         WINDOW,
         "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
+        value="TIME",
     ),
     Option(
         "--step",
         Kind.SPAN,
         WINDOW,
         "Bucket size of hourly series, at least the scrape interval (default 1h; live scans only).",
+        value="DURATION",
         live_only=True,
     ),
     Option(
@@ -172,6 +201,7 @@ OPTIONS: tuple[Option, ...] = (
         "2 unless this is none.",
         "none",
         scan_only=True,
+        value="SEVERITY",
     ),
     Option(
         "--config",
@@ -188,6 +218,7 @@ OPTIONS: tuple[Option, ...] = (
         "`gpuaudit explain CODE` states each check's settings).",
         in_file="the thresholds have their own table, [checks]",
         scan_only=True,
+        value="NAME=VALUE",
     ),
     Option(
         "--topology",
@@ -196,6 +227,7 @@ OPTIONS: tuple[Option, ...] = (
         "Folder of `nvidia-smi topo -m` outputs, one per node (<node>.txt) or per product "
         "(<nvidia.com/gpu.product>.txt), for GPU030.",
         scan_only=True,
+        value="DIR",
     ),
     Option(
         "--strict",
@@ -227,6 +259,16 @@ OPTIONS: tuple[Option, ...] = (
         OUTPUT,
         "Also break waste down by this pod label, e.g. team.",
         scan_only=True,
+        value="LABEL",
+    ),
+    Option(
+        "--all",
+        Kind.FLAG,
+        OUTPUT,
+        "List every finding in the table, one row each, with its message and recommendation "
+        "(by default similar findings fold into one row and only the top ones are detailed).",
+        scan_only=True,
+        in_file=PER_RUN,
     ),
     Option(
         "--webhook",
@@ -235,26 +277,39 @@ OPTIONS: tuple[Option, ...] = (
         "Post the Markdown summary to this Slack-compatible incoming webhook URL.",
         in_file=SECRET,
         scan_only=True,
+        value="URL",
     ),
     Option("--quiet", Kind.FLAG, OUTPUT, "No progress bar or summary line on stderr.", short="-q"),
+    Option(
+        "--debug",
+        Kind.FLAG,
+        OUTPUT,
+        "Log every request to stderr (credentials redacted), and show the traceback of an "
+        "internal error.",
+        in_file=PER_RUN,
+    ),
     Option(
         "--prometheus-token",
         Kind.TEXT,
         PROM,
         "Bearer token for Prometheus (never printed).",
         in_file=SECRET,
+        value="TOKEN",
         live_only=True,
     ),
     Option(
         "--prometheus-token-file", Kind.PATH, PROM, "File holding the bearer token.", live_only=True
     ),
-    Option("--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name.", live_only=True),
+    Option(
+        "--prometheus-user", Kind.TEXT, PROM, "Basic-auth user name.", value="NAME", live_only=True
+    ),
     Option(
         "--prometheus-password",
         Kind.TEXT,
         PROM,
         "Basic-auth password (never printed).",
         in_file=SECRET,
+        value="PASSWORD",
         live_only=True,
     ),
     Option(
@@ -265,6 +320,7 @@ OPTIONS: tuple[Option, ...] = (
         "THANOS-TENANT for Thanos). Values are never printed. In GPUAUDIT_HEADER put one "
         "header per line.",
         short="-H",
+        value="'NAME: VALUE'",
         live_only=True,
         env_lines=True,
     ),
@@ -291,6 +347,7 @@ OPTIONS: tuple[Option, ...] = (
         Kind.TEXT,
         PROM,
         "NAME=VALUE selecting one cluster's series in a central Prometheus.",
+        value="NAME=VALUE",
         live_only=True,
     ),
     Option(
@@ -300,6 +357,7 @@ OPTIONS: tuple[Option, ...] = (
         "Seconds one request may take, last byte included, on Prometheus and on the "
         "Kubernetes API (more than 0, at most 3600).",
         120.0,
+        value="SECONDS",
         live_only=True,
     ),
     Option(

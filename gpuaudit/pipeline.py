@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -26,16 +25,13 @@ from gpuaudit.compare import load_report
 from gpuaudit.config import Config
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.inventory import build
+from gpuaudit.progress import SILENT, Progress
 from gpuaudit.report.markdown import summary as markdown_summary
+from gpuaudit.report.text import money, num, plural
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
-
-Tick = Callable[[int, int], None]
-"""Progress of a live collection: `tick(done, total)` as queries complete."""
-ProgressBar = Callable[[], AbstractContextManager[Tick | None]]
-"""Opens a progress display for a live collection and yields its tick (None to show nothing)."""
 
 
 @dataclass(frozen=True)
@@ -52,18 +48,20 @@ class Outcome:
     """What to check when nothing was audited, for the source the run read."""
 
     def summary_line(self) -> str:
-        """The one-line summary for stderr: findings, idle GPU-hours, waste, and how many
-        checks ran and were skipped."""
+        """The one-line summary for stderr: findings (and how many were waived), idle
+        GPU-hours, waste, and how many checks ran and were skipped."""
         r, s = self.result, self.result.summary
         note = ""
         if r.nothing_audited:
             note = " (INCOMPLETE: nothing was audited)"
         elif not r.complete:
             note = " (INCOMPLETE: some sources answered in part)"
+        aside = f" ({len(r.suppressed):,} waived)" if r.suppressed else ""
         return (
-            f"gpuaudit: {len(r.findings)} findings, {s.idle_gpu_hours:,.0f} idle "
-            f"GPU-hours, {s.wasted_cost:,.0f} {s.currency} wasted over {s.window_hours:.0f} h; "
-            f"{len(r.checks_run)} checks ran, {len(r.skipped)} skipped{note}"
+            f"gpuaudit: {plural(len(r.findings), 'finding')}{aside}, {num(s.idle_gpu_hours)} "
+            f"idle GPU-hours, {money(s.wasted_cost, s.currency)} wasted over "
+            f"{num(s.window_hours)} h; {plural(len(r.checks_run), 'check')} ran, "
+            f"{len(r.skipped):,} skipped{note}"
         )
 
     def nothing_line(self) -> str | None:
@@ -92,37 +90,40 @@ class Outcome:
         return "gpuaudit-timings: " + json.dumps(dict(self.timings))
 
 
-def run(config: Config, *, progress: ProgressBar | None = None) -> Outcome:
+def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
     """Audit what `config` names, write every report, post the webhook; then say how to
-    exit."""
+    exit. `progress` is told of each stage as it goes."""
     clock = _Stages()
     snap = load(config, progress, as_arrays=True)
     if config.live is None and config.namespaces:
         snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
-    inv = build(snap, config.settings.topology_dir)
+    with progress.stage("building the inventory"):
+        inv = build(snap, config.settings.topology_dir)
     del snap  # the raw answers are no longer needed; free them before the checks run
     clock.mark("inventory")
     against = config.baseline or config.previous
     previous = (against.name, load_report(against)) if against else None
-    result = run_checks(
-        inv,
-        config.settings,
-        waivers=config.waivers,
-        group_label=config.group_by_label,
-        previous=previous,
-    )
+    with progress.stage("running the checks", "checks") as tick:
+        result = run_checks(
+            inv,
+            config.settings,
+            waivers=config.waivers,
+            group_label=config.group_by_label,
+            previous=previous,
+            progress=tick,
+        )
     clock.mark("checks")
-    write_report(result, config.format, config.output)
+    write_report(result, config.format, config.output, every=config.all_findings)
     for target in config.reports:
-        write_report(result, target.format, target.path)
+        write_report(result, target.format, target.path, every=config.all_findings)
     clock.mark("render")
     if config.webhook:
         post_webhook(config.webhook, markdown_summary(result))
     return Outcome(result, exit_code(config, result), clock.stages, _hint(config))
 
 
-def save_snapshot(config: Config, file: Path, *, progress: ProgressBar | None = None) -> int:
+def save_snapshot(config: Config, file: Path, *, progress: Progress = SILENT) -> int:
     """Collect live data and write it as a snapshot file; returns how many answers it holds."""
     snap = load(config, progress, as_arrays=False)
     try:
@@ -132,18 +133,18 @@ def save_snapshot(config: Config, file: Path, *, progress: ProgressBar | None = 
     return sum(len(v) for v in snap.prometheus.values())
 
 
-def load(config: Config, progress: ProgressBar | None = None, as_arrays: bool = False) -> Snapshot:
+def load(config: Config, progress: Progress = SILENT, as_arrays: bool = False) -> Snapshot:
     """The snapshot `config` names: read from its file, or collected live (`as_arrays` for a
     scan: answers parsed as they arrive, no raw text kept)."""
     if config.live is None:
         if config.snapshot is None:
             raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
-        return snapshot.read(config.snapshot)
+        with progress.stage("loading the snapshot", "bytes") as tick:
+            return snapshot.read(config.snapshot, progress=tick)
     s = config.settings
-    with (progress or nullcontext)() as tick:
-        return snapshot.collect_live(
-            config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=tick
-        )
+    return snapshot.collect_live(
+        config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=progress
+    )
 
 
 def exit_code(config: Config, result: AuditResult) -> int:
@@ -164,14 +165,17 @@ def exit_code(config: Config, result: AuditResult) -> int:
     return 0
 
 
-def write_report(result: AuditResult, fmt: str, output: Path | None) -> None:
-    """The report in `fmt`, to `output` or stdout (the table in colour on a terminal)."""
+def write_report(
+    result: AuditResult, fmt: str, output: Path | None, *, every: bool = False
+) -> None:
+    """The report in `fmt`, to `output` or stdout (the table in colour, as wide as the
+    terminal, on a terminal). `every`: the table lists every finding (`--all`)."""
     if fmt != "table":
         deliver(report.render(result, fmt), output)
     elif output:
-        write_text(output, report.table_text(result))
+        write_text(output, report.table_text(result, every=every))
     else:
-        report.print_table(result, Console(highlight=False))
+        report.print_table(result, Console(highlight=False), every=every)
 
 
 def deliver(text: str, output: Path | None) -> None:

@@ -25,10 +25,11 @@ declare -A PACKAGE=(
   [victoria-metrics]=victoria-metrics
   [chromium]=chromium
   [openssl]=openssl
+  [tmux]=tmux
 )
 missing=()
 packages=()
-for cmd in prometheus promtool victoria-metrics chromium openssl; do
+for cmd in prometheus promtool victoria-metrics chromium openssl tmux; do
   if ! command -v "$cmd" >/dev/null 2>&1; then
     missing+=("$cmd")
     pkg=${PACKAGE[$cmd]}

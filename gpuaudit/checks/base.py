@@ -48,6 +48,13 @@ def gpu_word(n: float) -> str:
     return f"{n:.2f} GPU"
 
 
+def counted(n: float, noun: str, many: str = "") -> str:
+    """A whole count with its noun in the right number: `1 row`, `8 rows`, `1,024 rows`
+    (`many` for a noun whose plural is not the noun and an `s`)."""
+    k = int(round(n))
+    return f"{k:,} {noun if k == 1 else (many or noun + 's')}"
+
+
 def short_model(model: str) -> str:
     """`NVIDIA H100 80GB HBM3` -> `H100 80GB HBM3`."""
     m = model.strip()

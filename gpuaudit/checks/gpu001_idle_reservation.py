@@ -22,9 +22,9 @@ How it decides
     low below.
 
 What to do
-    Release the cards: scale an idle Deployment to zero (or autoscale it on demand), cull idle
-    notebooks, stop the job. If the pod needs a GPU only occasionally, give it a MIG slice or
-    a shared GPU instead of a whole card.
+    Release the cards: scale an idle Deployment to zero, by hand or with KEDA (an HPA alone
+    cannot scale to zero), cull idle notebooks, stop the job. If the pod needs a GPU only
+    occasionally, give it a MIG slice or a shared GPU instead of a whole card.
 """
 
 from __future__ import annotations
@@ -54,8 +54,12 @@ def recommendation(kind: str, name: str, ns: str, pod: str, on_mig: bool = False
     """A concrete fix for an idle holder, by the kind of workload that owns it."""
     target = f"{kind} {ns}/{name}" if kind and name else f"pod {ns}/{pod}"
     if kind == "Deployment":
-        tail = "" if on_mig else " or move it to a MIG slice or shared GPU"
-        return f"Scale {target} to zero when unused (e.g. KEDA or an HPA on request rate){tail}."
+        tail = "" if on_mig else "; if it must stay up, move it to a MIG slice or a shared GPU"
+        return (
+            f"Scale {target} to zero while it is not used: by hand (`kubectl scale deployment "
+            f"{name} -n {ns} --replicas=0`), or with KEDA scaling it on its request rate "
+            f"with minReplicaCount 0 (a plain HPA cannot go below one replica){tail}."
+        )
     if kind in ("Notebook", "StatefulSet"):
         return (
             f"Cull {target} when idle (Kubeflow notebook culling, or an idle-culler "

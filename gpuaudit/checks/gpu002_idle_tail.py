@@ -67,7 +67,11 @@ def recommendation(kind: str, name: str, ns: str, pod: str) -> str:
     if kind in ("Notebook", "StatefulSet"):
         return f"Cull {target}: enable an idle culler so idle notebooks release their GPUs."
     if kind == "Deployment":
-        return f"Scale {target} to zero when idle (KEDA or an HPA with scale-to-zero)."
+        return (
+            f"Scale {target} to zero when its work is done: by hand (`kubectl scale deployment "
+            f"{name} -n {ns} --replicas=0`), or with KEDA scaling it on its queue or request "
+            "rate with minReplicaCount 0 (a plain HPA cannot go below one replica)."
+        )
     return f"Stop {target}; it kept its GPUs after its work ended."
 
 

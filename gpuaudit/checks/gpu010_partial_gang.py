@@ -14,9 +14,15 @@ Why it matters
     hours, and two partial gangs can hold the GPUs each other needs (a deadlock).
 
 How it decides
-    Gangs and their sizes come from the objects and pod labels listed in
-    `gpuaudit.inventory.gangs`. For each gang with a member running on a node that requests
-    GPUs or holds them in DCGM, at the window's end:
+    Gangs and their sizes come from, in this order (a pod joins the first gang that claims
+    it): a Volcano PodGroup (pods by the annotation `scheduling.k8s.io/group-name`, size
+    `spec.minMember`); a coscheduling PodGroup (label `scheduling.x-k8s.io/pod-group`, size
+    `spec.minMember`); a Kueue Workload (admitted podSet counts); the job object itself
+    (PyTorchJob or MPIJob replicas or `minAvailable`, JobSet replicas x parallelism,
+    LeaderWorkerSet group size, RayCluster head plus workers); else pod labels alone
+    (`kueue.x-k8s.io/pod-group-total-count`, `leaderworkerset.sigs.k8s.io/size`). For each gang
+    with a member running on a node that requests GPUs or holds them in DCGM, at the window's
+    end:
     - partial: running plus succeeded members are fewer than the gang needs (or, size unknown,
       its scheduler reports a partial-gang signal), and it has been so for at least
       `checks.gang_partial_min_minutes` (default 30). It has been incomplete since the latest

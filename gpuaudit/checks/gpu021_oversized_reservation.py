@@ -24,8 +24,11 @@ How it decides
     Severity: medium from 24 freed GPU-hours, low below.
 
 What to do
-    Request the named MIG profile (`nvidia.com/mig-1g.10gb: 1` under the mixed strategy) on a
-    MIG-partitioned node, or a time-sliced GPU, instead of `nvidia.com/gpu: 1`.
+    Request the named MIG profile (`nvidia.com/mig-1g.10gb: 1` under the mixed strategy), or a
+    time-sliced GPU, instead of `nvidia.com/gpu: 1`. A MIG profile can only be requested from
+    nodes partitioned into MIG slices: when the pod's node pool offers none (no node of it
+    advertises an `nvidia.com/mig-*` resource), the recommendation starts with repartitioning
+    some of its nodes (the GPU Operator's MIG manager, label `nvidia.com/mig.config`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     single = h[counts == 1]
     single = single[~(single[C.HOURS].astype("float64") < cfg.oversized_min_hours)]
     pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
+    pools = _pools(views)
     out: list[Finding] = []
     for row in single.itertuples(index=False):
         hours = float(getattr(row, C.HOURS))
@@ -102,18 +106,17 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         )
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         target = f"{kind} {ns}/{owner}" if kind and owner else f"pod {ns}/{pod}"
+        node = str(getattr(row, C.NODE))
         rec = (
-            f"Request `nvidia.com/mig-{fit}: 1` for {target} instead of a whole GPU; it frees "
-            f"{freed:,.0f} GPU-hours over this window."
+            _mig_advice(fit, target, pools.get(node))
             if is_mig
-            else f"Run {target} on a time-sliced GPU shared with another small workload; it frees "
-            f"{freed:,.0f} GPU-hours over this window."
-        )
+            else f"Run {target} on a time-sliced GPU shared with another small workload"
+        ) + f"; it frees {freed:,.0f} GPU-hours over this window."
         out.append(
             Finding(
                 code=CODE,
                 severity=MODEST_WASTE(freed),
-                resource=Resource("Pod", ns, pod, str(getattr(row, C.NODE)), 1.0),
+                resource=Resource("Pod", ns, pod, node, 1.0),
                 message=message,
                 impact=Impact(gpu_hours=freed, cost=cost),
                 recommendation=rec,
@@ -130,3 +133,37 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+def _pools(views: Views) -> dict[str, tuple[str, bool]]:
+    """Node -> (its node pool, whether some node of the pool offers MIG slices)."""
+    nodes = views.inv.nodes
+    if nodes.empty:
+        return {}
+    names = nodes[C.NODE].astype(str).tolist()
+    pool_of = nodes[C.POOL].fillna("").astype(str).tolist()
+    mig = (nodes[C.MIG_CAPACITY].fillna(0).astype("float64") > 0).tolist()
+    sliced = {p for p, m in zip(pool_of, mig, strict=True) if m}
+    return {n: (p, p in sliced) for n, p in zip(names, pool_of, strict=True)}
+
+
+def _mig_advice(fit: str, target: str, pool: tuple[str, bool] | None) -> str:
+    """How to move `target` to the MIG profile `fit`, with the repartitioning step first when
+    its node pool is not (or not known to be) partitioned into MIG slices."""
+    ask = f"request `nvidia.com/mig-{fit}: 1` for {target} instead of a whole GPU"
+    how = (
+        f"with the GPU Operator, label them `nvidia.com/mig.config=all-{fit}` or a mixed "
+        "layout holding it, under the mixed MIG strategy"
+    )
+    if pool is None or not pool[0]:
+        return (
+            f"On nodes partitioned into MIG slices, {ask} (if none are, repartition some first: "
+            f"{how})"
+        )
+    name, sliced = pool
+    if sliced:
+        return f"{ask[0].upper()}{ask[1:]} (node pool {name} offers MIG slices)"
+    return (
+        f"Node pool {name} is not partitioned into MIG slices: repartition some of its nodes "
+        f"first ({how}), then {ask}"
+    )

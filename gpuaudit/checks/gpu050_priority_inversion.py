@@ -4,8 +4,9 @@ What it finds
     - GPU pods unschedulable for lack of GPUs for 30 minutes or more while pods of lower
       priority hold GPUs of the kind they need, and preemption did not free them (or cannot:
       the waiting pod's `preemptionPolicy` is Never). It names the waiting pod and the holders.
-    - Node pools where serving and batch GPU workloads share the GPUs while some of them have
-      no PriorityClass, so the scheduler cannot let the one preempt the other.
+    - Node pools where long-running GPU workloads (Deployments, StatefulSets) and
+      run-to-completion ones (Jobs, training jobs) share the GPUs while some of them have no
+      PriorityClass, so the scheduler cannot let the one preempt the other.
 
 Why it matters
     Priorities are how Kubernetes decides who gets a scarce GPU. When the order is missing or
@@ -29,10 +30,10 @@ How it decides
       Impact: N x the hours it has waited, priced per GPU product. Severity: high from 4 hours
       of waiting, medium below.
     - Policy: in a node pool (a node-pool label, else the GPU product), running GPU pods of
-      serving kinds (Deployment, StatefulSet, LeaderWorkerSet) and of batch kinds (Job,
-      CronJob, PyTorchJob, MPIJob, JobSet, RayCluster ...) both run, and some GPU pods there
-      have no PriorityClass. Impact: none counted (a risk, not waste); the GPU pods without a
-      class are in the evidence. Severity: low.
+      long-running kinds (Deployment, StatefulSet, LeaderWorkerSet) and of run-to-completion
+      kinds (Job, CronJob, PyTorchJob, MPIJob, JobSet, RayCluster ...) both run, and some GPU
+      pods there have no PriorityClass. Impact: none counted (a risk, not waste); the GPU pods
+      without a class are in the evidence. Severity: low.
     Only whole-GPU requests (`nvidia.com/gpu`) are judged; MIG requests are not.
 
 What to do
@@ -219,11 +220,12 @@ def _pools(inv: Inventory) -> list[Finding]:
         )
         sv, bt = workloads(serving), workloads(batch)
         shown = ", ".join(unclassed[:4]) + (" ..." if len(unclassed) > 4 else "")
+        verb = "has" if len(unclassed) == 1 else "have"
         message = (
-            f"Node pool {pool} runs serving ({', '.join(sv[:2])}{' ...' if len(sv) > 2 else ''}) "
-            f"and batch ({', '.join(bt[:2])}{' ...' if len(bt) > 2 else ''}) GPU workloads, yet "
-            f"{len(unclassed)} of its {len(grp)} GPU pods have no PriorityClass ({shown}): the "
-            "scheduler cannot tell which may preempt which."
+            f"Node pool {pool} runs long-running GPU workloads ({', '.join(sv[:2])}"
+            f"{' ...' if len(sv) > 2 else ''}) and run-to-completion ones ({', '.join(bt[:2])}"
+            f"{' ...' if len(bt) > 2 else ''}), yet {len(unclassed)} of its {len(grp)} GPU pods "
+            f"{verb} no PriorityClass ({shown}): the scheduler cannot tell which may preempt which."
         )
         out.append(
             Finding(
@@ -233,9 +235,9 @@ def _pools(inv: Inventory) -> list[Finding]:
                 message=message,
                 impact=Impact(gpu_hours=0.0, cost=0.0),
                 recommendation=(
-                    f"Give every GPU workload in {pool} a PriorityClass (for example serving "
-                    "10000, training 1000, batch 100, notebooks 0) through its pod template "
-                    "or a Kueue WorkloadPriorityClass."
+                    f"Give every GPU workload in {pool} a PriorityClass by what it does, not by "
+                    "its kind (for example user-facing serving 10000, training 1000, batch 100, "
+                    "notebooks 0), through its pod template or a Kueue WorkloadPriorityClass."
                 ),
                 evidence={
                     "pods_without_priority_class": unclassed,

@@ -193,8 +193,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         )
         rec = (
             f"Let the cluster autoscaler (or Karpenter) remove {node} when it has no GPU work: "
-            + (f"stop the idle holders ({', '.join(pods[:3])}; see GPU001), " if pods else "")
-            + "and clear what blocks scale-down (the cluster-autoscaler.kubernetes.io/"
+            + (f"stop the idle holders ({', '.join(pods[:3])}; see GPU001), and " if pods else "")
+            + "clear what blocks scale-down (the cluster-autoscaler.kubernetes.io/"
             "scale-down-disabled annotation, pods without a controller or with local storage, "
             "strict PodDisruptionBudgets)."
         )

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaudit import xid
-from gpuaudit.checks.base import short_model
+from gpuaudit.checks.base import counted, short_model
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -106,11 +106,11 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         if failure > 0:
             problems.append("a failed row remap")
         if dbe > 0:
-            problems.append(f"{dbe:.0f} volatile double-bit ECC errors")
+            problems.append(f"{counted(dbe, 'volatile double-bit ECC error')}")
         if dbe_agg > 0 and dbe == 0:
-            problems.append(f"{dbe_agg:.0f} double-bit ECC errors in its lifetime")
+            problems.append(f"{counted(dbe_agg, 'double-bit ECC error')} in its lifetime")
         if remapped > 0:
-            problems.append(f"{remapped:.0f} rows remapped for uncorrectable errors")
+            problems.append(f"{counted(remapped, 'row')} remapped for uncorrectable errors")
         what = ", ".join(problems[:-1]) + (" and " if len(problems) > 1 else "") + problems[-1]
         holders = ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
         message = (

@@ -1,5 +1,5 @@
 """What the commands share: their options declared from `gpuaudit.options`, the options the
-user gave, the error line and the progress bar.
+user gave, and the error line.
 
 Only Typer and rich are imported at the top, so that `gpuaudit --help` stays fast; the commands
 import the configuration and the pipeline when they run.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
@@ -18,7 +17,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from gpuaudit.errors import GpuauditError
@@ -56,19 +54,35 @@ def takes(*options: Option, **types: type) -> Callable[[F], F]:
 
 def _parameter(o: Option, hint: type | None) -> inspect.Parameter:
     default = False if o.kind is Kind.FLAG else o.default
+    metavar = o.metavar
     if hint is not None:
         default = hint(default)
+        if issubclass(hint, Enum):
+            metavar = "|".join(str(m.value) for m in hint)
     flags = (o.flag, o.short) if o.short else (o.flag,)
-    info = typer.Option(*flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help)
+    info = typer.Option(
+        *flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help, metavar=metavar
+    )
     kind, annotation = inspect.Parameter.KEYWORD_ONLY, Annotated[hint or _TYPES[o.kind], info]
     return inspect.Parameter(o.name, kind, default=default, annotation=annotation)
 
 
-def opt(flag: str, *short: str, table: Mapping[str, str], **kw: Any) -> Any:
-    """A `typer.Option` with its help from `table`, read from `GPUAUDIT_` and the flag's name
-    (`--pod-label` from `GPUAUDIT_POD_LABEL`) unless `envvar=` says otherwise."""
-    kw.setdefault("envvar", "GPUAUDIT_" + flag.removeprefix("--").upper().replace("-", "_"))
-    return typer.Option(flag, *short, help=table[flag], **kw)
+def opt(
+    flag: str, *short: str, table: Mapping[str, str], command: str, metavar: str, **kw: Any
+) -> Any:
+    """A `typer.Option` of `command` with its help from `table`, shown with `metavar` (empty
+    for a flag), read from `GPUAUDIT_`, the command and the flag's name (`rules --pod-label`
+    from `GPUAUDIT_RULES_POD_LABEL`) unless `envvar=` says otherwise: a variable exported for
+    one command never changes what another does. `scan` and `snapshot save` take theirs from
+    `gpuaudit.options` instead."""
+    name = flag.removeprefix("--").upper().replace("-", "_")
+    kw.setdefault("envvar", envvar(command, name))
+    return typer.Option(flag, *short, help=table[flag], metavar=metavar, **kw)
+
+
+def envvar(command: str, name: str) -> str:
+    """`GPUAUDIT_<COMMAND>_<NAME>`, or `GPUAUDIT_<NAME>` for the root command (`""`)."""
+    return "_".join(p for p in ("GPUAUDIT", command.upper(), name) if p)
 
 
 def given(ctx: typer.Context) -> dict[str, object]:
@@ -117,19 +131,3 @@ def failing() -> Iterator[None]:
         yield
     except GpuauditError as exc:
         fail(str(exc))
-
-
-@contextmanager
-def progress_bar() -> Iterator[Callable[[int, int], None] | None]:
-    """A transient bar on stderr while Prometheus is queried, when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    columns = (TextColumn("querying Prometheus"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, transient=True, console=Console(stderr=True)) as prog:
-        task = prog.add_task("queries", total=None)
-
-        def tick(done: int, total: int) -> None:
-            prog.update(task, completed=done, total=total)
-
-        yield tick

@@ -26,16 +26,27 @@ RULES_HELP = {
 }
 
 
+RULES_DOC = (
+    "Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording "
+    "rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds "
+    "them on the server."
+)
+"""The help of `rules`, one line (Typer keeps a docstring's line breaks in the command list)."""
+
+
 def rules(
     fmt: A[
-        RulesFormat, opt("--format", "-f", table=RULES_HELP, envvar="GPUAUDIT_RULES_FORMAT")
+        RulesFormat,
+        opt("--format", "-f", table=RULES_HELP, command="rules", metavar="prometheusrule|rules"),
     ] = RulesFormat.prometheusrule,
-    pod_label: A[str, opt("--pod-label", table=RULES_HELP)] = "exported",
-    output: A[Path | None, opt("--output", "-o", table=RULES_HELP)] = None,
+    pod_label: A[
+        str, opt("--pod-label", table=RULES_HELP, command="rules", metavar="exported|pod")
+    ] = "exported",
+    output: A[
+        Path | None, opt("--output", "-o", table=RULES_HELP, command="rules", metavar="FILE")
+    ] = None,
 ) -> None:
-    """Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording
-    rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds
-    them on the server."""
+    """Print alerting and recording rules (`RULES_DOC`)."""
     from gpuaudit import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
 
     with failing():
@@ -57,7 +68,9 @@ def checks() -> None:
     Console().print(t)
 
 
-def explain(code: A[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> None:
+def explain(
+    code: A[str, typer.Argument(help="A check code, e.g. GPU001.", metavar="CODE")],
+) -> None:
     """Print a check's documentation."""
     from gpuaudit.checks import RETIRED, by_code, discover  # lazy: the checks load pandas
 

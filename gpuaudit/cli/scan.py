@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from gpuaudit.cli.options import failing, from_environment, given, progress_bar, takes
+from gpuaudit import debuglog
+from gpuaudit.cli.options import failing, from_environment, given, takes
 from gpuaudit.options import OPTIONS
 
 
@@ -19,21 +20,29 @@ class Format(str, enum.Enum):
     junit = "junit"
 
 
+HELP = (
+    "Audit GPU usage and print ranked findings under a fleet summary.\n\n"
+    "Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it (with --baseline, "
+    "new or worse ones); 2 a usage error, a source that could not be read, an incomplete audit "
+    "under --strict, or an audit that audited nothing (no DCGM series, every check skipped) "
+    "under --strict or --fail-on. Every report (--output, --report) is written first."
+)
+"""The command's help, each paragraph one line (Typer keeps a docstring's line breaks)."""
+
+
 @takes(*OPTIONS, format=Format)
 def scan(ctx: typer.Context, **_: object) -> None:
-    """Audit GPU usage and print ranked findings under a fleet summary.
-
-    Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it (with --baseline,
-    new or worse ones); 2 a usage error, a source that could not be read, an incomplete audit
-    under --strict, or an audit that audited nothing (no DCGM series, every check skipped)
-    under --strict or --fail-on. Every report (--output, --report) is written first.
-    """
+    """Audit GPU usage (`HELP`)."""
     from gpuaudit import config as configuration  # lazy, as the pipeline:
     from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
+    from gpuaudit.cli import progress
 
+    options = given(ctx)
+    if options.get("debug"):
+        debuglog.configure(True)
     with failing():
-        cfg = configuration.for_scan(given(ctx), from_environment(ctx))
-        outcome = pipeline.run(cfg, progress=None if cfg.quiet else progress_bar)
+        cfg = configuration.for_scan(options, from_environment(ctx))
+        outcome = pipeline.run(cfg, progress=progress.for_run(cfg.quiet))
     if cfg.timings:
         sys.stderr.write(outcome.timings_line() + "\n")
     if not cfg.quiet:

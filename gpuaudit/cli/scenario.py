@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated as A
 
@@ -18,20 +19,28 @@ HELP = {
     "--end": "Window end (default 2026-11-23T00:00:00Z).",
     "--scrape-interval": "Seconds between samples.",
     "--label-style": "DCGM label spelling: helm (exported_pod), honor (pod) or old (pod_name).",
+    "--yes": "Write --openmetrics even when it will be larger than 1 GB.",
+    "--quiet": "Do not print the size of the --openmetrics file on stderr.",
 }
 
 
+def _opt(flag: str, *short: str, metavar: str = "") -> object:
+    return opt(flag, *short, table=HELP, command="scenario", metavar=metavar)
+
+
 def scenario(
-    gpus: A[int, opt("--gpus", table=HELP)] = 400,
-    days: A[int, opt("--days", table=HELP)] = 7,
-    seed: A[int, opt("--seed", table=HELP)] = 1,
-    output: A[Path, opt("--output", "-o", table=HELP)] = Path("scenario.snapshot.json.gz"),
-    truth: A[Path | None, opt("--truth", table=HELP)] = None,
-    openmetrics: A[Path | None, opt("--openmetrics", table=HELP)] = None,
-    k8s_dir: A[Path | None, opt("--k8s-dir", table=HELP)] = None,
-    end: A[str | None, opt("--end", table=HELP)] = None,
-    scrape_interval: A[int, opt("--scrape-interval", table=HELP)] = 60,
-    label_style: A[str, opt("--label-style", table=HELP)] = "helm",
+    gpus: A[int, _opt("--gpus", metavar="N")] = 400,
+    days: A[int, _opt("--days", metavar="N")] = 7,
+    seed: A[int, _opt("--seed", metavar="N")] = 1,
+    output: A[Path, _opt("--output", "-o", metavar="FILE")] = Path("scenario.snapshot.json.gz"),
+    truth: A[Path | None, _opt("--truth", metavar="FILE")] = None,
+    openmetrics: A[Path | None, _opt("--openmetrics", metavar="FILE")] = None,
+    k8s_dir: A[Path | None, _opt("--k8s-dir", metavar="DIR")] = None,
+    end: A[str | None, _opt("--end", metavar="TIME")] = None,
+    scrape_interval: A[int, _opt("--scrape-interval", metavar="SECONDS")] = 60,
+    label_style: A[str, _opt("--label-style", metavar="helm|honor|old")] = "helm",
+    yes: A[bool, _opt("--yes", "-y")] = False,
+    quiet: A[bool, _opt("--quiet", "-q")] = False,
 ) -> None:
     """Generate a deterministic cluster scenario with planted problems."""
     from gpuaudit import scenario_files  # lazy: it loads numpy, which would slow `--help`
@@ -48,4 +57,10 @@ def scenario(
             end=end,
             scrape_interval=scrape_interval,
             label_style=label_style,
+            large_ok=yes,
+            say=None if quiet else _say,
         )
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"gpuaudit: {line}\n")

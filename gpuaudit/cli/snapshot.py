@@ -1,4 +1,5 @@
-"""`gpuaudit snapshot save`: collect live data into a snapshot file, without auditing."""
+"""`gpuaudit snapshot save` (collect live data into a snapshot file, without auditing) and
+`gpuaudit snapshot show` (what a snapshot file holds)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,57 @@ from typing import Annotated
 
 import typer
 
-from gpuaudit.cli.options import failing, from_environment, given, progress_bar, takes
+from gpuaudit import debuglog
+from gpuaudit.cli import style
+from gpuaudit.cli.options import failing, from_environment, given, takes
 from gpuaudit.options import OPTIONS
 
-app = typer.Typer(help="Save and inspect snapshots.", no_args_is_help=True)
+app = typer.Typer(
+    help="Save snapshots of live data, and show what a snapshot holds.",
+    no_args_is_help=True,
+    cls=style.Group,
+)
 
 
-@app.command("save")
+@app.command("save", cls=style.Command)
 @takes(*(o for o in OPTIONS if not o.scan_only))
 def save(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="Where to write (.json or .json.gz).")],
+    file: Annotated[
+        Path, typer.Argument(help="Where to write (.json or .json.gz).", metavar="FILE")
+    ],
     **_: object,
 ) -> None:
     """Collect a snapshot from live sources and write it, without auditing."""
     from gpuaudit import config as configuration  # lazy, as the pipeline:
     from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
+    from gpuaudit.cli import progress
+    from gpuaudit.report.text import plural
 
+    options = given(ctx)
+    if options.get("debug"):
+        debuglog.configure(True)
     with failing():
-        cfg = configuration.for_snapshot_save(given(ctx), from_environment(ctx))
-        n = pipeline.save_snapshot(cfg, file, progress=None if cfg.quiet else progress_bar)
+        cfg = configuration.for_snapshot_save(options, from_environment(ctx))
+        n = pipeline.save_snapshot(cfg, file, progress=progress.for_run(cfg.quiet))
         if not cfg.quiet:
-            sys.stderr.write(f"gpuaudit: wrote {file} ({n} Prometheus answers)\n")
+            sys.stderr.write(f"gpuaudit: wrote {file} ({plural(n, 'Prometheus answer')})\n")
+
+
+SHOW_HELP = (
+    "Print what a snapshot holds: cluster, window, source, queries and their answers, "
+    "Kubernetes objects, and whether every source answered in full."
+)
+
+
+@app.command("show", cls=style.Command, help=SHOW_HELP)
+def show(
+    file: Annotated[Path, typer.Argument(help="A snapshot file.", metavar="FILE")],
+) -> None:
+    """Print what a snapshot holds (`SHOW_HELP`)."""
+    from gpuaudit import snapshot_info  # lazy: it loads numpy, which would slow `--help`
+    from gpuaudit.cli import progress
+
+    with failing(), progress.for_run(False).stage("loading the snapshot", "bytes") as tick:
+        text = snapshot_info.describe(file, progress=tick)
+    sys.stdout.write(text)

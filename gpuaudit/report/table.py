@@ -1,104 +1,413 @@
-"""The terminal report: a short fleet summary over a ranked table of findings."""
+"""The terminal report: a short fleet summary, a ranked table of findings that fits the
+terminal's width, then the full message and recommendation of the top rows.
+
+At 80 columns a finding takes one to three lines: rank, severity, code, the resource (GPU UUIDs
+cut to `GPU-f0f63307…`, long names broken at their dashes), GPU-hours, cost and the check's title.
+Alike findings fold into one row with their count and sums (`gpuaudit.report.fold`); `--all`
+lists every one. The header says what the table leaves out: waived findings, skipped checks,
+an incomplete audit. Every line is cut to the width and has no trailing spaces, so the text
+reads the same in a terminal, a pager, a file and a diff.
+"""
 
 from __future__ import annotations
 
 import io
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpuaudit.audit import AuditResult
+from gpuaudit.checks import discover
+from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.interface import ReportFormat
-from gpuaudit.report.text import money, num, pct, terminal, window_bounds
+from gpuaudit.report.text import count, money, num, pct, plural, terminal, window_text
+
+TOP_DETAILS = 5
+"""Rows whose findings are written out in full after the table (every row with `--all`)."""
+INDENT = 4
+"""Indent of a detail's message and recommendation."""
+FILE_WIDTH = 160
+"""Width of the table written to `--output`."""
+
+_UNITS = re.compile(r"(\d) (%|h|GPU-hours|GPU-h|GPUs?|GiB|[A-Z]{3})(?=\W|$)")
+"""A figure and its unit, kept on one line when text is wrapped."""
+_UUID = re.compile(
+    r"\b((?:GPU|MIG)-)?([0-9a-fA-F]{8})-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
 
 
-def summary_text(result: AuditResult) -> Text:
-    s = result.summary
-    t = Text()
-    cluster = terminal(result.cluster) or "cluster"
-    t.append(f"gpuaudit: {cluster}", style="bold")
-    t.append(f"  window {num(s.window_hours, grouped=False)} h ending {window_bounds(result)[1]}\n")
-    t.append(f"GPUs {s.gpus_total}", style="bold")
-    t.append(
-        f"   allocated now {num(s.gpus_allocated_now, 1, grouped=False)}, on average "
-        f"{num(s.gpus_allocated_avg, 1, grouped=False)} ({pct(s.allocation_rate)})"
-    )
-    t.append(f"   mean engine activity {pct(s.mean_activity)}\n")
-    t.append(
-        f"idle GPU-hours {num(s.idle_gpu_hours)} of {num(s.allocated_gpu_hours)} allocated"
-        f"   wasted {money(s.wasted_cost, s.currency)}"
-    )
-    if not result.complete:
-        t.append("\nINCOMPLETE: ", style="bold red")
-        t.append(terminal("; ".join(result.incomplete_reasons) or "some data is missing"))
-    return t
+def print_table(result: AuditResult, console: Console, *, every: bool = False) -> None:
+    """Print the report to `console`, as wide as it is, in its colours; `every` lists every
+    finding unfolded and in full (`--all`)."""
+    for line in report_lines(result, console, every=every):
+        console.print(line, soft_wrap=True)
 
 
-def findings_table(result: AuditResult) -> Table:
-    cur = result.summary.currency
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        expand=True,
-        pad_edge=False,
-        title=f"{len(result.findings)} findings, worst first",
-    )
-    table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("Severity", no_wrap=True)
-    table.add_column("Code", no_wrap=True)
-    table.add_column("Resource", overflow="fold", ratio=2, min_width=22)
-    table.add_column("GPU-h", justify="right", no_wrap=True)
-    table.add_column(cur, justify="right", no_wrap=True)
-    table.add_column("Finding and recommendation", overflow="fold", ratio=3, min_width=30)
-    for i, f in enumerate(result.findings, 1):
-        sev = f.severity
-        body = Text(terminal(f.message, 400))
-        body.append("\n-> ", style="bold green")
-        body.append(terminal(f.recommendation, 400), style="green")
-        table.add_row(
-            str(i),
-            Text(sev.value, style=sev.colour),
-            Text(f.code, style="bold"),
-            Text(terminal(f.resource.ref())),
-            Text(num(f.impact.gpu_hours, 1)),
-            Text(num(f.impact.cost)),
-            body,
-        )
-    return table
-
-
-def renderable(result: AuditResult) -> RenderableType:
-    """The summary, the findings table, skipped checks and warnings, for a Rich console."""
-    parts: list[RenderableType] = [summary_text(result)]
-    if result.findings:
-        parts.append(findings_table(result))
-    else:
-        parts.append(Text("\nNo findings.", style="green"))
-    if result.skipped:
-        sk = Text("\nSkipped checks:\n", style="yellow")
-        for s in result.skipped:
-            sk.append(f"  {s.code}: {terminal(s.reason)}\n")
-        parts.append(sk)
-    if result.warnings:
-        w = Text("Warnings:\n", style="yellow")
-        for msg in result.warnings:
-            w.append(f"  {terminal(msg, 400)}\n")
-        parts.append(w)
-    return Group(*parts)
-
-
-def print_table(result: AuditResult, console: Console) -> None:
-    """Print the report to `console`, in its width and colours."""
-    console.print(renderable(result))
-
-
-def table_text(result: AuditResult, width: int = 160) -> str:
+def table_text(result: AuditResult, width: int = FILE_WIDTH, *, every: bool = False) -> str:
     """The report as plain text `width` columns wide, without colour or terminal codes: what
     `--output` writes for the table format."""
     buf = io.StringIO()
-    print_table(result, Console(file=buf, width=width, no_color=True, force_terminal=False))
+    console = Console(file=buf, width=width, no_color=True, force_terminal=False, highlight=False)
+    print_table(result, console, every=every)
     return buf.getvalue()
+
+
+def report_lines(result: AuditResult, console: Console, *, every: bool = False) -> list[Text]:
+    """Every line of the report at the console's width, none longer and none ending in a
+    space."""
+    width = max(console.width, 40)
+    rows = fold(result.findings, every)
+    lines = header(result, rows, width)
+    if rows:
+        lines.append(Text())
+        lines += _flow([_table_title(result, rows)], width)
+        lines += table_lines(rows, result.summary.currency, console, width)
+        shown = rows if every else rows[:TOP_DETAILS]
+        lines.append(Text())
+        lines += details(shown, len(rows), result.summary.currency, width, every)
+    else:
+        lines += [Text(), Text("No findings.", style="green")]
+    lines += _waived(result, width) + _skipped(result, width) + _warnings(result, width)
+    return [_fit(line, width) for line in lines]
+
+
+# -- the header
+
+
+def header(result: AuditResult, rows: Sequence[Row], width: int) -> list[Text]:
+    """Cluster and window; the fleet's figures; what the table holds and what it leaves out."""
+    s = result.summary
+    cluster = terminal(result.cluster) or "cluster"
+    lines = _flow([Text(f"gpuaudit: {cluster}", style="bold"), Text(window_text(result))], width)
+    lines += _flow(
+        [
+            Text(plural(s.gpus_total, "GPU"), style="bold"),
+            Text(f"allocated now {num(s.gpus_allocated_now, 1)}"),
+            Text(f"on average {num(s.gpus_allocated_avg, 1)} ({pct(s.allocation_rate)})"),
+            Text(f"mean engine activity {pct(s.mean_activity)}"),
+        ],
+        width,
+    )
+    lines += _flow(
+        [
+            Text(
+                f"idle GPU-hours {num(s.idle_gpu_hours)} of {num(s.allocated_gpu_hours)} allocated"
+            ),
+            Text(f"wasted {money(s.wasted_cost, s.currency)}"),
+        ],
+        width,
+    )
+    lines += _flow(_status(result, rows), width)
+    if not result.complete:
+        why = "; ".join(result.incomplete_reasons) or "some data is missing"
+        lines += _wrap("INCOMPLETE: " + terminal(why, 2000), width, 0, "bold red")
+    return lines
+
+
+def _status(result: AuditResult, rows: Sequence[Row]) -> list[Text]:
+    n = len(result.findings)
+    found = plural(n, "finding")
+    if len(rows) < n:
+        found += f" in {plural(len(rows), 'row')}"
+    parts = [Text(found, style="bold")]
+    parts.append(Text(f"{count(len(result.suppressed))} waived"))
+    checks = plural(len(result.checks_run) + len(result.skipped), "check")
+    skipped = f"{count(len(result.skipped))} of {checks} skipped"
+    parts.append(Text(skipped, style="yellow" if result.skipped else ""))
+    if result.complete:
+        parts.append(Text("data complete"))
+    else:
+        parts.append(Text("data INCOMPLETE", style="bold red"))
+    if result.warnings:
+        parts.append(Text(plural(len(result.warnings), "warning"), style="yellow"))
+    return parts
+
+
+def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
+    title = f"{plural(len(result.findings), 'finding')}, worst first"
+    if len(rows) < len(result.findings):
+        title += "; alike ones folded into one row (--all lists each)"
+    return Text(title, style="bold")
+
+
+# -- the table
+
+
+def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int) -> list[Text]:
+    """The ranked table, its columns sized to `width`."""
+    titles = {c.code: c.title for c in discover()}
+    hours = [num(r.gpu_hours, 1) for r in rows]
+    costs = [num(r.cost) for r in rows]
+    w_rank = max(1, len(str(rows[-1].rank)))
+    w_hours = max(len("GPU-h"), *map(len, hours))
+    w_cost = max(len(currency), *map(len, costs))
+    fixed = w_rank + len("critical") + len("GPU000") + w_hours + w_cost + 2 * 6
+    room = max(width - fixed, 20)
+    names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in rows]
+    w_title = _title_width(rows, names, room)
+    # No wider than the longest resource needs: a wide terminal gets a compact table.
+    w_res = min(room - w_title, max(len(line) for r in rows for line in resource_cell(r, room)))
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),  # with the column divider: two spaces between columns
+        expand=False,
+        header_style="bold",
+    )
+    t.add_column("#", justify="right", width=w_rank, no_wrap=True)
+    t.add_column("Severity", width=len("critical"), no_wrap=True)
+    t.add_column("Code", width=len("GPU000"), no_wrap=True)
+    t.add_column("Resource", width=w_res, overflow="fold")
+    t.add_column("GPU-h", justify="right", width=w_hours, no_wrap=True)
+    t.add_column(terminal(currency, 8), justify="right", width=w_cost, no_wrap=True)
+    t.add_column("Check", width=w_title, overflow="fold")
+    for row, h, c, name in zip(rows, hours, costs, names, strict=True):
+        f = row.first
+        t.add_row(
+            Text(str(row.rank), style="dim"),
+            Text(f.severity.value, style=f.severity.colour),
+            Text(f.code, style="bold"),
+            Text("\n".join(resource_cell(row, w_res))),
+            Text(h),
+            Text(c),
+            Text(name),
+        )
+    options = console.options.update(width=width)
+    out = []
+    for segments in console.render_lines(t, options, pad=False):
+        line = Text()
+        for s in segments:
+            if not s.control:
+                line.append(s.text, s.style)
+        line.rstrip()
+        out.append(line)
+    return out
+
+
+def _title_width(rows: Sequence[Row], names: Sequence[str], room: int) -> int:
+    """The width of the check's title that makes the table shortest when the resource has
+    the rest of `room` (the wider title on a tie)."""
+    longest = max(map(len, names))
+    best, width = None, longest
+    for w in range(min(longest, room - 12), min(10, longest) - 1, -1):
+        total = sum(
+            max(len(resource_cell(r, room - w)), len(textwrap.wrap(n, w)))
+            for r, n in zip(rows, names, strict=True)
+        )
+        if best is None or total < best:
+            best, width = total, w
+    return max(width, 1)
+
+
+def resource_cell(row: Row, width: int) -> list[str]:
+    """At most three lines of `width` naming the row's resource: a GPU UUID cut to its first
+    block, long names broken after a `-`, `/` or `.`; a fold's pattern and its count."""
+    if row.folded:
+        kind = row.first.resource.kind
+        noun = plural(len(row.findings), kind, kind + "es" if kind.endswith("s") else "")
+        return break_name(terminal(row.pattern(), 300), width, 2) + [noun]
+    return break_name(short_ids(terminal(row.first.resource.ref(), 300)), width, 3)
+
+
+def short_ids(text: str) -> str:
+    """GPU and MIG UUIDs cut to their first block: `GPU-f0f63307…`."""
+    return _UUID.sub(lambda m: f"{m.group(1) or ''}{m.group(2)}…", text)
+
+
+def break_name(name: str, width: int, most: int) -> list[str]:
+    """`name` in lines of at most `width`, broken after a `-`, `/`, `.` or `_` where one is
+    in the second half of the line, else where the line is full; at most `most` lines, the
+    middle of a longer name left out (`…`)."""
+    width = max(width, 4)
+    if len(name) > width * most:
+        keep = width * most - 1
+        head = keep * 2 // 3
+        name = name[:head] + "…" + name[len(name) - (keep - head) :]
+    ns, slash, rest = name.partition("/")
+    if len(name) > width and slash and len(ns) < width and len(rest) <= width and most > 1:
+        return [ns + slash, rest]  # the namespace on one line, the name whole on the next
+    lines: list[str] = []
+    while len(name) > width:
+        cuts = [i + 1 for i, ch in enumerate(name[:width]) if ch in "-/._" and i >= width // 2]
+        # The last separator that leaves more than a scrap for the next line.
+        fair = [c for c in cuts if len(name) - c >= 3] or cuts
+        cut = fair[-1] if fair else width
+        lines.append(name[:cut])
+        name = name[cut:]
+    lines.append(name)
+    return lines[:most]
+
+
+# -- the findings in full
+
+
+def details(rows: Sequence[Row], total: int, currency: str, width: int, every: bool) -> list[Text]:
+    """The message and recommendation of each of `rows`, wrapped at `width`."""
+    titles = {c.code: c.title for c in discover()}
+    head = "Every finding in full" if every else f"The top {plural(len(rows), 'row')} in full"
+    lines = [Text(head, style="bold")]
+    for row in rows:
+        lines.append(Text())
+        lines += _detail(row, titles.get(row.first.code, row.first.code), currency, width)
+    if not every and total > len(rows):
+        lines.append(Text())
+        lines += _wrap(
+            f"The other {plural(total - len(rows), 'row')} of the table: `--all` writes every "
+            "finding out in full, as do `--format markdown` and `--format html`; "
+            "`gpuaudit explain CODE` gives a check's rule.",
+            width,
+            0,
+            "dim",
+        )
+    return lines
+
+
+def _detail(row: Row, title: str, currency: str, width: int) -> list[Text]:
+    f = row.first
+    head = Text(f"#{row.rank} ", style="bold")
+    head.append(f.severity.value, style=f.severity.colour)
+    head.append(f" {f.code} ", style="bold")
+    head.append(f"{terminal(title, 80)}: {num(row.gpu_hours, 1)} GPU-h, ")
+    head.append(money(row.cost, currency))
+    if row.folded:
+        head.append(f", {plural(len(row.findings), 'finding')}")
+    lines = _wrap_text(head, width, INDENT)
+    lines += _wrap(terminal(f.message, 2000), width, INDENT)
+    lines += _wrap("-> " + terminal(f.recommendation, 2000), width, INDENT, "green", hang=3)
+    if row.folded:
+        others = ", ".join(terminal(x.resource.ref(), 200) for x in row.findings[1:])
+        lines += _wrap(
+            f"The same for {count(len(row.findings) - 1)} more like it, each with its own "
+            f"names and figures: {others}.",
+            width,
+            INDENT,
+            "dim",
+            most=4,
+        )
+    return lines
+
+
+# -- what the table leaves out
+
+
+def _waived(result: AuditResult, width: int) -> list[Text]:
+    if not result.suppressed:
+        return []
+    by: dict[tuple[str, str, str], int] = {}
+    for s in result.suppressed:
+        key = (s.waiver.describe(), s.waiver.reason, s.waiver.expires.isoformat())
+        by[key] = by.get(key, 0) + 1
+    lines = [Text(), Text(f"Waived ({plural(len(result.suppressed), 'finding')}):", style="bold")]
+    for (who, reason, expires), n in by.items():
+        lines += _wrap(
+            f"{terminal(who)}: {plural(n, 'finding')}, until {expires}: {terminal(reason, 400)}",
+            width,
+            2,
+        )
+    return lines
+
+
+def _skipped(result: AuditResult, width: int) -> list[Text]:
+    if not result.skipped:
+        return []
+    lines = [Text(), Text("Skipped checks (their data is missing):", style="yellow")]
+    for s in result.skipped:
+        lines += _wrap(f"{s.code}: {terminal(s.reason, 600)}", width, 2)
+    return lines
+
+
+def _warnings(result: AuditResult, width: int) -> list[Text]:
+    if not result.warnings:
+        return []
+    lines = [Text(), Text("Warnings:", style="yellow")]
+    for msg in result.warnings:
+        lines += _wrap(terminal(msg, 600), width, 2)
+    return lines
+
+
+# -- lines
+
+
+def _flow(parts: Iterable[Text], width: int, sep: str = ", ") -> list[Text]:
+    """Phrases joined by `sep`, a line broken only between two phrases (a phrase longer than a
+    line is wrapped on its own); continuation lines indented by two."""
+    lines: list[Text] = []
+    cur = Text()
+    for part in parts:
+        if not part.plain:
+            continue
+        joined = len(cur.plain) + len(sep) + len(part.plain)
+        if cur.plain and joined <= width:
+            cur.append(sep)
+            cur.append_text(part)
+            continue
+        if cur.plain:
+            lines.append(cur)
+        indent = 2 if lines else 0
+        if indent + len(part.plain) > width:
+            wrapped = _wrap_text(part, width, indent)
+            lines += [*wrapped[:-1]]
+            cur = wrapped[-1]
+        else:
+            cur = Text(" " * indent)
+            cur.append_text(part)
+    if cur.plain.strip():
+        lines.append(cur)
+    return lines
+
+
+def _wrap(
+    text: str,
+    width: int,
+    indent: int,
+    style: str = "",
+    *,
+    hang: int = 0,
+    most: int = 0,
+) -> list[Text]:
+    """`text` wrapped at `width` with every line indented by `indent` (lines after the first
+    by `hang` more); at most `most` lines when given, the last ending in `…`."""
+    lines = textwrap.wrap(
+        _UNITS.sub("\\1\u00a0\\2", text),
+        width=max(width - indent, 10),
+        subsequent_indent=" " * hang,
+        break_on_hyphens=False,
+    ) or [""]
+    lines = [line.replace("\u00a0", " ") for line in lines]
+    if most and len(lines) > most:
+        lines = lines[:most]
+        lines[-1] = lines[-1][: max(width - indent - 1, 1)].rstrip() + "…"
+    return [Text(" " * indent + line, style=style) for line in lines]
+
+
+def _wrap_text(text: Text, width: int, indent: int) -> list[Text]:
+    """A styled line wrapped like `_wrap`, keeping its styles (first line not indented)."""
+    plain = text.plain
+    pieces = textwrap.wrap(plain, width=max(width - indent, 10), break_on_hyphens=False) or [""]
+    out: list[Text] = []
+    pos = 0
+    for i, piece in enumerate(pieces):
+        start = plain.find(piece, pos)
+        part = text[start : start + len(piece)]
+        pos = start + len(piece)
+        line = Text(" " * (indent if i else 0))
+        line.append_text(part)
+        out.append(line)
+    return out
+
+
+def _fit(line: Text, width: int) -> Text:
+    """The line cut to `width`, without trailing spaces."""
+    if len(line.plain) > width:
+        line = line[:width]
+    line.rstrip()
+    return line
 
 
 FORMAT = ReportFormat("table", table_text)

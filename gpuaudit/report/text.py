@@ -91,9 +91,10 @@ def money(x: float, currency: str) -> str:
     return f"{num(x)} {currency}"
 
 
-def plural(n: int, noun: str) -> str:
-    """`1 finding`, `2 findings`."""
-    return f"{n} {noun}{'s' if n != 1 else ''}"
+def plural(n: int, noun: str, many: str = "") -> str:
+    """`1 finding`, `2 findings`, `1,234 findings`; `many` for a noun whose plural is not the
+    noun and an `s` (`plural(2, "query", "queries")`)."""
+    return f"{count(n)} {noun if n == 1 else (many or noun + 's')}"
 
 
 def window_bounds(result: AuditResult) -> tuple[str, str]:

@@ -30,9 +30,9 @@ versions).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpuaudit.progress import SILENT, Progress
 from gpuaudit.snapshot.format import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow
 from gpuaudit.snapshot.model import Snapshot
@@ -65,15 +65,15 @@ def collect_live(
     end: float | None,
     *,
     as_arrays: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = SILENT,
 ) -> Snapshot:
     """Collect a snapshot from Prometheus (and the Kubernetes API when reachable).
 
     `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
     arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
     file as they are. Of the Kubernetes objects, only the fields gpuaudit reads are kept
-    (`fields`), in a scan and in a saved snapshot alike. `progress` gets (requests done,
-    requests planned) as the queries go."""
+    (`fields`), in a scan and in a saved snapshot alike. `progress` is told of the Prometheus
+    queries and the Kubernetes lists as they go."""
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
     # import, which reading a snapshot file should not pay.
     from gpuaudit.snapshot import fields

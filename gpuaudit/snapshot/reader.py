@@ -10,9 +10,11 @@ refused before it is held in memory.
 from __future__ import annotations
 
 import gzip
+import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,12 +90,14 @@ class _Lines:
         limit: int,
         name: str,
         line_limit: int | None = None,
+        on_block: Callable[[], None] | None = None,
     ) -> None:
         self.stream, self.limit, self.name, self.total = stream, limit, name, 0
         self.line_limit = limit if line_limit is None else line_limit
         self.lines = 0
         self._buf = b""
         self._eof = False
+        self._on_block = on_block
 
     def _too_big(self) -> SnapshotError:
         return SnapshotError(
@@ -117,6 +121,8 @@ class _Lines:
         self.total += len(chunk)
         if self.total > self.limit:
             raise self._too_big()
+        if self._on_block is not None:
+            self._on_block()
         self._buf = self._buf + chunk if self._buf else chunk
         return True
 
@@ -170,14 +176,20 @@ def _loads(data: bytes) -> Any:
 
 
 @without_gc
-def read(path: Path, limit: int | None = None, line_limit: int | None = None) -> Snapshot:
+def read(
+    path: Path,
+    limit: int | None = None,
+    line_limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
 
     A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
     as it is read, so memory holds the parsed data and one line, never the whole text. A
     version 1 file (one JSON document) is read whole. `limit` bounds the decompressed size and
     `line_limit` one line (a version 1 document on one line included); None takes the
-    settings (`limits.SNAPSHOT_BYTES`, `limits.SNAPSHOT_LINE_BYTES`)."""
+    settings (`limits.SNAPSHOT_BYTES`, `limits.SNAPSHOT_LINE_BYTES`). `progress` gets (bytes of the
+    file read, its size) after every block."""
     name = str(path)
     limit = limits.SNAPSHOT_BYTES.value() if limit is None else limit
     line_limit = limits.SNAPSHOT_LINE_BYTES.value() if line_limit is None else line_limit
@@ -185,14 +197,21 @@ def read(path: Path, limit: int | None = None, line_limit: int | None = None) ->
         with open(path, "rb") as fh:
             head = fh.read(2)
             fh.seek(0)
+            tick = None
+            if progress is not None:
+                size = os.fstat(fh.fileno()).st_size
+
+                def tick() -> None:
+                    progress(min(fh.tell(), size), size)
+
             if head == _GZIP_MAGIC:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                     ahead = _ReadAhead(gz, _Lines.BLOCK)
                     try:
-                        return _read_stream(_Lines(ahead, limit, name, line_limit), name)
+                        return _read_stream(_Lines(ahead, limit, name, line_limit, tick), name)
                     finally:
                         ahead.close()
-            return _read_stream(_Lines(fh, limit, name, line_limit), name)
+            return _read_stream(_Lines(fh, limit, name, line_limit, tick), name)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
     except IsADirectoryError:

@@ -21,8 +21,10 @@ from typing import Any
 import httpx
 
 from gpuaudit.errors import ConfigError, GpuauditError
+from gpuaudit.progress import SILENT, Progress
 from gpuaudit.redact import url_for_display
-from gpuaudit.sources.interface import Progress, Window, make_window
+from gpuaudit.sources.interface import Window, make_window
+from gpuaudit.sources.kubernetes.connect import connect
 from gpuaudit.sources.kubernetes.source import KubernetesSource
 from gpuaudit.sources.limits import (
     DEFAULT_ANSWER_MIB,
@@ -96,14 +98,16 @@ def collect(
     step_s: int,
     end: float | None,
     *,
-    progress: Progress | None = None,
+    progress: Progress = SILENT,
     keep: Keep = keep_body,
     keep_page: KeepPage | None = None,
 ) -> LiveCollection:
     """Collect from Prometheus, then from the Kubernetes API when it is reachable. Raises
     `ConfigError` for unusable options and `SourceError` when a source that must be read
     cannot be. `keep_page(resource key, page)` is what is kept of each Kubernetes list page
-    (the page as the API sent it, by default)."""
+    (the page as the API sent it, by default). Both sources are checked before either is
+    read (`preflight`), so that a wrong `--kubeconfig` is reported before a long Prometheus
+    collection, not after it."""
     cluster_label = parse_cluster_label(live.cluster_label)
     limits = live.limits()
     cfg = PromConfig(
@@ -120,13 +124,13 @@ def collect(
         timeout_s=limits.timeout_s,
         max_answer_bytes=limits.answer_bytes,
     )
-    url = display_url(live.prometheus_url)
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {url!r}")
+    url = check_url(live.prometheus_url)
     w = make_window(window_s, step_s, end)
-    with PromClient(cfg) as client:
-        prom = PrometheusSource(client, cluster_label, progress, keep, limits.queries).collect(w)
-    kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page)
+    preflight(live)
+    with PromClient(cfg) as client, progress.stage("querying Prometheus", "queries") as tick:
+        prom = PrometheusSource(client, cluster_label, tick, keep, limits.queries).collect(w)
+    with progress.stage("listing Kubernetes objects") as stage:
+        kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page, stage.note)
     reasons = list(prom.incomplete_reasons)
     for key, state in sorted(objects.items()):
         if state.startswith(("forbidden", "failed", "incomplete")):
@@ -148,10 +152,41 @@ KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
 """What is kept of one Kubernetes list page, given its resource key and the page."""
 
 
+def check_url(url: str) -> str:
+    """The Prometheus URL as messages show it, once it is known to be usable: http or https,
+    with a host. Raises `ConfigError` otherwise."""
+    shown = display_url(url)
+    if not shown.startswith(("http://", "https://")):
+        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")
+    try:
+        host = httpx.URL(url.strip()).host
+    except Exception:  # noqa: BLE001 - httpx raises several types for a malformed URL
+        host = ""
+    if not host:
+        raise ConfigError(f"--prometheus-url {shown!r} is not a well-formed URL with a host")
+    return shown
+
+
+def preflight(live: LiveOptions) -> None:
+    """Check, without any request, what can be checked before the collection starts: the
+    kubeconfig is readable and holds the context asked for. Raises `SourceError` when
+    Kubernetes was asked for (`--kubeconfig`, `--context`) and cannot be used; when it was
+    only found lying around, `collect` goes on without it and says why."""
+    if not _use_kubernetes(live) or not (live.kubeconfig or live.context):
+        return
+    conn = connect(live.kubeconfig, live.context)
+    conn.api.close()
+
+
 def _kubernetes(
-    live: LiveOptions, w: Window, limits: Limits, keep_page: KeepPage | None
+    live: LiveOptions,
+    w: Window,
+    limits: Limits,
+    keep_page: KeepPage | None,
+    note: Callable[[str], None],
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str]:
-    """The Kubernetes pages, the status per resource, the warnings and the context name."""
+    """The Kubernetes pages, the status per resource, the warnings and the context name;
+    `note` gets a short line after every page."""
     if not _use_kubernetes(live):
         why = (
             "not read: --no-kubernetes"
@@ -162,7 +197,12 @@ def _kubernetes(
     explicit = bool(live.kubeconfig or live.context)
     try:
         source = KubernetesSource(
-            live.kubeconfig, live.context, live.namespaces, limits=limits, keep_page=keep_page
+            live.kubeconfig,
+            live.context,
+            live.namespaces,
+            on_progress=note,
+            limits=limits,
+            keep_page=keep_page,
         )
         kc = source.collect(w)
     except ConfigError:

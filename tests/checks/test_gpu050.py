@@ -133,9 +133,9 @@ def test_serving_and_batch_share_a_pool_without_priority_classes() -> None:
     assert (f.resource.kind, f.resource.name) == ("NodePool", "NVIDIA-H100-80GB-HBM3")
     assert f.severity is Severity.LOW and f.impact.gpu_hours == 0
     assert f.message == (
-        "Node pool NVIDIA-H100-80GB-HBM3 runs serving (Deployment web/api) and batch (Job "
-        "ml/train) GPU workloads, yet 1 of its 2 GPU pods have no PriorityClass (web/api-7f-x): "
-        "the scheduler cannot tell which may preempt which."
+        "Node pool NVIDIA-H100-80GB-HBM3 runs long-running GPU workloads (Deployment web/api) "
+        "and run-to-completion ones (Job ml/train), yet 1 of its 2 GPU pods has no "
+        "PriorityClass (web/api-7f-x): the scheduler cannot tell which may preempt which."
     )
     assert f.evidence["pods_without_priority_class"] == ["web/api-7f-x"]
 

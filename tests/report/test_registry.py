@@ -29,7 +29,12 @@ from gpuaudit.report import (
 from tests.report import demo_result
 
 RENDERERS = ("table", "json_report", "markdown", "html", "junit")
-SHARED = {"gpuaudit.report.interface", "gpuaudit.report.text", "gpuaudit.report.charts"}
+SHARED = {
+    "gpuaudit.report.interface",
+    "gpuaudit.report.text",
+    "gpuaudit.report.charts",
+    "gpuaudit.report.fold",
+}
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,10 @@ def test_figures() -> None:
     assert pct(None) == "n/a" and pct(0.1234) == "12.3 %" and pct(12.5) == "1250.0 %"
     assert money(11790.4, "USD") == "11,790 USD"
     assert plural(1, "check") == "1 check" and plural(0, "check") == "0 checks"
-    assert plural(1234, "finding") == "1234 findings"
+    assert plural(1234, "finding") == "1,234 findings"
+    assert (
+        plural(2, "query", "queries") == "2 queries" and plural(1, "query", "queries") == "1 query"
+    )
 
 
 def test_trend_figures() -> None:

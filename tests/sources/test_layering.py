@@ -15,6 +15,7 @@ FOUNDATION = {
     "gpuaudit.gcpause",
     "gpuaudit.limits",
     "gpuaudit.numbers",
+    "gpuaudit.progress",
     "gpuaudit.redact",
 }
 

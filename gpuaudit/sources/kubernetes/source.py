@@ -45,12 +45,14 @@ class KubernetesSource(Source[KubeCollection]):
         kubeconfig: Path | None,
         context: str | None,
         namespaces: Sequence[str] = (),
+        on_progress: Callable[[str], None] | None = None,
         *,
         limits: Limits | None = None,
         keep_page: KeepPage | None = None,
     ) -> None:
         self.kubeconfig, self.context, self.namespaces = kubeconfig, context, namespaces
         self.limits, self.keep_page = limits, keep_page
+        self.on_progress = on_progress
 
     def collect(self, window: Window) -> KubeCollection:
         """The objects as they are now (the API keeps no history, so `window` does not narrow
@@ -59,6 +61,7 @@ class KubernetesSource(Source[KubeCollection]):
             self.kubeconfig,
             self.context,
             self.namespaces,
+            on_progress=self.on_progress,
             limits=self.limits,
             keep_page=self.keep_page,
         )

@@ -1,0 +1,120 @@
+"""`gpuaudit snapshot show FILE`: what a snapshot holds, read back from the file (the manifest,
+and what the answers and list pages actually contain), as plain text for a terminal.
+
+Every name in a snapshot came from a cluster or a server: it is shown through `terminal()`, so
+that an escape sequence in a label is printed as text, never run by the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuaudit import snapshot
+from gpuaudit.report.text import count, num, plural, terminal
+from gpuaudit.snapshot import Snapshot
+from gpuaudit.snapshot.answers import Answer
+
+_WIDTH = 12
+"""Width of the field names in the left column."""
+
+
+def describe(path: Path, progress: Callable[[int, int], None] | None = None) -> str:
+    """The description of the snapshot file `path`; `SnapshotError` when it cannot be read."""
+    snap = snapshot.read(path, progress=progress)
+    return text(snap, str(path))
+
+
+def text(snap: Snapshot, name: str) -> str:
+    """What `snap` holds, one field a line, then its queries and its Kubernetes objects."""
+    m = snap.manifest
+    w = m.window
+    lines = [
+        f"snapshot {terminal(name, 300)} (format {m.format_version}, "
+        f"written by gpuaudit {terminal(m.gpuaudit_version, 40)})"
+    ]
+
+    def field(label: str, value: str) -> None:
+        lines.append(f"{label:<{_WIDTH}}{value}")
+
+    field("cluster", terminal(m.cluster or "(not recorded)"))
+    origin = m.prometheus_url or m.generated_by or "(not recorded)"
+    field("source", f"{terminal(m.source or 'unknown')}: {terminal(origin, 300)}")
+    if m.collected_at:
+        field("collected", terminal(m.collected_at))
+    field(
+        "window",
+        f"{num(w.seconds / 3600, grouped=False)} h, {_utc(w.start)} to {_utc(w.end)} UTC, "
+        f"step {_duration(w.step)}",
+    )
+    field("backend", _backend(m.capabilities))
+    answers = sum(len(v) for v in snap.prometheus.values())
+    field(
+        "queries",
+        f"{plural(len(snap.prometheus), 'query', 'queries')} answered, "
+        f"{plural(answers, 'answer')} in all"
+        + (f"; missing metrics: {', '.join(m.missing_metrics)}" if m.missing_metrics else ""),
+    )
+    lines += ["  " + _query_line(q, snap.prometheus[q], m.queries) for q in sorted(snap.prometheus)]
+    field("kubernetes", _kube_summary(snap.kubernetes, m.objects))
+    for res in sorted(set(m.objects) | set(snap.kubernetes)):
+        state = m.objects.get(res, "not recorded")
+        items = sum(len(p.get("items") or []) for p in snap.kubernetes.get(res, []))
+        lines.append(f"  {terminal(res, 60):<26}{count(items):>8}  {terminal(state, 300)}")
+    if m.complete:
+        field("complete", "yes: every source answered in full")
+    else:
+        field("complete", "NO: " + terminal("; ".join(m.incomplete_reasons) or "not said", 2000))
+    field("warnings", str(len(m.warnings)) if m.warnings else "none")
+    lines.extend(f"  {terminal(x, 500)}" for x in m.warnings)
+    return "\n".join(lines) + "\n"
+
+
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{num(seconds / 3600, grouped=False)} h"
+    if seconds % 60 == 0:
+        return f"{num(seconds / 60, grouped=False)} min"
+    return f"{num(seconds, grouped=False)} s"
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _backend(caps: Mapping[str, Any]) -> str:
+    """Backend, its version, the label spelling and what DCGM offers, from the capabilities."""
+    if not caps:
+        return "(not recorded)"
+    parts = [terminal(str(caps.get("backend") or "unknown"))]
+    version = caps.get("version")
+    if version:
+        parts[0] += f" {terminal(str(version), 40)}"
+    if caps.get("label_style"):
+        parts.append(f"pod label spelling {terminal(str(caps['label_style']), 40)}")
+    metrics = caps.get("metrics")
+    if isinstance(metrics, list):
+        parts.append(plural(len(metrics), "DCGM metric"))
+    for key, what in (("mig", "MIG"), ("profiling", "profiling metrics")):
+        if key in caps:
+            parts.append(f"{what} {'yes' if caps[key] else 'no'}")
+    return ", ".join(parts)
+
+
+def _query_line(qid: str, entries: list[dict[str, Any]], queries: tuple[Any, ...]) -> str:
+    meta = next((q for q in queries if isinstance(q, Mapping) and q.get("id") == qid), {})
+    series = sum(len(e["answer"].metrics) for e in entries if isinstance(e.get("answer"), Answer))
+    what = terminal(str(meta.get("metric") or ""), 60)
+    return (
+        f"{terminal(qid, 40):<24}{terminal(str(meta.get('kind') or ''), 10):<8}"
+        f"{plural(len(entries), 'answer'):>11}{plural(series, 'series', 'series'):>14}  {what}"
+    ).rstrip()
+
+
+def _kube_summary(pages: Mapping[str, list[dict[str, Any]]], objects: Mapping[str, str]) -> str:
+    ok = sum(1 for v in objects.values() if v == "ok")
+    if not objects and not pages:
+        return "not read"
+    return f"{plural(len(set(objects) | set(pages)), 'resource')} recorded, {ok} read in full"
