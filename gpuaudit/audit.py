@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -10,8 +11,9 @@ from typing import Any
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown
 from gpuaudit.checks import Check, discover
+from gpuaudit.coherence import make_coherent
 from gpuaudit.compare import Comparison, compare
-from gpuaudit.findings import Finding, Severity, Skipped, rank
+from gpuaudit.findings import Finding, Severity, Skipped
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
@@ -110,7 +112,8 @@ def run_checks(
     group_label: str = "",
     previous: tuple[str, dict[str, Any]] | None = None,
 ) -> AuditResult:
-    """Run every check whose data exists, apply waivers, and assemble the result.
+    """Run every check whose data exists, apply waivers, make the findings agree
+    (`gpuaudit.coherence`), and assemble the result.
 
     `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
     made once here and handed to every check, the summary and the breakdown. `previous` is
@@ -130,8 +133,13 @@ def run_checks(
         ran.append(check.code)
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
     idle = settings.checks[IDLE_ACTIVITY]
-    summary = summarise(views, idle, settings.currency)
-    ranked = rank(kept)
+    # After waivers: a finding someone accepted neither drains nor leads another.
+    ranked, totals = make_coherent(kept)
+    summary = dataclasses.replace(
+        summarise(views, idle, settings.currency),
+        findings_gpu_hours=totals.gpu_hours,
+        findings_cost=totals.cost,
+    )
     comparison = None
     if previous is not None:
         comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])

@@ -143,6 +143,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),
                 recommendation=rec,
+                targets=(best[1],) if best else (),
                 evidence={
                     "waited_hours": round(waited, 2),
                     "gpus_requested": need,
