@@ -75,11 +75,8 @@ def _why(hits: list[tuple[Drain, Finding]]) -> str:
     """`GPU070 says to drain node n1` / `... to free GPU G on node n1 for a reset`."""
     parts: list[str] = []
     for d, f in hits:
-        what = (
-            f"to free GPU {d.gpu} on node {d.node} for a reset"
-            if d.gpu
-            else f"to drain node {d.node}"
-        )
+        gpu = d.gpu if d.gpu.startswith("GPU") else f"GPU {d.gpu}"
+        what = f"to free {gpu} on node {d.node} for a reset" if d.gpu else f"to drain node {d.node}"
         text = f"{f.code} says {what}"
         if text not in parts:
             parts.append(text)
@@ -110,9 +107,9 @@ def _kept(f: Finding, hits: list[tuple[Drain, Finding]]) -> Finding:
     whole = any(not d.gpu for d, _ in hits)
     place = ", ".join(nodes)
     tried = (
-        "none of the other places it considered is clear either"
+        f"none of the other nodes {f.code} considered is clear either"
         if f.alternatives
-        else ("it found no other place for this work")
+        else f"{f.code} found no other node for this work"
     )
     if whole:
         when = f"wait until {place} is back in service before doing this"

@@ -31,7 +31,9 @@ How it decides
       criterion for row remapping; a pending row remap (`ROW_REMAP_PENDING` 1) -> reset when
       idle (NVIDIA: with the pending flag set, unaffected applications keep running and new
       workloads can be launched); volatile double-bit ECC errors -> reset the GPU; rows remapped
-      for uncorrectable errors, or lifetime (aggregate) double-bit errors, alone -> no action now.
+      for uncorrectable errors with no pending-flag series, or lifetime (aggregate) double-bit
+      errors, alone -> no action now; remapped rows with the pending flag at 0 are remaps already
+      in effect (the GPU protecting itself) and are not reported.
     The GPU's action is the most disruptive of these, and sets the severity: critical for
     contact support and reboot, high for reset the GPU, medium for reset when idle and restart
     the application, low for no action. GPUs with a signal only while no pod held them are left
@@ -181,8 +183,13 @@ class _Health:
         return _worst(acts)
 
     def any_signal(self) -> bool:
-        return bool(self.active) or any(
-            v > 0 for v in (self.dbe, self.dbe_agg, self.remapped, self.failure, self.pending or 0)
+        """Something to report: an XID event, a memory error, or remapped rows that may still
+        be pending (remaps known to be applied are the GPU protecting itself)."""
+        memory = (self.dbe, self.dbe_agg, self.failure, self.pending or 0)
+        return (
+            bool(self.active)
+            or any(v > 0 for v in memory)
+            or (self.remapped > 0 and self.pending is None)
         )
 
 
@@ -265,7 +272,7 @@ def _finding(views: Views, gpu: str, grp: pd.DataFrame, health: _Health) -> Find
         f"pod{'s' if len(pods) > 1 else ''} {holders} held it for {gpu_hours:,.0f} "
         f"GPU-hours{stale}; NVIDIA's guidance: {action.value}."
     )
-    rec, drains = _advice(action, node, index, gpu, holders)
+    rec, drains = _advice(action, node, index, gpu, holders, len(pods) == 1)
     return Finding(
         code=CODE,
         severity=action.severity,
@@ -280,8 +287,9 @@ def _finding(views: Views, gpu: str, grp: pd.DataFrame, health: _Health) -> Find
 
 
 def _advice(
-    action: Action, node: str, index: str, gpu: str, holders: str
+    action: Action, node: str, index: str, gpu: str, holders: str, single: bool
 ) -> tuple[str, tuple[Drain, ...]]:
+    them, finish = ("it", "finishes") if single else ("them", "finish")
     cordon = (
         f"Cordon node {node} (`kubectl cordon {node}`), drain it (`kubectl drain {node} "
         "--ignore-daemonsets`)"
@@ -300,7 +308,7 @@ def _advice(
         )
     if action is Action.RESET_GPU:
         return (
-            f"Move {holders} off GPU {index} (restart them elsewhere), reset the GPU "
+            f"Move {holders} off GPU {index} (restart {them} elsewhere), reset the GPU "
             f"(`nvidia-smi -r -i {index}` on {node}) and watch it; cordon and drain {node} for "
             "service if the error returns.",
             (Drain(node, gpu),),
@@ -309,7 +317,7 @@ def _advice(
         return (
             f"No drain is needed: unaffected work may keep running on {node} and new work may "
             f"start (NVIDIA's row-remapping guidance). Reset GPU {index} (`nvidia-smi -r -i "
-            f"{index}`) once {holders} finish so the remap takes effect; replace the GPU only "
+            f"{index}`) once {holders} {finish} so the remap takes effect; replace the GPU only "
             "if a remap fails.",
             (),
         )

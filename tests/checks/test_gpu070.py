@@ -141,10 +141,16 @@ def test_pending_and_failed_remaps_differ() -> None:
     assert found["G1"].severity is Severity.CRITICAL and found["G1"].drains == (Drain("n1"),)
 
 
-def test_remapped_rows_alone_need_no_action_now() -> None:
-    (f,) = _run([_held(health={"remap_uncorr_max": 1.0, "remap_pending_max": 0.0})])
+def test_remapped_rows_in_effect_are_not_reported() -> None:
+    """With the pending flag at 0 the remaps are applied: the GPU protected itself."""
+    assert _run([_held(health={"remap_uncorr_max": 1.0, "remap_pending_max": 0.0})]) == []
+
+
+def test_remapped_rows_without_the_pending_flag_need_no_action_now() -> None:
+    (f,) = _run([_held(health={"remap_uncorr_max": 1.0})])
     assert f.severity is Severity.LOW and f.drains == ()
     assert "1 row remapped for uncorrectable errors" in f.message
+    assert f.evidence["row_remap_pending_max"] is None
 
 
 # ---- uncorrectable ECC --------------------------------------------------------------------
