@@ -21,7 +21,7 @@ from gpuaudit.summary import Summary, summarise
 from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,23 @@ class AuditResult:
 
     def worst(self) -> Severity | None:
         return self.findings[0].severity if self.findings else None
+
+    @property
+    def primaries(self) -> tuple[Finding, ...]:
+        """The findings reports list as rows: one per resource, the first in rank order (the
+        others are shown under it, see `related_to`)."""
+        return tuple(f for f in self.findings if f.primary)
+
+    def related_to(self, f: Finding) -> tuple[Finding, ...]:
+        """The other findings on the resource of primary finding `f`, in rank order."""
+        if not f.related:
+            return ()
+        key = (f.resource.kind, f.resource.namespace, f.resource.name)
+        return tuple(
+            g
+            for g in self.findings
+            if not g.primary and (g.resource.kind, g.resource.namespace, g.resource.name) == key
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -155,7 +172,11 @@ def run_checks(
         incomplete_reasons=tuple(inv.incomplete_reasons),
         checks_run=tuple(ran),
         breakdown=breakdown(views, idle, group_label),
-        suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
+        # A waived finding counts toward no total (and leads, drains and relates to nothing).
+        suppressed=tuple(
+            Suppressed(dataclasses.replace(s.finding, counted=False), s.waiver)
+            for s in sorted(suppressed, key=lambda s: s.finding.sort_key())
+        ),
         comparison=comparison,
     )
 

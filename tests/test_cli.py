@@ -21,8 +21,8 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "GPUs 416" in out
-    assert "findings, worst first" in out
+    assert "GPUs 420" in out
+    assert "shown under another on the same resource), worst first" in out
     assert "GPU001" in out
     assert "llm-canary-0" in out
 
@@ -31,7 +31,7 @@ def test_json_stdout_is_only_json() -> None:
     res = runner.invoke(app, ["scan", "--demo", "--format", "json"])
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == "1.1"
+    assert doc["schema_version"] == "1.2"
     assert set(doc) >= {"summary", "findings", "skipped", "warnings", "suppressed", "comparison"}
     f = doc["findings"][0]
     assert set(f) == {
@@ -44,6 +44,11 @@ def test_json_stdout_is_only_json() -> None:
         "impact",
         "evidence",
         "recommendation",
+        "primary",
+        "related",
+        "counted_in_total",
+        "targets",
+        "drains",
     }
     assert set(f["resource"]) == {"kind", "namespace", "name", "node", "gpus"}
     assert set(f["impact"]) == {"gpu_hours", "cost"}

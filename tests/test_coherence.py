@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from gpuaudit.audit import run_checks
 from gpuaudit.checks import by_code
+from gpuaudit.cli import app
 from gpuaudit.coherence import make_coherent
 from gpuaudit.findings import Alternative, Drain, Finding, Impact, Resource, Severity
 from gpuaudit.settings import Settings
 from tests.factories import Series, gpu_labels, inventory
+
+runner = CliRunner()
 
 
 def _f(
@@ -168,3 +173,34 @@ def test_a_gpu070_drain_reaches_the_audit_result() -> None:
     result = run_checks(inv, Settings(), (check,))
     (f,) = result.findings
     assert f.drains == (Drain("node-a"),) and f.primary and f.counted
+
+
+def test_the_demo_shows_each_resource_once_with_its_related_codes(tmp_path: Path) -> None:
+    out = tmp_path / "r.txt"
+    res = runner.invoke(app, ["scan", "--demo", "-f", "table", "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert text.count("also GPU021: Pod notebooks/nb-idle-0-0 held a whole") == 1
+    assert text.count("also GPU021: Pod search/embed-stale-0") == 1
+    assert text.count("also GPU051: Pod research/eval-llm-0") == 1
+    doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
+    rows = [f for f in doc["findings"] if f["primary"]]
+    assert len(
+        {(f["resource"]["kind"], f["resource"]["namespace"], f["resource"]["name"]) for f in rows}
+    ) == len(rows)
+
+
+def test_the_demo_places_no_work_where_a_finding_drains(tmp_path: Path) -> None:
+    doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
+    drained = {(d["node"], d["gpu"]) for f in doc["findings"] for d in f["drains"]}
+    assert ("gb200-node-002", "") in drained  # the failed row remap: RMA
+    nodes = {n for n, _ in drained}
+    for f in doc["findings"]:
+        hit = set(f["targets"]) & nodes
+        if hit:
+            assert "coherence" in f["evidence"], f["code"]
+            assert "Note: GPU070 says" in f["recommendation"] or "(Not " in f["recommendation"]
+    # The lone XID 63 and the pending remap on h100-node-002 drain nothing.
+    gpu070 = [f for f in doc["findings"] if f["code"] == "GPU070"]
+    pending = [f for f in gpu070 if f["evidence"]["action"] == "reset the GPU when its work ends"]
+    assert len(pending) == 2 and all(f["drains"] == [] for f in pending)

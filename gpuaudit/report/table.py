@@ -36,13 +36,19 @@ def summary_text(result: AuditResult) -> Text:
     return t
 
 
+def _title(result: AuditResult) -> str:
+    n, rows = len(result.findings), len(result.primaries)
+    under = f" ({n - rows} shown under another on the same resource)" if rows < n else ""
+    return f"{n} findings{under}, worst first"
+
+
 def findings_table(result: AuditResult) -> Table:
     cur = result.summary.currency
     table = Table(
         box=box.SIMPLE_HEAD,
         expand=True,
         pad_edge=False,
-        title=f"{len(result.findings)} findings, worst first",
+        title=_title(result),
     )
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("Severity", no_wrap=True)
@@ -51,11 +57,17 @@ def findings_table(result: AuditResult) -> Table:
     table.add_column("GPU-h", justify="right", no_wrap=True)
     table.add_column(cur, justify="right", no_wrap=True)
     table.add_column("Finding and recommendation", overflow="fold", ratio=3, min_width=30)
-    for i, f in enumerate(result.findings, 1):
+    for i, f in enumerate(result.primaries, 1):
         sev = f.severity
         body = Text(terminal(f.message, 400))
         body.append("\n-> ", style="bold green")
         body.append(terminal(f.recommendation, 400), style="green")
+        for g in result.related_to(f):
+            # Another finding on the same resource: shown here, not as a row of its own.
+            body.append(f"\nalso {g.code}: ", style="bold")
+            body.append(terminal(g.message, 300))
+            body.append("\n-> ", style="bold green")
+            body.append(terminal(g.recommendation, 300), style="green")
         table.add_row(
             str(i),
             Text(sev.value, style=sev.colour),
