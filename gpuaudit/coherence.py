@@ -24,6 +24,19 @@ from collections.abc import Sequence
 from gpuaudit.findings import Alternative, Drain, Finding, Impact, rank
 
 
+EXPLAIN = """In reports
+    After the checks, one pass makes the findings agree (gpuaudit.coherence):
+    - no recommendation places work on a node, or next to a GPU, that another finding says to
+      take out of service: it names another node when the check offered one, else it says which
+      finding drains the node and to wait for it (evidence `coherence`);
+    - a resource with several findings has one primary finding, the first in rank order; the
+      others are shown under it and their codes are its `related` codes;
+    - the report's total (`summary.findings_gpu_hours`) counts no GPU-hour twice: of findings
+      that share a resource or name a pod in common, only the largest impact counts
+      (`counted_in_total`)."""
+"""The part of every check's `explain` text that says how reports combine findings."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Totals:
     """The findings' impact with every GPU-hour counted once."""

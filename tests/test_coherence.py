@@ -204,3 +204,11 @@ def test_the_demo_places_no_work_where_a_finding_drains(tmp_path: Path) -> None:
     gpu070 = [f for f in doc["findings"] if f["code"] == "GPU070"]
     pending = [f for f in gpu070 if f["evidence"]["action"] == "reset the GPU when its work ends"]
     assert len(pending) == 2 and all(f["drains"] == [] for f in pending)
+
+
+def test_explain_documents_how_reports_combine_findings() -> None:
+    res = runner.invoke(app, ["explain", "GPU051"])
+    assert res.exit_code == 0
+    assert "How it decides" in res.stdout and "In reports" in res.stdout
+    assert "no recommendation places work on a node" in res.stdout
+    assert "counts no GPU-hour twice" in res.stdout

@@ -26,7 +26,14 @@ How it decides
     - each XID with an event takes its action from NVIDIA's Xid catalog (resolution bucket,
       immediate action; see `gpuaudit.xid`): restart the application, reset the GPU, reboot the
       node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a row-remap
-      recorded) means a remap waits for the next GPU reset: reset when idle.
+      recorded) means a remap waits for the next GPU reset: reset when idle. By code:
+        contact support (RMA): 54
+        reboot the node: 79, 154
+        reset the GPU: 46, 48, 62, 64, 74, 95, 109, 110, 119, 120, 136, 140, 143, 144, 145,
+          149, 150, 155, 156, 158, and any code not in the catalog
+        reset the GPU when its work ends: 63
+        restart the application: 8, 11, 13, 25, 31, 32, 45, 68, 69, 80, 94
+        no action now: 38, 43, 44, 92, 121, 157
     - memory: a failed row remap (`ROW_REMAP_FAILURE` 1) -> contact support (RMA), NVIDIA's RMA
       criterion for row remapping; a pending row remap (`ROW_REMAP_PENDING` 1) -> reset when
       idle (NVIDIA: with the pending flag set, unaffected applications keep running and new

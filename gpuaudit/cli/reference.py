@@ -68,4 +68,6 @@ def explain(code: A[str, typer.Argument(help="A check code, e.g. GPU001.")]) -> 
             return
         known = ", ".join(k.code for k in discover())
         fail(f"unknown check code {code!r}; known codes: {known}")
-    print(c.explain())
+    from gpuaudit.coherence import EXPLAIN
+
+    print(f"{c.explain()}\n\n{EXPLAIN}")

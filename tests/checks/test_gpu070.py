@@ -44,6 +44,15 @@ def test_xid_63_waits_for_a_reset_rather_than_being_ignored() -> None:
     assert gpu070.xid_action(79) is gpu070.Action.REBOOT
 
 
+def test_explain_lists_every_catalogued_code_under_its_action() -> None:
+    """The docstring's list by code is what the check does (it cannot drift from the table)."""
+    doc = " ".join(gpu070.__doc__.split())  # type: ignore[union-attr]
+    for action in gpu070.Action:
+        codes = sorted(c for c in xid.CATALOG if gpu070.xid_action(c) is action)
+        listed = ", ".join(str(c) for c in codes)
+        assert f"{action.value}: {listed}" in doc, action
+
+
 def test_meaning_falls_back_to_the_table_without_err_msg() -> None:
     assert xid.meaning(79) == "GPU has fallen off the bus"
     assert xid.meaning(79, "exporter text") == "exporter text"
