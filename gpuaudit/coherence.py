@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 from gpuaudit.findings import Alternative, Drain, Finding, Impact, rank
 
-
 EXPLAIN = """In reports
     After the checks, one pass makes the findings agree (gpuaudit.coherence):
     - no recommendation places work on a node, or next to a GPU, that another finding says to
