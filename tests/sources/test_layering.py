@@ -15,6 +15,7 @@ FOUNDATION = {
     "gpuaudit.gcpause",
     "gpuaudit.numbers",
     "gpuaudit.redact",
+    "gpuaudit.xid",  # a domain table of the foundation (the XID alert rules read it)
 }
 
 
