@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -10,8 +11,9 @@ from typing import Any
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown, label_warning
 from gpuaudit.checks import Check, discover
+from gpuaudit.coherence import make_coherent
 from gpuaudit.compare import Comparison, compare
-from gpuaudit.findings import Finding, Severity, Skipped, rank
+from gpuaudit.findings import Finding, Severity, Skipped
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
@@ -52,6 +54,23 @@ class AuditResult:
 
     def worst(self) -> Severity | None:
         return self.findings[0].severity if self.findings else None
+
+    @property
+    def primaries(self) -> tuple[Finding, ...]:
+        """The findings reports list as rows: one per resource, the first in rank order (the
+        others are shown under it, see `related_to`)."""
+        return tuple(f for f in self.findings if f.primary)
+
+    def related_to(self, f: Finding) -> tuple[Finding, ...]:
+        """The other findings on the resource of primary finding `f`, in rank order."""
+        if not f.related:
+            return ()
+        key = (f.resource.kind, f.resource.namespace, f.resource.name)
+        return tuple(
+            g
+            for g in self.findings
+            if not g.primary and (g.resource.kind, g.resource.namespace, g.resource.name) == key
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,7 +135,8 @@ def run_checks(
     previous: tuple[str, dict[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> AuditResult:
-    """Run every check whose data exists, apply waivers, and assemble the result.
+    """Run every check whose data exists, apply waivers, make the findings agree
+    (`gpuaudit.coherence`), and assemble the result.
 
     `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
     made once here and handed to every check, the summary and the breakdown. `previous` is
@@ -146,8 +166,13 @@ def run_checks(
     if unmatched:
         waiver_warnings = [*waiver_warnings, unmatched]
     idle = settings.checks[IDLE_ACTIVITY]
-    summary = summarise(views, idle, settings.currency)
-    ranked = rank(kept)
+    # After waivers: a finding someone accepted neither drains nor leads another.
+    ranked, totals = make_coherent(kept)
+    summary = dataclasses.replace(
+        summarise(views, idle, settings.currency),
+        findings_gpu_hours=totals.gpu_hours,
+        findings_cost=totals.cost,
+    )
     comparison = None
     if previous is not None:
         comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
@@ -163,7 +188,11 @@ def run_checks(
         incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
         checks_run=tuple(ran),
         breakdown=breakdown(views, idle, group_label),
-        suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
+        # A waived finding counts toward no total (and leads, drains and relates to nothing).
+        suppressed=tuple(
+            Suppressed(dataclasses.replace(s.finding, counted=False), s.waiver)
+            for s in sorted(suppressed, key=lambda s: s.finding.sort_key())
+        ),
         comparison=comparison,
         nothing_audited=nothing,
     )

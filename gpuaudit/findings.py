@@ -96,6 +96,32 @@ class Impact:
 
 
 @dataclass(frozen=True)
+class Drain:
+    """A node, or one GPU of it, a finding says to take out of service."""
+
+    node: str
+    """The node's name."""
+    gpu: str = ""
+    """The GPU's UUID when only that GPU must be freed (for a reset); empty for the whole node
+    (cordon and drain it)."""
+
+    def describe(self) -> str:
+        return f"GPU {self.gpu} on node {self.node}" if self.gpu else f"node {self.node}"
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another place a recommendation could put work, as the check would have said it."""
+
+    targets: tuple[str, ...]
+    """The nodes this alternative places work on."""
+    recommendation: str
+    """The recommendation as it reads for these nodes."""
+    message: str = ""
+    """The message as it reads for these nodes; empty when it does not name the target."""
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem a check found."""
 
@@ -113,6 +139,24 @@ class Finding:
     """What to change, concretely."""
     evidence: Mapping[str, Any] = field(default_factory=dict)
     """The figures the rule used, by name."""
+    targets: tuple[str, ...] = ()
+    """Nodes the recommendation places work on (a node to make room on, a move's
+    destination); the coherence pass keeps them off nodes another finding drains."""
+    alternatives: tuple[Alternative, ...] = ()
+    """Other targets the check found acceptable, best first, for when `targets` are drained."""
+    drains: tuple[Drain, ...] = ()
+    """Nodes or GPUs the recommendation takes out of service."""
+    pods: tuple[str, ...] = ()
+    """`namespace/name` of the pods whose GPU-hours make up the impact, when the resource is
+    not a pod (a sick GPU's holders, a gang's members); a pod's own findings leave it empty."""
+    related: tuple[str, ...] = ()
+    """Codes of the other findings on the same resource (set by the coherence pass)."""
+    primary: bool = True
+    """False when another finding on the same resource leads (set by the coherence pass):
+    reports show this one under it."""
+    counted: bool = True
+    """Whether the impact counts toward the report's total (set by the coherence pass): of
+    findings whose GPU-hours overlap, only the largest counts."""
 
     def fingerprint(self) -> str:
         """A stable identity across runs: code, kind, namespace and the owning workload when
@@ -120,6 +164,13 @@ class Finding:
         owner = self.evidence.get("owner") if isinstance(self.evidence, Mapping) else None
         who = str(owner) if owner else self.resource.name
         return f"{self.code}|{self.resource.kind}|{self.resource.namespace}|{who}"
+
+    def overlap_keys(self) -> frozenset[str]:
+        """What this finding's GPU-hours are made of: its resource, and the pods of `pods`.
+        Findings sharing a key may count the same GPU-hours."""
+        own = f"{self.resource.kind}|{self.resource.namespace}|{self.resource.name}"
+        pods = {f"Pod|{p.partition('/')[0]}|{p.partition('/')[2]}" for p in self.pods if "/" in p}
+        return frozenset({own, *pods})
 
     def sort_key(self) -> tuple[int, float, str, str, str, str]:
         return (
@@ -142,6 +193,11 @@ class Finding:
             "impact": self.impact.to_dict(),
             "evidence": dict(self.evidence),
             "recommendation": self.recommendation,
+            "primary": self.primary,
+            "related": list(self.related),
+            "counted_in_total": self.counted,
+            "targets": list(self.targets),
+            "drains": [{"node": d.node, "gpu": d.gpu} for d in self.drains],
         }
 
 

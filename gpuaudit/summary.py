@@ -31,6 +31,12 @@ class Summary:
     """`idle_gpu_hours` priced per GPU model."""
     window_hours: float
     currency: str
+    findings_gpu_hours: float = 0.0
+    """The findings' impact in GPU-hours with no GPU-hour counted twice: the sum over the
+    findings marked `counted_in_total` (of findings whose GPU-hours may overlap, only the
+    largest counts; see `gpuaudit.coherence`)."""
+    findings_cost: float = 0.0
+    """`findings_gpu_hours` at the configured prices."""
 
     def to_dict(self) -> dict[str, Any]:
         def r(x: float | None, n: int = 4) -> float | None:
@@ -47,6 +53,8 @@ class Summary:
             "wasted_cost": r(self.wasted_cost, 2),
             "window_hours": r(self.window_hours, 2),
             "currency": self.currency,
+            "findings_gpu_hours": r(self.findings_gpu_hours, 2),
+            "findings_cost": r(self.findings_cost, 2),
         }
 
 

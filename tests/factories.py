@@ -31,6 +31,9 @@ class Series:
     fb_free: float | None = None
     xids: list[int] = field(default_factory=list)
     """XID codes the gauge showed in the window (each answered as its own `err_code` series)."""
+    xid_events: dict[int, float] | None = None
+    """XID events per code (the `xid_events` answer); None: one for each non-zero code of
+    `xids`. A code of `xids` with no event is a stale gauge (it showed the code from before)."""
     health: dict[str, float] = field(default_factory=dict)
     """Window maxima of GPU-health queries by query id (`remap_failure_max`, `ecc_dbe_max` ...)."""
 
@@ -90,6 +93,13 @@ def snapshot(
                 for code in s.xids:
                     lab = dict(s.labels, err_code=str(code), err_msg=f"xid {code}")
                     result.append({"metric": lab, "value": [end, str(code)]})
+        elif q.id == "xid_events":
+            for s in series:
+                events = {c: 1.0 for c in s.xids if c} if s.xid_events is None else s.xid_events
+                for code, n in sorted(events.items()):
+                    if n > 0:
+                        lab = dict(s.labels, err_code=str(code), err_msg=f"xid {code}")
+                        result.append({"metric": lab, "value": [end, repr(float(n))]})
         elif q.id == "p2p_max":
             for lab, peer, status in p2p or []:
                 metric = dict(lab, peer_gpu=peer)

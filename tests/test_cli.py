@@ -44,6 +44,11 @@ def test_json_stdout_is_only_json() -> None:
         "impact",
         "evidence",
         "recommendation",
+        "primary",
+        "related",
+        "counted_in_total",
+        "targets",
+        "drains",
     }
     assert set(f["resource"]) == {"kind", "namespace", "name", "node", "gpus"}
     assert set(f["impact"]) == {"gpu_hours", "cost"}

@@ -44,6 +44,12 @@ tests:
         values: '0x10 79+0x20'
       - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-2",gpu="1",Hostname="n1"}'
         values: '0x10 13+0x20'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-4",gpu="3",Hostname="n1",err_code="0",err_msg="No Error"}'
+        values: '0x10'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-4",gpu="3",Hostname="n1",err_code="79",err_msg="GPU has fallen off the bus"}'
+        values: '_x10 79+0x40'
+      - series: 'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-5",gpu="4",Hostname="n1",err_code="79",err_msg="GPU has fallen off the bus"}'
+        values: '79+0x50'
     promql_expr_test:
       - expr: gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m{exported_pod="idle"} / gpuaudit:dcgm_fi_prof_gr_engine_active:count5m{exported_pod="idle"}
         eval_time: 30m
@@ -74,7 +80,23 @@ tests:
           - exp_labels: {severity: critical, gpuaudit_code: GPU070, UUID: GPU-1, gpu: "0", Hostname: n1}
             exp_annotations:
               summary: "XID 79 on GPU 0 (GPU-1) on n1: cordon and drain the node."
-              description: "This XID calls for a drain (NVIDIA's XID catalogue); see `gpuaudit explain GPU070`."
+              description: "NVIDIA's Xid catalog says to reboot the node or contact support for this XID; see `gpuaudit explain GPU070`."
+      # A gauge with err_code labels: the change from 0 to 79 is an event; a gauge that showed
+      # 79 from the start (GPU-5) is not, however long it keeps showing it.
+      - eval_time: 20m
+        alertname: GpuauditXidDrain
+        exp_alerts:
+          - exp_labels: {severity: critical, gpuaudit_code: GPU070, UUID: GPU-1, gpu: "0", Hostname: n1}
+            exp_annotations:
+              summary: "XID 79 on GPU 0 (GPU-1) on n1: cordon and drain the node."
+              description: "NVIDIA's Xid catalog says to reboot the node or contact support for this XID; see `gpuaudit explain GPU070`."
+          - exp_labels: {severity: critical, gpuaudit_code: GPU070, UUID: GPU-4, gpu: "3", Hostname: n1, err_code: "79", err_msg: "GPU has fallen off the bus"}
+            exp_annotations:
+              summary: "XID 79 on GPU 3 (GPU-4) on n1: cordon and drain the node."
+              description: "NVIDIA's Xid catalog says to reboot the node or contact support for this XID; see `gpuaudit explain GPU070`."
+      - eval_time: 45m
+        alertname: GpuauditXidDrain
+        exp_alerts: []
       - eval_time: 12m
         alertname: GpuauditXid
         exp_alerts:

@@ -285,6 +285,7 @@ def _partial(views: Views, cfg: Thresholds, g: _Gang) -> Finding | None:
         message=message,
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(g.model)),
         recommendation=_recommendation(kind, ns, name, needed),
+        pods=tuple(f"{ns}/{r.pod}" for r in g.running),
         evidence={
             "needed": needed,
             "running": sorted(str(r.pod) for r in g.running),
@@ -333,6 +334,7 @@ def _slow_start(views: Views, cfg: Thresholds, g: _Gang) -> Finding | None:
             "member is bound before all can be, and pre-pull its image on the nodes it "
             "uses so late members do not start slower."
         ),
+        pods=tuple(f"{ns}/{r.pod}" for r in g.running),
         evidence={
             "needed": g.needed,
             "members": sorted(str(r.pod) for r in g.running),

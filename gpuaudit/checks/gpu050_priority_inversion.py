@@ -159,6 +159,7 @@ def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),
                 recommendation=rec,
+                targets=(node,) if node else (),
                 evidence={
                     "waited_hours": round(waited, 2),
                     "gpus_requested": need,

@@ -209,6 +209,7 @@ def _finding(
         message=message,
         impact=Impact(gpu_hours=gpu_hours, cost=cost),
         recommendation=rec,
+        targets=(best[1],) if best else (),
         evidence={
             "waited_hours": round(waited, 2),
             "gpus_requested": need,

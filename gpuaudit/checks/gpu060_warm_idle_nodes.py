@@ -206,6 +206,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),
                 recommendation=rec,
+                pods=tuple(pods),
                 evidence={
                     "gpus": gpus,
                     "gpu_model": model,

@@ -119,6 +119,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                         "GPU-hours could not be audited."
                     ),
                     impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
+                    pods=tuple(f"{ns}/{p}" for ns, p, _, _, _ in items),
                     recommendation=(
                         f"Run dcgm-exporter on {node} (check the GPU Operator's "
                         "DaemonSet node selectors and tolerations) and that "

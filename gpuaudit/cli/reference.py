@@ -81,4 +81,6 @@ def explain(
             return
         known = ", ".join(k.code for k in discover())
         fail(f"unknown check code {code!r}; known codes: {known}")
-    print(c.explain())
+    from gpuaudit.coherence import EXPLAIN
+
+    print(f"{c.explain()}\n\n{EXPLAIN}")

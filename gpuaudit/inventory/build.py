@@ -45,6 +45,7 @@ from gpuaudit.inventory.parse import (
     combine,
     p2p_rows,
     reduce_stat,
+    xid_events,
     xids,
 )
 from gpuaudit.inventory.topologies import node_topologies
@@ -79,6 +80,8 @@ class _Series:
     xid_max: Mapping[int, float]
     xid_codes: Mapping[int, set[int]]
     xid_msgs: Mapping[int, Mapping[int, str]]
+    xid_events: Mapping[int, Mapping[int, float]] | None
+    """XID events per code by key number; None when the `xid_events` query was not answered."""
     p2p: list[dict[str, Any]]
     traffic: Mapping[str, Stat]
     """Holding column (`nvlink_bps`, `pcie_bps`) -> TX + RX window means per key."""
@@ -96,9 +99,10 @@ def _read_series(p: Parser) -> _Series:
     sm_h = p.hourly("sm_hourly")
     tensor_h = p.hourly("tensor_hourly")
     for qid in queries.BY_ID:
-        if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "p2p_max"):
+        if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "xid_events", "p2p_max"):
             p.window(qid)
     xid_max, xid_codes, xid_msgs = xids(p)
+    events = xid_events(p) if "xid_events" in p.answers else None
     n = len(p.keys)
     act, util = combine(p, "act", n), combine(p, "util", n)
     in_act_h = np.zeros(n, dtype=bool)
@@ -124,6 +128,7 @@ def _read_series(p: Parser) -> _Series:
         xid_max=xid_max,
         xid_codes=xid_codes,
         xid_msgs=xid_msgs,
+        xid_events=events,
         p2p=p2p_rows(p),
         traffic={C.NVLINK_BPS: _traffic(p, "nvlink", n), C.PCIE_BPS: _traffic(p, "pcie", n)},
         has_prof=has_prof,
@@ -167,6 +172,13 @@ def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, 
         missing[Capability.GPU_HEALTH] = (
             "no DCGM_FI_DEV_XID_ERRORS, row-remap or ECC series in the window "
             "(are they in dcgm-exporter's counters CSV?)"
+        )
+    if Capability.GPU_HEALTH in caps and s.xid_events is not None:
+        caps.add(Capability.XID_EVENTS)
+    elif Capability.GPU_HEALTH in caps:
+        missing[Capability.XID_EVENTS] = (
+            "XID events were not counted (no xid_events answer in the snapshot); each XID code "
+            "seen counts as one event"
         )
     if s.p2p:
         caps.add(Capability.P2P_STATUS)
@@ -351,6 +363,10 @@ def _identities(
                 C.XID_MSG,
                 "; ".join(f"{c}: {m}" for c, m in sorted(s.xid_msgs.get(k, {}).items())),
             ),
+            (
+                C.XID_EVENTS,
+                ",".join(f"{c}:{n:g}" for c, n in sorted((s.xid_events or {}).get(k, {}).items())),
+            ),
         ):
             cols[col].append(val)
         fractions[k] = fraction
@@ -383,7 +399,7 @@ def _holdings(
     used_mean, free_mean = fb_used.mean.get(n), fb_free.mean.get(n)
     data: dict[str, Any] = {
         C.HOLDING: np.arange(n, dtype=np.int64),
-        **{c: cols[c] for c in IDENTITY_COLUMNS if c not in (C.XID_CODES, C.XID_MSG)},
+        **{c: cols[c] for c in IDENTITY_COLUMNS if c not in (C.XID_CODES, C.XID_MSG, C.XID_EVENTS)},
         C.HELD: np.array(cols[C.HELD], dtype=bool),
         C.FRACTION: fractions,
         C.FIRST_TS: span.first - step,
@@ -406,6 +422,7 @@ def _holdings(
         C.XID_MAX: by_hid(np.array([s.xid_max.get(k, np.nan) for k in range(n)], dtype=np.float64)),
         C.XID_CODES: cols[C.XID_CODES],
         C.XID_MSG: cols[C.XID_MSG],
+        C.XID_EVENTS: cols[C.XID_EVENTS],
         **{
             col: by_hid(st.get(n)) if st is not None else np.full(n, np.nan)
             for col, st in s.health.items()

@@ -28,6 +28,8 @@ class Capability(str, enum.Enum):
     """Tensor-pipe activity per bucket (`DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`)."""
     GPU_HEALTH = "gpu_health"
     """XID errors, row remapping or ECC counters."""
+    XID_EVENTS = "xid_events"
+    """XID events counted as changes of the XID gauge (the `xid_events` query was answered)."""
     P2P_STATUS = "p2p_status"
     """NVLink P2P status between GPU pairs (`DCGM_EXP_P2P_STATUS`)."""
     KUBERNETES_PODS = "kubernetes.pods"

@@ -46,8 +46,13 @@ XID_CODES = "xid_codes"
 """Every non-zero XID code seen, comma-separated in ascending order (`"13,79"`)."""
 XID_MSG = "xid_msg"
 """The exporter's `err_msg` text per code seen (`"79: GPU has fallen off the bus"`)."""
+XID_EVENTS = "xid_events"
+"""XID events in the window per code, as changes of the gauge into that code
+(`"63:1,79:2"`); empty when none were seen or they were not counted (see
+`Capability.XID_EVENTS`)."""
 REMAP_UNCORR_MAX = "remap_uncorr_max"
 REMAP_FAILURE_MAX = "remap_failure_max"
+REMAP_PENDING_MAX = "remap_pending_max"
 ECC_DBE_MAX = "ecc_dbe_max"
 ECC_DBE_AGG_MAX = "ecc_dbe_agg_max"
 ACT = "act"

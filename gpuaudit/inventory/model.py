@@ -27,11 +27,12 @@ LABEL_COLUMNS = [
     C.CONTAINER,
     C.HELD,
 ]
-IDENTITY_COLUMNS = [*LABEL_COLUMNS, C.XID_CODES, C.XID_MSG]
+IDENTITY_COLUMNS = [*LABEL_COLUMNS, C.XID_CODES, C.XID_MSG, C.XID_EVENTS]
 """Holding columns taken from each series' labels (and the pods' nodes)."""
 HEALTH_QUERIES = {
     C.REMAP_UNCORR_MAX: "remap_uncorr_max",
     C.REMAP_FAILURE_MAX: "remap_failure_max",
+    C.REMAP_PENDING_MAX: "remap_pending_max",
     C.ECC_DBE_MAX: "ecc_dbe_max",
     C.ECC_DBE_AGG_MAX: "ecc_dbe_agg_max",
 }
@@ -60,6 +61,7 @@ HOLDING_COLUMNS = [
     C.XID_MAX,
     C.XID_CODES,
     C.XID_MSG,
+    C.XID_EVENTS,
     *HEALTH_QUERIES,
     C.NVLINK_BPS,
     C.PCIE_BPS,

@@ -358,6 +358,19 @@ def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, di
     return mx, dict(codes), dict(msgs)
 
 
+def xid_events(p: Parser) -> dict[int, dict[int, float]]:
+    """XID events per code, by key number: the `xid_events` answers (changes of the gauge into
+    each code, one series per `err_code`), summed over time chunks."""
+    out: dict[int, dict[int, float]] = defaultdict(dict)
+    for labels, v in p.labelled("xid_events"):
+        code = labels.get("err_code")
+        if not isinstance(code, str) or not code.isdigit() or int(code) == 0 or v <= 0:
+            continue
+        per = out[p.kid(labels)]
+        per[int(code)] = per.get(int(code), 0.0) + v
+    return dict(out)
+
+
 def p2p_rows(p: Parser) -> list[dict[str, Any]]:
     """Worst NVLink P2P status per (node, GPU, peer) over the window; 0 is OK."""
     worst: dict[tuple[str, str, str], float] = {}

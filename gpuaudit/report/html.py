@@ -105,6 +105,8 @@ h1 .cluster, td, li { overflow-wrap: anywhere; }
 td code { white-space: nowrap; }
 td.msg .rec { color: #166534; margin-top: 4px; }
 td.msg .rec::before { content: "\\2192\\00a0"; }
+td.msg .also { margin-top: 8px; padding-top: 6px; border-top: 1px dashed var(--line); }
+td .related { display: block; color: var(--muted); font-size: 12px; }
 h2 code { font-size: 16px; }
 code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px;
@@ -348,13 +350,22 @@ def _finding_row(result: AuditResult, i: int, f: Finding) -> str:
     trend = ""
     if result.comparison is not None:
         trend = f"<td>{_status(result.status_of(f))}</td>"
+    # The other findings on the same resource: their codes under this one's, their text below.
+    also = result.related_to(f)
+    related = "".join(f'<span class="related">+ <code>{h(g.code, 20)}</code></span>' for g in also)
+    more = "".join(
+        f'<div class="also"><code>{h(g.code, 20)}</code> {h(g.message, 400)}'
+        f'<div class="rec">{h(g.recommendation, 400)}</div></div>'
+        for g in also
+    )
     return (
-        f'<tr><td class="num">{i}</td><td>{_sev(f)}</td><td><code>{h(f.code, 20)}</code></td>'
+        f'<tr><td class="num">{i}</td><td>{_sev(f)}</td><td><code>{h(f.code, 20)}</code>'
+        f"{related}</td>"
         f'<td class="res">{h(r.ref(), 160)}<span class="kind">{h(r.kind, 30)}</span>{node}</td>'
         f'<td class="num">{num(f.impact.gpu_hours, 1)}</td>'
         f'<td class="num">{num(f.impact.cost)}</td>'
         f'<td class="msg">{h(f.message, 500)}<div class="rec">{h(f.recommendation, 500)}</div>'
-        f"</td>{trend}</tr>"
+        f"{more}</td>{trend}</tr>"
     )
 
 
@@ -362,12 +373,20 @@ def _findings(result: AuditResult) -> str:
     n = len(result.findings)
     if not n:
         return '<section id="findings"><h2>Findings</h2><p>No findings.</p></section>'
-    shown = result.findings[:MAX_FINDINGS]
+    rows_all = result.primaries
+    shown = rows_all[:MAX_FINDINGS]
     trend_head = "<th>Trend</th>" if result.comparison is not None else ""
     more = (
-        f'<p class="note">The first {len(shown)} of {n} findings; the JSON report lists them '
-        "all.</p>"
-        if n > len(shown)
+        f'<p class="note">The first {len(shown)} of {len(rows_all)} resources with findings; '
+        "the JSON report lists them all.</p>"
+        if len(rows_all) > len(shown)
+        else ""
+    )
+    under = n - len(rows_all)
+    grouped = (
+        f" {under} of them are shown under another finding on the same resource (its related "
+        "codes)."
+        if under
         else ""
     )
     rows = "".join(_finding_row(result, i, f) for i, f in enumerate(shown, 1))
@@ -375,7 +394,8 @@ def _findings(result: AuditResult) -> str:
         f'<section id="findings"><h2>Findings ({n}, worst first)</h2>'
         '<p class="note">Ranked by severity, then by wasted GPU-hours over the window; cost is '
         "those GPU-hours at the configured price of each GPU model. "
-        "<code>gpuaudit explain CODE</code> describes each check.</p>"
+        f"<code>gpuaudit explain CODE</code> describes each check.{grouped} Together they "
+        f"count {num(result.summary.findings_gpu_hours)} GPU-hours, none twice.</p>"
         '<table><thead><tr><th class="num">#</th><th>Severity</th><th>Code</th>'
         '<th>Resource</th><th class="num">GPU-h</th>'
         f'<th class="num">{h(result.summary.currency, 10)}</th><th>Finding and what to do</th>'

@@ -160,15 +160,24 @@ def _trend(result: AuditResult) -> list[str]:
 def _finding_cells(result: AuditResult, i: int, f: Finding) -> list[str]:
     sev = f.severity.value
     sev = f"**{sev}**" if f.severity.rank >= 4 else sev
+    # The other findings on the same resource: their codes beside this one's, their text after.
+    also = result.related_to(f)
+    codes = " ".join([code(f.code), *(f"+{code(g.code)}" for g in also)])
+    message = " ".join(
+        [md(f.message, 400), *(f"{code(g.code)}: {md(g.message, 300)}" for g in also)]
+    )
+    rec = " ".join(
+        [md(f.recommendation, 400), *(f"{code(g.code)}: {md(g.recommendation, 300)}" for g in also)]
+    )
     cells = [
         str(i),
         sev,
-        code(f.code),
+        codes,
         md(f.resource.ref(), 120),
         num(f.impact.gpu_hours, 1),
         num(f.impact.cost),
-        md(f.message, 400),
-        md(f.recommendation, 400),
+        message,
+        rec,
     ]
     if result.comparison is not None:
         cells.append(result.status_of(f) or "n/a")
@@ -179,7 +188,8 @@ def _findings(result: AuditResult) -> list[str]:
     n = len(result.findings)
     if not n:
         return ["", "## Findings", "", "No findings."]
-    shown = min(n, MAX_FINDINGS)
+    primaries = result.primaries
+    shown = min(len(primaries), MAX_FINDINGS)
     head = ["#", "Severity", "Code", "Resource", "GPU-h", md(result.summary.currency, 10)]
     head += ["Finding", "Recommendation"]
     align = ["---:", "---", "---", "---", "---:", "---:", "---", "---"]
@@ -191,14 +201,20 @@ def _findings(result: AuditResult) -> list[str]:
         f"## Findings ({n}, worst first)",
         "",
         "Ranked by severity, then wasted GPU-hours over the window. "
-        "`gpuaudit explain CODE` describes each check.",
+        "`gpuaudit explain CODE` describes each check. Several findings on one resource share "
+        "a row (+CODE). Together they count "
+        f"{num(result.summary.findings_gpu_hours)} GPU-hours, none twice.",
         "",
         _row(head),
         _row(align),
     ]
-    lines += [_row(_finding_cells(result, i, f)) for i, f in enumerate(result.findings[:shown], 1)]
-    if n > shown:
-        lines += ["", f"The first {shown} of {n} findings; the JSON report lists them all."]
+    lines += [_row(_finding_cells(result, i, f)) for i, f in enumerate(primaries[:shown], 1)]
+    if len(primaries) > shown:
+        lines += [
+            "",
+            f"The first {shown} of {len(primaries)} resources with findings; the JSON report "
+            "lists them all.",
+        ]
     return lines
 
 
@@ -336,7 +352,7 @@ def summary(result: AuditResult) -> str:
             f"{c.count(IMPROVED)} improved, {len(c.resolved)} resolved; wasted cost "
             f"{delta_text('wasted_cost', d.get('change'), cur)}."
         )
-    top = result.findings[:SUMMARY_TOP]
+    top = result.primaries[:SUMMARY_TOP]
     if top:
         lines += ["", f"Top {len(top)} of {len(result.findings)} findings:"]
         for i, f in enumerate(top, 1):

@@ -61,7 +61,9 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     """Every line of the report at the console's width, none longer and none ending in a
     space."""
     width = max(console.width, 40)
-    rows = fold(result.findings, every)
+    # One row per resource: a finding's related findings on the same resource are named
+    # under it (the coherence pass chose the primary one).
+    rows = fold(result.primaries, every)
     lines = header(result, rows, width)
     if rows:
         lines.append(Text())
@@ -130,7 +132,10 @@ def _status(result: AuditResult, rows: Sequence[Row]) -> list[Text]:
 
 def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
     title = f"{plural(len(result.findings), 'finding')}, worst first"
-    if len(rows) < len(result.findings):
+    under = len(result.findings) - len(result.primaries)
+    if under:
+        title += f" ({count(under)} shown under another on the same resource)"
+    if len(rows) < len(result.primaries):
         title += "; alike ones folded into one row (--all lists each)"
     return Text(title, style="bold")
 
@@ -280,6 +285,14 @@ def _detail(row: Row, title: str, currency: str, width: int) -> list[Text]:
     lines = _wrap_text(head, width, INDENT)
     lines += _wrap(terminal(f.message, 2000), width, INDENT)
     lines += _wrap("-> " + terminal(f.recommendation, 2000), width, INDENT, "green", hang=3)
+    if f.related:
+        lines += _wrap(
+            f"Also on this resource: {', '.join(f.related)} (their messages are in the JSON, "
+            "Markdown and HTML reports).",
+            width,
+            INDENT,
+            "dim",
+        )
     if row.folded:
         others = ", ".join(terminal(x.resource.ref(), 200) for x in row.findings[1:])
         lines += _wrap(

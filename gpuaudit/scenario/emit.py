@@ -154,9 +154,16 @@ class _Answers:
             self._texts[by, id(base)] = every
         return every if v.rows is None else [every[i] for i in v.rows.tolist()]
 
-    def window(self, q: queries.QuerySpec, v: Values) -> tuple[list[str], Arr]:
-        """The value texts of the answer, and each series' index into them."""
-        return distinct(v.window(q.stat, self.k), fmt)
+    def window(self, q: queries.QuerySpec, v: Values) -> tuple[list[str], Arr, list[int] | None]:
+        """The value texts of the answer, each series' index into them, and the series the
+        answer has (None: all of them; `count_over_time` of nothing gives no series)."""
+        if q.stat == "onsets":
+            counts = self.table.xid_onsets(self.sc.scrape_s)
+            rows = np.flatnonzero(counts > 0)
+            texts, codes = distinct(counts[rows], fmt)
+            return texts, codes, rows.tolist()
+        texts, codes = distinct(v.window(q.stat, self.k), fmt)
+        return texts, codes, None
 
     def hourly(self, v: Values) -> tuple[list[str], Arr, list[Any], Arr]:
         """(value texts, each point's index into them, the timestamps by hour index, each
@@ -205,11 +212,13 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         v = ans.values(q.metric)
         result: list[dict[str, Any]] = []
         if v is not None and q.kind == "window":
-            texts, codes = ans.window(q, v)
+            texts, codes, rows = ans.window(q, v)
             value = [[sc.end, t] for t in texts]  # one list per distinct value
+            dicts = ans.metric_dicts(q, v)
+            if rows is not None:
+                dicts = [dicts[i] for i in rows]
             result = [
-                {"metric": d, "value": value[c]}
-                for d, c in zip(ans.metric_dicts(q, v), codes.tolist(), strict=True)
+                {"metric": d, "value": value[c]} for d, c in zip(dicts, codes.tolist(), strict=True)
             ]
         elif v is not None:
             texts, codes, times, hours = ans.hourly(v)
@@ -247,11 +256,13 @@ def _window_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
     if v is None:
         yield b"[]"
         return
-    texts, codes = ans.window(q, v)
+    texts, codes, rows = ans.window(q, v)
     values = [f",{_dumps(t)}]}}" for t in texts]
     head = '{"metric":'
     tail = f',"value":[{_dumps(ans.sc.end)}'
     metric = ans.metric_texts(q, v)
+    if rows is not None:
+        metric = [metric[i] for i in rows]
     c = codes.tolist()
     step = 4096
     for i in range(0, len(c), step):

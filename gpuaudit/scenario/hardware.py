@@ -16,7 +16,17 @@ from gpuaudit.sources.prometheus import catalogue as queries
 
 
 def plant_health(b: Builder) -> None:
-    """GPU070: an XID 63 on a GPU a job holds; an XID 79 on a GPU nobody holds."""
+    """GPU070 (the failed row remap is on the GB200 MoE job, see `plant_placement`):
+
+    - job ft-ecc-0 on the roomiest H100 node: one GPU records a row remap (XID 63, one row
+      remapped, the pending flag up: reset when idle, no drain), the other reports a GSP
+      timeout (XID 119, NVIDIA's bucket: reset the GPU) late in the window;
+    - an XID 79 on a GPU nobody holds (near miss);
+    - one more L40S node, every GPU held all window by a busy single-GPU job, so no case sees
+      room there: a lone XID 63 (no remap counter moved), application XIDs 13 then 31, a gauge
+      that showed XID 79 from before the window with no event in it (near miss), and rows
+      remapped long ago with the pending flag down (near miss).
+    """
     H = b.H
     h100 = b.of_kind("h100")
     roomy = sorted(
@@ -40,7 +50,10 @@ def plant_health(b: Builder) -> None:
         when = H - min(40, H // 2)
         slots[0].health[queries.XID] = [(when, 63)]
         slots[0].health[queries.REMAP_UNCORR] = [(when, 1)]
+        slots[0].health[queries.REMAP_PENDING] = [(when, 1)]
         b.plant_name("GPU070", "GPU", "", slots[0].uuid)
+        slots[1].health[queries.XID] = [(H - min(12, H // 4), 119)]
+        b.plant_name("GPU070", "GPU", "", slots[1].uuid)
     spare = next(
         (s for n in h100 if n.exporter for s in b.free_slots(n)),
         None,
@@ -48,6 +61,43 @@ def plant_health(b: Builder) -> None:
     if spare is not None:
         spare.health[queries.XID] = [(H - min(10, H // 3), 79)]
         b.plant_name("GPU070", "GPU", "", spare.uuid, "XID 79 on a GPU no pod held")
+    _xid_node(b)
+
+
+def _xid_node(b: Builder) -> None:
+    """The L40S node of `plant_health`, one busy single-GPU job per GPU."""
+    H = b.H
+    node = b.add_node("l40s", len(b.of_kind("l40s")))
+    slots = b.free_slots(node)
+    jobs = ("xid63-solo", "xid-app", "xid-stale", "remap-done")
+    for job, slot in zip(jobs, slots, strict=False):
+        p = b.pod(
+            "ml-train",
+            f"{job}-0",
+            node,
+            "main",
+            ("Job", job),
+            0,
+            gpus=1,
+            labels={"batch.kubernetes.io/job-name": job},
+            priority_class="training",
+            priority=1000,
+        )
+        place(b, p, [slot], 0, b.pattern("busy", H, 0), 0.5)
+        if job == "xid63-solo":
+            slot.health[queries.XID] = [(H - min(30, H // 2), 63)]
+            b.plant_name("GPU070", "GPU", "", slot.uuid)
+        elif job == "xid-app":
+            slot.health[queries.XID] = [(H // 3, 13), (H - min(20, H // 3), 31)]
+            b.plant_name("GPU070", "GPU", "", slot.uuid)
+        elif job == "xid-stale":
+            slot.health[queries.XID] = [(0, 79)]
+            b.plant_name(
+                "GPU070", "GPU", "", slot.uuid, "XID gauge still showing 79 from before the window"
+            )
+        else:
+            slot.health[queries.REMAP_UNCORR] = [(0, 2)]
+            b.plant_name("GPU070", "GPU", "", slot.uuid, "rows remapped long ago, none pending")
 
 
 TP_PCIE = 2.0e9

@@ -45,6 +45,7 @@ METRICS = (
     queries.PCIE_RX,
     queries.NVLINK_TX,
     queries.NVLINK_RX,
+    queries.REMAP_PENDING,
 )
 INT_METRICS = {
     queries.UTIL,
@@ -53,8 +54,9 @@ INT_METRICS = {
     queries.XID,
     queries.REMAP_UNCORR,
     queries.REMAP_FAILURE,
+    queries.REMAP_PENDING,
 }
-HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE)
+HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
 """GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
 LINK_OF = {m: link for link, pair in queries.LINK_TRAFFIC.items() for m in pair}
 """Link traffic gauge -> its link (`pcie`, `nvlink`): emitted for the whole GPUs of nodes whose
@@ -120,6 +122,29 @@ def raw_labels(h: Holding, style: str) -> dict[str, str]:
 
 def xid_text(code: int) -> str:
     return "No Error" if code == 0 else xid.meaning(code)
+
+
+def onset_visible(scrape_s: int) -> bool:
+    """Whether the `xid_events` query (`catalogue._onsets`) sees the XID gauge change code at
+    an hour boundary of data scraped every `scrape_s` seconds, mid-interval: some subquery
+    step `t` must have a sample of the new code in (t - step, t], none in (t - 2 step,
+    t - step], and the old code's last sample in (t - 2 step, t - step] (left-open look back,
+    as Prometheus 3 has it; the two cannot differ at the scrape intervals the tests use)."""
+    step = queries.ONSET_STEP_S
+    first = scrape_s / 2
+    t = math.ceil(first / step) * step
+    return t < 2 * step - first
+
+
+def onsets(codes: Arr, hours: Arr, group: Arr) -> int:
+    """How many hours of one XID series (its `codes` over its `hours`) start a code other than
+    0 that the hour before, in the same series group (`group`: every hour the group's XID
+    gauge was exposed), did not show."""
+    if not len(hours) or not codes[0]:
+        return 0
+    own = set(hours.tolist())
+    exposed = set(group.tolist())
+    return sum(1 for h in own if h - 1 in exposed and h - 1 not in own)
 
 
 # ---- exact vectorised number handling -------------------------------------------------
@@ -353,6 +378,8 @@ class Table:
         self.hours: Arr = (np.arange(total) - first + np.repeat(h0, hlen)).astype(np.float64)
         self.mig = np.array([bool(s.mig_id) for s in self.slots], dtype=bool)
         self._xid: tuple[list[dict[str, str]], Arr, Arr, Arr] | None = None
+        self._xid_group: list[int] | None = None
+        """Each XID series' main series; None while every GPU's gauge read 0 throughout."""
 
     @property
     def n(self) -> int:
@@ -453,6 +480,7 @@ class Table:
             self._xid = (labels, self.off, self.hours, np.zeros(len(self.hours)))
             return self._xid
         labels = []
+        groups: list[int] = []
         hparts: list[Arr] = []
         vparts: list[Arr | None] = []
         bounds = self.off.tolist()
@@ -460,6 +488,7 @@ class Table:
             hours = self.hours[bounds[i] : bounds[i + 1]]
             if not slot.health.get(queries.XID) and len(hours):
                 labels.append(self.labels[i] | none)
+                groups.append(i)
                 hparts.append(hours)
                 vparts.append(None)
                 continue
@@ -468,6 +497,7 @@ class Table:
                 sel = codes == code
                 c = int(code)
                 labels.append(self.labels[i] | {"err_code": str(c), "err_msg": xid_text(c)})
+                groups.append(i)
                 hparts.append(hours[sel])
                 vparts.append(codes[sel])
         off = np.zeros(len(labels) + 1, dtype=np.int64)
@@ -477,4 +507,20 @@ class Table:
             if part is not None:
                 vals[off[j] : off[j + 1]] = part
         self._xid = (labels, off, np.concatenate(hparts) if hparts else np.zeros(0), vals)
+        self._xid_group = groups
         return self._xid
+
+    def xid_onsets(self, scrape_s: int) -> Arr:
+        """Per XID series (in `xid()` order): the changes of the gauge into its code, as the
+        `xid_events` query counts them (see `onsets`, `onset_visible`)."""
+        labels, off, hours, vals = self.xid()
+        out = np.zeros(len(labels))
+        if not onset_visible(scrape_s) or self._xid_group is None:
+            return out
+        bounds = off.tolist()
+        for j, i in enumerate(self._xid_group):
+            a, b = bounds[j], bounds[j + 1]
+            if b > a and vals[a]:
+                group = self.hours[int(self.off[i]) : int(self.off[i + 1])]
+                out[j] = onsets(vals[a:b], hours[a:b], group)
+        return out

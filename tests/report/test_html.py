@@ -112,13 +112,17 @@ def test_findings_keep_the_ranked_order_with_severity_and_numbers(
 ) -> None:
     section = full_html[full_html.index('id="findings"') : full_html.index('id="by-namespace"')]
     refs = [html.unescape(r) for r in re.findall(r'<td class="res">(.*?)<span', section)]
-    expected = [
-        f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/")
-        for f in demo_json["findings"]
-    ]
+    rows = [f for f in demo_json["findings"] if f["primary"]]
+    expected = [f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/") for f in rows]
     assert refs == expected
     badges = re.findall(r'class="badge sev-(\w+)"', section)
-    assert badges == [f["severity"] for f in demo_json["findings"]]
+    assert badges == [f["severity"] for f in rows]
+    # A resource with several findings is one row: the others' codes and text go with it.
+    nb = next(f for f in rows if f["resource"]["name"] == "nb-idle-0-0")
+    assert nb["code"] == "GPU001" and nb["related"] == ["GPU021"]
+    row = next(r for r in section.split("<tr>") if 'class="res">notebooks/nb-idle-0-0<' in r)
+    assert '<span class="related">+ <code>GPU021</code></span>' in row
+    assert '<div class="also"><code>GPU021</code> Pod notebooks/nb-idle-0-0 held a whole' in row
     first = demo_json["findings"][0]["impact"]
     gh, cost = f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"
     assert f'<td class="num">{gh}</td><td class="num">{cost}</td>' in section

@@ -41,6 +41,8 @@ class _Series:
     hours: Arr
     hi: dict[str, Arr]
     lo: dict[str, Arr]
+    group_hours: Arr | None = None
+    """For an XID series: every hour its GPU's XID gauge was exposed under these labels."""
 
 
 def series(sc: Scenario, style: str) -> list[_Series]:
@@ -90,8 +92,22 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             sel = codes == code
             labels = dict(key) | {"err_code": str(int(code)), "err_msg": xid_text(int(code))}
             xid_hi = {queries.XID: codes[sel]}
-            out.append(_Series(labels, hours[sel], xid_hi, xid_hi))
+            out.append(_Series(labels, hours[sel], xid_hi, xid_hi, hours))
     return out
+
+
+def _onsets(s: _Series, scrape_s: int) -> int:
+    """Hours where the XID gauge turned to this series' code (not 0) from another code it
+    showed the hour before, when the subquery can see it: a step at the first multiple of 300 s
+    at or after the first sample (mid-interval) must still see the last sample of the hour
+    before within its 300 s look back."""
+    first = scrape_s / 2
+    if math.ceil(first / 300) * 300 >= 600 - first or s.group_hours is None:
+        return 0
+    if not len(s.hours) or s.hi[queries.XID][0] == 0:
+        return 0
+    own = set(s.hours.tolist())
+    return sum(1 for h in own if h - 1 in set(s.group_hours.tolist()) and h - 1 not in own)
 
 
 def _ts(t: float) -> float | int:
@@ -134,6 +150,11 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
                 continue
             metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
             hi, lo = s.hi[q.metric], s.lo[q.metric]
+            if q.stat == "onsets":
+                n = _onsets(s, sc.scrape_s)
+                if n:
+                    result.append({"metric": metric, "value": [sc.end, fmt(float(n))]})
+                continue
             if q.kind == "window":
                 val = window_stat(q.stat, hi, lo, k)
                 result.append({"metric": metric, "value": [sc.end, fmt(val)]})

@@ -17,6 +17,7 @@ FOUNDATION = {
     "gpuaudit.numbers",
     "gpuaudit.progress",
     "gpuaudit.redact",
+    "gpuaudit.xid",  # a domain table of the foundation (the XID alert rules read it)
 }
 
 

@@ -34,6 +34,7 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 REMAP_UNCORR = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
 ECC_DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 ECC_DBE_AGG = "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"
 P2P_STATUS = "DCGM_EXP_P2P_STATUS"
@@ -56,6 +57,7 @@ DCGM_METRICS = (
     XID,
     REMAP_UNCORR,
     REMAP_FAILURE,
+    REMAP_PENDING,
     ECC_DBE_VOL,
     ECC_DBE_AGG,
     P2P_STATUS,
@@ -109,7 +111,7 @@ POD_LABELS = {
 """Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
 when discovery could not tell (both kept; the inventory then decides from the data)."""
 
-Stat = Literal["sum", "count", "max", "p95", "mean"]
+Stat = Literal["sum", "count", "max", "p95", "mean", "onsets"]
 Kind = Literal["window", "hourly"]
 
 RECORDED = (ACT_PROF, UTIL, FB_USED, FB_FREE, POWER)
@@ -166,6 +168,8 @@ class QuerySpec:
                 return f"max by ({by}) (max_over_time({rec('max')}{rng}))"
             return f"sum by ({by}) (sum_over_time({rec(self.stat)}{rng}))"
         sel = f"{self.metric}{{{selector}}}" if selector else self.metric
+        if self.stat == "onsets":
+            return _onsets(sel, range_s, by)
         if self.stat == "mean":
             return (
                 f"sum by ({by}) (sum_over_time({sel}{rng})) / "
@@ -182,6 +186,26 @@ class QuerySpec:
     def by_labels(self, pod_spelling: str) -> tuple[str, ...]:
         """The labels of the `by` clause: identity, pod labels, then `extra_by`."""
         return IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+
+
+ONSET_STEP_S = 300
+"""Resolution of the XID onset subquery, and how far back it looks for the previous code: the
+default lookback, so a code is seen while its series is fresh at any scrape interval up to it."""
+
+
+def _onsets(sel: str, range_s: int, by: str) -> str:
+    """How many times each XID code appeared in the window: a subquery point where the series
+    of a code (`err_code`) is present but was not `ONSET_STEP_S` earlier, while a series of
+    the same GPU and pod was (any code, 0 included). The XID gauge keeps its last code until
+    the exporter restarts, so counting samples would read one event as a window of errors;
+    this counts changes of the gauge into a code. A series that starts with a code (a pod
+    placed on a GPU whose gauge still shows an old XID, an exporter restart, a scrape gap) is
+    not an event; a code that replaces itself (63 then 63 again) cannot be seen by any gauge,
+    nor one that lasted under `ONSET_STEP_S`."""
+    r = f"{ONSET_STEP_S}s"
+    fresh = f"({sel} > 0) unless ({sel} offset {r})"
+    onset = f"({fresh}) and ignoring (err_code, err_msg) ({sel} offset {r})"
+    return f"sum by ({by}) (count_over_time(({onset})[{range_s}s:{r}]))"
 
 
 def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
@@ -201,8 +225,11 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     # GPU health: the largest value each series held in the window. The XID gauge holds the
     # last XID code and carries it as `err_code` too, so grouping on it keeps every code seen.
     QuerySpec("xid_max", "window", XID, "max", ("err_code", "err_msg")),
+    # XID events: changes of the gauge into each code, not samples (see `_onsets`).
+    QuerySpec("xid_events", "window", XID, "onsets", ("err_code", "err_msg")),
     QuerySpec("remap_uncorr_max", "window", REMAP_UNCORR, "max"),
     QuerySpec("remap_failure_max", "window", REMAP_FAILURE, "max"),
+    QuerySpec("remap_pending_max", "window", REMAP_PENDING, "max"),
     QuerySpec("ecc_dbe_max", "window", ECC_DBE_VOL, "max"),
     QuerySpec("ecc_dbe_agg_max", "window", ECC_DBE_AGG, "max"),
     # NVLink P2P status per GPU pair (0 = OK), where the exporter's P2P collector is on.

@@ -12,11 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuaudit import xid
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 
 RULE_INTERVAL_S = 300
-DRAIN_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
+DRAIN_XIDS = xid.codes_in(xid.Bucket.REBOOT, xid.Bucket.CONTACT_SUPPORT)
+"""XIDs whose resolution bucket in NVIDIA's Xid catalog is a reboot or a support case: the
+node must be drained (see `gpuaudit.xid`)."""
+
+
+def xid_event(window: str) -> str:
+    """An XID event in the last `window`: a change of the XID gauge into a code, not the code
+    itself (the gauge keeps its last value until the exporter restarts). With `err_code`
+    labels (current exporters) each code is its own series, so a code's series that appeared
+    in the window while the GPU reported another value before it; without them, the gauge
+    changed in the window to a value other than 0."""
+    x = catalogue.XID
+    fresh = f"({x} > 0) unless ({x} offset {window})"
+    labelled = f"(({fresh}) and ignoring (err_code, err_msg) ({x} offset {window}))"
+    legacy = f"({x} != 0 and on (UUID, gpu) changes({x}[{window}]) > 0)"
+    return f"({labelled} or {legacy})"
 
 
 def _by(pod_spelling: str) -> str:
@@ -47,6 +63,7 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
     gpu = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
     labels = f"UUID, gpu, GPU_I_ID, Hostname, {pod}, {ns}"
     drain = " or ".join(f"{catalogue.XID} == {x}" for x in DRAIN_XIDS)
+    event = xid_event("15m")
     return [
         {
             "name": "gpuaudit.alerts",
@@ -108,19 +125,17 @@ def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
                 },
                 {
                     "alert": "GpuauditXidDrain",
-                    "expr": f"({drain}) and on (UUID, gpu) changes({catalogue.XID}[15m]) > 0",
+                    "expr": f"{event} and ({drain})",
                     "labels": {"severity": "critical", "gpuaudit_code": "GPU070"},
                     "annotations": {
                         "summary": f"XID {{{{ $value }}}} on {gpu}: cordon and drain the node.",
-                        "description": "This XID calls for a drain (NVIDIA's XID catalogue); see "
-                        "`gpuaudit explain GPU070`.",
+                        "description": "NVIDIA's Xid catalog says to reboot the node or contact "
+                        "support for this XID; see `gpuaudit explain GPU070`.",
                     },
                 },
                 {
                     "alert": "GpuauditXid",
-                    "expr": (
-                        f"{catalogue.XID} != 0 and on (UUID, gpu) changes({catalogue.XID}[15m]) > 0"
-                    ),
+                    "expr": event,
                     "labels": {"severity": "warning", "gpuaudit_code": "GPU070"},
                     "annotations": {"summary": f"XID {{{{ $value }}}} on {gpu}."},
                 },

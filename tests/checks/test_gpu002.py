@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import pytest
+
+from gpuaudit.checks import gpu002_idle_tail as gpu002
+from gpuaudit.findings import Finding, Severity
+from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+
+
+def _run(series: list[Series], hours: int, **kw: object) -> list[Finding]:
+    return run_check(gpu002, inventory(series, hours, **kw))  # type: ignore[arg-type]
+
+
+def _pod(act: list[float | None], uuid: str = "G0", gpu: str = "0", pod: str = "ft-0") -> Series:
+    return Series(gpu_labels(uuid=uuid, gpu=gpu, pod=pod, namespace="ml"), act=act)
+
+
+def test_a_finished_job_that_keeps_its_gpu_is_reported() -> None:
+    s = _pod([0.8] * 10 + [0.01] * 8)
+    pod = make_pod("ft-0", owner=("Job", "ft"))
+    (f,) = _run([s], 18, pods=[pod])
+    assert f.code == "GPU002" and f.severity is Severity.LOW
+    assert (f.resource.kind, f.resource.namespace, f.resource.name) == ("Pod", "ml", "ft-0")
+    assert f.impact.gpu_hours == pytest.approx(8)
+    assert f.impact.cost == pytest.approx(8 * 6.88)
+    assert f.message == (
+        "Pod ml/ft-0 has held 1 GPU (H100 80GB HBM3) idle for the last 8 h after working "
+        "earlier (busiest hour 80 % engine activity); it still holds them."
+    )
+    assert f.recommendation.startswith("Stop Job ml/ft now;")
+    assert f.evidence["idle_tail_hours"] == 8 and f.evidence["owner"] == "Job/ft"
+
+
+def test_impact_counts_every_gpu_and_sets_the_severity() -> None:
+    act: list[float | None] = [0.8] * 10 + [0.01] * 12
+    found = _run([_pod(act), _pod(act, "G1", "1")], 22)
+    (f,) = found
+    assert f.impact.gpu_hours == pytest.approx(24) and f.severity is Severity.MEDIUM
+    assert "held 2 GPUs" in f.message
+
+
+def test_near_miss_a_tail_under_six_hours_stays_quiet() -> None:
+    assert _run([_pod([0.8] * 10 + [0.01] * 5)], 15) == []
+
+
+def test_near_miss_never_active_stays_quiet() -> None:
+    """Idle all along (GPU001's case), not an idle tail: no hour reached 20 %."""
+    assert _run([_pod([0.15] * 10 + [0.01] * 8)], 18) == []
+
+
+def test_near_miss_a_daily_pattern_is_not_an_end() -> None:
+    """An earlier idle run at least as long as the tail: a recurring pattern (GPU003)."""
+    act: list[float | None] = [0.8] * 2 + [0.01] * 10 + [0.8] * 2 + [0.01] * 8
+    assert _run([_pod(act)], 22) == []
+
+
+def test_near_miss_released_before_the_end_stays_quiet() -> None:
+    assert _run([_pod([0.8] * 10 + [0.01] * 8 + [None] * 2)], 20) == []
+
+
+def test_thresholds_are_settings() -> None:
+    inv = inventory([_pod([0.8] * 10 + [0.01] * 5)], 15)
+    (f,) = run_check(gpu002, inv, idle_tail_hours=4)
+    assert f.impact.gpu_hours == pytest.approx(5)
+    assert run_check(gpu002, inv, idle_tail_hours=4, active_activity=0.9) == []

@@ -1,0 +1,214 @@
+"""The coherence pass: findings that agree with each other (`gpuaudit.coherence`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaudit.audit import run_checks
+from gpuaudit.checks import by_code
+from gpuaudit.cli import app
+from gpuaudit.coherence import make_coherent
+from gpuaudit.findings import Alternative, Drain, Finding, Impact, Resource, Severity
+from gpuaudit.settings import Settings
+from tests.factories import Series, gpu_labels, inventory
+
+runner = CliRunner()
+
+
+def _f(
+    code: str,
+    name: str,
+    hours: float,
+    severity: Severity = Severity.MEDIUM,
+    kind: str = "Pod",
+    ns: str = "ml",
+    **kw: object,
+) -> Finding:
+    return Finding(
+        code=code,
+        severity=severity,
+        resource=Resource(kind, ns, name, "", 1.0),
+        message=f"{code} about {name}.",
+        impact=Impact(hours, hours * 2.0),
+        recommendation=f"Fix {name}.",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _by(findings: tuple[Finding, ...], code: str, name: str = "") -> Finding:
+    return next(f for f in findings if f.code == code and (not name or f.resource.name == name))
+
+
+# ---- rule 1: no recommendation places work where another finding drains -------------------
+
+
+def test_a_target_another_finding_drains_moves_to_the_first_clear_alternative() -> None:
+    sick = _f("GPU070", "GPU-1", 10, Severity.CRITICAL, "GPU", "", drains=(Drain("n2"),))
+    busy = _f("GPU070", "GPU-2", 10, Severity.HIGH, "GPU", "", drains=(Drain("n3", "GPU-2"),))
+    alts = (
+        Alternative(("n3",), "Make room on n3."),
+        Alternative(("n4",), "Make room on n4.", "Room on n4 would fit it."),
+    )
+    move = _f("GPU051", "wait-0", 5, targets=("n2",), alternatives=alts)
+    out, _ = make_coherent([sick, busy, move])
+    got = _by(out, "GPU051")
+    assert got.targets == ("n4",)
+    assert got.recommendation == "Make room on n4. (Not n2: GPU070 says to drain node n2.)"
+    assert got.message == "Room on n4 would fit it."
+    assert got.evidence["coherence"]["moved_from"] == ["n2"]
+    assert got.evidence["coherence"]["because"] == [{"code": "GPU070", "node": "n2", "gpu": ""}]
+
+
+def test_without_a_clear_alternative_the_target_stays_and_it_says_why() -> None:
+    sick = _f("GPU070", "GPU-1", 10, Severity.CRITICAL, "GPU", "", drains=(Drain("n2"),))
+    move = _f("GPU050", "wait-0", 5, targets=("n2",))
+    out, _ = make_coherent([sick, move])
+    got = _by(out, "GPU050")
+    assert got.targets == ("n2",)
+    assert got.recommendation == (
+        "Fix wait-0. Note: GPU070 says to drain node n2, and GPU050 found no other node for "
+        "this work: wait until n2 is back in service before doing this."
+    )
+    assert got.evidence["coherence"]["kept_target"] == ["n2"]
+
+
+def test_a_gpu_awaiting_a_reset_is_named_and_its_node_is_avoided() -> None:
+    reset = _f("GPU070", "GPU-9", 10, Severity.HIGH, "GPU", "", drains=(Drain("n2", "GPU-9"),))
+    stay = _f("GPU051", "a-0", 5, targets=("n2",))
+    moved = _f("GPU051", "b-0", 5, targets=("n2",), alternatives=(Alternative(("n5",), "Use n5."),))
+    out, _ = make_coherent([reset, stay, moved])
+    assert (
+        "GPU070 says to free GPU-9 on node n2 for a reset"
+        in _by(out, "GPU051", "a-0").recommendation
+    )
+    assert (
+        "let the reset happen before new work lands on n2"
+        in _by(out, "GPU051", "a-0").recommendation
+    )
+    assert _by(out, "GPU051", "b-0").targets == ("n5",)
+
+
+def test_targets_elsewhere_and_a_findings_own_drain_are_left_alone() -> None:
+    sick = _f("GPU070", "GPU-1", 10, Severity.CRITICAL, "GPU", "", drains=(Drain("n2"),))
+    move = _f("GPU051", "wait-0", 5, targets=("n3",))
+    own = _f("GPU099", "x", 1, drains=(Drain("n4"),), targets=("n4",))
+    out, _ = make_coherent([sick, move, own])
+    assert _by(out, "GPU051") == move
+    assert _by(out, "GPU099") == own
+
+
+# ---- rule 2: one primary finding per resource -----------------------------------------------
+
+
+def test_a_pod_with_several_findings_has_one_primary_and_related_codes() -> None:
+    idle = _f("GPU001", "nb-0", 135, Severity.HIGH)
+    big = _f("GPU021", "nb-0", 77, Severity.MEDIUM)
+    other = _f("GPU021", "nb-1", 50, Severity.MEDIUM)
+    out, _ = make_coherent([big, other, idle])
+    first, second = _by(out, "GPU001"), _by(out, "GPU021", "nb-0")
+    assert first.primary and first.related == ("GPU021",)
+    assert not second.primary and second.related == ("GPU001",)
+    lone = _by(out, "GPU021", "nb-1")
+    assert lone.primary and lone.related == ()
+    assert [f.code for f in out] == ["GPU001", "GPU021", "GPU021"]  # rank order kept
+
+
+def test_same_name_in_another_namespace_or_kind_is_another_resource() -> None:
+    out, _ = make_coherent([_f("GPU001", "x", 5), _f("GPU001", "x", 5, ns="web")])
+    assert all(f.primary and not f.related for f in out)
+
+
+# ---- rule 3: no GPU-hour counted twice ------------------------------------------------------
+
+
+def test_overlapping_findings_count_their_largest_impact_once() -> None:
+    idle = _f("GPU001", "nb-0", 135, Severity.HIGH)
+    big = _f("GPU021", "nb-0", 77)
+    waiting_a = _f("GPU050", "eval-0", 12)
+    waiting_b = _f("GPU051", "eval-0", 12)
+    out, totals = make_coherent([idle, big, waiting_a, waiting_b])
+    assert totals.gpu_hours == pytest.approx(135 + 12)
+    assert totals.cost == pytest.approx(2 * (135 + 12))
+    assert totals.groups == 2
+    assert _by(out, "GPU001").counted and not _by(out, "GPU021").counted
+    # On a tie, the first in rank order counts.
+    assert _by(out, "GPU050").counted and not _by(out, "GPU051").counted
+
+
+def test_a_gpu_finding_and_its_holders_findings_share_gpu_hours() -> None:
+    sick = _f("GPU070", "GPU-1", 168, Severity.HIGH, "GPU", "", pods=("ml/a-0",))
+    also = _f("GPU070", "GPU-2", 168, Severity.MEDIUM, "GPU", "", pods=("ml/a-0",))
+    idle = _f("GPU001", "a-0", 200)
+    apart = _f("GPU001", "b-0", 10)
+    out, totals = make_coherent([sick, also, idle, apart])
+    assert totals.gpu_hours == pytest.approx(200 + 10)
+    assert [f.code for f in out if f.counted] == ["GPU001", "GPU001"]
+
+
+def test_the_total_is_derivable_from_the_json_report() -> None:
+    """The schema's rule: the sum of `impact.gpu_hours` over findings with
+    `counted_in_total` is `summary.findings_gpu_hours`."""
+    lab = gpu_labels(uuid="G0", pod="nb-0", namespace="ml")
+    s = Series(lab, act=[0.01] * 40, fb_used=20000.0, fb_free=61559.0, xids=[119])
+    result = run_checks(inventory([s], 40), Settings())
+    doc = json.loads(json.dumps(result.to_dict()))
+    codes = sorted(f["code"] for f in doc["findings"])
+    assert "GPU001" in codes and "GPU070" in codes
+    counted = [f for f in doc["findings"] if f["counted_in_total"]]
+    total = sum(f["impact"]["gpu_hours"] for f in counted)
+    assert doc["summary"]["findings_gpu_hours"] == pytest.approx(total, abs=0.01)
+    assert len(counted) == 1  # the sick GPU's holder is the idle pod: the same GPU-hours
+    assert sum(f["impact"]["gpu_hours"] for f in doc["findings"]) > total
+
+
+def test_a_gpu070_drain_reaches_the_audit_result() -> None:
+    check = by_code("GPU070")
+    assert check is not None
+    lab = gpu_labels(uuid="G0", pod="a-0", namespace="ml")
+    inv = inventory([Series(lab, act=[0.5] * 10, xids=[79])], 10)
+    result = run_checks(inv, Settings(), (check,))
+    (f,) = result.findings
+    assert f.drains == (Drain("node-a"),) and f.primary and f.counted
+
+
+def test_the_demo_shows_each_resource_once_with_its_related_codes(tmp_path: Path) -> None:
+    out = tmp_path / "r.txt"
+    res = runner.invoke(app, ["scan", "--demo", "-f", "table", "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert text.count("also GPU021: Pod notebooks/nb-idle-0-0 held a whole") == 1
+    assert text.count("also GPU021: Pod search/embed-stale-0") == 1
+    assert text.count("also GPU051: Pod research/eval-llm-0") == 1
+    doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
+    rows = [f for f in doc["findings"] if f["primary"]]
+    assert len(
+        {(f["resource"]["kind"], f["resource"]["namespace"], f["resource"]["name"]) for f in rows}
+    ) == len(rows)
+
+
+def test_the_demo_places_no_work_where_a_finding_drains(tmp_path: Path) -> None:
+    doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
+    drained = {(d["node"], d["gpu"]) for f in doc["findings"] for d in f["drains"]}
+    assert ("gb200-node-002", "") in drained  # the failed row remap: RMA
+    nodes = {n for n, _ in drained}
+    for f in doc["findings"]:
+        hit = set(f["targets"]) & nodes
+        if hit:
+            assert "coherence" in f["evidence"], f["code"]
+            assert "Note: GPU070 says" in f["recommendation"] or "(Not " in f["recommendation"]
+    # The lone XID 63 and the pending remap on h100-node-002 drain nothing.
+    gpu070 = [f for f in doc["findings"] if f["code"] == "GPU070"]
+    pending = [f for f in gpu070 if f["evidence"]["action"] == "reset the GPU when its work ends"]
+    assert len(pending) == 2 and all(f["drains"] == [] for f in pending)
+
+
+def test_explain_documents_how_reports_combine_findings() -> None:
+    res = runner.invoke(app, ["explain", "GPU051"])
+    assert res.exit_code == 0
+    assert "How it decides" in res.stdout and "In reports" in res.stdout
+    assert "no recommendation places work on a node" in res.stdout
+    assert "counts no GPU-hour twice" in res.stdout
