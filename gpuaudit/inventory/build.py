@@ -23,7 +23,7 @@ from gpuaudit import mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory import kube, prom
+from gpuaudit.inventory import kube, prom, queues
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
@@ -166,6 +166,7 @@ class _Kube:
     missing: dict[Capability, str]
     incomplete: list[str]
     """Reasons the pods or nodes list is incomplete that the manifest does not give yet."""
+    queues: queues.Queues
 
 
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
@@ -197,6 +198,9 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
             missing[cap_of] = str(states.get(key) or f"{key} were not read")
     pod_rows = [kube.pod_row(o) for o in objects.get("pods", ())]
     gang_list, pod_gang = gang_mod.build(objects)
+    queue_caps, queue_missing = queues.capabilities(snap.kubernetes, states)
+    caps |= queue_caps
+    missing.update(queue_missing)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
     return _Kube(
@@ -206,6 +210,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         capabilities=caps,
         missing=missing,
         incomplete=incomplete,
+        queues=queues.build(objects, snap.kubernetes, pod_gang),
     )
 
 
@@ -483,4 +488,5 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         gangs=_gang_table(k.gangs),
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),
+        queues=k.queues,
     )
