@@ -9,17 +9,19 @@ from typing import Any
 
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown
+from gpuaudit.capacity import CapacityPlan
+from gpuaudit.capacity import plan as capacity_plan
 from gpuaudit.checks import Check, discover
 from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped, rank
-from gpuaudit.inventory import Inventory, Views
+from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
 from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class AuditResult:
     """Findings a waiver accepted: counted and listed, never silently dropped."""
     comparison: Comparison | None = None
     """Against `--baseline` or `--previous`, when given."""
+    capacity: CapacityPlan | None = None
+    """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
+    same after releasing the idle reservations found."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -70,6 +75,7 @@ class AuditResult:
             "suppressed": [s.to_dict() for s in self.suppressed],
             "breakdown": self._breakdown_dict(),
             "comparison": self.comparison.to_dict() if self.comparison else None,
+            "capacity": self.capacity.to_dict() if self.capacity else None,
             "warnings": list(self.warnings),
         }
 
@@ -149,7 +155,37 @@ def run_checks(
         breakdown=breakdown(views, idle, group_label),
         suppressed=tuple(sorted(suppressed, key=lambda s: s.finding.sort_key())),
         comparison=comparison,
+        capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran),
     )
+
+
+RELEASE_CODE = "GPU001"
+"""The check whose findings are the idle reservations the capacity plan releases."""
+
+
+def _capacity(
+    views: Views,
+    idle: float,
+    currency: str,
+    ranked: tuple[Finding, ...],
+    skipped: list[Skipped],
+    ran: list[str],
+) -> CapacityPlan:
+    """The capacity plan, releasing the pods GPU001 reported (after waivers)."""
+    released: list[tuple[str, str]] | None = None
+    note = ""
+    if RELEASE_CODE in ran:
+        released = [
+            (f.resource.namespace, f.resource.name)
+            for f in ranked
+            if f.code == RELEASE_CODE and f.resource.kind == "Pod"
+        ]
+    else:
+        why = next((s.reason for s in skipped if s.code == RELEASE_CODE), "")
+        note = f"{RELEASE_CODE} was skipped: {why}" if why else f"{RELEASE_CODE} was not run"
+    inv = views.inv
+    queues = views.queue_usage(idle) if Capability.QUEUES in inv.capabilities else ()
+    return capacity_plan(views, idle, currency, released, note, queues)
 
 
 def _pod_labels(inv: Inventory) -> dict[tuple[str, str], dict[str, str]]:
