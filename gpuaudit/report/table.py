@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuaudit.audit import AuditResult
+from gpuaudit.report.capacity_table import assumptions_text, capacity_text
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import money, num, pct, terminal, window_bounds
 
@@ -71,6 +72,9 @@ def findings_table(result: AuditResult) -> Table:
 def renderable(result: AuditResult) -> RenderableType:
     """The summary, the findings table, skipped checks and warnings, for a Rich console."""
     parts: list[RenderableType] = [summary_text(result)]
+    capacity = capacity_text(result)
+    if capacity is not None:
+        parts.append(capacity)
     if result.findings:
         parts.append(findings_table(result))
     else:
@@ -85,6 +89,9 @@ def renderable(result: AuditResult) -> RenderableType:
         for msg in result.warnings:
             w.append(f"  {terminal(msg, 400)}\n")
         parts.append(w)
+    assumptions = assumptions_text(result)
+    if assumptions is not None:
+        parts.append(assumptions)
     return Group(*parts)
 
 
