@@ -65,7 +65,7 @@ def test_scale_and_node_types() -> None:
     kinds = {n.kind for n in sc.nodes}
     assert kinds == {"h100", "a100-mig", "l40s", "gb200"}
     total = sum(n.gpu_count for n in sc.nodes)
-    assert 380 <= total <= 420
+    assert 380 <= total <= 440  # the placement and queue cases add a few nodes
     assert 40 <= len(sc.nodes) <= 70
     assert any(s.profile == "1g.10gb" for s in sc.slots)
 

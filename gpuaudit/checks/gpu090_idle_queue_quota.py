@@ -162,8 +162,8 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
     cost = gpu_hours * views.price(u.product)
     if u.system == VOLCANO:
         message = (
-            f"Volcano queue {u.queue} guarantees {_units(u.guarantee, u.resource)}, but at most "
-            f"{_units(use, u.resource)} were in use at once over the {u.hours:.0f} h window "
+            f"Volcano queue {u.queue} guarantees {_units(u.guarantee, u.resource)}, but its use "
+            f"peaked at {_units(use, u.resource)} over the {u.hours:.0f} h window "
             f"({u.held_gpu_hours:.0f} GPU-hours held, {u.busy_gpu_hours:.0f} busy); "
             f"{_units(reclaim, u.resource)} of guarantee sat reserved for nobody."
         )
@@ -180,8 +180,8 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         )
         message = (
             f"ClusterQueue {u.queue} holds {_units(u.quota, u.resource)} of quota in "
-            f"{_where(u)}, but at most {_units(use, u.resource)} were admitted or in use at "
-            f"once over the {u.hours:.0f} h window ({u.admitted_gpu_hours:.0f} of "
+            f"{_where(u)}, but what it admitted or used peaked at {_units(use, u.resource)} "
+            f"over the {u.hours:.0f} h window ({u.admitted_gpu_hours:.0f} of "
             f"{u.quota_gpu_hours:.0f} quota GPU-hours admitted, {u.busy_gpu_hours:.0f} busy); "
             f"{_units(reclaim, u.resource)} of it sat idle and {fence}."
         )
@@ -225,12 +225,17 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
     excess = promised - u.allocatable
     if excess <= EPS:
         return None
-    nodes = f"{u.flavor_nodes} node{'s' if u.flavor_nodes != 1 else ''}"
+    one = u.flavor_nodes == 1
+    nodes = f"{u.flavor_nodes} schedulable node{'' if one else 's'} allocate{'s' if one else ''}"
     if u.system == KUEUE:
+        nodes = (
+            f"flavor's {nodes} only {_units(u.allocatable, u.resource)}"
+            if u.flavor_nodes
+            else "flavor's nodeLabels match no schedulable node"
+        )
         message = (
             f"ClusterQueue {u.queue} has a nominal quota of {_units(u.quota, u.resource)} in "
-            f"flavor {u.flavor}, but the flavor's {nodes} allocate only "
-            f"{_units(u.allocatable, u.resource)}: {_units(excess, u.resource)} of quota cannot "
+            f"flavor {u.flavor}, but the {nodes}: {_units(excess, u.resource)} of quota cannot "
             "be honoured, so Kueue admits Workloads whose pods then wait for GPUs."
         )
         rec = (
@@ -242,8 +247,8 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
         what = "guarantee" if u.guarantee >= u.quota else "deserved"
         message = (
             f"Volcano queue {u.queue} {'is guaranteed' if what == 'guarantee' else 'deserves'} "
-            f"{_units(promised, u.resource)}, but the cluster's schedulable {nodes} allocate "
-            f"only {_units(u.allocatable, u.resource)}: {_units(excess, u.resource)} cannot be "
+            f"{_units(promised, u.resource)}, but the cluster's {nodes} only "
+            f"{_units(u.allocatable, u.resource)}: {_units(excess, u.resource)} cannot be "
             "honoured, so its fair share and reclaim decisions rest on GPUs that do not exist."
         )
         rec = (

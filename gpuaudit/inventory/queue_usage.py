@@ -83,7 +83,7 @@ class QueueUsage:
     allocatable: float | None
     """What the flavor's schedulable nodes allocate of the resource; None when unknown."""
     flavor_nodes: int | None
-    """Nodes of the flavor; None when unknown."""
+    """Schedulable (not cordoned) nodes of the flavor; None when unknown."""
     unit_gpus: float
     """Whole-GPU equivalents of one unit of the resource."""
     product: str
@@ -320,7 +320,7 @@ def _line(
         lending_limit=quota.lending_limit,
         fenced=q.fenced(quota),
         allocatable=allocatable,
-        flavor_nodes=len(nodes) if nodes is not None else None,
+        flavor_nodes=sum(1 for n in nodes if not n.cordoned) if nodes is not None else None,
         unit_gpus=unit,
         product=_product(inv, nodes if q.system == KUEUE else None, mine),
         hours=hours,
