@@ -7,7 +7,7 @@ from rich.text import Text
 
 from gpuaudit.audit import AuditResult
 from gpuaudit.capacity import Stat
-from gpuaudit.report.text import num, terminal
+from gpuaudit.report.text import num, plural, terminal
 
 
 def _stat(s: Stat) -> str:
@@ -15,7 +15,8 @@ def _stat(s: Stat) -> str:
 
 
 def capacity_text(result: AuditResult) -> Text | None:
-    """Per product: GPUs held and busy, and the plan's sentence; None without a plan."""
+    """Per product: GPUs held and busy, and the plan's sentence; a line on the queues; None
+    without a plan."""
     plan = result.capacity
     if plan is None or not plan.by_product:
         return None
@@ -26,14 +27,17 @@ def capacity_text(result: AuditResult) -> Text | None:
         t.append(f"  {name}: ", style="bold")
         t.append(f"held {_stat(p.gpus_held)}; busy {_stat(p.gpus_busy)}\n")
         t.append(f"    {terminal(line, 400)}\n")
-    for u in plan.queues:
-        where = f" flavor {u.flavor}" if u.flavor else ""
+    if plan.queues:
+        systems = sorted({(u.system, u.kind) for u in plan.queues})
+        counts = ", ".join(
+            plural(
+                len({u.queue for u in plan.queues if (u.system, u.kind) == sk}), f"{sk[0]} {sk[1]}"
+            )
+            for sk in systems
+        )
         t.append(
-            f"  {u.system} {u.kind} {terminal(u.queue, 60)}{terminal(where, 70)} "
-            f"{terminal(u.resource, 60)}: quota {num(u.quota, 1)}, peak admitted "
-            f"{num(u.peak_admitted, 1)}, peak in use {num(u.peak_use, 1)}; "
-            f"{num(u.admitted_gpu_hours)} of {num(u.quota_gpu_hours)} quota GPU-hours admitted, "
-            f"{num(u.busy_gpu_hours)} busy\n"
+            f"  Queue quota: {plural(len(plan.queues), 'GPU quota line')} of {counts}; the "
+            "Markdown, HTML and JSON reports list their quota, admitted and busy GPU-hours.\n"
         )
     return t
 

@@ -56,7 +56,8 @@ def test_hostile_names_in_the_terminal(hostile: Path) -> None:
     assert "Capacity plan" in out and "Capacity plan assumptions:" in out
     assert "[bold]x[/bold]" in out  # Rich markup printed, not interpreted
     assert "\\x1b[31m" in out
-    assert "Kueue ClusterQueue <script>" in out
+    assert "Queue quota: 1 GPU quota line of 1 Kueue ClusterQueue;" in out
+    assert "<script>alert(1)</script>" in out  # the GPU product, shown as text
 
 
 def test_hostile_names_in_html(hostile: Path) -> None:
