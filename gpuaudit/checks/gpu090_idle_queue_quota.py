@@ -31,8 +31,9 @@ How it decides
     - Idle quota, in windows of at least `checks.quota_min_hours` (default 24): the quota the
       nodes can honour (the lesser of quota and what the flavor's nodes allocate; Volcano: the
       guarantee) is at least twice the use (use at most `checks.quota_used_share`, default
-      0.5, of it), and the fenced part of it (Kueue: all of it outside a cohort, else
-      `nominalQuota - lendingLimit`, none without a lending limit; Volcano: the guarantee)
+      0.5, of it), and the fenced part of it (Kueue: all of it outside a cohort or in a cohort
+      with no other member, else `nominalQuota - lendingLimit`, none without a lending limit;
+      Volcano: the guarantee)
       exceeds the use by at least `checks.quota_min_idle` (default 1) GPUs or slices, rounded
       down: the reclaimable quota. Impact: reclaimable GPUs x window hours, priced per GPU
       product of the flavor's nodes. Severity: medium from 24 GPU-hours, low below.
@@ -176,7 +177,9 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         fence = (
             "no other queue may borrow it (no cohort)"
             if not u.cohort
-            else f"its cohort {u.cohort} may not borrow it (lendingLimit {u.lending_limit or 0:g})"
+            else f"its cohort {u.cohort} may not borrow it (lendingLimit {u.lending_limit:g})"
+            if u.lending_limit is not None
+            else f"its cohort {u.cohort} has no other queue to lend it to"
         )
         message = (
             f"ClusterQueue {u.queue} holds {_units(u.quota, u.resource)} of quota in "
@@ -186,9 +189,9 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
             f"{_units(reclaim, u.resource)} of it sat idle and {fence}."
         )
         lend = (
-            f"raise its lendingLimit to {(u.lending_limit or 0) + reclaim:g} (or remove it) so "
+            f"raise its lendingLimit to {u.lending_limit + reclaim:g} (or remove it) so "
             f"cohort {u.cohort} can borrow the idle quota"
-            if u.cohort
+            if u.cohort and u.lending_limit is not None
             else "put it in a cohort with lendingLimit so other queues can borrow the idle quota"
         )
         rec = (
@@ -229,7 +232,9 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
     nodes = f"{u.flavor_nodes} schedulable node{'' if one else 's'} allocate{'s' if one else ''}"
     if u.system == KUEUE:
         nodes = (
-            f"flavor's {nodes} only {_units(u.allocatable, u.resource)}"
+            "cluster has no ResourceFlavor of that name"
+            if u.flavor_missing
+            else f"flavor's {nodes} only {_units(u.allocatable, u.resource)}"
             if u.flavor_nodes
             else "flavor's nodeLabels match no schedulable node"
         )

@@ -79,11 +79,14 @@ class QueueUsage:
     borrowing_limit: float | None
     lending_limit: float | None
     fenced: float
-    """The quota no other queue may use while it sits idle (see `Queue.fenced`)."""
+    """The quota no other queue may use while it sits idle (see `Queue.fenced`; all of it in a
+    cohort nobody else belongs to)."""
     allocatable: float | None
     """What the flavor's schedulable nodes allocate of the resource; None when unknown."""
     flavor_nodes: int | None
     """Schedulable (not cordoned) nodes of the flavor; None when unknown."""
+    flavor_missing: bool
+    """Whether the ResourceFlavors were read and none has the flavor's name."""
     unit_gpus: float
     """Whole-GPU equivalents of one unit of the resource."""
     product: str
@@ -318,7 +321,9 @@ def _line(
         guarantee=quota.guarantee,
         borrowing_limit=quota.borrowing_limit,
         lending_limit=quota.lending_limit,
-        fenced=q.fenced(quota),
+        # A cohort with nobody else in it lends to nobody: its quota is fenced off as if alone.
+        fenced=q.fenced(quota) if q.system != KUEUE or qs.lends(q) else quota.nominal,
+        flavor_missing=bool(quota.flavor) and qs.flavors_read and quota.flavor not in qs.flavors,
         allocatable=allocatable,
         flavor_nodes=sum(1 for n in nodes if not n.cordoned) if nodes is not None else None,
         unit_gpus=unit,

@@ -199,6 +199,20 @@ class Queues:
         out |= {ns for (ns, _), sq in self.pod_queue.items() if sq == (q.system, q.name)}
         return tuple(sorted(out))
 
+    def lends(self, q: Queue) -> bool:
+        """Whether `q` has anyone to lend to: another ClusterQueue in its cohort, or a cohort
+        with a parent or children (Kueue's hierarchical cohorts)."""
+        if q.system != KUEUE or not q.cohort:
+            return False
+        peers = any(
+            o.system == KUEUE and o.cohort == q.cohort and o.name != q.name for o in self.queues
+        )
+        c = self.cohorts.get(q.cohort)
+        tree = (c is not None and bool(c.parent)) or any(
+            x.parent == q.cohort for x in self.cohorts.values()
+        )
+        return peers or tree
+
     def flavor_nodes(self, flavor: str) -> tuple[QueueNode, ...] | None:
         """The nodes of a Kueue flavor (empty name: every node); None when unknown (the
         ResourceFlavors were not read)."""

@@ -313,3 +313,19 @@ def test_kueue_rules_need_the_workloads_list() -> None:
         lists=lists,
     )
     assert run_check(gpu090, inv) == []
+
+
+def test_a_cohort_of_one_lends_to_nobody() -> None:
+    cqs = [cluster_queue("lonely", [("fx", "nvidia.com/gpu", "8")], "solo")]
+    (f,) = run_check(gpu090, _inv(cqs, [_admitted("a", "t", "lonely", 1)], [("a", "t", "a", 1)]))
+    assert f.evidence["reclaimable"] == 7
+    assert "7 GPUs of it sat idle and its cohort solo has no other queue to lend it to." in f.message
+
+
+def test_a_flavor_that_does_not_exist() -> None:
+    cqs = [cluster_queue("ghost", [("nope", "nvidia.com/gpu", "2")])]
+    (f,) = run_check(gpu090, _inv(cqs, [], []))
+    assert f.message.startswith(
+        "ClusterQueue ghost has a nominal quota of 2 GPUs in flavor nope, but the cluster has no "
+        "ResourceFlavor of that name: 2 GPUs of quota cannot be honoured"
+    )
