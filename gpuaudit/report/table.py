@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuaudit.audit import AuditResult
-from gpuaudit.report.capacity_table import assumptions_text, capacity_text
+from gpuaudit.capacity import Stat
 from gpuaudit.report.interface import ReportFormat
-from gpuaudit.report.text import money, num, pct, terminal, window_bounds
+from gpuaudit.report.text import money, num, pct, plural, terminal, window_bounds
 
 
 def summary_text(result: AuditResult) -> Text:
@@ -106,6 +106,52 @@ def table_text(result: AuditResult, width: int = 160) -> str:
     buf = io.StringIO()
     print_table(result, Console(file=buf, width=width, no_color=True, force_terminal=False))
     return buf.getvalue()
+
+
+# ---- the capacity plan: a block under the summary, its assumptions at the end -----------------
+
+
+def _capacity_stat(s: Stat) -> str:
+    return f"peak {num(s.peak, 1)}, p95 {num(s.p95, 1)}, mean {num(s.mean, 1)}"
+
+
+def capacity_text(result: AuditResult) -> Text | None:
+    """Per product: GPUs held and busy, and the plan's sentence; a line on the queues; None
+    without a plan."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return None
+    t = Text("\nCapacity plan", style="bold")
+    t.append(" (GPUs per hour over the window; assumptions below)\n")
+    for (product, p), line in zip(plan.by_product.items(), plan.headlines(), strict=True):
+        name = terminal(plan.short_names.get(product, product), 60)
+        t.append(f"  {name}: ", style="bold")
+        t.append(f"held {_capacity_stat(p.gpus_held)}; busy {_capacity_stat(p.gpus_busy)}\n")
+        t.append(f"    {terminal(line, 400)}\n")
+    if plan.queues:
+        systems = sorted({(u.system, u.kind) for u in plan.queues})
+        counts = ", ".join(
+            plural(
+                len({u.queue for u in plan.queues if (u.system, u.kind) == sk}), f"{sk[0]} {sk[1]}"
+            )
+            for sk in systems
+        )
+        t.append(
+            f"  Queue quota: {plural(len(plan.queues), 'GPU quota line')} of {counts}; the "
+            "Markdown, HTML and JSON reports list their quota, admitted and busy GPU-hours.\n"
+        )
+    return t
+
+
+def assumptions_text(result: AuditResult) -> Text | None:
+    """The capacity plan's assumptions, numbered; None without a plan."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return None
+    t = Text("Capacity plan assumptions:\n", style="dim")
+    for i, a in enumerate(plan.assumptions, 1):
+        t.append(f"  {i}. {a}\n", style="dim")
+    return t
 
 
 FORMAT = ReportFormat("table", table_text)
