@@ -184,7 +184,9 @@ def _capacity(
         why = next((s.reason for s in skipped if s.code == RELEASE_CODE), "")
         note = f"{RELEASE_CODE} was skipped: {why}" if why else f"{RELEASE_CODE} was not run"
     inv = views.inv
-    queues = views.queue_usage(idle) if Capability.QUEUES in inv.capabilities else ()
+    # Queue figures need the queue objects and the DCGM history they are measured against.
+    measured = {Capability.QUEUES, Capability.ACTIVITY} <= inv.capabilities
+    queues = views.queue_usage(idle) if measured else ()
     return capacity_plan(views, idle, currency, released, note, queues)
 
 

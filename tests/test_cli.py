@@ -21,7 +21,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "GPUs 416" in out
+    assert "GPUs 428" in out
     assert "findings, worst first" in out
     assert "GPU001" in out
     assert "llm-canary-0" in out
