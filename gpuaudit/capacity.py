@@ -545,11 +545,13 @@ def _product_plan(
 
 
 def _plans(
-    views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float
+    views: Views,
+    hs: _Holdings,
+    keep: npt.NDArray[np.bool_],
+    idle: float,
+    data: npt.NDArray[np.bool_],
 ) -> dict[str, ProductPlan]:
-    _, _, nb = _window_k(views)
     g = _groups(views, hs, keep, idle)
-    data = _data_hours(views, hs, nb)
     seen = _seen_gpus(views)
     out = {}
     for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
@@ -576,12 +578,14 @@ def plan(
     hs = _holdings(views)
     h = views.inv.holdings
     every = np.ones(len(h), dtype=bool)
-    before = _plans(views, hs, every, idle_activity)
+    # Which hours have data does not change when pods are released: computed once.
+    data = _data_hours(views, hs, _window_k(views)[2])
+    before = _plans(views, hs, every, idle_activity, data)
     gone = set(released or ())
     keep = np.array(
         [(a, b) not in gone for a, b in zip(h[C.NAMESPACE], h[C.POD], strict=True)], dtype=bool
     )
-    after = _plans(views, hs, keep, idle_activity) if gone else before
+    after = _plans(views, hs, keep, idle_activity, data) if gone else before
     by_product: dict[str, set[tuple[str, str]]] = {}
     for i in np.flatnonzero(~keep & h[C.HELD].to_numpy(dtype=bool)).tolist():
         pair = (str(h[C.NAMESPACE].iat[i]), str(h[C.POD].iat[i]))
