@@ -10,11 +10,13 @@ from typing import Any
 
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown, label_warning
+from gpuaudit.capacity import CapacityPlan
+from gpuaudit.capacity import plan as capacity_plan
 from gpuaudit.checks import Check, discover
 from gpuaudit.coherence import make_coherent
 from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped
-from gpuaudit.inventory import Inventory, Views
+from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
@@ -48,6 +50,9 @@ class AuditResult:
     nothing_audited: tuple[str, ...] = ()
     """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
     audited something. Each reason is also one of `incomplete_reasons`."""
+    capacity: CapacityPlan | None = None
+    """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
+    same after releasing the idle reservations found."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -94,6 +99,7 @@ class AuditResult:
             "suppressed": [s.to_dict() for s in self.suppressed],
             "breakdown": self._breakdown_dict(),
             "comparison": self.comparison.to_dict() if self.comparison else None,
+            "capacity": self.capacity.to_dict() if self.capacity else None,
             "warnings": list(self.warnings),
         }
 
@@ -195,7 +201,39 @@ def run_checks(
         ),
         comparison=comparison,
         nothing_audited=nothing,
+        capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran),
     )
+
+
+RELEASE_CODE = "GPU001"
+"""The check whose findings are the idle reservations the capacity plan releases."""
+
+
+def _capacity(
+    views: Views,
+    idle: float,
+    currency: str,
+    ranked: tuple[Finding, ...],
+    skipped: list[Skipped],
+    ran: list[str],
+) -> CapacityPlan:
+    """The capacity plan, releasing the pods GPU001 reported (after waivers)."""
+    released: list[tuple[str, str]] | None = None
+    note = ""
+    if RELEASE_CODE in ran:
+        released = [
+            (f.resource.namespace, f.resource.name)
+            for f in ranked
+            if f.code == RELEASE_CODE and f.resource.kind == "Pod"
+        ]
+    else:
+        why = next((s.reason for s in skipped if s.code == RELEASE_CODE), "")
+        note = f"{RELEASE_CODE} was skipped: {why}" if why else f"{RELEASE_CODE} was not run"
+    inv = views.inv
+    # Queue figures need the queue objects and the DCGM history they are measured against.
+    measured = {Capability.QUEUES, Capability.ACTIVITY} <= inv.capabilities
+    queues = views.queue_usage(idle) if measured else ()
+    return capacity_plan(views, idle, currency, released, note, queues)
 
 
 def nothing_audited(

@@ -23,7 +23,7 @@ from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory import kube, prom
+from gpuaudit.inventory import kube, prom, queues
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
@@ -200,6 +200,7 @@ class _Kube:
     why figures were ignored."""
     notes: list[str]
     """Each figure of an object that was ignored, a sentence each (shown as warnings)."""
+    queues: queues.Queues
 
 
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
@@ -234,6 +235,9 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     pod_rows = [kube.pod_row(o, notes, limit) for o in objects.get("pods", ())]
     node_rows = [kube.node_row(o, notes, limit) for o in objects.get("nodes", ())]
     gang_list, pod_gang = gang_mod.build(objects, notes)
+    queue_caps, queue_missing = queues.capabilities(snap.kubernetes, states)
+    caps |= queue_caps
+    missing.update(queue_missing)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
     if notes:
@@ -249,6 +253,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         missing=missing,
         incomplete=incomplete,
         notes=notes,
+        queues=queues.build(objects, snap.kubernetes, pod_gang),
     )
 
 
@@ -573,4 +578,5 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         gangs=_gang_table(k.gangs),
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),
+        queues=k.queues,
     )

@@ -40,12 +40,18 @@ class Capability(str, enum.Enum):
     KUBERNETES_KUEUE_WORKLOADS = "kubernetes.kueue_workloads"
     KUBERNETES_KUEUE_CLUSTERQUEUES = "kubernetes.kueue_clusterqueues"
     KUBERNETES_KUEUE_LOCALQUEUES = "kubernetes.kueue_localqueues"
+    KUBERNETES_KUEUE_RESOURCEFLAVORS = "kubernetes.kueue_resourceflavors"
+    KUBERNETES_KUEUE_COHORTS = "kubernetes.kueue_cohorts"
+    KUBERNETES_VOLCANO_QUEUES = "kubernetes.volcano_queues"
     KUBERNETES_PYTORCHJOBS = "kubernetes.pytorchjobs"
     KUBERNETES_MPIJOBS = "kubernetes.mpijobs"
     KUBERNETES_JOBSETS = "kubernetes.jobsets"
     KUBERNETES_LEADERWORKERSETS = "kubernetes.leaderworkersets"
     KUBERNETES_RAYCLUSTERS = "kubernetes.rayclusters"
     KUBERNETES_RESOURCECLAIMS = "kubernetes.resourceclaims"
+    QUEUES = "queues"
+    """Queue quotas with what was admitted under them: Kueue ClusterQueues with their
+    Workloads, or Volcano Queues with their PodGroups (see `gpuaudit.inventory.queues`)."""
 
     @classmethod
     def of_list(cls, key: str) -> Capability | None:

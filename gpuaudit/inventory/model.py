@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.queues import Queues
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -186,6 +187,9 @@ class Inventory:
     """Node -> its best-known GPU-to-GPU links (a `--topology` file, the built-in table by
     product, DCGM P2P status on top), for every node with whole GPUs in DCGM or P2P status;
     None where they cannot be known."""
+    queues: Queues = field(default_factory=Queues)
+    """Kueue and Volcano queues, their quota and what was admitted under it (see
+    `gpuaudit.inventory.queues`)."""
 
     @property
     def window_hours(self) -> float:

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gpuaudit.inventory import derived, grouped
+from gpuaudit.inventory import derived, grouped, queue_usage
 from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
 from gpuaudit.inventory.feasibility import Placement
@@ -35,6 +35,7 @@ class Views:
         self.prices = dict(prices)
         """Price per GPU-hour by GPU model (see `gpuaudit.pricing`)."""
         self._waiting: dict[float, pd.DataFrame] = {}
+        self._queues: dict[float, tuple[queue_usage.QueueUsage, ...]] = {}
 
     def price(self, model: str) -> float:
         """The price of one GPU-hour of `model`."""
@@ -123,3 +124,14 @@ class Views:
         if key not in self._waiting:
             self._waiting[key] = derived.waiting_for_gpus(self.inv, key)
         return self._waiting[key]
+
+    def queue_usage(self, idle_activity: float) -> tuple[queue_usage.QueueUsage, ...]:
+        """Every GPU quota line of every Kueue or Volcano queue over the window, busy where a
+        pod's hourly activity reaches `idle_activity` (see `queue_usage.usage`), made once per
+        threshold."""
+        key = float(idle_activity)
+        if key not in self._queues:
+            self._queues[key] = queue_usage.usage(
+                self.inv, self.held_rows, self.holders, self.pod_hours, key
+            )
+        return self._queues[key]

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuaudit.breakdown import Charts
+from gpuaudit.capacity import CapacityPlan
 from gpuaudit.report.text import terminal
 
 if TYPE_CHECKING:
@@ -203,3 +204,73 @@ def heatmap_chart(charts: Charts) -> str:
         bar.set_label("Engine activity (%)")
         bar.outline.set_visible(False)
         return _svg(fig, "heat", "Engine activity per namespace and hour")
+
+
+BUSY_COLOUR = "#16a34a"
+NEEDED_COLOUR = "#9333ea"
+MAX_CAPACITY_PANELS = 6
+
+
+def capacity_chart(plan: CapacityPlan) -> str:
+    """Per GPU product (one panel each, at most `MAX_CAPACITY_PANELS`): GPUs held and busy per
+    hour, against the product's GPUs (dashed) and the GPUs of the fewest nodes the peak hour
+    needed (dotted). Empty when there is nothing to draw."""
+    panels = [
+        (product, p)
+        for product, p in plan.by_product.items()
+        if p.hour_ends and any(v for v in p.held_by_hour if v)
+    ][:MAX_CAPACITY_PANELS]
+    if not panels:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(cast(Any, _RC)):
+        fig = Figure(figsize=(12.5, 2.3 * len(panels) + 0.6))
+        axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)
+        for ax, (product, p) in zip((row[0] for row in axes), panels, strict=True):
+            hours = p.hour_ends
+            edges = [t - _step(hours) for t in hours] + [hours[-1]]
+            held = [math.nan if v is None else v for v in p.held_by_hour]
+            busy = [math.nan if v is None else v for v in p.busy_by_hour]
+            ax.plot(
+                edges,
+                [*held, held[-1]],
+                drawstyle="steps-post",
+                color=ALLOCATED_COLOUR,
+                linewidth=1.3,
+                label="GPUs held",
+            )
+            ax.plot(
+                edges,
+                [*busy, busy[-1]],
+                drawstyle="steps-post",
+                color=BUSY_COLOUR,
+                linewidth=1.1,
+                label="GPUs busy",
+            )
+            ax.axhline(
+                p.gpus,
+                color=CAPACITY_COLOUR,
+                linewidth=1,
+                linestyle=(0, (4, 3)),
+                label=f"GPUs of its {p.nodes:,} nodes",
+            )
+            ax.axhline(
+                p.gpus_of_nodes_used,
+                color=NEEDED_COLOUR,
+                linewidth=1,
+                linestyle=(0, (1, 2)),
+                label=f"GPUs of the {p.min_nodes_at_peak:,} nodes the peak needed",
+            )
+            top = max([p.gpus, *(v for v in held if v == v)], default=1.0)
+            ax.set_ylim(0, top * 1.1 if top > 0 else 1)
+            ax.set_ylabel("GPUs")
+            ax.set_title(terminal(plan.short_names.get(product, product), 60), loc="left")
+            ax.grid(axis="y", color=GRID_COLOUR, linewidth=0.8)
+            ax.set_axisbelow(True)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+            _day_ticks(ax, hours[0] - _step(hours), hours[-1])
+        return _svg(fig, "capacity", "GPUs held and busy per hour, by GPU product")

@@ -14,6 +14,7 @@ import html
 from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
+from gpuaudit.capacity import Stat
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
 from gpuaudit.report import charts
@@ -453,6 +454,89 @@ def _breakdown(result: AuditResult) -> str:
     return "".join(parts)
 
 
+def _stat(s: Stat) -> str:
+    return f"{num(s.peak, 1)} / {num(s.p95, 1)} / {num(s.mean, 1)}"
+
+
+def _capacity(result: AuditResult) -> str:
+    """The capacity plan: its sentences, a chart and a row per GPU product, the queues and
+    the assumptions."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return ""
+    cur = h(plan.currency, 10)
+    rows = []
+    for product, p in plan.by_product.items():
+        a = plan.after_release_idle.get(product, p)
+        f = plan.freed.get(product)
+        rows.append(
+            f'<tr><td class="res">{h(plan.short_names.get(product, product), 80)}</td>'
+            f'<td class="num">{count(p.nodes)}</td>'
+            f'<td class="num">{count(p.nodes_ran_gpu_pods)}</td>'
+            f'<td class="num">{count(p.min_nodes_at_peak)}</td>'
+            f'<td class="num">{count(a.min_nodes_at_peak)}</td>'
+            f'<td class="num">{count(f.nodes if f else 0)}</td>'
+            f'<td class="num">{num(f.cost if f else 0.0)}</td>'
+            f'<td class="num">{_stat(p.gpus_held)}</td>'
+            f'<td class="num">{_stat(p.gpus_busy)}</td></tr>'
+        )
+    sentences = "".join(f"<li>{h(line, 600)}</li>" for line in plan.headlines())
+    assumptions = "".join(f"<li>{h(a, 800)}</li>" for a in plan.assumptions)
+    return (
+        '<section id="capacity"><h2>Capacity plan</h2>'
+        f'<ul class="plain">{sentences}</ul>'
+        '<p class="note">GPUs held (blue) and busy (green) per hour, against the GPUs of the '
+        "product's nodes (dashed) and of the fewest nodes the peak hour's work fit on "
+        "(dotted): the gap between the dotted line and the dashed one is hardware the "
+        "window's work did not need. In the table, GPUs held and busy read peak / p95 / mean "
+        "per hour.</p>"
+        f"{charts.capacity_chart(plan)}"
+        '<table><thead><tr><th>Product</th><th class="num">Nodes</th>'
+        '<th class="num">Ran GPU pods</th><th class="num">Fewest at peak</th>'
+        '<th class="num">After release</th><th class="num">Nodes freed</th>'
+        f'<th class="num">Freed {cur}</th><th class="num">GPUs held</th>'
+        '<th class="num">GPUs busy</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"{_queue_table(result)}"
+        f'<h3>Assumptions</h3><ol class="note">{assumptions}</ol></section>'
+    )
+
+
+def _queue_table(result: AuditResult) -> str:
+    plan = result.capacity
+    if plan is None or not plan.queues:
+        return ""
+    rows = "".join(
+        f'<tr><td class="res">{h(u.queue, 80)}<span class="kind">{h(u.system, 20)} '
+        f"{h(u.kind, 20)}</span></td><td>{h(u.flavor or '-', 80)}</td>"
+        f"<td><code>{h(u.resource, 60)}</code></td>"
+        f'<td class="num">{num(u.quota, 1)}</td><td class="num">{num(u.peak_admitted, 1)}</td>'
+        f'<td class="num">{num(u.peak_use, 1)}</td><td class="num">{num(u.quota_gpu_hours)}</td>'
+        f'<td class="num">{num(u.admitted_gpu_hours)}</td>'
+        f'<td class="num">{num(u.busy_gpu_hours)}</td>'
+        f'<td class="num">{count(len({(w.namespace, w.name) for w in u.pending}))}</td></tr>'
+        for u in plan.queues[:MAX_GROUPS]
+    )
+    more = (
+        f'<p class="note">The first {MAX_GROUPS} of {len(plan.queues)}; the JSON report lists '
+        "them all.</p>"
+        if len(plan.queues) > MAX_GROUPS
+        else ""
+    )
+    return (
+        "<h3>Queue quota over the window</h3>"
+        '<p class="note">Per Kueue ClusterQueue and Volcano Queue, flavor and GPU resource: '
+        "the quota, the most admitted and the most in use at once (admitted, held by its pods, "
+        "or held by any pod of its namespaces on the flavor's nodes), and GPU-hours of quota, "
+        "admitted and busy. <code>gpuaudit explain GPU090</code> describes the rules.</p>"
+        "<table><thead><tr><th>Queue</th><th>Flavor</th><th>Resource</th>"
+        '<th class="num">Quota</th><th class="num">Peak admitted</th>'
+        '<th class="num">Peak in use</th><th class="num">Quota GPU-h</th>'
+        '<th class="num">Admitted GPU-h</th><th class="num">Busy GPU-h</th>'
+        f'<th class="num">Waiting</th></tr></thead><tbody>{rows}</tbody></table>{more}'
+    )
+
+
 def _suppressed(result: AuditResult) -> str:
     if not result.suppressed:
         return ""
@@ -510,6 +594,7 @@ def render(result: AuditResult) -> str:
             _trend(result),
             _findings(result),
             _breakdown(result),
+            _capacity(result),
             _suppressed(result),
             _listing(
                 "skipped",

@@ -14,8 +14,10 @@ import re
 from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
+from gpuaudit.capacity import Stat
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
+from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
     DELTA_LABELS,
@@ -261,6 +263,110 @@ def _breakdown(result: AuditResult) -> list[str]:
     return lines
 
 
+def _stat(s: Stat) -> str:
+    return f"{num(s.peak, 1)} / {num(s.p95, 1)} / {num(s.mean, 1)}"
+
+
+def _capacity(result: AuditResult) -> list[str]:
+    """The capacity plan: a sentence and a row per GPU product, the queues, the assumptions."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return []
+    cur = md(plan.currency, 10)
+    lines = ["", "## Capacity plan", ""]
+    lines += [f"- {md(h, 600)}" for h in plan.headlines()]
+    lines += [
+        "",
+        "GPUs per hour over the window: peak / p95 / mean. Fewest nodes: the peak hour's "
+        "holdings packed first fit decreasing; after release: without the idle reservations "
+        "(GPU001).",
+        "",
+        _row(
+            [
+                "Product",
+                "Nodes",
+                "Ran GPU pods",
+                "Fewest at peak",
+                "After release",
+                f"Nodes freed ({cur})",
+                "GPUs held",
+                "GPUs busy",
+            ]
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for product, p in plan.by_product.items():
+        a = plan.after_release_idle.get(product, p)
+        f = plan.freed.get(product)
+        freed = f"{f.nodes} ({num(f.cost)})" if f is not None else "0"
+        lines.append(
+            _row(
+                [
+                    md(plan.short_names.get(product, product), 80),
+                    count(p.nodes),
+                    count(p.nodes_ran_gpu_pods),
+                    count(p.min_nodes_at_peak),
+                    count(a.min_nodes_at_peak),
+                    freed,
+                    _stat(p.gpus_held),
+                    _stat(p.gpus_busy),
+                ]
+            )
+        )
+    lines += _queue_table(result)
+    lines += ["", "Assumptions:", ""]
+    lines += [f"{i}. {md(a, 800)}" for i, a in enumerate(plan.assumptions, 1)]
+    return lines
+
+
+def _queue_cells(u: QueueUsage) -> list[str]:
+    return [
+        f"{md(u.system, 20)} {md(u.kind, 20)} {md(u.queue, 80)}",
+        md(u.flavor or "-", 80),
+        md(u.resource, 60),
+        num(u.quota, 1),
+        num(u.peak_admitted, 1),
+        num(u.peak_use, 1),
+        num(u.quota_gpu_hours),
+        num(u.admitted_gpu_hours),
+        num(u.busy_gpu_hours),
+        count(len({(w.namespace, w.name) for w in u.pending})),
+    ]
+
+
+def _queue_table(result: AuditResult) -> list[str]:
+    plan = result.capacity
+    if plan is None or not plan.queues:
+        return []
+    lines = [
+        "",
+        "### Queue quota over the window",
+        "",
+        _row(
+            [
+                "Queue",
+                "Flavor",
+                "Resource",
+                "Quota",
+                "Peak admitted",
+                "Peak in use",
+                "Quota GPU-h",
+                "Admitted GPU-h",
+                "Busy GPU-h",
+                "Waiting",
+            ]
+        ),
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [_row(_queue_cells(u)) for u in plan.queues[:MAX_GROUPS]]
+    if len(plan.queues) > MAX_GROUPS:
+        lines += [
+            "",
+            f"The first {MAX_GROUPS} of {len(plan.queues)}; the JSON report lists them all.",
+        ]
+    return lines
+
+
 def _suppressed(result: AuditResult) -> list[str]:
     if not result.suppressed:
         return []
@@ -321,6 +427,7 @@ def render(result: AuditResult) -> str:
         _trend,
         _findings,
         _breakdown,
+        _capacity,
         _suppressed,
         _skipped,
         _warnings,

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuaudit.audit import AuditResult
+from gpuaudit.capacity import Stat
 from gpuaudit.checks import discover
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.interface import ReportFormat
@@ -65,6 +66,7 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     # under it (the coherence pass chose the primary one).
     rows = fold(result.primaries, every)
     lines = header(result, rows, width)
+    lines += _block(capacity_text(result), width)
     if rows:
         lines.append(Text())
         lines += _flow([_table_title(result, rows)], width)
@@ -75,7 +77,19 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     else:
         lines += [Text(), Text("No findings.", style="green")]
     lines += _waived(result, width) + _skipped(result, width) + _warnings(result, width)
+    lines += _block(assumptions_text(result), width)
     return [_fit(line, width) for line in lines]
+
+
+def _block(text: Text | None, width: int) -> list[Text]:
+    """A multi-line block (the capacity plan), each line wrapped at `width`."""
+    if text is None:
+        return []
+    out: list[Text] = []
+    for part in text.split("\n"):
+        indent = len(part.plain) - len(part.plain.lstrip(" "))
+        out += _wrap_text(part, width, indent) if part.plain.strip() else [Text()]
+    return out
 
 
 # -- the header
@@ -421,6 +435,52 @@ def _fit(line: Text, width: int) -> Text:
         line = line[:width]
     line.rstrip()
     return line
+
+
+# ---- the capacity plan: a block under the summary, its assumptions at the end -----------------
+
+
+def _capacity_stat(s: Stat) -> str:
+    return f"peak {num(s.peak, 1)}, p95 {num(s.p95, 1)}, mean {num(s.mean, 1)}"
+
+
+def capacity_text(result: AuditResult) -> Text | None:
+    """Per product: GPUs held and busy, and the plan's sentence; a line on the queues; None
+    without a plan."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return None
+    t = Text("\nCapacity plan", style="bold")
+    t.append(" (GPUs per hour over the window; assumptions below)\n")
+    for (product, p), line in zip(plan.by_product.items(), plan.headlines(), strict=True):
+        name = terminal(plan.short_names.get(product, product), 60)
+        t.append(f"  {name}: ", style="bold")
+        t.append(f"held {_capacity_stat(p.gpus_held)}; busy {_capacity_stat(p.gpus_busy)}\n")
+        t.append(f"    {terminal(line, 400)}\n")
+    if plan.queues:
+        systems = sorted({(u.system, u.kind) for u in plan.queues})
+        counts = ", ".join(
+            plural(
+                len({u.queue for u in plan.queues if (u.system, u.kind) == sk}), f"{sk[0]} {sk[1]}"
+            )
+            for sk in systems
+        )
+        t.append(
+            f"  Queue quota: {plural(len(plan.queues), 'GPU quota line')} of {counts}; the "
+            "Markdown, HTML and JSON reports list their quota, admitted and busy GPU-hours.\n"
+        )
+    return t
+
+
+def assumptions_text(result: AuditResult) -> Text | None:
+    """The capacity plan's assumptions, numbered; None without a plan."""
+    plan = result.capacity
+    if plan is None or not plan.by_product:
+        return None
+    t = Text("Capacity plan assumptions:\n", style="dim")
+    for i, a in enumerate(plan.assumptions, 1):
+        t.append(f"  {i}. {a}\n", style="dim")
+    return t
 
 
 FORMAT = ReportFormat("table", table_text)

@@ -561,6 +561,8 @@ def _pod_status(
         "image": f"registry.example/{p.container}:1",
         "state": {"running": {"startedAt": _iso(created + p.start_delay_s + 25)}},
     }
+    if p.phase == "Succeeded" and p.finished_h is not None:
+        return _succeeded(sc, p, created, cs, ips)
     if p.last_termination:
         reason, message = p.last_termination
         term: dict[str, Any] = {
@@ -583,6 +585,43 @@ def _pod_status(
         "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(created + 1)},
             {"type": "Ready", "status": "True", "lastTransitionTime": _iso(created + 60)},
+        ],
+        "containerStatuses": [cs],
+    }
+
+
+def _succeeded(
+    sc: Scenario, p: Any, created: float, cs: dict[str, Any], ips: dict[str, str] | None
+) -> dict[str, Any]:
+    """The status of a pod whose containers completed at hour `p.finished_h`."""
+    started = _iso(created + p.start_delay_s + 25)
+    done = _iso(sc.start + p.finished_h * 3600)
+    cs = dict(cs, ready=False)
+    cs["state"] = {
+        "terminated": {
+            "reason": "Completed",
+            "exitCode": 0,
+            "startedAt": started,
+            "finishedAt": done,
+        }
+    }
+    return {
+        "phase": "Succeeded",
+        "hostIP": (
+            ips.get(p.node, "")
+            if ips is not None
+            else next((n.ip for n in sc.nodes if n.name == p.node), "")
+        ),
+        "startTime": _iso(created + p.start_delay_s),
+        "qosClass": "Guaranteed",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(created + 1)},
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "PodCompleted",
+                "lastTransitionTime": done,
+            },
         ],
         "containerStatuses": [cs],
     }
@@ -692,6 +731,11 @@ _CRD_LISTS = {
     "coscheduling_podgroups": ("scheduling.x-k8s.io/v1alpha1", "PodGroupList"),
     "kueue_workloads": ("kueue.x-k8s.io/v1beta2", "WorkloadList"),
     "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSetList"),
+    "kueue_resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavorList"),
+    "kueue_clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueueList"),
+    "kueue_cohorts": ("kueue.x-k8s.io/v1beta2", "CohortList"),
+    "kueue_localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueueList"),
+    "volcano_queues": ("scheduling.volcano.sh/v1beta1", "QueueList"),
 }
 """Gang objects the generator writes as whole API objects, by list key (see
 `gpuaudit.sources.kubernetes.RESOURCES`)."""

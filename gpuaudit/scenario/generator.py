@@ -5,9 +5,10 @@ Node types (`nodes`): 8x H100 80GB HGX, 8x A100 80GB with MIG in the mixed strat
 trays in two NVLink domains (`nvidia.com/gpu.clique`) and one more L40S node for the placement
 cases. Workloads (`workloads`): gang-scheduled PyTorchJobs, inference Deployments (whole GPUs
 and MIG slices), Kubeflow notebooks and nightly batch, Volcano, coscheduling and Kueue gangs, a
-JobSet, and pods pending for GPUs. Every planted problem, and every near-miss that must stay
-quiet, is listed in the truth: the base cases in `cases`, the gangs in `gangs`, the hardware
-cases in `hardware`, and what follows from the end state in `truth`.
+JobSet, Kueue and Volcano queues with their quota, and pods pending for GPUs. Every planted
+problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
+`cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
+and what follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.gcpause import without_gc
-from gpuaudit.scenario import cases, gangs, hardware, nodes, truth, workloads
+from gpuaudit.scenario import cases, gangs, hardware, nodes, queues, truth, workloads
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
 
@@ -71,6 +72,7 @@ def _build(b: Builder) -> None:
     gangs.plant_gangs(b)
     hardware.plant_health(b)
     hardware.plant_placement(b)
+    queues.plant_queues(b)
     cases.plant_pending(b)
     b.free_rest()
     truth.from_state(b)

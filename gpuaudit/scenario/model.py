@@ -98,6 +98,8 @@ class PodSpec:
     """Seconds added to the creation hour's start for `creationTimestamp`."""
     start_delay_s: int = 5
     """Seconds from creation to `status.startTime`."""
+    finished_h: int | None = None
+    """Hour index its containers completed at (phase Succeeded); None while it runs."""
 
 
 @dataclass

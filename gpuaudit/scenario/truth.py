@@ -12,7 +12,7 @@ from gpuaudit.scenario.model import PodSpec
 def from_state(b: Builder) -> None:
     """Record the truth of GPU050 and GPU051 about pending pods, of GPU050's policy about node
     pools, and of GPU060 about idle nodes."""
-    bound = [p for p in b.pods if p.alive and p.node and p.phase != "Pending"]
+    bound = [p for p in b.pods if p.alive and p.node and p.phase not in ("Pending", "Succeeded")]
     product = {n.name: n.product for n in b.nodes}
     _pending(b, bound)
     _pool_policy(b, bound, product)

@@ -134,12 +134,13 @@ def test_dom_has_the_charts_and_no_script(chromium: str, demo_page: Path, tmp_pa
     dom = _run(chromium, tmp_path, "--dump-dom", demo_page.as_uri()).decode()
     page = Page(dom)
     tags = [t for t, _ in page.elements]
-    assert tags.count("svg") == 2
+    assert tags.count("svg") == 3
     assert "script" not in tags
     labels = {a.get("aria-label") for t, a in page.elements if t == "svg"}
     assert labels == {
         "Fleet GPUs allocated and mean engine activity per hour",
         "Engine activity per namespace and hour",
+        "GPUs held and busy per hour, by GPU product",
     }
     text = " ".join(page.text.split())
     assert re.search(r"Findings \(\d+, worst first\)", text) and "1 resolved" in text
@@ -257,7 +258,7 @@ def test_page_logs_no_error_and_fetches_nothing(
             ]["value"]
         )
         events = [e for e in cdp.events if e.get("sessionId") == session]
-    assert found == {"svgs": 2, "scripts": 0, "overflow": False, "width": WINDOW[0]}
+    assert found == {"svgs": 3, "scripts": 0, "overflow": False, "width": WINDOW[0]}
     errors = [
         e
         for e in events

@@ -91,7 +91,7 @@ def test_demo_html_is_one_self_contained_page(full_html: str, demo_json: dict[st
     # Not even as text: the only URLs in the demo's page are SVG's namespace names.
     assert "://" not in re.sub(r'\sxmlns(:\w+)?="[^"]*"', "", full_html)
     page = Page(full_html)
-    assert [t for t, _ in page.elements].count("svg") == 2
+    assert [t for t, _ in page.elements].count("svg") == 3  # the week, the heatmap, capacity
     ids = {a.get("id") for _, a in page.elements if a.get("id")}
     assert {"week", "trend", "findings", "by-namespace", "by-label"} <= ids
     assert len(ids) == sum(1 for _, a in page.elements if a.get("id"))  # ids are unique
@@ -156,7 +156,10 @@ def test_charts_are_deterministic_inline_svg() -> None:
     assert first == charts.fleet_chart(c, result.summary.gpus_total)
     heat = charts.heatmap_chart(c)
     assert heat == charts.heatmap_chart(c)
-    for svg, prefix in ((first, "fleet"), (heat, "heat")):
+    assert result.capacity is not None
+    cap = charts.capacity_chart(result.capacity)
+    assert cap == charts.capacity_chart(result.capacity)
+    for svg, prefix in ((first, "fleet"), (heat, "heat"), (cap, "capacity")):
         assert svg.startswith('<svg class="chart" role="img" aria-label=')
         assert svg.endswith("</svg>")
         assert "<metadata" not in svg and "dc:date" not in svg and "<?xml" not in svg

@@ -1,0 +1,612 @@
+"""The capacity plan: how much hardware the window's work needed.
+
+Per GPU product (`nvidia.com/gpu.product`, else the DCGM model), from the hourly history: the
+GPUs held and the GPUs busy in each hour (peak, nearest-rank p95 and mean over the window's
+hours), the nodes that ran GPU pods against the fewest nodes the peak hour's holdings fit on
+when packed, and the same after releasing the idle reservations the audit found (GPU001).
+Every assumption is stated in `ASSUMPTIONS` and carried in the report.
+
+The packer (`pack_ffd`) takes each node's room and, per item, the nodes it may use, so that a
+scheduler feasibility model (selectors, taints, whole-node gangs) can feed it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from gpuaudit.checks.base import short_model
+from gpuaudit.inventory import Views
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.queue_usage import QueueUsage
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Ints = npt.NDArray[np.intp]
+    Floats = npt.NDArray[np.float64]
+
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+EPS = 1e-9
+
+ASSUMPTIONS = (
+    "Hourly values: each hour of the window is one value per GPU product; hours in which DCGM "
+    "reported none of the product's GPUs are left out (counted as hours without data).",
+    "GPUs held: a pod's whole GPUs count one each; a MIG-partitioned GPU counts as one GPU in "
+    "an hour when any of its slices is held; a GPU shared by time-slicing (node label "
+    "nvidia.com/gpu.replicas = R above 1) counts 1/R for each pod holding it.",
+    "GPUs busy: held GPUs in an hour whose mean engine activity reaches the idle threshold: a "
+    "pod's mean over its GPUs on one node, or a MIG-partitioned GPU's mean over its held "
+    "slices weighted by their size.",
+    "Peak, p95 and mean: the largest hourly value, the nearest-rank 95th percentile (the "
+    "ceil(0.95 n)-th smallest of n hourly values) and their average.",
+    "Nodes that ran GPU pods: nodes on which a pod held a GPU in some hour of the window (DCGM).",
+    "Fewest nodes at the peak: the holdings of the hour with the most GPUs held, packed first "
+    "fit decreasing (largest first, each into the first opened node with room, else the "
+    "roomiest unused node); a pod's GPUs stay on one node and a MIG-partitioned GPU moves "
+    "whole. A node's room is its allocatable nvidia.com/gpu over its replicas, else its "
+    "nvidia.com/gpu.count label (MIG nodes), else the GPUs DCGM saw on it; every node of the "
+    "product counts, cordoned or not. Node selectors, taints and whole-node gangs are not "
+    "modelled: the figure is a lower bound.",
+    "After releasing idle reservations: every pod GPU001 reported (after waivers) holds "
+    "nothing for the whole window; the figures are computed again. Nodes freed are the "
+    "difference in the fewest nodes at the peak; their cost is their GPUs x the window's "
+    "hours x the price per GPU-hour of the product.",
+)
+"""What the capacity figures assume, stated in every report."""
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Peak, nearest-rank p95 and mean of hourly values."""
+
+    peak: float
+    p95: float
+    mean: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat:
+        """Of `values` (zeros when there are none)."""
+        if not values:
+            return cls(0.0, 0.0, 0.0)
+        ordered = sorted(values)
+        rank = max(1, math.ceil(0.95 * len(ordered) - EPS))
+        return cls(ordered[-1], ordered[rank - 1], sum(ordered) / len(ordered))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"peak": round(self.peak, 4), "p95": round(self.p95, 4), "mean": round(self.mean, 4)}
+
+
+# ---- the packer ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """Something to place: a pod's GPUs on one node, or one MIG-partitioned GPU."""
+
+    key: str
+    size: float
+    """GPUs (a shared replica counts its share)."""
+    nodes: frozenset[str] | None = None
+    """The nodes it may go on (a feasibility model's answer); None: any node."""
+    whole_node: bool = False
+    """Whether it needs a node to itself (a whole-node gang member)."""
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the items went."""
+
+    used: tuple[str, ...]
+    """Nodes used, in the order they were opened."""
+    placed: Mapping[str, str]
+    """Item key -> node."""
+    unplaced: tuple[Item, ...]
+    """Items no node had room for."""
+
+
+def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
+    """Pack `items` into nodes of `room` (GPUs per node) first fit decreasing: largest first
+    (ties by key), each into the first node opened so far that may take it and has room, else
+    into the roomiest unused node that may take it (ties by name); an item no node can take is
+    left unplaced. A `whole_node` item opens a node of its own and closes it."""
+    left = dict(room)
+    opened: list[str] = []
+    closed: set[str] = set()
+    placed: dict[str, str] = {}
+    unplaced: list[Item] = []
+    for item in sorted(items, key=lambda i: (-i.size, i.key)):
+
+        def may(node: str, it: Item = item) -> bool:
+            return it.nodes is None or node in it.nodes
+
+        node = None
+        if not item.whole_node:
+            node = next(
+                (n for n in opened if n not in closed and may(n) and left[n] >= item.size - EPS),
+                None,
+            )
+        if node is None:
+            spare = [n for n in left if n not in opened and may(n) and left[n] >= item.size - EPS]
+            if not spare:
+                unplaced.append(item)
+                continue
+            node = max(spare, key=lambda n: (left[n], n))
+            opened.append(node)
+            if item.whole_node:
+                closed.add(node)
+        left[node] -= item.size
+        placed[item.key] = node
+    return Packing(tuple(opened), placed, tuple(unplaced))
+
+
+# ---- the plan -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProductPlan:
+    """The capacity figures of one GPU product."""
+
+    product: str
+    nodes: int
+    """Nodes of the product (Kubernetes nodes, and nodes only DCGM saw)."""
+    gpus: float
+    """Their room in GPUs (see `ASSUMPTIONS`)."""
+    hours_with_data: int
+    gpus_held: Stat
+    gpus_busy: Stat
+    nodes_ran_gpu_pods: int
+    min_nodes_at_peak: int
+    peak_hour: float | None
+    """End of the hour with the most GPUs held (unix seconds); None without data."""
+    unplaced_gpus: float
+    """GPUs of the peak hour no node had room for (counted in no node)."""
+    nodes_used: tuple[str, ...] = ()
+    """The nodes the packing used."""
+    gpus_of_nodes_used: float = 0.0
+    hour_ends: tuple[float, ...] = ()
+    held_by_hour: tuple[float | None, ...] = ()
+    """GPUs held per hour of the window; None for an hour without data."""
+    busy_by_hour: tuple[float | None, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "gpus": round(self.gpus, 4),
+            "hours_with_data": self.hours_with_data,
+            "gpus_held": self.gpus_held.to_dict(),
+            "gpus_busy": self.gpus_busy.to_dict(),
+            "nodes_ran_gpu_pods": self.nodes_ran_gpu_pods,
+            "min_nodes_at_peak": self.min_nodes_at_peak,
+            "peak_hour": _iso(self.peak_hour) if self.peak_hour is not None else None,
+            "unplaced_gpus": round(self.unplaced_gpus, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Freed:
+    """What releasing the idle reservations frees of one product at the peak."""
+
+    nodes: int
+    gpus: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """The capacity plan of one audit (see the module docstring)."""
+
+    window_hours: float
+    idle_activity: float
+    currency: str
+    by_product: Mapping[str, ProductPlan]
+    after_release_idle: Mapping[str, ProductPlan]
+    freed: Mapping[str, Freed]
+    released: tuple[str, ...] | None
+    """`namespace/pod` of the idle reservations released; None when GPU001 did not run."""
+    release_note: str = ""
+    """Why nothing was released, when GPU001 did not run."""
+    released_by_product: Mapping[str, int] = field(default_factory=dict)
+    """How many of the released pods held GPUs of each product."""
+    queues: tuple[QueueUsage, ...] = ()
+    assumptions: tuple[str, ...] = ASSUMPTIONS
+    short_names: Mapping[str, str] = field(default_factory=dict)
+
+    def headlines(self) -> list[str]:
+        """One sentence per product: the nodes the work fit on, and what releasing the idle
+        reservations would have let go."""
+        out = []
+        for product, p in self.by_product.items():
+            name = self.short_names.get(product, product)
+            if p.hours_with_data == 0:
+                out.append(f"{name}: no DCGM data in the window, so no capacity figures.")
+                continue
+            text = (
+                f"The window's work fit on {p.min_nodes_at_peak} of {p.nodes} {name} nodes at "
+                f"its peak hour ({_num(p.gpus_held.peak)} GPUs held, "
+                f"{_num(p.gpus_busy.peak)} busy at most; {p.nodes_ran_gpu_pods} nodes ran GPU "
+                "pods)"
+            )
+            if p.unplaced_gpus > EPS:
+                text += f", {_num(p.unplaced_gpus)} GPUs fitting no node"
+            out.append(text + "; " + self._release_text(product) + ".")
+        return out
+
+    def _release_text(self, product: str) -> str:
+        if self.released is None:
+            return f"no idle reservation was released ({self.release_note or 'GPU001 did not run'})"
+        n = self.released_by_product.get(product, 0)
+        if n == 0:
+            return "gpuaudit found no idle reservation (GPU001) on it to release"
+        f = self.freed.get(product, Freed(0, 0.0, 0.0))
+        what = f"releasing the {n} idle reservation{'s' if n != 1 else ''} gpuaudit found on it"
+        if f.nodes <= 0:
+            return f"{what} would have freed no node of it at the peak"
+        return (
+            f"{what} would have let {f.nodes} more go: {_num(f.cost)} {self.currency} "
+            f"over the window"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        after: dict[str, Any] = {}
+        for product, p in self.after_release_idle.items():
+            f = self.freed.get(product, Freed(0, 0.0, 0.0))
+            after[product] = {
+                **p.to_dict(),
+                "released_reservations": self.released_by_product.get(product, 0),
+                "nodes_freed": f.nodes,
+                "gpus_freed": round(f.gpus, 4),
+                "cost_freed": round(f.cost, 2),
+            }
+        return {
+            "window_hours": round(self.window_hours, 2),
+            "idle_activity": self.idle_activity,
+            "currency": self.currency,
+            "headlines": self.headlines(),
+            "assumptions": list(self.assumptions),
+            "by_product": {k: v.to_dict() for k, v in self.by_product.items()},
+            "after_release_idle": {
+                "released_reservations": None if self.released is None else len(self.released),
+                "released": None if self.released is None else list(self.released),
+                "note": self.release_note,
+                "by_product": after,
+            },
+            "queues": [_queue_dict(u) for u in self.queues],
+        }
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-6 or abs(x) >= 100 else f"{x:,.1f}"
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _queue_dict(u: QueueUsage) -> dict[str, Any]:
+    def r(x: float | None, n: int = 2) -> float | None:
+        return None if x is None else round(x, n)
+
+    return {
+        "system": u.system,
+        "kind": u.kind,
+        "queue": u.queue,
+        "cohort": u.cohort,
+        "flavor": u.flavor,
+        "resource": u.resource,
+        "quota": u.quota,
+        "guarantee": u.guarantee,
+        "borrowing_limit": u.borrowing_limit,
+        "lending_limit": u.lending_limit,
+        "flavor_allocatable": u.allocatable,
+        "quota_gpu_hours": r(u.quota_gpu_hours),
+        "admitted_gpu_hours": r(u.admitted_gpu_hours),
+        "held_gpu_hours": r(u.held_gpu_hours),
+        "busy_gpu_hours": r(u.busy_gpu_hours),
+        "peak_admitted": r(u.peak_admitted, 4),
+        "peak_held": r(u.peak_held, 4),
+        "peak_held_in_namespaces": r(u.peak_namespaces, 4),
+        "pending_workloads": len({(p.namespace, p.name) for p in u.pending}),
+    }
+
+
+# ---- computing it -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Holdings:
+    """Holding-level facts the plan groups by, each an array over `inv.holdings` rows."""
+
+    unit: Ints
+    """The unit each holding belongs to: a pod's GPUs on one node, or one MIG GPU."""
+    unit_label: list[str]
+    unit_mig: npt.NDArray[np.bool_]
+    product: Ints
+    products: list[str]
+    node: Ints
+    nodes: list[str]
+    share: Floats
+    """What a holding adds to its unit's size: its fraction over its node's replicas."""
+    weight: Floats
+    """Its weight in its unit's mean activity (its fraction of a GPU)."""
+
+
+def _replicas(views: Views) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for n in views.inv.queues.nodes:
+        raw = n.labels.get(REPLICAS_LABEL, "")
+        if raw.strip().isdigit() and int(raw) > 1:
+            out[n.name] = float(min(int(raw), 1024))
+    return out
+
+
+def _holdings(views: Views) -> _Holdings:
+    import numpy as np
+    import pandas as pd
+
+    h = views.inv.holdings
+    node = h[C.NODE].fillna("").astype(str).tolist()
+    model = h[C.MODEL].fillna("").astype(str).tolist()
+    products = views.node_products
+    product = [products.get(n, "") or m for n, m in zip(node, model, strict=True)]
+    mig_id = h[C.MIG_ID].fillna("").astype(str).to_numpy()
+    uuid = h[C.UUID].fillna("").astype(str).tolist()
+    slot = h[C.SLOT].fillna("").astype(str).tolist()
+    ns, pod = h[C.NAMESPACE].astype(str).tolist(), h[C.POD].astype(str).tolist()
+    is_mig = mig_id != ""
+    labels = [
+        f"{n}/{u or s}" if m else f"{a}/{b}@{n}"
+        for n, u, s, m, a, b in zip(node, uuid, slot, is_mig.tolist(), ns, pod, strict=True)
+    ]
+    unit, uniques = pd.factorize(pd.Series(labels, dtype=object))
+    unit_mig = np.zeros(len(uniques), dtype=bool)
+    unit_mig[unit[is_mig]] = True
+    pcode, pnames = pd.factorize(pd.Series(product, dtype=object))
+    ncode, nnames = pd.factorize(pd.Series(node, dtype=object))
+    reps = _replicas(views)
+    frac = h[C.FRACTION].to_numpy(dtype="float64")
+    rep = np.array([reps.get(n, 1.0) for n in node], dtype="float64")
+    return _Holdings(
+        unit=unit.astype(np.intp),
+        unit_label=[str(x) for x in uniques],
+        unit_mig=unit_mig,
+        product=pcode.astype(np.intp),
+        products=[str(x) for x in pnames],
+        node=ncode.astype(np.intp),
+        nodes=[str(x) for x in nnames],
+        share=np.where(is_mig, 0.0, frac / rep),
+        weight=frac,
+    )
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Per (unit, hour of the window) with a holding: size, busy, product and node."""
+
+    unit: Ints
+    k: Ints
+    size: Floats
+    busy: npt.NDArray[np.bool_]
+    product: Ints
+    node: Ints
+
+
+def _window_k(views: Views) -> tuple[Ints, npt.NDArray[np.bool_], int]:
+    """Each held row's hour of the window, whether it lies in the window, and the hours."""
+    import numpy as np
+
+    inv, rows = views.inv, views.held_rows
+    start, step = float(inv.window_start), float(inv.step_s)
+    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    if len(rows.rows) == 0:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=bool), nb
+    ts = rows.bucket_ts[np.clip(rows.bucket, 0, None)]
+    k = (np.rint((ts - start) / step) - 1).astype(np.intp)
+    return k, (rows.bucket >= 0) & (k >= 0) & (k < nb), nb
+
+
+def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float) -> _Groups:
+    import numpy as np
+
+    rows = views.held_rows
+    k_all, inside, nb = _window_k(views)
+    sel = inside & keep[rows.holding] if len(rows.holding) else inside
+    hp = rows.holding[sel]
+    k = k_all[sel]
+    act = views.inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows[sel]]
+    unit = hs.unit[hp]
+    key = unit.astype(np.int64) * max(nb, 1) + k
+    uniq, inv_idx = np.unique(key, return_inverse=True)
+    inv_idx = inv_idx.reshape(-1)
+    n = len(uniq)
+    has = ~np.isnan(act)
+    w = hs.weight[hp]
+    wsum = np.bincount(inv_idx, weights=np.where(has, w, 0.0), minlength=n)
+    wact = np.bincount(inv_idx, weights=np.where(has, w * act, 0.0), minlength=n)
+    share = np.bincount(inv_idx, weights=hs.share[hp], minlength=n)
+    g_unit = (uniq // max(nb, 1)).astype(np.intp)
+    size = np.where(hs.unit_mig[g_unit], 1.0, share)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = wact / wsum
+        busy = mean >= idle
+    # A unit's product and node: those of any of its holdings (a unit sits on one node).
+    first = np.zeros(n, dtype=np.intp)
+    first[inv_idx[::-1]] = np.arange(len(inv_idx))[::-1]
+    return _Groups(
+        unit=g_unit,
+        k=(uniq % max(nb, 1)).astype(np.intp),
+        size=size,
+        busy=np.asarray(busy, dtype=bool),
+        product=hs.product[hp][first] if n else np.zeros(0, dtype=np.intp),
+        node=hs.node[hp][first] if n else np.zeros(0, dtype=np.intp),
+    )
+
+
+def _data_hours(views: Views, hs: _Holdings, nb: int) -> npt.NDArray[np.bool_]:
+    """(product, hour) -> whether DCGM reported any GPU of the product in that hour."""
+    import numpy as np
+
+    inv = views.inv
+    hr = inv.hourly
+    out = np.zeros((len(hs.products), max(nb, 0)), dtype=bool)
+    if hr.empty or nb == 0 or inv.holdings.empty:
+        return out
+    ids = inv.holdings[C.HOLDING].to_numpy(dtype=np.int64)
+    hid = hr[C.HOLDING].to_numpy(dtype=np.int64)
+    # Holding ids are row positions in a built inventory; a hand-built one is looked up.
+    order = np.argsort(ids, kind="stable")
+    at = order[np.clip(np.searchsorted(ids[order], hid), 0, len(ids) - 1)]
+    found = ids[at] == hid
+    ts = hr[C.TS].to_numpy(dtype="float64")
+    start, step = float(inv.window_start), float(inv.step_s)
+    k = (np.rint((ts - start) / step) - 1).astype(np.intp)
+    ok = found & (k >= 0) & (k < nb)
+    out[hs.product[at[ok]], k[ok]] = True
+    return out
+
+
+def _seen_gpus(views: Views) -> dict[str, int]:
+    """Node -> physical GPUs DCGM reported on it (MIG instances by their parent GPU)."""
+    h = views.inv.holdings
+    if h.empty:
+        return {}
+    ids = h[C.UUID].where(h[C.UUID] != "", h[C.SLOT])
+    return {str(k): int(v) for k, v in ids.groupby(h[C.NODE]).nunique().items()}
+
+
+def _rooms(views: Views, product: str, seen: Mapping[str, int]) -> dict[str, float]:
+    """Node -> room in GPUs, for every node of `product` (see `ASSUMPTIONS`)."""
+    inv = views.inv
+    reps = _replicas(views)
+    room: dict[str, float] = {}
+    for node, p in views.node_products.items():
+        if p == product and node:
+            room[node] = float(seen.get(node, 0))
+    n = inv.nodes
+    for node, alloc, count in zip(
+        n[C.NODE].astype(str), n[C.ALLOCATABLE_GPU], n[C.GPU_COUNT], strict=True
+    ):
+        if node not in room:
+            continue
+        if float(alloc) > 0:
+            room[node] = float(alloc) / reps.get(node, 1.0)
+        elif float(count) > 0:
+            room[node] = float(count)
+    return room
+
+
+def _product_plan(
+    views: Views,
+    hs: _Holdings,
+    g: _Groups,
+    code: int,
+    data: npt.NDArray[np.bool_],
+    room: Mapping[str, float],
+) -> ProductPlan:
+    import numpy as np
+
+    inv = views.inv
+    nb = data.shape[1]
+    mine = g.product == code
+    held = np.bincount(g.k[mine], weights=g.size[mine], minlength=nb)
+    busy = np.bincount(g.k[mine & g.busy], weights=g.size[mine & g.busy], minlength=nb)
+    has = data[code]
+    hours = np.flatnonzero(has)
+    ran = {hs.nodes[int(n)] for n in np.unique(g.node[mine & (g.size > 0)])} - {""}
+    peak_k: int | None = int(hours[np.argmax(held[hours])]) if len(hours) else None
+    packing = Packing((), {}, ())
+    if peak_k is not None:
+        at = np.flatnonzero(mine & (g.k == peak_k) & (g.size > 0))
+        items = [Item(hs.unit_label[int(g.unit[i])], float(g.size[i])) for i in at]
+        packing = pack_ffd(items, room)
+    step = float(inv.step_s)
+    ends = tuple(float(inv.window_start + (i + 1) * step) for i in range(nb))
+    return ProductPlan(
+        product=hs.products[code],
+        nodes=len(room),
+        gpus=float(sum(room.values())),
+        hours_with_data=int(len(hours)),
+        gpus_held=Stat.of([float(held[i]) for i in hours]),
+        gpus_busy=Stat.of([float(busy[i]) for i in hours]),
+        nodes_ran_gpu_pods=len(ran),
+        min_nodes_at_peak=len(packing.used),
+        peak_hour=ends[peak_k] if peak_k is not None else None,
+        unplaced_gpus=float(sum(i.size for i in packing.unplaced)),
+        nodes_used=packing.used,
+        gpus_of_nodes_used=float(sum(room[n] for n in packing.used)),
+        hour_ends=ends,
+        held_by_hour=tuple(float(held[i]) if has[i] else None for i in range(nb)),
+        busy_by_hour=tuple(float(busy[i]) if has[i] else None for i in range(nb)),
+    )
+
+
+def _plans(
+    views: Views,
+    hs: _Holdings,
+    keep: npt.NDArray[np.bool_],
+    idle: float,
+    data: npt.NDArray[np.bool_],
+) -> dict[str, ProductPlan]:
+    g = _groups(views, hs, keep, idle)
+    seen = _seen_gpus(views)
+    out = {}
+    for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
+        product = hs.products[code]
+        if not product:
+            continue
+        out[product] = _product_plan(views, hs, g, code, data, _rooms(views, product, seen))
+    return out
+
+
+def plan(
+    views: Views,
+    idle_activity: float,
+    currency: str,
+    released: Sequence[tuple[str, str]] | None,
+    release_note: str = "",
+    queues: Sequence[QueueUsage] = (),
+) -> CapacityPlan:
+    """The capacity plan of the shared views' inventory. `released`: (namespace, pod) of the
+    idle reservations to release for `after_release_idle` (GPU001's findings), None when GPU001
+    did not run (`release_note` says why)."""
+    import numpy as np
+
+    hs = _holdings(views)
+    h = views.inv.holdings
+    every = np.ones(len(h), dtype=bool)
+    # Which hours have data does not change when pods are released: computed once.
+    data = _data_hours(views, hs, _window_k(views)[2])
+    before = _plans(views, hs, every, idle_activity, data)
+    gone = set(released or ())
+    keep = np.array(
+        [(a, b) not in gone for a, b in zip(h[C.NAMESPACE], h[C.POD], strict=True)], dtype=bool
+    )
+    after = _plans(views, hs, keep, idle_activity, data) if gone else before
+    by_product: dict[str, set[tuple[str, str]]] = {}
+    for i in np.flatnonzero(~keep & h[C.HELD].to_numpy(dtype=bool)).tolist():
+        pair = (str(h[C.NAMESPACE].iat[i]), str(h[C.POD].iat[i]))
+        by_product.setdefault(hs.products[int(hs.product[i])], set()).add(pair)
+    hours = views.inv.window_hours
+    freed = {}
+    for product, b in before.items():
+        a = after[product]
+        gpus = max(0.0, b.gpus_of_nodes_used - a.gpus_of_nodes_used)
+        nodes = max(0, b.min_nodes_at_peak - a.min_nodes_at_peak)
+        freed[product] = Freed(nodes, gpus, gpus * hours * views.price(product))
+    return CapacityPlan(
+        window_hours=hours,
+        idle_activity=idle_activity,
+        currency=currency,
+        by_product=before,
+        after_release_idle=after,
+        freed=freed,
+        released=None if released is None else tuple(f"{a}/{b}" for a, b in sorted(gone)),
+        release_note=release_note,
+        released_by_product={p: len(v) for p, v in by_product.items()},
+        queues=tuple(queues),
+        short_names={p: short_model(p.replace("-", " ")) for p in before},
+    )

@@ -1,0 +1,469 @@
+"""GPU090 idle queue quota: queue quota that sat idle, cannot be honoured, or starved a peer.
+
+What it finds
+    Kueue ClusterQueues (and their cohorts and ResourceFlavors) and Volcano Queues whose GPU
+    quota does not match what happened on the GPUs:
+    - idle quota: a queue held quota far above its use all window, fenced off from every other
+      queue (a Kueue queue outside a cohort, or the part of its quota it may not lend; a
+      Volcano queue's guarantee);
+    - quota that cannot be honoured: a Kueue nominal quota for a flavor above what the
+      flavor's nodes can allocate (one queue's, or all queues' together), or a Volcano queue
+      that deserves or is guaranteed more GPUs than the cluster's nodes allocate;
+    - starvation: a Kueue queue has Workloads waiting for GPU quota while a cohort peer's quota
+      for the same flavor sat idle and the peer would not lend it.
+
+Why it matters
+    Quota is a promise, not hardware: Kueue admits by quota and is not aware of the nodes, and
+    Volcano reserves a queue's guarantee whether or not it is used. Idle quota fenced off from
+    the other teams keeps their jobs queued while GPUs idle; quota above the nodes admits jobs
+    whose pods then wait for GPUs that do not exist (with priorities and fair sharing silently
+    wrong); and a peer that does not lend leaves a team waiting next to idle quota.
+
+How it decides
+    Per queue, flavor and GPU resource (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`) over the
+    window (`gpuaudit.inventory.queue_usage` documents every figure): the quota (Kueue
+    `nominalQuota`; Volcano `deserved`, else `guarantee`); admitted (Kueue Workloads, from
+    their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`;
+    Volcano: what its pods held); held and busy (DCGM, the queue's pods on the flavor's nodes;
+    busy where the pod's hourly mean activity reaches `checks.idle_activity`, default 0.05);
+    and held by any pod of the queue's namespaces on the flavor's nodes (an upper bound that
+    survives deleted Workloads). Use is the most of the three at any one time.
+    - Idle quota, in windows of at least `checks.quota_min_hours` (default 24): the quota the
+      nodes can honour (the lesser of quota and what the flavor's nodes allocate; Volcano: the
+      guarantee) is at least twice the use (use at most `checks.quota_used_share`, default
+      0.5, of it), and the fenced part of it (Kueue: all of it outside a cohort or in a cohort
+      with no other member, else `nominalQuota - lendingLimit`, none without a lending limit;
+      Volcano: the guarantee)
+      exceeds the use by at least `checks.quota_min_idle` (default 1) GPUs or slices, rounded
+      down: the reclaimable quota. Impact: reclaimable GPUs x window hours, priced per GPU
+      product of the flavor's nodes. Severity: medium from 24 GPU-hours, low below.
+    - Cannot be honoured: a ClusterQueue's `nominalQuota` for a flavor above what the flavor's
+      schedulable nodes (all its `nodeLabels`, not cordoned) allocate of the resource; else
+      the ClusterQueues' and Cohorts' quotas for a flavor together above it (one finding on the
+      ResourceFlavor); a Volcano queue's `deserved` or `guarantee` above what the cluster's
+      schedulable nodes allocate. Impact: none counted (a risk, not waste). Severity: medium.
+      Needs the ResourceFlavors list; without it this rule is not applied to Kueue.
+    - Starvation: a Workload has waited at least `checks.pending_min_minutes` (default 30)
+      for quota of its ClusterQueue (its request is above the queue's quota left free by the
+      Workloads admitted at the window's end) and could borrow the rest (`borrowingLimit`
+      unset or large enough), while cohort peers with quota for the same flavor and resource
+      used less than their quota in every hour of the wait, that idle quota covers the rest,
+      and their `lendingLimit` kept it from the queue. One finding per queue. Impact: the
+      waiting GPUs x hours waited, priced. Severity: high from 4 hours, medium below.
+    Kueue rules need the Workloads list and Volcano rules the PodGroups list; a queue system
+    whose list was not read is left out. Workloads deleted before the scan are not seen; the
+    namespaces' use keeps that from reading as idle quota.
+
+What to do
+    Lower the idle quota to what the queue used at its peak, or let its cohort borrow it
+    (`lendingLimit` unset or raised; for Volcano, move `guarantee` to `deserved`). Keep every
+    flavor's quota within what its nodes allocate (add nodes matching the flavor's
+    `nodeLabels`, or lower `nominalQuota`), and give queues that wait next to idle peers a
+    share of that quota or a lending path in the cohort.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
+from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.inventory import Capability, Views
+from gpuaudit.inventory.queue_usage import Pending, QueueUsage
+from gpuaudit.inventory.queues import GPU, KUEUE, VOLCANO
+
+CODE = "GPU090"
+TITLE = "Idle queue quota"
+REQUIRES = (
+    Capability.QUEUES,
+    Capability.KUBERNETES_PODS,
+    Capability.KUBERNETES_NODES,
+    Capability.ACTIVITY,
+)
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    idle_activity: float = 0.05
+    """Mean engine activity (ratio) below which a GPU counts as idle."""
+    quota_used_share: float = 0.5
+    """Peak use, as a share of the quota, at or below which quota counts as idle."""
+    quota_min_idle: float = 1.0
+    """Fewest idle, fenced GPUs (or MIG slices) of a queue's quota worth reporting."""
+    quota_min_hours: float = 24.0
+    """Shortest window (hours) over which quota is judged idle."""
+    pending_min_minutes: float = 30.0
+    """Minutes a Workload must have waited for GPU quota."""
+
+
+def _units(n: float, resource: str) -> str:
+    """`8 GPUs`, `3 nvidia.com/mig-1g.10gb slices`."""
+    if resource == GPU:
+        return gpu_word(n)
+    k = f"{n:g}"
+    return f"{k} {resource} slice{'' if abs(n - 1) < EPS else 's'}"
+
+
+def _where(u: QueueUsage) -> str:
+    return f"flavor {u.flavor}" if u.flavor else "the cluster"
+
+
+def _owner(u: QueueUsage, rule: str, subject: str = "") -> str:
+    """A fingerprint owner: one finding per queue (or flavor), rule and quota line."""
+    return f"{subject or u.kind + '/' + u.queue}:{rule}:{u.flavor}/{u.resource}"
+
+
+def _figures(u: QueueUsage) -> dict[str, Any]:
+    """The figures of a quota line, for the evidence."""
+    return {
+        "system": u.system,
+        "queue": u.queue,
+        "cohort": u.cohort,
+        "flavor": u.flavor,
+        "resource": u.resource,
+        "quota": u.quota,
+        "guarantee": u.guarantee,
+        "borrowing_limit": u.borrowing_limit,
+        "lending_limit": u.lending_limit,
+        "fenced": u.fenced,
+        "flavor_allocatable": u.allocatable,
+        "flavor_nodes": u.flavor_nodes,
+        "quota_gpu_hours": round(u.quota_gpu_hours, 2),
+        "admitted_gpu_hours": round(u.admitted_gpu_hours, 2),
+        "held_gpu_hours": round(u.held_gpu_hours, 2),
+        "busy_gpu_hours": round(u.busy_gpu_hours, 2),
+        "peak_admitted": u.peak_admitted,
+        "peak_held": u.peak_held,
+        "peak_held_in_namespaces": u.peak_namespaces,
+        "namespaces": list(u.namespaces),
+        "window_hours": round(u.hours, 2),
+    }
+
+
+# ---- idle quota -------------------------------------------------------------------------
+
+
+def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
+    promised = u.guarantee if u.system == VOLCANO else u.quota
+    honoured = min(promised, u.allocatable) if u.allocatable is not None else promised
+    if u.hours < cfg.quota_min_hours or honoured <= EPS:
+        return None
+    use = u.peak_use
+    if use > cfg.quota_used_share * honoured + EPS:
+        return None
+    reclaim = math.floor(max(0.0, min(u.fenced, honoured) - use) + EPS)
+    if reclaim < cfg.quota_min_idle or reclaim < 1:
+        return None
+    gpu_hours = reclaim * u.unit_gpus * u.hours
+    cost = gpu_hours * views.price(u.product)
+    if u.system == VOLCANO:
+        message = (
+            f"Volcano queue {u.queue} guarantees {_units(u.guarantee, u.resource)}, but its use "
+            f"peaked at {_units(use, u.resource)} over the {u.hours:.0f} h window "
+            f"({u.held_gpu_hours:.0f} GPU-hours held, {u.busy_gpu_hours:.0f} busy); "
+            f"{_units(reclaim, u.resource)} of guarantee sat reserved for nobody."
+        )
+        rec = (
+            f"Lower spec.guarantee.resource {u.resource} of Volcano queue {u.queue} from "
+            f"{u.guarantee:g} to {u.guarantee - reclaim:g} and keep its fair share in "
+            "spec.deserved: a guarantee is never lent to other queues."
+        )
+    else:
+        fence = (
+            "no other queue may borrow it (no cohort)"
+            if not u.cohort
+            else f"its cohort {u.cohort} may not borrow it (lendingLimit {u.lending_limit:g})"
+            if u.lending_limit is not None
+            else f"its cohort {u.cohort} has no other queue to lend it to"
+        )
+        message = (
+            f"ClusterQueue {u.queue} holds {_units(u.quota, u.resource)} of quota in "
+            f"{_where(u)}, but what it admitted or used peaked at {_units(use, u.resource)} "
+            f"over the {u.hours:.0f} h window ({u.admitted_gpu_hours:.0f} of "
+            f"{u.quota_gpu_hours:.0f} quota GPU-hours admitted, {u.busy_gpu_hours:.0f} busy); "
+            f"{_units(reclaim, u.resource)} of it sat idle and {fence}."
+        )
+        lend = (
+            f"raise its lendingLimit to {u.lending_limit + reclaim:g} (or remove it) so "
+            f"cohort {u.cohort} can borrow the idle quota"
+            if u.cohort and u.lending_limit is not None
+            else "put it in a cohort with lendingLimit so other queues can borrow the idle quota"
+        )
+        rec = (
+            f"Lower nominalQuota of {u.resource} in {_where(u)} of ClusterQueue {u.queue} from "
+            f"{u.quota:g} to {u.quota - reclaim:g}, or {lend}."
+        )
+    return Finding(
+        code=CODE,
+        severity=MODEST_WASTE(gpu_hours),
+        resource=Resource(u.kind, "", u.queue, "", reclaim * u.unit_gpus),
+        message=message,
+        impact=Impact(gpu_hours=gpu_hours, cost=cost),
+        recommendation=rec,
+        evidence={
+            "rule": "idle_quota",
+            "owner": _owner(u, "idle"),
+            **_figures(u),
+            "peak_use": use,
+            "honoured_quota": honoured,
+            "reclaimable": reclaim,
+            "threshold_used_share": cfg.quota_used_share,
+            "threshold_min_idle": cfg.quota_min_idle,
+        },
+    )
+
+
+# ---- quota that cannot be honoured -------------------------------------------------------
+
+
+def _unhonoured(u: QueueUsage) -> Finding | None:
+    if u.allocatable is None:
+        return None
+    promised = u.quota if u.system == KUEUE else max(u.quota, u.guarantee)
+    excess = promised - u.allocatable
+    if excess <= EPS:
+        return None
+    one = u.flavor_nodes == 1
+    nodes = f"{u.flavor_nodes} schedulable node{'' if one else 's'} allocate{'s' if one else ''}"
+    if u.system == KUEUE:
+        nodes = (
+            "cluster has no ResourceFlavor of that name"
+            if u.flavor_missing
+            else f"flavor's {nodes} only {_units(u.allocatable, u.resource)}"
+            if u.flavor_nodes
+            else "flavor's nodeLabels match no schedulable node"
+        )
+        message = (
+            f"ClusterQueue {u.queue} has a nominal quota of {_units(u.quota, u.resource)} in "
+            f"flavor {u.flavor}, but the {nodes}: {_units(excess, u.resource)} of quota cannot "
+            "be honoured, so Kueue admits Workloads whose pods then wait for GPUs."
+        )
+        rec = (
+            f"Lower nominalQuota of {u.resource} in flavor {u.flavor} of ClusterQueue "
+            f"{u.queue} to {u.allocatable:g}, or add nodes that match the flavor's nodeLabels."
+        )
+        what = "nominal_quota"
+    else:
+        what = "guarantee" if u.guarantee >= u.quota else "deserved"
+        message = (
+            f"Volcano queue {u.queue} {'is guaranteed' if what == 'guarantee' else 'deserves'} "
+            f"{_units(promised, u.resource)}, but the cluster's {nodes} only "
+            f"{_units(u.allocatable, u.resource)}: {_units(excess, u.resource)} cannot be "
+            "honoured, so its fair share and reclaim decisions rest on GPUs that do not exist."
+        )
+        rec = (
+            f"Lower spec.{what} {u.resource} of Volcano queue {u.queue} to at most "
+            f"{u.allocatable:g} (the queues' shares together should match the cluster)."
+        )
+    return Finding(
+        code=CODE,
+        severity=Severity.MEDIUM,
+        resource=Resource(u.kind, "", u.queue, "", excess * u.unit_gpus),
+        message=message,
+        impact=Impact(gpu_hours=0.0, cost=0.0),
+        recommendation=rec,
+        evidence={
+            "rule": "quota_not_honoured",
+            "owner": _owner(u, "not_honoured"),
+            **_figures(u),
+            "promised": promised,
+            "promised_field": what,
+            "excess": excess,
+        },
+    )
+
+
+def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
+    """ResourceFlavors whose ClusterQueues and Cohorts together promise more than the flavor's
+    nodes allocate, where no single ClusterQueue does."""
+    by_line: dict[tuple[str, str], list[QueueUsage]] = defaultdict(list)
+    for u in lines:
+        if u.system == KUEUE and u.allocatable is not None:
+            by_line[(u.flavor, u.resource)].append(u)
+    cohort_quota: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    for c in views.inv.queues.cohorts.values():
+        for q in c.quotas:
+            cohort_quota[(q.flavor, q.resource)].append((c.name, q.nominal))
+    out: list[Finding] = []
+    for (flavor, resource), us in sorted(by_line.items()):
+        alloc = us[0].allocatable
+        assert alloc is not None
+        if any(u.quota > alloc + EPS for u in us):
+            continue
+        parts = [(f"ClusterQueue {u.queue}", u.quota) for u in us if u.quota > 0]
+        parts += [(f"Cohort {n}", v) for n, v in cohort_quota.get((flavor, resource), []) if v > 0]
+        total = sum(v for _, v in parts)
+        if total <= alloc + EPS or len(parts) < 2:
+            continue
+        excess = total - alloc
+        named = ", ".join(f"{n} ({v:g})" for n, v in parts[:6]) + (" ..." if len(parts) > 6 else "")
+        u0 = us[0]
+        out.append(
+            Finding(
+                code=CODE,
+                severity=Severity.MEDIUM,
+                resource=Resource("ResourceFlavor", "", flavor, "", excess * u0.unit_gpus),
+                message=(
+                    f"ResourceFlavor {flavor} is promised {_units(total, resource)} of quota by "
+                    f"{named}, but its {u0.flavor_nodes} nodes allocate only "
+                    f"{_units(alloc, resource)}: {_units(excess, resource)} of quota cannot be "
+                    "honoured when every queue claims its share."
+                ),
+                impact=Impact(gpu_hours=0.0, cost=0.0),
+                recommendation=(
+                    f"Bring the nominal quotas of {resource} in flavor {flavor} down to "
+                    f"{alloc:g} in total, or add nodes that match the flavor's nodeLabels."
+                ),
+                evidence={
+                    "rule": "flavor_quota_not_honoured",
+                    "owner": f"ResourceFlavor/{flavor}:not_honoured:{flavor}/{resource}",
+                    "flavor": flavor,
+                    "resource": resource,
+                    "promised_by": dict(parts),
+                    "promised": total,
+                    "flavor_allocatable": alloc,
+                    "flavor_nodes": u0.flavor_nodes,
+                    "excess": excess,
+                },
+            )
+        )
+    return out
+
+
+# ---- starvation next to idle, unlent quota -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Starved:
+    wait: Pending
+    line: QueueUsage
+    shortfall: float
+    peers: tuple[tuple[str, float, float | None], ...]
+    """(peer queue, idle quota over the wait, its lendingLimit)."""
+
+
+def _starved(
+    u: QueueUsage, p: Pending, peers: list[QueueUsage], lendable_pool: float, end: float
+) -> _Starved | None:
+    """Why `p` waits, when it waits for quota that idle peers would not lend."""
+    shortfall = p.quantity - max(0.0, u.quota - u.admitted_now)
+    room = math.inf if u.borrowing_limit is None else u.borrowing_limit
+    if shortfall <= EPS or shortfall > room + EPS:
+        return None
+    lendable, fenced = lendable_pool, 0.0
+    named: list[tuple[str, float, float | None]] = []
+    for peer in peers:
+        idle = peer.quota - peer.use_since(p.since)
+        if idle < 1 - EPS:
+            continue
+        lend = idle if peer.lending_limit is None else min(idle, peer.lending_limit)
+        lendable += lend
+        if idle - lend >= 1 - EPS:
+            fenced += idle - lend
+            named.append((peer.queue, idle, peer.lending_limit))
+    if not named or lendable >= shortfall - EPS or lendable + fenced < shortfall - EPS:
+        return None
+    return _Starved(p, u, shortfall, tuple(named))
+
+
+def _starvation(views: Views, lines: list[QueueUsage], cfg: Thresholds) -> list[Finding]:
+    inv = views.inv
+    end = inv.window_end
+    pools: dict[tuple[str, str, str], float] = defaultdict(float)
+    for c in inv.queues.cohorts.values():
+        for q in c.quotas:
+            pools[(c.name, q.flavor, q.resource)] += q.nominal
+    found: dict[str, list[_Starved]] = defaultdict(list)
+    seen: set[tuple[str, str, str, str]] = set()
+    for u in lines:
+        if u.system != KUEUE or not u.cohort:
+            continue
+        peers = [
+            v
+            for v in lines
+            if v.system == KUEUE
+            and v.cohort == u.cohort
+            and v.queue != u.queue
+            and (v.flavor, v.resource) == (u.flavor, u.resource)
+        ]
+        for p in u.pending:
+            key = (u.queue, p.namespace, p.name, p.resource)
+            if key in seen or (end - p.since) < cfg.pending_min_minutes * 60:
+                continue
+            pool = pools.get((u.cohort, u.flavor, u.resource), 0.0)
+            s = _starved(u, p, peers, pool, end)
+            if s is not None:
+                seen.add(key)
+                found[u.queue].append(s)
+    return [_starvation_finding(views, queue, ss, end) for queue, ss in sorted(found.items())]
+
+
+def _starvation_finding(views: Views, queue: str, ss: list[_Starved], end: float) -> Finding:
+    u = ss[0].line
+    waited = max((end - s.wait.since) / 3600.0 for s in ss)
+    gpu_hours = sum(s.wait.quantity * s.line.unit_gpus * (end - s.wait.since) / 3600.0 for s in ss)
+    gpu_hours = min(gpu_hours, sum(s.wait.quantity * s.line.unit_gpus for s in ss) * u.hours)
+    first = ss[0]
+    peers = sorted({(n, i, lim) for s in ss for n, i, lim in s.peers})
+    peer_text = ", ".join(
+        f"{n} ({_units(math.floor(i + EPS), u.resource)} idle, lendingLimit {lim:g})"
+        for n, i, lim in peers[:3]
+    )
+    waits = ", ".join(
+        f"{s.wait.namespace}/{s.wait.name} ({_units(s.wait.quantity, s.wait.resource)}, "
+        f"{(end - s.wait.since) / 3600.0:.1f} h)"
+        for s in ss[:3]
+    ) + (" ..." if len(ss) > 3 else "")
+    message = (
+        f"ClusterQueue {queue} has Workloads waiting for {u.resource} quota in {_where(u)} "
+        f"({waits}) while cohort {u.cohort} peers kept idle quota they would not lend: "
+        f"{peer_text}."
+    )
+    rec = (
+        f"Raise the lendingLimit of {', '.join(n for n, _, _ in peers[:3])} for {u.resource} in "
+        f"{_where(u)} (or remove it) so {queue} can borrow their idle quota, or move quota to "
+        f"{queue}."
+    )
+    return Finding(
+        code=CODE,
+        severity=WAITING(waited),
+        resource=Resource("ClusterQueue", "", queue, "", first.wait.quantity * u.unit_gpus),
+        message=message,
+        impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(u.product)),
+        recommendation=rec,
+        evidence={
+            "rule": "starved_next_to_idle_quota",
+            "owner": _owner(u, "starved"),
+            **_figures(u),
+            "admitted_now": u.admitted_now,
+            "waiting": [
+                {
+                    "workload": f"{s.wait.namespace}/{s.wait.name}",
+                    "resource": s.wait.resource,
+                    "quantity": s.wait.quantity,
+                    "waited_hours": round((end - s.wait.since) / 3600.0, 2),
+                    "shortfall": s.shortfall,
+                }
+                for s in ss
+            ],
+            "idle_peers": [
+                {"queue": n, "idle_quota": i, "lending_limit": lim} for n, i, lim in peers
+            ],
+        },
+    )
+
+
+def run(views: Views, cfg: Thresholds) -> list[Finding]:
+    caps = views.inv.capabilities
+    read = {
+        KUEUE: Capability.KUBERNETES_KUEUE_WORKLOADS in caps,
+        VOLCANO: Capability.KUBERNETES_VOLCANO_PODGROUPS in caps,
+    }
+    lines = [u for u in views.queue_usage(cfg.idle_activity) if read.get(u.system, False)]
+    out = [f for u in lines for f in (_idle(views, u, cfg), _unhonoured(u)) if f is not None]
+    return out + _flavor_totals(views, lines) + _starvation(views, lines, cfg)

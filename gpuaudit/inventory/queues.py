@@ -1,0 +1,522 @@
+"""Queues: the GPU quota Kueue and Volcano promise, and the objects admitted under it, read from
+the Kubernetes lists as the API returned them.
+
+- Kueue (`kueue.x-k8s.io`, v1beta2 and v1beta1): `ResourceFlavor` (`spec.nodeLabels`,
+  `spec.nodeTaints`); `ClusterQueue` (`spec.cohortName`, `spec.cohort` before v1beta2;
+  `spec.resourceGroups[].flavors[].resources[]` with `nominalQuota`, `borrowingLimit`,
+  `lendingLimit`; `status.pendingWorkloads`); `Cohort` (`spec.parentName`, `spec.parent` before
+  v1beta2, and its own `resourceGroups`); `LocalQueue` (`spec.clusterQueue`); `Workload`
+  (`status.admission.clusterQueue` and `podSetAssignments[]` with `flavors`, `resourceUsage` and
+  `count`; the conditions `QuotaReserved`, `Admitted` and `Finished` with their
+  `lastTransitionTime`; `spec.podSets` for what a pending one asks for).
+- Volcano (`scheduling.volcano.sh/v1beta1`): `Queue` (`spec.capability`, `spec.deserved`,
+  `spec.guarantee.resource`, `spec.parent`; `status.allocated`) and `PodGroup` (`spec.queue`,
+  default `default`).
+
+Only GPU resources count: `nvidia.com/gpu` and `nvidia.com/mig-<profile>`. Pods join a queue
+through the gang they belong to (a Kueue Workload or a Volcano PodGroup, see
+`gpuaudit.inventory.gangs`), a Kueue Workload owning the pod itself, the pod label
+`kueue.x-k8s.io/queue-name` (through its LocalQueue) or the pod annotation
+`scheduling.volcano.sh/queue-name`. What the pods did over the window is in
+`gpuaudit.inventory.queue_usage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.kube import Objects, gpu_requests, quantity, timestamp
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+KUEUE = "Kueue"
+VOLCANO = "Volcano"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_DEFAULT_QUEUE = "default"
+MAX_QUOTA = 1e7
+"""Quantities above this (in GPUs or slices) are read as this: a bound on numbers from outside."""
+QUEUE_LISTS = (
+    "kueue_clusterqueues",
+    "kueue_workloads",
+    "kueue_localqueues",
+    "kueue_resourceflavors",
+    "kueue_cohorts",
+    "volcano_queues",
+    "volcano_podgroups",
+)
+"""The Kubernetes lists (see `gpuaudit.sources.kubernetes.RESOURCES`) queues are read from."""
+
+
+def is_gpu_resource(name: str) -> bool:
+    """`nvidia.com/gpu` or a MIG resource `nvidia.com/mig-<profile>`."""
+    return name == GPU or name.startswith(MIG_PREFIX)
+
+
+def mig_profile(resource: str) -> str:
+    """The MIG profile of a MIG resource (`nvidia.com/mig-1g.10gb` -> `1g.10gb`), else empty."""
+    return resource[len(MIG_PREFIX) :] if resource.startswith(MIG_PREFIX) else ""
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A Kueue ResourceFlavor: the nodes it stands for."""
+
+    name: str
+    node_labels: Mapping[str, str]
+    """Labels a node must carry to belong to the flavor (none: every node)."""
+    node_taints: tuple[str, ...] = ()
+    """The flavor's nodeTaints as `key=value:Effect`."""
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a node with these labels belongs to the flavor."""
+        return all(labels.get(k) == v for k, v in self.node_labels.items())
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One GPU resource of one flavor in a queue's (or cohort's) quota."""
+
+    flavor: str
+    """The Kueue ResourceFlavor; empty for Volcano, whose quota spans the cluster."""
+    resource: str
+    nominal: float
+    """Kueue `nominalQuota`; Volcano `deserved` (0 when unset)."""
+    borrowing_limit: float | None = None
+    """Kueue `borrowingLimit`; None: no limit."""
+    lending_limit: float | None = None
+    """Kueue `lendingLimit`; None: no limit (all of it may be lent in a cohort)."""
+    guarantee: float = 0.0
+    """Volcano `guarantee.resource`: reserved for the queue, never reclaimed by others."""
+    capability: float | None = None
+    """Volcano `capability`: the queue's upper limit; None when unset."""
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A Kueue ClusterQueue or a Volcano Queue."""
+
+    system: str
+    """`Kueue` or `Volcano`."""
+    kind: str
+    """`ClusterQueue` or `Queue`."""
+    name: str
+    cohort: str
+    """The Kueue cohort it borrows and lends in (empty: none); a Volcano queue's parent."""
+    quotas: tuple[Quota, ...]
+    allocated: Mapping[str, float] = field(default_factory=dict)
+    """Volcano `status.allocated` GPU resources at the scan."""
+
+    def fenced(self, q: Quota) -> float:
+        """The part of `q` no other queue may use while it sits idle: a Kueue queue outside a
+        cohort fences all of it, one in a cohort `nominalQuota - lendingLimit` (nothing
+        without a lending limit); a Volcano queue fences its guarantee."""
+        if self.system == VOLCANO:
+            return q.guarantee
+        if not self.cohort:
+            return q.nominal
+        if q.lending_limit is None:
+            return 0.0
+        return max(0.0, q.nominal - q.lending_limit)
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """A Kueue Cohort object: its parent and its own quota, shared by its members."""
+
+    name: str
+    parent: str
+    quotas: tuple[Quota, ...]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A Kueue Workload or a Volcano PodGroup, and what it holds or asks of its queue."""
+
+    system: str
+    kind: str
+    """`Workload` or `PodGroup`."""
+    namespace: str
+    name: str
+    queue: str
+    """The ClusterQueue (Kueue) or Queue (Volcano); empty when it cannot be told."""
+    gang: str
+    """The gang id its pods carry (see `gpuaudit.inventory.gangs`)."""
+    usage: tuple[tuple[str, str, float], ...] = ()
+    """(flavor, resource, quantity) of GPU quota it was admitted with (Kueue)."""
+    requests: tuple[tuple[str, float], ...] = ()
+    """(resource, quantity) of GPUs it asks for in total."""
+    reserved_at: float | None = None
+    """When its quota was reserved (Kueue `QuotaReserved`, else `Admitted`, True)."""
+    finished_at: float | None = None
+    """When it finished (Kueue `Finished` True)."""
+    pending_since: float | None = None
+    """When it started waiting for quota, while it waits now (Kueue); None otherwise."""
+    owners: tuple[tuple[str, str], ...] = ()
+    """(kind, name) of its ownerReferences."""
+
+
+@dataclass(frozen=True)
+class QueueNode:
+    """What queue figures need of a node: labels, allocatable GPU resources, cordon."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, float]
+    """Allocatable GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`)."""
+    cordoned: bool
+
+
+@dataclass(frozen=True)
+class Queues:
+    """The queue objects of one snapshot. Empty when none were read."""
+
+    queues: tuple[Queue, ...] = ()
+    flavors: Mapping[str, Flavor] = field(default_factory=dict)
+    """ResourceFlavors by name; empty when they were not read."""
+    flavors_read: bool = False
+    """Whether the ResourceFlavors list was read (a missing flavor then selects no node)."""
+    cohorts: Mapping[str, Cohort] = field(default_factory=dict)
+    local_queues: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, LocalQueue) -> ClusterQueue."""
+    admissions: tuple[Admission, ...] = ()
+    nodes: tuple[QueueNode, ...] = ()
+    pod_queue: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(namespace, pod) -> (system, queue) of every pod that belongs to a queue."""
+    pod_admission: Mapping[tuple[str, str], Admission] = field(default_factory=dict)
+    """(namespace, pod) -> the Workload or PodGroup it runs for, where known."""
+
+    def namespaces(self, q: Queue) -> tuple[str, ...]:
+        """Namespaces that submit to `q`: those of its LocalQueues (Kueue), its admitted
+        objects and its pods."""
+        out = {ns for (ns, _), cq in self.local_queues.items() if cq == q.name}
+        if q.system != KUEUE:
+            out = set()
+        out |= {a.namespace for a in self.admissions if (a.system, a.queue) == (q.system, q.name)}
+        out |= {ns for (ns, _), sq in self.pod_queue.items() if sq == (q.system, q.name)}
+        return tuple(sorted(out))
+
+    def lends(self, q: Queue) -> bool:
+        """Whether `q` has anyone to lend to: another ClusterQueue in its cohort, or a cohort
+        with a parent or children (Kueue's hierarchical cohorts)."""
+        if q.system != KUEUE or not q.cohort:
+            return False
+        peers = any(
+            o.system == KUEUE and o.cohort == q.cohort and o.name != q.name for o in self.queues
+        )
+        c = self.cohorts.get(q.cohort)
+        tree = (c is not None and bool(c.parent)) or any(
+            x.parent == q.cohort for x in self.cohorts.values()
+        )
+        return peers or tree
+
+    def flavor_nodes(self, flavor: str) -> tuple[QueueNode, ...] | None:
+        """The nodes of a Kueue flavor (empty name: every node); None when unknown (the
+        ResourceFlavors were not read)."""
+        if not flavor:
+            return self.nodes
+        f = self.flavors.get(flavor)
+        if f is None:
+            return () if self.flavors_read else None
+        return tuple(n for n in self.nodes if f.selects(n.labels))
+
+
+# ---- reading the objects ----------------------------------------------------------------
+
+
+def _map(obj: Any, key: str) -> Mapping[str, Any]:
+    val = obj.get(key) if isinstance(obj, Mapping) else None
+    return val if isinstance(val, Mapping) else {}
+
+
+def _list(obj: Any, key: str) -> list[Any]:
+    val = obj.get(key) if isinstance(obj, Mapping) else None
+    return val if isinstance(val, list) else []
+
+
+def _text(obj: Any, key: str) -> str:
+    val = obj.get(key) if isinstance(obj, Mapping) else None
+    return val if isinstance(val, str) else ""
+
+
+def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
+    m = _map(obj, "metadata")
+    return _text(m, "namespace"), _text(m, "name")
+
+
+def _qty(raw: Any) -> float | None:
+    """A quantity of GPUs or slices; None when absent, bounded, never negative."""
+    if raw is None:
+        return None
+    return min(MAX_QUOTA, max(0.0, quantity(raw)))
+
+
+def _gpu_list(res: Mapping[str, Any]) -> dict[str, float]:
+    """The GPU resources of a ResourceList."""
+    return {str(k): _qty(v) or 0.0 for k, v in res.items() if is_gpu_resource(str(k))}
+
+
+def _condition(obj: Mapping[str, Any], ctype: str) -> tuple[str, float | None]:
+    """(status, lastTransitionTime) of a status condition; ("", None) when absent."""
+    for c in _list(_map(obj, "status"), "conditions"):
+        if isinstance(c, Mapping) and c.get("type") == ctype:
+            return str(c.get("status", "")), timestamp(c.get("lastTransitionTime"))
+    return "", None
+
+
+def _quotas(groups: Iterable[Any]) -> tuple[Quota, ...]:
+    """The GPU quotas of Kueue resourceGroups."""
+    out: list[Quota] = []
+    for rg in groups:
+        for fl in _list(rg, "flavors"):
+            fname = _text(fl, "name")
+            for r in _list(fl, "resources"):
+                name = _text(r, "name")
+                if not fname or not is_gpu_resource(name):
+                    continue
+                out.append(
+                    Quota(
+                        fname,
+                        name,
+                        _qty(r.get("nominalQuota")) or 0.0,
+                        borrowing_limit=_qty(r.get("borrowingLimit")),
+                        lending_limit=_qty(r.get("lendingLimit")),
+                    )
+                )
+    return tuple(out)
+
+
+def _flavor(obj: Mapping[str, Any]) -> Flavor:
+    spec = _map(obj, "spec")
+    labels = {str(k): str(v) for k, v in _map(spec, "nodeLabels").items()}
+    taints = tuple(
+        f"{_text(t, 'key')}={_text(t, 'value')}:{_text(t, 'effect')}"
+        for t in _list(spec, "nodeTaints")
+        if isinstance(t, Mapping)
+    )
+    return Flavor(_meta(obj)[1], labels, taints)
+
+
+def _cluster_queue(obj: Mapping[str, Any]) -> Queue:
+    spec = _map(obj, "spec")
+    cohort = _text(spec, "cohortName") or _text(spec, "cohort")
+    return Queue(
+        KUEUE, "ClusterQueue", _meta(obj)[1], cohort, _quotas(_list(spec, "resourceGroups"))
+    )
+
+
+def _cohort(obj: Mapping[str, Any]) -> Cohort:
+    spec = _map(obj, "spec")
+    parent = _text(spec, "parentName") or _text(spec, "parent")
+    return Cohort(_meta(obj)[1], parent, _quotas(_list(spec, "resourceGroups")))
+
+
+def _volcano_queue(obj: Mapping[str, Any]) -> Queue:
+    spec = _map(obj, "spec")
+    cap = _gpu_list(_map(spec, "capability"))
+    deserved = _gpu_list(_map(spec, "deserved"))
+    guarantee = _gpu_list(_map(_map(spec, "guarantee"), "resource"))
+    quotas = tuple(
+        Quota(
+            "",
+            r,
+            deserved.get(r, 0.0),
+            guarantee=guarantee.get(r, 0.0),
+            capability=cap.get(r),
+        )
+        for r in sorted(set(cap) | set(deserved) | set(guarantee))
+    )
+    allocated = _gpu_list(_map(_map(obj, "status"), "allocated"))
+    return Queue(VOLCANO, "Queue", _meta(obj)[1], _text(spec, "parent"), quotas, allocated)
+
+
+def _owners(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (_text(r, "kind"), _text(r, "name"))
+        for r in _list(_map(obj, "metadata"), "ownerReferences")
+        if isinstance(r, Mapping) and _text(r, "kind") and _text(r, "name")
+    )
+
+
+def _podset_requests(spec: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Pod set name -> total GPU resources it asks for (count x per-pod request)."""
+    out: dict[str, dict[str, float]] = {}
+    for ps in _list(spec, "podSets"):
+        if not isinstance(ps, Mapping):
+            continue
+        count = _qty(ps.get("count"))
+        gpus, migs = gpu_requests({"spec": _map(_map(ps, "template"), "spec")})
+        per_pod = {GPU: gpus, **{MIG_PREFIX + p: n for p, n in migs.items()}}
+        n = 1.0 if count is None else count
+        out[_text(ps, "name")] = {r: v * n for r, v in per_pod.items() if v > 0}
+    return out
+
+
+def _workload(obj: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> Admission:
+    ns, name = _meta(obj)
+    spec = _map(obj, "spec")
+    admission = _map(_map(obj, "status"), "admission")
+    per_set = _podset_requests(spec)
+    usage: dict[tuple[str, str], float] = {}
+    for psa in _list(admission, "podSetAssignments"):
+        if not isinstance(psa, Mapping):
+            continue
+        flavors = {str(k): str(v) for k, v in _map(psa, "flavors").items()}
+        used = _gpu_list(_map(psa, "resourceUsage")) or per_set.get(_text(psa, "name"), {})
+        for r, v in used.items():
+            if r in flavors and v > 0:
+                usage[(flavors[r], r)] = usage.get((flavors[r], r), 0.0) + v
+    requests: dict[str, float] = {}
+    for sets in per_set.values():
+        for r, v in sets.items():
+            requests[r] = requests.get(r, 0.0) + v
+    queue = _text(admission, "clusterQueue") or local_queues.get((ns, _text(spec, "queueName")), "")
+    reserved, reserved_at = _condition(obj, "QuotaReserved")
+    admitted, admitted_at = _condition(obj, "Admitted")
+    finished, finished_at = _condition(obj, "Finished")
+    start = reserved_at if reserved == "True" else admitted_at if admitted == "True" else None
+    pending_since = None
+    active = spec.get("active") is not False
+    if finished != "True" and reserved != "True" and admitted != "True" and active:
+        created = timestamp(_map(obj, "metadata").get("creationTimestamp"))
+        pending_since = reserved_at if reserved == "False" and reserved_at else created
+    return Admission(
+        system=KUEUE,
+        kind="Workload",
+        namespace=ns,
+        name=name,
+        queue=queue,
+        gang=f"kueue.x-k8s.io/Workload/{ns}/{name}",
+        usage=tuple((f, r, v) for (f, r), v in sorted(usage.items())),
+        requests=tuple(sorted(requests.items())),
+        reserved_at=start,
+        finished_at=finished_at if finished == "True" else None,
+        pending_since=pending_since,
+        owners=_owners(obj),
+    )
+
+
+def _podgroup(obj: Mapping[str, Any]) -> Admission:
+    ns, name = _meta(obj)
+    spec = _map(obj, "spec")
+    queue = _text(spec, "queue") or VOLCANO_DEFAULT_QUEUE
+    requests = _gpu_list(_map(spec, "minResources"))
+    return Admission(
+        system=VOLCANO,
+        kind="PodGroup",
+        namespace=ns,
+        name=name,
+        queue=queue,
+        gang=f"scheduling.volcano.sh/PodGroup/{ns}/{name}",
+        requests=tuple(sorted(requests.items())),
+        owners=_owners(obj),
+    )
+
+
+def _node(obj: Mapping[str, Any]) -> QueueNode:
+    labels = {str(k): str(v) for k, v in _map(_map(obj, "metadata"), "labels").items()}
+    alloc = _gpu_list(_map(_map(obj, "status"), "allocatable"))
+    cordoned = _map(obj, "spec").get("unschedulable") is True
+    return QueueNode(_meta(obj)[1], labels, alloc, cordoned)
+
+
+def _pod_links(
+    objects: Objects,
+    pod_gang: Mapping[tuple[str, str], str],
+    admissions: list[Admission],
+    local_queues: Mapping[tuple[str, str], str],
+) -> tuple[dict[tuple[str, str], tuple[str, str]], dict[tuple[str, str], Admission]]:
+    """Which queue, and which Workload or PodGroup, each pod belongs to."""
+    by_gang = {a.gang: a for a in admissions}
+    own_pod = {
+        (a.namespace, name): a
+        for a in admissions
+        if a.system == KUEUE
+        for kind, name in a.owners
+        if kind == "Pod"
+    }
+    queue_of: dict[tuple[str, str], tuple[str, str]] = {}
+    admission_of: dict[tuple[str, str], Admission] = {}
+    for pod in objects.get("pods", ()):
+        key = _meta(pod)
+        meta = _map(pod, "metadata")
+        adm = by_gang.get(pod_gang.get(key, "")) or own_pod.get(key)
+        if adm is not None and adm.queue:
+            queue_of[key] = (adm.system, adm.queue)
+            admission_of[key] = adm
+            continue
+        local = _text(_map(meta, "labels"), KUEUE_QUEUE_LABEL)
+        cq = local_queues.get((key[0], local), "") if local else ""
+        if cq:
+            queue_of[key] = (KUEUE, cq)
+            continue
+        vq = _text(_map(meta, "annotations"), VOLCANO_QUEUE_ANNOTATION)
+        if vq:
+            queue_of[key] = (VOLCANO, vq)
+    return queue_of, admission_of
+
+
+def build(
+    objects: Objects, lists: Iterable[str], pod_gang: Mapping[tuple[str, str], str]
+) -> Queues:
+    """The queue objects among `objects` (by list key), the pods that belong to each queue
+    (`pod_gang`: (namespace, pod) -> gang id, from `gpuaudit.inventory.gangs.build`).
+    `lists` are the keys of the lists that were read."""
+    read = set(lists)
+    local_queues = {
+        _meta(o): _text(_map(o, "spec"), "clusterQueue")
+        for o in objects.get("kueue_localqueues", ())
+        if _text(_map(o, "spec"), "clusterQueue")
+    }
+    queues = [_cluster_queue(o) for o in objects.get("kueue_clusterqueues", ())]
+    queues += [_volcano_queue(o) for o in objects.get("volcano_queues", ())]
+    queues.sort(key=lambda q: (q.system, q.name))
+    admissions = [_workload(o, local_queues) for o in objects.get("kueue_workloads", ())]
+    admissions += [_podgroup(o) for o in objects.get("volcano_podgroups", ())]
+    flavors = {f.name: f for f in (_flavor(o) for o in objects.get("kueue_resourceflavors", ()))}
+    cohorts = {c.name: c for c in (_cohort(o) for o in objects.get("kueue_cohorts", ()))}
+    pod_queue, pod_admission = _pod_links(objects, pod_gang, admissions, local_queues)
+    return Queues(
+        queues=tuple(queues),
+        flavors=flavors,
+        flavors_read="kueue_resourceflavors" in read,
+        cohorts=cohorts,
+        local_queues=local_queues,
+        admissions=tuple(admissions),
+        nodes=tuple(_node(o) for o in objects.get("nodes", ())),
+        pod_queue=pod_queue,
+        pod_admission=pod_admission,
+    )
+
+
+def capabilities(
+    lists: Iterable[str], states: Mapping[str, Any]
+) -> tuple[set[Capability], dict[Capability, str]]:
+    """`Capability.QUEUES` when Kueue ClusterQueues and Workloads, or Volcano Queues and
+    PodGroups, were read; else why not, from the lists' states (`absent: ...`,
+    `forbidden: ...`). Also the reasons each unread queue list is missing."""
+    read = set(lists)
+    missing: dict[Capability, str] = {}
+    for key in QUEUE_LISTS:
+        cap = Capability.of_list(key)
+        if key not in read and cap is not None:
+            missing[cap] = str(states.get(key) or f"{key} were not read")
+    kueue = {"kueue_clusterqueues", "kueue_workloads"} <= read
+    volcano = {"volcano_queues", "volcano_podgroups"} <= read
+    if kueue or volcano:
+        return {Capability.QUEUES}, missing
+
+    def why(keys: tuple[str, str], what: str) -> str:
+        lacking = [k for k in keys if k not in read]
+        said = "; ".join(f"{k}: {states.get(k) or 'not read'}" for k in lacking)
+        return f"no {what} ({said})"
+
+    missing[Capability.QUEUES] = (
+        why(("kueue_clusterqueues", "kueue_workloads"), "Kueue ClusterQueues with Workloads")
+        + " and "
+        + why(("volcano_queues", "volcano_podgroups"), "Volcano Queues with PodGroups")
+    )
+    return set(), missing

@@ -1,0 +1,333 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuaudit.audit import run_checks
+from gpuaudit.checks import by_code
+from gpuaudit.checks import gpu090_idle_queue_quota as gpu090
+from gpuaudit.findings import Severity
+from gpuaudit.inventory import Inventory
+from gpuaudit.settings import Settings
+from tests.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
+from tests.queue_objects import (
+    cluster_queue,
+    flavor,
+    local_queue,
+    podgroup,
+    volcano_queue,
+    workload,
+)
+
+HOURS = 30
+H100 = 6.88
+
+
+def _node(name: str, pool: str, gpus: int = 8) -> dict[str, Any]:
+    n = make_node(name, gpus=gpus)
+    n["metadata"]["labels"]["pool"] = pool
+    return n
+
+
+def _running(ns: str, job: str, node: str, gpus: int, first: int = 0, act: float = 0.6):  # type: ignore[no-untyped-def]
+    """A Job's pod holding `gpus` GPUs of `node` from hour `first` to the end, its series, and
+    its admitted Workload's owner."""
+    pod = f"{job}-x"
+    series = [
+        Series(
+            gpu_labels(f"GPU-{node}-{job}-{i}", str(i), node, pod=pod, namespace=ns),
+            act=[act if h >= first else None for h in range(HOURS)],
+        )
+        for i in range(gpus)
+    ]
+    return make_pod(pod, namespace=ns, node=node, gpus=gpus, owner=("Job", job)), series
+
+
+def _inv(
+    cqs: list[dict[str, Any]],
+    wls: list[dict[str, Any]],
+    held: list[tuple[str, str, str, int]],
+    nodes: list[dict[str, Any]] | None = None,
+    **more: list[dict[str, Any]],
+) -> Inventory:
+    """`held`: (namespace, job, node, GPUs) of pods running all window."""
+    pods, series = [], []
+    for ns, job, node, gpus in held:
+        p, s = _running(ns, job, node, gpus)
+        pods.append(p)
+        series += s
+    if not series:
+        series = [Series(gpu_labels("GPU-idle", "7", "a"), act=[0.0] * HOURS)]
+    lists = {
+        "kueue_resourceflavors": [flavor("fx", {"pool": "x"}), flavor("fy", {"pool": "y"})],
+        "kueue_clusterqueues": cqs,
+        "kueue_workloads": wls,
+        **more,
+    }
+    return inventory(
+        series, HOURS, pods=pods, nodes=nodes or [_node("a", "x"), _node("b", "x")], lists=lists
+    )
+
+
+def _admitted(ns: str, job: str, cq: str, gpus: int, flavor_name: str = "fx") -> dict[str, Any]:
+    return workload(ns, f"wl-{job}", cq, flavor_name, gpus, START - STEP, owner=("Job", job))
+
+
+def test_idle_quota_outside_a_cohort() -> None:
+    inv = _inv(
+        [cluster_queue("team-a", [("fx", "nvidia.com/gpu", "8")])],
+        [_admitted("a", "train", "team-a", 1)],
+        [("a", "train", "a", 1)],
+    )
+    (f,) = run_check(gpu090, inv)
+    assert f.code == "GPU090" and f.severity is Severity.MEDIUM
+    assert (f.resource.kind, f.resource.name, f.resource.gpus) == ("ClusterQueue", "team-a", 7.0)
+    assert f.message == (
+        "ClusterQueue team-a holds 8 GPUs of quota in flavor fx, but what it admitted or used "
+        "peaked at 1 GPU over the 30 h window (30 of 240 quota GPU-hours admitted, 30 busy); "
+        "7 GPUs of it sat idle and no other queue may borrow it (no cohort)."
+    )
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx of ClusterQueue team-a from 8 to 1, "
+        "or put it in a cohort with lendingLimit so other queues can borrow the idle quota."
+    )
+    assert f.impact.gpu_hours == pytest.approx(7 * 30)
+    assert f.impact.cost == pytest.approx(7 * 30 * H100)
+    assert f.evidence["reclaimable"] == 7 and f.evidence["peak_use"] == 1.0
+
+
+def test_idle_quota_in_a_cohort_counts_only_what_it_may_not_lend() -> None:
+    limits = {("fx", "nvidia.com/gpu"): {"lendingLimit": "2"}}
+    cqs = [
+        cluster_queue("fenced", [("fx", "nvidia.com/gpu", "8")], "c", limits),
+        cluster_queue("lends", [("fy", "nvidia.com/gpu", "8")], "c"),
+    ]
+    wls = [_admitted("a", "t1", "fenced", 1), _admitted("b", "t2", "lends", 1, "fy")]
+    nodes = [_node("a", "x"), _node("b", "y")]
+    findings = run_check(gpu090, _inv(cqs, wls, [("a", "t1", "a", 1), ("b", "t2", "b", 1)], nodes))
+    (f,) = findings  # `lends` lends all its idle quota to its cohort: quiet
+    assert f.resource.name == "fenced"
+    # nominal 8 - lendingLimit 2 = 6 fenced; 1 used; 5 reclaimable.
+    assert f.evidence["reclaimable"] == 5
+    assert "its cohort c may not borrow it (lendingLimit 2)" in f.message
+    assert "raise its lendingLimit to 7 (or remove it)" in f.recommendation
+
+
+def test_quota_used_above_half_at_its_peak_is_quiet() -> None:
+    # A queue busy part of the time (5 of 8 GPUs at its peak) is not idle, however low its mean.
+    cqs = [cluster_queue("weekday", [("fx", "nvidia.com/gpu", "8")])]
+    wls = [
+        workload(
+            "a",
+            "wl-day",
+            "weekday",
+            "fx",
+            5,
+            START + 2 * STEP,
+            START + 4 * STEP,
+            owner=("Job", "d"),
+        ),
+    ]
+    assert run_check(gpu090, _inv(cqs, wls, [])) == []
+    # At exactly half it is.
+    wls = [workload("a", "wl-day", "weekday", "fx", 4, START + 2 * STEP, START + 4 * STEP)]
+    (f,) = run_check(gpu090, _inv(cqs, wls, []))
+    assert f.evidence["reclaimable"] == 4
+
+
+def test_pods_of_its_namespaces_keep_deleted_workloads_from_reading_as_idle() -> None:
+    cqs = [cluster_queue("team-a", [("fx", "nvidia.com/gpu", "8")])]
+    # No Workload is left (deleted with their Jobs), but namespace a, which submits to team-a,
+    # held 6 GPUs on the flavor's nodes: quiet. The same pods on node c (no flavor) would not.
+    lq = [local_queue("a", "lq", "team-a")]
+    held = [("a", "gone", "a", 6)]
+    assert run_check(gpu090, _inv(cqs, [], held, kueue_localqueues=lq)) == []
+    nodes = [_node("a", "x"), _node("c", "z")]
+    (f,) = run_check(gpu090, _inv(cqs, [], [("a", "gone", "c", 6)], nodes, kueue_localqueues=lq))
+    assert f.evidence["peak_held_in_namespaces"] == 0.0
+
+
+def test_short_windows_are_not_judged() -> None:
+    inv = _inv([cluster_queue("q", [("fx", "nvidia.com/gpu", "8")])], [], [])
+    assert run_check(gpu090, inv, quota_min_hours=31.0) == []
+    assert len(run_check(gpu090, inv)) == 1
+
+
+def test_quota_a_flavor_cannot_honour() -> None:
+    cqs = [cluster_queue("vip", [("fy", "nvidia.com/gpu", "12")])]
+    nodes = [_node("a", "x"), _node("b", "y", gpus=4)]
+    wls = [_admitted("v", "serve", "vip", 4, "fy")]
+    (f,) = run_check(gpu090, _inv(cqs, wls, [("v", "serve", "b", 4)], nodes))
+    assert f.severity is Severity.MEDIUM and f.impact.gpu_hours == 0.0
+    assert f.message == (
+        "ClusterQueue vip has a nominal quota of 12 GPUs in flavor fy, but the flavor's 1 "
+        "schedulable node allocates only 4 GPUs: 8 GPUs of quota cannot be honoured, so Kueue "
+        "admits Workloads whose pods then wait for GPUs."
+    )
+    assert f.evidence["rule"] == "quota_not_honoured"
+    # Idle is judged against the honourable part: 4 of 4 used, so no idle-quota finding.
+
+
+def test_quota_of_a_flavor_nodes_cannot_honour_together() -> None:
+    nodes = [_node("a", "x"), _node("b", "x")]  # fx allocates 16
+    over = [
+        cluster_queue("q1", [("fx", "nvidia.com/gpu", "10")], "c"),
+        cluster_queue("q2", [("fx", "nvidia.com/gpu", "8")], "c"),
+    ]
+    wls = [_admitted("a", "j1", "q1", 8), _admitted("b", "j2", "q2", 8)]
+    held = [("a", "j1", "a", 8), ("b", "j2", "b", 8)]
+    (f,) = run_check(gpu090, _inv(over, wls, held, nodes))
+    assert (f.resource.kind, f.resource.name) == ("ResourceFlavor", "fx")
+    assert f.message == (
+        "ResourceFlavor fx is promised 18 GPUs of quota by ClusterQueue q1 (10), ClusterQueue "
+        "q2 (8), but its 2 nodes allocate only 16 GPUs: 2 GPUs of quota cannot be honoured when "
+        "every queue claims its share."
+    )
+    exact = [
+        cluster_queue("q1", [("fx", "nvidia.com/gpu", "8")], "c"),
+        cluster_queue("q2", [("fx", "nvidia.com/gpu", "8")], "c"),
+    ]
+    assert run_check(gpu090, _inv(exact, wls, held, nodes)) == []
+
+
+def _cohort(borrowing: Any = None, lending: Any = "0", since_h: int = 5) -> Inventory:
+    """A and B in cohort c on fx (16 GPUs): A has 4 GPUs of quota, lends `lending` and uses 1;
+    B has 4, uses 4 and has a Workload waiting `since_h` hours for 2 more."""
+    a_lim = {("fx", "nvidia.com/gpu"): {"lendingLimit": lending}} if lending is not None else {}
+    b_lim = (
+        {("fx", "nvidia.com/gpu"): {"borrowingLimit": borrowing}} if borrowing is not None else {}
+    )
+    cqs = [
+        cluster_queue("A", [("fx", "nvidia.com/gpu", "4")], "c", a_lim),
+        cluster_queue("B", [("fx", "nvidia.com/gpu", "4")], "c", b_lim),
+    ]
+    wls = [
+        _admitted("a", "ta", "A", 1),
+        _admitted("b", "tb", "B", 4),
+        workload(
+            "b", "big", "", "", 2, pending_since=START + (HOURS - since_h) * STEP, local_queue="lq"
+        ),
+    ]
+    lq = [local_queue("b", "lq", "B")]
+    return _inv(cqs, wls, [("a", "ta", "a", 1), ("b", "tb", "b", 4)], kueue_localqueues=lq)
+
+
+def test_queue_starved_next_to_a_peer_that_does_not_lend() -> None:
+    findings = run_check(gpu090, _cohort())
+    starved = [f for f in findings if f.evidence["rule"] == "starved_next_to_idle_quota"]
+    (f,) = starved
+    assert (f.resource.name, f.severity) == ("B", Severity.HIGH)
+    assert f.message == (
+        "ClusterQueue B has Workloads waiting for nvidia.com/gpu quota in flavor fx (b/big "
+        "(2 GPUs, 5.0 h)) while cohort c peers kept idle quota they would not lend: A (3 GPUs "
+        "idle, lendingLimit 0)."
+    )
+    assert f.impact.gpu_hours == pytest.approx(2 * 5)
+    assert f.impact.cost == pytest.approx(2 * 5 * H100)
+    assert f.evidence["waiting"][0]["shortfall"] == 2.0
+    # A's own idle quota is a finding of its own.
+    assert {x.resource.name for x in findings} == {"A", "B"}
+
+
+@pytest.mark.parametrize(
+    ("kw", "why"),
+    [
+        ({"borrowing": "0"}, "B may not borrow"),
+        ({"lending": None}, "A lends all its idle quota"),
+        ({"lending": "3"}, "A lends enough"),
+        ({"since_h": 0}, "waiting for less than 30 minutes"),
+    ],
+)
+def test_starvation_near_misses(kw: dict[str, Any], why: str) -> None:
+    findings = run_check(gpu090, _cohort(**kw))
+    assert not [f for f in findings if f.evidence["rule"] == "starved_next_to_idle_quota"], why
+
+
+def test_volcano_idle_guarantee_and_a_share_above_the_cluster() -> None:
+    vqs = [
+        volcano_queue("reserved", guarantee=8, deserved=8, allocated=1),
+        volcano_queue("burst", deserved=40),
+        volcano_queue("used", guarantee=2, allocated=2),
+    ]
+    pgs = [podgroup("v", "pg", "reserved"), podgroup("u", "pg2", "used", 2)]
+    pods, series = [], []
+    for ns, job, node, gpus, pg in (("v", "vj", "a", 1, "pg"), ("u", "uj", "b", 2, "pg2")):
+        p, s = _running(ns, job, node, gpus)
+        p["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": pg}
+        pods.append(p)
+        series += s
+    lists = {"volcano_queues": vqs, "volcano_podgroups": pgs}
+    inv = inventory(series, HOURS, pods=pods, nodes=[_node("a", "x"), _node("b", "x")], lists=lists)
+    by_name = {f.resource.name: f for f in run_check(gpu090, inv)}
+    assert set(by_name) == {"reserved", "burst"}
+    idle = by_name["reserved"]
+    assert idle.message == (
+        "Volcano queue reserved guarantees 8 GPUs, but its use peaked at 1 GPU over the 30 h "
+        "window (30 GPU-hours held, 30 busy); 7 GPUs of guarantee sat reserved for nobody."
+    )
+    assert idle.impact.gpu_hours == pytest.approx(7 * 30)
+    burst = by_name["burst"]
+    assert burst.message == (
+        "Volcano queue burst deserves 40 GPUs, but the cluster's 2 schedulable nodes allocate "
+        "only 16 GPUs: 24 GPUs cannot be honoured, so its fair share and reclaim decisions rest "
+        "on GPUs that do not exist."
+    )
+
+
+def test_skipped_with_the_reason_without_queue_objects() -> None:
+    inv = inventory(
+        [Series(gpu_labels(), act=[0.1] * HOURS)], HOURS, pods=[], nodes=[make_node("a")]
+    )
+    check = by_code("GPU090")
+    assert check is not None
+    res = run_checks(inv, Settings(), checks=[check])
+    (s,) = res.skipped
+    assert s.code == "GPU090"
+    assert "no Kueue ClusterQueues with Workloads" in s.reason
+    assert "no Volcano Queues with PodGroups" in s.reason
+
+
+def test_kueue_rules_need_the_workloads_list() -> None:
+    # Volcano objects were read, Kueue Workloads were not: ClusterQueues are left alone rather
+    # than read as idle.
+    lists = {
+        "kueue_clusterqueues": [cluster_queue("q", [("fx", "nvidia.com/gpu", "8")])],
+        "volcano_queues": [volcano_queue("v", deserved=1)],
+        "volcano_podgroups": [],
+    }
+    inv = inventory(
+        [Series(gpu_labels(), act=[0.1] * HOURS)],
+        HOURS,
+        pods=[],
+        nodes=[make_node("a")],
+        lists=lists,
+    )
+    assert run_check(gpu090, inv) == []
+
+
+def test_a_cohort_of_one_lends_to_nobody() -> None:
+    cqs = [cluster_queue("lonely", [("fx", "nvidia.com/gpu", "8")], "solo")]
+    (f,) = run_check(gpu090, _inv(cqs, [_admitted("a", "t", "lonely", 1)], [("a", "t", "a", 1)]))
+    assert f.evidence["reclaimable"] == 7
+    assert f.message.endswith(
+        "7 GPUs of it sat idle and its cohort solo has no other queue to lend it to."
+    )
+
+
+def test_a_flavor_that_does_not_exist() -> None:
+    cqs = [cluster_queue("ghost", [("nope", "nvidia.com/gpu", "2")])]
+    (f,) = run_check(gpu090, _inv(cqs, [], []))
+    assert f.message.startswith(
+        "ClusterQueue ghost has a nominal quota of 2 GPUs in flavor nope, but the cluster has no "
+        "ResourceFlavor of that name: 2 GPUs of quota cannot be honoured"
+    )
