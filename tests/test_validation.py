@@ -150,6 +150,7 @@ def test_every_declared_setting_is_checked_by_its_kind() -> None:
         "days": ["0"],
         "count": ["0", "1.5"],
         "rate": ["-1", "inf"],
+        "gpus": ["-1", "nan"],
     }
     for name, setting in checks.settings().items():
         assert setting.kind in contract.KINDS

@@ -53,7 +53,7 @@ class SettingKind:
     range, a whole one where `whole`."""
 
     name: str
-    """`fraction`, `hours`, `minutes`, `days`, `count` or `rate`."""
+    """`fraction`, `hours`, `minutes`, `days`, `count`, `rate` or `gpus`."""
     what: str
     """The values it takes, as a phrase: `a fraction between 0 and 1`."""
     low: float
@@ -87,7 +87,8 @@ MINUTES = SettingKind("minutes", "a positive number of minutes", 0.0, False)
 DAYS = SettingKind("days", "a positive number of days", 0.0, False)
 COUNT = SettingKind("count", "a whole number of at least 1", 1.0, True, whole=True)
 RATE = SettingKind("rate", "a rate in GB/s of at least 0", 0.0, True)
-KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE)
+GPUS = SettingKind("gpus", "a number of GPUs of at least 0", 0.0, True)
+KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE, GPUS)
 """Every kind a check setting can declare."""
 _KIND = "gpuaudit.kind"
 """The key of a `Thresholds` field's metadata that holds its kind."""
@@ -126,6 +127,11 @@ def count(default: float) -> float:
 def rate(default: float) -> float:
     """A `Thresholds` field holding a data rate in GB/s, at least 0 (link traffic)."""
     return _declared(default, RATE)
+
+
+def gpus(default: float) -> float:
+    """A `Thresholds` field holding a number of GPUs (a MIG slice a fraction of one), at least 0."""
+    return _declared(default, GPUS)
 
 
 @dataclass(frozen=True)

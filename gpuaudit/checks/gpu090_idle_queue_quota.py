@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
+from gpuaudit.checks.contract import fraction, gpus, hours, minutes
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory.queue_usage import Pending, QueueUsage
@@ -89,15 +90,15 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class Thresholds:
-    idle_activity: float = 0.05
+    idle_activity: float = fraction(0.05)
     """Mean engine activity (ratio) below which a GPU counts as idle."""
-    quota_used_share: float = 0.5
+    quota_used_share: float = fraction(0.5)
     """Peak use, as a share of the quota, at or below which quota counts as idle."""
-    quota_min_idle: float = 1.0
+    quota_min_idle: float = gpus(1.0)
     """Fewest idle, fenced GPUs (or MIG slices) of a queue's quota worth reporting."""
-    quota_min_hours: float = 24.0
+    quota_min_hours: float = hours(24.0)
     """Shortest window (hours) over which quota is judged idle."""
-    pending_min_minutes: float = 30.0
+    pending_min_minutes: float = minutes(30.0)
     """Minutes a Workload must have waited for GPU quota."""
 
 
