@@ -85,6 +85,31 @@ NODE_LABELS = Keys(
 _NAME: dict[str, Tree] = {"name": ALL, "namespace": ALL, "uid": ALL, "creationTimestamp": ALL}
 _OWNERS: Tree = {"apiVersion": ALL, "kind": ALL, "name": ALL, "uid": ALL, "controller": ALL}
 _META: Tree = {**_NAME, "ownerReferences": _OWNERS}
+QUEUE_RESOURCES = Keys("nvidia.com/gpu", "nvidia.com/gpu.shared", prefixes=("nvidia.com/mig-",))
+"""The GPU resources queue quota is read for (whole, shared and MIG)."""
+_RESOURCES: Tree = {
+    "resources": {"requests": QUEUE_RESOURCES, "limits": QUEUE_RESOURCES},
+    "restartPolicy": ALL,
+}
+"""What a pod template's containers keep: their GPU requests (no env, no command)."""
+_QUOTA_SPEC: Tree = {
+    "cohort": ALL,
+    "cohortName": ALL,
+    "parent": ALL,
+    "parentName": ALL,
+    "resourceGroups": {
+        "flavors": {
+            "name": ALL,
+            "resources": {
+                "name": ALL,
+                "nominalQuota": ALL,
+                "borrowingLimit": ALL,
+                "lendingLimit": ALL,
+            },
+        },
+    },
+}
+"""A Kueue ClusterQueue's or Cohort's quota: its cohort and resource groups."""
 _CONDITIONS: dict[str, Tree] = {
     "type": ALL,
     "status": ALL,
@@ -92,9 +117,12 @@ _CONDITIONS: dict[str, Tree] = {
     "lastTransitionTime": ALL,
 }
 _TERMINATED: Tree = {"terminated": {"reason": ALL, "message": ALL, "exitCode": ALL}}
+NVIDIA_RESOURCES = Keys(prefixes=("nvidia.com/",))
+"""The NVIDIA device plugin's extended resources (whole, shared and MIG GPUs), as the feasibility
+model counts them."""
 _CONTAINER: Tree = {
     "name": ALL,
-    "resources": {"requests": GPU_RESOURCES, "limits": GPU_RESOURCES},
+    "resources": {"requests": NVIDIA_RESOURCES, "limits": NVIDIA_RESOURCES},
 }
 _JOB_STATUS: Tree = {"conditions": _CONDITIONS}
 _RUN_POLICY: Tree = {"schedulingPolicy": {"minAvailable": ALL}}
@@ -114,18 +142,28 @@ POD: Tree = {
         "priorityClassName": ALL,
         "preemptionPolicy": ALL,
         "schedulerName": ALL,
-        "nodeSelector": Keys("nvidia.com/gpu.product"),
+        # The scheduler's inputs the feasibility model reads (`inventory.feasibility`): a
+        # selector or a toleration may name any label or taint, so they are kept whole.
+        "nodeSelector": ALL,
+        "tolerations": {
+            "key": ALL,
+            "operator": ALL,
+            "value": ALL,
+            "effect": ALL,
+            "tolerationSeconds": ALL,
+        },
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": {
-                        "matchExpressions": {"key": ALL, "operator": ALL, "values": ALL}
+                        "matchExpressions": {"key": ALL, "operator": ALL, "values": ALL},
+                        "matchFields": {"key": ALL, "operator": ALL, "values": ALL},
                     }
                 }
             }
         },
         "containers": _CONTAINER,
-        "initContainers": _CONTAINER,
+        "initContainers": {**_CONTAINER, "restartPolicy": ALL},
     },
     "status": {
         "phase": ALL,
@@ -144,11 +182,12 @@ POD: Tree = {
 state and restarts, its labels, and the annotations that put it in a gang."""
 
 NODE: Tree = {
-    "metadata": {**_NAME, "labels": NODE_LABELS},
-    "spec": {"unschedulable": ALL},
+    # Labels whole: a pod's node selector or affinity may name any of them.
+    "metadata": {**_NAME, "labels": ALL},
+    "spec": {"unschedulable": ALL, "taints": {"key": ALL, "value": ALL, "effect": ALL}},
     "status": {
-        "capacity": GPU_RESOURCES,
-        "allocatable": GPU_RESOURCES,
+        "capacity": NVIDIA_RESOURCES,
+        "allocatable": NVIDIA_RESOURCES,
         "addresses": {"type": ALL, "address": ALL},
     },
 }
@@ -164,7 +203,7 @@ KEEP: dict[str, Tree] = {
     },
     "volcano_podgroups": {
         "metadata": _META,
-        "spec": {"minMember": ALL, "queue": ALL},
+        "spec": {"minMember": ALL, "queue": ALL, "minResources": QUEUE_RESOURCES},
         "status": {"phase": ALL},
     },
     "coscheduling_podgroups": {
@@ -174,13 +213,46 @@ KEEP: dict[str, Tree] = {
     },
     "kueue_workloads": {
         "metadata": _META,
-        "spec": {"podSets": {"name": ALL, "count": ALL}, "queueName": ALL},
+        "spec": {
+            "podSets": {
+                "name": ALL,
+                "count": ALL,
+                "minCount": ALL,
+                "template": {"spec": {"containers": _RESOURCES, "initContainers": _RESOURCES}},
+            },
+            "queueName": ALL,
+            "active": ALL,
+            "priorityClassName": ALL,
+        },
         "status": {
-            "admission": {"clusterQueue": ALL, "podSetAssignments": {"name": ALL, "count": ALL}},
+            "admission": {
+                "clusterQueue": ALL,
+                "podSetAssignments": {
+                    "name": ALL,
+                    "count": ALL,
+                    "flavors": QUEUE_RESOURCES,
+                    "resourceUsage": QUEUE_RESOURCES,
+                },
+            },
             "conditions": _CONDITIONS,
         },
     },
-    "kueue_clusterqueues": {"metadata": _NAME},
+    "kueue_clusterqueues": {"metadata": _NAME, "spec": _QUOTA_SPEC},
+    "kueue_cohorts": {"metadata": _NAME, "spec": _QUOTA_SPEC},
+    "kueue_resourceflavors": {
+        "metadata": _NAME,
+        "spec": {"nodeLabels": ALL, "nodeTaints": {"key": ALL, "value": ALL, "effect": ALL}},
+    },
+    "volcano_queues": {
+        "metadata": _NAME,
+        "spec": {
+            "capability": QUEUE_RESOURCES,
+            "deserved": QUEUE_RESOURCES,
+            "guarantee": {"resource": QUEUE_RESOURCES},
+            "parent": ALL,
+        },
+        "status": {"allocated": QUEUE_RESOURCES},
+    },
     "kueue_localqueues": {"metadata": _NAME, "spec": {"clusterQueue": ALL}},
     "pytorchjobs": {
         "metadata": _META,

@@ -31,6 +31,8 @@ runner = CliRunner()
 SECRET = "PLANTED-SECRET"
 _DATA_MAPS = {
     "labels",
+    "nodeLabels",
+    "nodeSelector",
     "annotations",
     "pytorchReplicaSpecs",
     "mpiReplicaSpecs",
@@ -38,7 +40,6 @@ _DATA_MAPS = {
     "limits",
     "capacity",
     "allocatable",
-    "nodeSelector",
 }
 """Maps whose keys are data, not field names: a stray key is planted beside them instead."""
 
@@ -198,7 +199,7 @@ def _planted(k8s_dir: Path) -> dict[str, dict[str, Any]]:
             notes["example.com/token"] = f"{SECRET}-annotation-{key}"
             meta["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:x": SECRET}}]
             if key == "nodes":
-                meta.setdefault("labels", {})["example.com/secret"] = f"{SECRET}-node-label"
+                # Node labels are kept whole (a pod's selector may name any): no secret there.
                 status = obj.setdefault("status", {})
                 status.setdefault("capacity", {})["example.com/secret"] = SECRET
             if key == "pods":
@@ -206,7 +207,6 @@ def _planted(k8s_dir: Path) -> dict[str, dict[str, Any]]:
                     c["env"] = _env(key)
                     c["command"] = ["sh", "-c", f"login --password {SECRET}"]
                     c.setdefault("resources", {}).setdefault("requests", {})["x/secret"] = SECRET
-                obj.setdefault("spec", {})["nodeSelector"] = {"example.com/secret": SECRET}
             _plant(obj, key)
     assert set(lists) >= {r.key for r in RESOURCES}
     return lists
