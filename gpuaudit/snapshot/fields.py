@@ -120,7 +120,7 @@ _TERMINATED: Tree = {"terminated": {"reason": ALL, "message": ALL, "exitCode": A
 NVIDIA_RESOURCES = Keys(prefixes=("nvidia.com/",))
 """The NVIDIA device plugin's extended resources (whole, shared and MIG GPUs), as the feasibility
 model counts them."""
-_CONTAINER: Tree = {
+_CONTAINER: dict[str, Tree] = {
     "name": ALL,
     "resources": {"requests": NVIDIA_RESOURCES, "limits": NVIDIA_RESOURCES},
 }
