@@ -195,16 +195,16 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
         "cluster     scenario-1",
         "source      scenario: gpuaudit scenario --gpus 400 --days 7 --seed 1",
         "window      168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC, step 1 h",
-        "backend     scenario, pod label spelling helm, 8 DCGM metrics, MIG yes,",
-        "queries     26 queries answered, 26 answers in all",
+        "backend     scenario, pod label spelling helm, 13 DCGM metrics, MIG yes,",
+        "queries     36 queries answered, 36 answers in all",
         "complete    yes: every source answered in full",
         "warnings    none",
     ):
         assert line in out, line
     assert re.search(
-        r"^  act_sum +window +1 answer +802 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
+        r"^  act_sum +window +1 answer +852 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
     )
-    assert re.search(r"^  pods +434  ok$", out, re.M)
+    assert re.search(r"^  pods +460  ok$", out, re.M)
     help_text = runner.invoke(app, ["snapshot", "--help"], env={"COLUMNS": "200"}).output
     assert "save" in help_text and "show" in help_text
 

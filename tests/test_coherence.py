@@ -177,12 +177,18 @@ def test_a_gpu070_drain_reaches_the_audit_result() -> None:
 
 def test_the_demo_shows_each_resource_once_with_its_related_codes(tmp_path: Path) -> None:
     out = tmp_path / "r.txt"
-    res = runner.invoke(app, ["scan", "--demo", "-f", "table", "-o", str(out), "-q"])
+    args = ["scan", "--demo", "--all", "-f", "table", "-o", str(out), "-q"]
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    text = out.read_text()
-    assert text.count("also GPU021: Pod notebooks/nb-idle-0-0 held a whole") == 1
-    assert text.count("also GPU021: Pod search/embed-stale-0") == 1
-    assert text.count("also GPU051: Pod research/eval-llm-0") == 1
+    details = out.read_text().split("\n\n#")
+    for pod, code in (
+        ("notebooks/nb-idle-0-0", "GPU021"),
+        ("search/embed-stale-0", "GPU021"),
+        ("research/eval-llm-0", "GPU051"),
+    ):
+        (detail,) = [d for d in details if f"Pod {pod}" in d.split("\n")[1]]
+        assert f"Also on this resource: {code} (its message is in the JSON" in detail, detail
+    assert out.read_text().count("Also on this resource:") == 3
     doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
     rows = [f for f in doc["findings"] if f["primary"]]
     assert len(

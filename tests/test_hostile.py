@@ -173,17 +173,21 @@ LIVE_END = 1_700_020_800  # an hour boundary
 LIVE_HOURS = 6
 
 
-def _openmetrics(rows: list[tuple[str, dict[str, str], float]], start: int, end: int) -> str:
-    """Samples every 5 minutes over [start, end) for each (metric, labels, value)."""
-    by_metric: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for metric, labels, value in rows:
-        by_metric.setdefault(metric, []).append((labels, value))
+Row = tuple[str, dict[str, str], float, int, int]
+"""(metric, labels, value, since, until): samples of a series over [since, until)."""
+
+
+def _openmetrics(rows: list[Row]) -> str:
+    """Samples every 5 minutes over [since, until) for each (metric, labels, value)."""
+    by_metric: dict[str, list[tuple[dict[str, str], float, int, int]]] = {}
+    for metric, labels, value, since, until in rows:
+        by_metric.setdefault(metric, []).append((labels, value, since, until))
     out = []
     for metric, series in by_metric.items():
         out.append(f"# TYPE {metric} gauge\n")
-        for labels, value in series:
+        for labels, value, since, until in series:
             text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            out.extend(f"{metric}{{{text}}} {value!r} {t}\n" for t in range(start, end, 300))
+            out.extend(f"{metric}{{{text}}} {value!r} {t}\n" for t in range(since, until, 300))
     out.append("# EOF\n")
     return "".join(out)
 
@@ -213,19 +217,23 @@ def hostile_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     LeaderWorkerSet of two billion replicas)."""
     promtool = require("promtool")
     tmp = tmp_path_factory.mktemp("hostile-cluster")
-    act = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-    rows = [
-        (act, _gpu(0), 50.0),
-        (act, _gpu(1), -0.5),
-        (act, _gpu(2, gpu="\u00b2"), 0.0),
-        (act, _gpu(3), 0.0),
-        (act, _gpu(4), 0.0),
-        ("DCGM_FI_DEV_XID_ERRORS", _gpu(3, err_code="79", err_msg="bus; \u00b2: x"), 79.0),
-        ("DCGM_FI_DEV_POWER_USAGE", _gpu(4), 1e308),
-    ]
+    act, xid = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_XID_ERRORS"
     start = LIVE_END - LIVE_HOURS * 3600
+    end, onset = LIVE_END + 1, start + 3600
+    rows: list[Row] = [
+        (act, _gpu(0), 50.0, start, end),
+        (act, _gpu(1), -0.5, start, end),
+        (act, _gpu(2, gpu="\u00b2"), 0.0, start, end),
+        (act, _gpu(3), 0.0, start, end),
+        (act, _gpu(4), 0.0, start, end),
+        # The gauge reads 0 for an hour, then changes to 79: one XID event in the window (a
+        # code held from the window's start would be stale, deciding nothing; see GPU070).
+        (xid, _gpu(3, err_code="0", err_msg="No Error"), 0.0, start, onset),
+        (xid, _gpu(3, err_code="79", err_msg="bus; \u00b2: x"), 79.0, onset, end),
+        ("DCGM_FI_DEV_POWER_USAGE", _gpu(4), 1e308, start, end),
+    ]
     om = tmp / "hostile.om"
-    om.write_text(_openmetrics(rows, start, LIVE_END + 1), encoding="utf-8")
+    om.write_text(_openmetrics(rows), encoding="utf-8")
     tsdb = tmp / "tsdb"
     subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(om), str(tsdb)],
@@ -289,7 +297,7 @@ def test_a_hostile_cluster_is_audited_with_warnings_never_a_crash(
     assert idle == {"p2", "p3", "p4"} and doc["summary"]["idle_gpu_hours"] == 18.0
     # The XID message cannot spell a second code.
     (xid,) = [f for f in doc["findings"] if f["code"] == "GPU070"]
-    assert "XID 79 (bus, ²: x)" in xid["message"]
+    assert "XID 79 (bus, ²: x, 1 event)" in xid["message"]
     for fmt in ("table", "markdown", "html", "junit"):
         out = runner.invoke(app, ["scan", "-f", fmt, "-q", *args])
         assert out.exit_code == 0 and "internal error" not in out.output, out.output

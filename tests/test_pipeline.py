@@ -237,9 +237,16 @@ def test_namespace_narrows_a_snapshot_to_its_kubernetes_objects() -> None:
         else:
             assert items == everything  # nodes and other cluster-scoped objects stay whole
     assert narrow.prometheus is whole.prometheus  # DCGM series stay whole, as live
+    # ml-train's 47 include the four single-GPU jobs of the health case's L40S node
+    # (xid63-solo, xid-app, xid-stale, remap-done).
     assert Counter(
         i["metadata"]["namespace"] for p in narrow.kubernetes["pods"] for i in p["items"]
-    ) == {"ml-train": 43, "batch": 14}
+    ) == {"ml-train": 47, "batch": 14}
+    # The queue kinds too: namespaced Workloads and PodGroups narrowed (checked above), and
+    # ClusterQueues, ResourceFlavors, Cohorts and Volcano Queues, cluster-scoped, kept whole.
+    for key in ("kueue_clusterqueues", "kueue_resourceflavors", "volcano_queues"):
+        assert key not in NAMESPACED and narrow.kubernetes[key] == whole.kubernetes[key]
+    assert {"kueue_workloads", "volcano_podgroups", "kueue_localqueues"} <= NAMESPACED
 
 
 def test_namespace_on_the_demo_changes_the_audit_and_warns_on_an_unknown_one() -> None:

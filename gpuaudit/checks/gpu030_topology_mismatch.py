@@ -25,7 +25,7 @@ How it decides
     collected for the pod's GPUs, when its mean TX + RX per GPU over NVLink or over PCIe
     reaches `checks.link_traffic_min_gb_s` (default 1 GB/s); where none was, when a
     distributed-training job owns it (a PyTorchJob, MPIJob, TFJob, JobSet or LeaderWorkerSet, a
-    Ray worker group, a Volcano job with several tasks; see `gpuaudit.inventory.comms`). A
+    Ray worker group, a Volcano job with several tasks). A
     tensor-parallel server shows up through its traffic.
     For each such pod holding two or more whole GPUs of one node: the GPUs available as it
     started are its own plus those no pod held in its first bucket (the pod stays on its node,

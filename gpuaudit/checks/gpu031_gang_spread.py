@@ -24,11 +24,11 @@ How it decides
     collected for them and its mean TX + RX per GPU over NVLink or over PCIe reaches
     `checks.link_traffic_min_gb_s` (default 1 GB/s); where none was collected, when it is a
     distributed-training job (a PyTorchJob, MPIJob, TFJob, JobSet or LeaderWorkerSet, a Ray
-    worker group, a Volcano job with several tasks; see `gpuaudit.inventory.comms`). Anything
+    worker group, a Volcano job with several tasks). Anything
     else is not judged.
     Members are the job's pods holding whole GPUs (DCGM pod labels); a job's start is the first
     bucket any member held a GPU. Where it could have gone: the nodes every member's spec
-    allows, as the scheduler decides it (`gpuaudit.inventory.feasibility`: taints, cordons,
+    allows, as the scheduler decides it (the feasibility model: taints, cordons,
     node selector and required node affinity, allocatable `nvidia.com/gpu`; nodes whose GPUs
     are shared by replicas offer no whole GPU), plus the nodes it runs on; without node
     objects, or without any member's pod spec, only the nodes it runs on. Room at the start,

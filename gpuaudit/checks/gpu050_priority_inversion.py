@@ -18,7 +18,7 @@ How it decides
       Unschedulable, the scheduler's message naming an `nvidia.com/` resource, for at least
       `checks.pending_min_minutes` (default 30), asking for N whole GPUs. Nodes that can hold
       it: those the scheduler's filters accept, as the feasibility model decides them
-      (`gpuaudit.inventory.feasibility`: taints it does not tolerate with effect `NoSchedule`
+      (the scheduler's filters: taints it does not tolerate with effect `NoSchedule`
       or `NoExecute`, cordoned nodes, its `nodeSelector` and required node affinity, at least
       N allocatable `nvidia.com/gpu` and the allocatable of any other extended resource it
       asks for). When one of them has N free GPUs (allocatable minus the requests of the pods

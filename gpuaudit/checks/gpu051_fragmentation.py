@@ -15,7 +15,7 @@ How it decides
     message naming an `nvidia.com/` resource, for at least `checks.pending_min_minutes`
     (default 30), asking for N >= 2 whole GPUs. The nodes that could run it are those the
     scheduler's filters accept, as the feasibility model decides them
-    (`gpuaudit.inventory.feasibility`, the scheduler's own rules): no `NoSchedule` or
+    (the scheduler's own rules): no `NoSchedule` or
     `NoExecute` taint it does not tolerate (`PreferNoSchedule` does not count), not cordoned
     unless it tolerates that, its `nodeSelector` and required node affinity matched (terms
     ORed, expressions ANDed; `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`), and at

@@ -250,12 +250,14 @@ def _problems(health: _Health, msgs: dict[int, str]) -> list[str]:
     if health.pending:
         problems.append("a row remap pending until the next GPU reset")
     if health.dbe > 0:
-        problems.append(f"{health.dbe:.0f} volatile double-bit ECC errors")
+        errors = "error" if health.dbe == 1 else "errors"
+        problems.append(f"{health.dbe:,.0f} volatile double-bit ECC {errors}")
     if health.dbe_agg > 0 and health.dbe == 0:
-        problems.append(f"{health.dbe_agg:.0f} double-bit ECC errors in its lifetime")
+        errors = "error" if health.dbe_agg == 1 else "errors"
+        problems.append(f"{health.dbe_agg:,.0f} double-bit ECC {errors} in its lifetime")
     if health.remapped > 0:
         rows = "row" if health.remapped == 1 else "rows"
-        problems.append(f"{health.remapped:.0f} {rows} remapped for uncorrectable errors")
+        problems.append(f"{health.remapped:,.0f} {rows} remapped for uncorrectable errors")
     return problems
 
 

@@ -21,7 +21,7 @@ Why it matters
 
 How it decides
     Per queue, flavor and GPU resource (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`) over the
-    window (`gpuaudit.inventory.queue_usage` documents every figure): the quota (Kueue
+    window: the quota (Kueue
     `nominalQuota`; Volcano `deserved`, else `guarantee`); admitted (Kueue Workloads, from
     their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`;
     Volcano: what its pods held); held and busy (DCGM, the queue's pods on the flavor's nodes;

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import os
 import sys
+import textwrap
 
 import typer
 
@@ -46,7 +48,7 @@ def scan(ctx: typer.Context, **_: object) -> None:
     if cfg.timings:
         sys.stderr.write(outcome.timings_line() + "\n")
     if not cfg.quiet:
-        sys.stderr.write(outcome.summary_line() + "\n")
+        sys.stderr.write(_fit_terminal(outcome.summary_line()) + "\n")
     alarm = outcome.nothing_line()
     if alarm:  # even with --quiet: an empty audit must never pass for a healthy one
         sys.stderr.write(alarm + "\n")
@@ -54,3 +56,33 @@ def scan(ctx: typer.Context, **_: object) -> None:
         sys.stderr.write(outcome.strict_line() + "\n")
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
+
+
+def _fit_terminal(line: str) -> str:
+    """`line` wrapped at the terminal's width when stderr is a terminal (continuation lines
+    indented by two), else as it is: a terminal shows no line wider than itself."""
+    if not sys.stderr.isatty():
+        return line
+    try:
+        width = os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return line
+    if width < 20:
+        return line
+    # Broken between its clauses where it can, else between words.
+    lines: list[str] = []
+    for clause in line.split("; "):
+        if lines and len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += "; " + clause
+            continue
+        if lines:
+            lines[-1] += ";"
+        first = "  " if lines else ""
+        lines += textwrap.wrap(
+            clause,
+            width - 1,  # room for the ";"
+            initial_indent=first,
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines)

@@ -82,13 +82,20 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
 
 
 def _block(text: Text | None, width: int) -> list[Text]:
-    """A multi-line block (the capacity plan), each line wrapped at `width`."""
+    """A multi-line block (the capacity plan), each line wrapped at `width`; the continuation
+    lines of a heading line (indent two at most) indented two more, of a numbered one past its
+    number, of a paragraph (indent four or more) as much as its first line."""
     if text is None:
         return []
     out: list[Text] = []
     for part in text.split("\n"):
-        indent = len(part.plain) - len(part.plain.lstrip(" "))
-        out += _wrap_text(part, width, indent) if part.plain.strip() else [Text()]
+        plain = part.plain
+        indent = len(plain) - len(plain.lstrip(" "))
+        number = re.match(r"\d+\. ", plain[indent:])
+        hang = indent + (len(number.group()) if number else 2 if indent <= 2 else 0)
+        out += _wrap_text(part, width, hang) if plain.strip() else [Text()]
+    while out and not out[-1].plain:
+        out.pop()
     return out
 
 
@@ -301,8 +308,9 @@ def _detail(row: Row, title: str, currency: str, width: int) -> list[Text]:
     lines += _wrap("-> " + terminal(f.recommendation, 2000), width, INDENT, "green", hang=3)
     if f.related:
         lines += _wrap(
-            f"Also on this resource: {', '.join(f.related)} (their messages are in the JSON, "
-            "Markdown and HTML reports).",
+            f"Also on this resource: {', '.join(f.related)} "
+            f"({'its message is' if len(f.related) == 1 else 'their messages are'} in the "
+            "JSON, Markdown and HTML reports).",
             width,
             INDENT,
             "dim",
@@ -477,7 +485,7 @@ def assumptions_text(result: AuditResult) -> Text | None:
     plan = result.capacity
     if plan is None or not plan.by_product:
         return None
-    t = Text("Capacity plan assumptions:\n", style="dim")
+    t = Text("\nCapacity plan assumptions:\n", style="dim")
     for i, a in enumerate(plan.assumptions, 1):
         t.append(f"  {i}. {a}\n", style="dim")
     return t

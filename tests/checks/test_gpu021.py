@@ -32,9 +32,13 @@ def test_a_small_model_on_a_whole_h100_fits_a_mig_slice() -> None:
         "Pod search/embed-0 held a whole H100 80GB HBM3 for 48 h but peaked at 5.9 GiB and "
         "4 % engine activity (p95): a 1g.10gb MIG slice fits it."
     )
+    # No node pool is known for the pod: the repartitioning step comes in parentheses.
     assert f.recommendation == (
-        "Request `nvidia.com/mig-1g.10gb: 1` for StatefulSet search/embed instead of a whole "
-        "GPU; it frees 41 GPU-hours over this window."
+        "On nodes partitioned into MIG slices, request `nvidia.com/mig-1g.10gb: 1` for "
+        "StatefulSet search/embed instead of a whole GPU (if none are, repartition some first: "
+        "with the GPU Operator, label them `nvidia.com/mig.config=all-1g.10gb` or a mixed "
+        "layout holding it, under the mixed MIG strategy); it frees 41 GPU-hours over this "
+        "window."
     )
 
 

@@ -172,6 +172,14 @@ def test_queue_capability_and_why_it_is_missing() -> None:
 
 
 def test_hostile_quantities_are_bounded() -> None:
-    cq = cluster_queue("x", [("f", "nvidia.com/gpu", "1e400"), ("f", "nvidia.com/mig-1g.10gb", -3)])
-    (q,) = _queues({"kueue_clusterqueues": [cq]}).queues
-    assert [x.nominal for x in q.quotas] == [1e7, 0.0]
+    # A finite quota above the bound is read as the bound; one that is no finite number
+    # (`1e400` overflows, like a node's GPU count `Infinity`) or is negative is read as none
+    # (`numbers.quantity`).
+    resources = [
+        ("f", "nvidia.com/gpu", "1e9"),
+        ("g", "nvidia.com/gpu", "1e400"),
+        ("f", "nvidia.com/mig-1g.10gb", -3),
+        ("g", "nvidia.com/mig-1g.10gb", "nan"),
+    ]
+    (q,) = _queues({"kueue_clusterqueues": [cluster_queue("x", resources)]}).queues
+    assert [x.nominal for x in q.quotas] == [1e7, 0.0, 0.0, 0.0]

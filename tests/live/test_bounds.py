@@ -18,6 +18,7 @@ from gpuaudit.cli import app
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.limits import Limits
+from gpuaudit.sources.prometheus.catalogue import CATALOGUE
 from gpuaudit.sources.prometheus.client import PromClient, PromConfig
 from gpuaudit.sources.prometheus.source import PrometheusSource
 from gpuaudit.sources.transfer import AnswerTooLarge, read_body
@@ -144,13 +145,23 @@ def test_a_window_of_millions_of_steps_is_refused_before_any_query(
 def test_cutting_queries_smaller_stops_at_the_query_bound(
     small_prom_url: str, scenario_tsdb: Backfilled
 ) -> None:
-    # The server refuses every whole-window query; cutting them takes more than 30 queries.
+    # The plan (one query per catalogue entry: 2 days fit one range query) fits the bound
+    # exactly, so it is admitted; the server refuses every whole-window query, and cutting
+    # them smaller would take more queries than that.
+    bound = len(CATALOGUE)
     with PromFaultServer(small_prom_url) as srv:
-        code, out = _scan(srv.url, scenario_tsdb, "--max-queries", "30")
-        assert code == 2
-        assert "more than 30 queries (--max-queries)" in out
+        code, out = _scan(srv.url, scenario_tsdb, "--max-queries", str(bound))
+        assert code == 2, out
+        assert "cutting the queries smaller" in out
+        assert f"more than {bound} queries (--max-queries)" in out
         sent = sum(p in QUERY_PATHS for p in srv.paths())
-    assert sent <= 30
+    assert 0 < sent <= bound
+    # One fewer and the plan itself is refused up front, before anything is sent.
+    with PromFaultServer(small_prom_url) as srv:
+        code, out = _scan(srv.url, scenario_tsdb, "--max-queries", str(bound - 1))
+        assert code == 2, out
+        assert f"would take {bound} queries, more than {bound - 1} (--max-queries)" in out
+        assert not any(p in QUERY_PATHS for p in srv.paths())
 
 
 def test_a_closed_connection_after_the_deadline_leaves_no_reader_behind(
