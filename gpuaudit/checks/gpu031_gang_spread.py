@@ -118,7 +118,7 @@ def _jobs(views: Views) -> list[dict[str, Any]]:
                 "node": row.node,
                 "gpus": gpus,
                 "first": row.first,
-                "buckets": row.buckets,
+                "gpu_hours": row.gpu_hours,
                 "model": row.model,
             }
         )
@@ -212,7 +212,7 @@ def _finding(
     members = job["members"]
     used = sorted({m["node"] for m in members})
     model = members[0]["model"]
-    gpu_hours = sum(m["buckets"] for m in members) * (views.inv.step_s / 3600.0)
+    gpu_hours = sum(m["gpu_hours"] for m in members)
     lost = gpu_hours * cfg.placement_slowdown
     kind, ns, name = job["kind"], job["namespace"], job["name"]
     pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "

@@ -23,7 +23,7 @@ from gpuaudit import mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory import kube, prom
+from gpuaudit.inventory import held, kube, prom
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 Hourly = tuple[Arr, Arr, Arr]
 """(key numbers, bucket end times, values) of a range query (see `Parser.hourly`)."""
+COUNT_QUERIES = ("act_count_hourly", "util_count_hourly")
+"""The queries of samples per bucket (held time); snapshots before them lack both."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,12 @@ class _Series:
     util_h: Hourly
     sm_h: Hourly
     tensor_h: Hourly
+    act_c: Hourly
+    """Samples per bucket of the profiling activity series."""
+    util_c: Hourly
+    """Samples per bucket of GPU_UTIL where no profiling series has that bucket."""
+    counted: bool
+    """Whether the snapshot holds sample counts at all (older ones do not)."""
     act: Metric
     util: Metric
     fb_used: Metric
@@ -85,6 +93,8 @@ def _read_series(p: Parser) -> _Series:
     util_h = p.hourly("util_hourly")
     sm_h = p.hourly("sm_hourly")
     tensor_h = p.hourly("tensor_hourly")
+    act_c = p.hourly("act_count_hourly")
+    util_c = p.hourly("util_count_hourly")
     for qid in queries.BY_ID:
         if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "p2p_max"):
             p.window(qid)
@@ -102,6 +112,9 @@ def _read_series(p: Parser) -> _Series:
         util_h=util_h,
         sm_h=sm_h,
         tensor_h=tensor_h,
+        act_c=act_c,
+        util_c=util_c,
+        counted=any(q in p.answers for q in COUNT_QUERIES),
         act=act,
         util=util,
         fb_used=combine(p, "fb_used", n),
@@ -241,16 +254,45 @@ def _node_resolver(objects: kube.Objects, api_nodes: set[str]) -> Callable[[prom
 
 @dataclass(frozen=True)
 class _Spans:
-    """Per holding id: buckets with data, and the first and last bucket end seen."""
+    """Per holding id: hours held (samples x scrape interval), and the first and last bucket
+    end seen; and how held time was found."""
 
-    buckets: Arr
+    hours: Arr
     first: Arr
     last: Arr
+    intervals: held.Intervals
+    rounded: int
+    """Buckets whose held time is counted as a whole bucket (no sample count, or no interval
+    known)."""
 
 
-def _hourly(s: _Series, hid_of: Arr, start: float, step: int) -> tuple[dict[str, Any], _Spans]:
+@dataclass(frozen=True)
+class _Grid:
+    """The window's bucket grid, and each holding id's scrape target (`held.detect` groups)."""
+
+    start: float
+    end: float
+    step: int
+    target: Arr
+    targets: int
+
+
+def _held_seconds(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.Intervals, Arr]:
+    """Seconds held in each row (holding id `k`, bucket end `t`): its samples times its
+    target's scrape interval, detected from the rows' counts; a whole bucket where either is
+    unknown (and those rows marked)."""
+    cand = held.covered(k, t, grid.start, grid.end, grid.step) & np.isfinite(samples)
+    target = grid.target[k]
+    intervals = held.detect(target[cand], samples[cand], grid.targets, grid.step)
+    secs = samples * intervals.of_group[target] if len(k) else np.zeros(0)
+    rounded = ~np.isfinite(secs)
+    return np.where(rounded, float(grid.step), secs), intervals, rounded
+
+
+def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Spans]:
     """The hourly table's columns (sorted by holding, then time), and each holding's span."""
     n = s.n
+    start, step = grid.start, grid.step
     act_h, util_h = s.act_h, s.util_h
     # Each hourly source with holding ids, sorted by holding, then time.
     util_g = regroup(*util_h, hid_of)
@@ -264,26 +306,45 @@ def _hourly(s: _Series, hid_of: Arr, start: float, step: int) -> tuple[dict[str,
         hid_of,
     )
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
-    util_hit = np.zeros(len(base_k), dtype=bool)
     for col, src, scale in (
         (C.UTIL, util_g, 100.0),
         (C.SM, regroup(*s.sm_h, hid_of), 1.0),
         (C.TENSOR, regroup(*s.tensor_h, hid_of), 1.0),
     ):
-        vals, hit = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
-        data[col] = vals
-        if col == C.UTIL:
-            util_hit = hit
-    # The buckets each holding has data in: those of its activity series and of its GPU_UTIL
-    # series (the hourly rows, plus GPU_UTIL buckets that are not among them).
-    buckets = (
-        np.bincount(base_k, minlength=n)
-        + np.bincount(util_g[0], minlength=n)
-        - np.bincount(base_k[util_hit], minlength=n)
+        data[col], _ = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
+    # Samples of the activity series in each row: profiling counts for keys with profiling,
+    # GPU_UTIL counts (of buckets without profiling) for the others.
+    act_c, util_c = s.act_c, s.util_c
+    use_util_c = s.has_util[util_c[0]]
+    counts = regroup(
+        np.concatenate([act_c[0], util_c[0][use_util_c]]),
+        np.concatenate([act_c[1], util_c[1][use_util_c]]),
+        np.concatenate([act_c[2], util_c[2][use_util_c]]),
+        hid_of,
     )
+    samples, _ = join_at(*counts, base_k, base_t, start, step)
+    secs, intervals, rounded = _held_seconds(samples, base_k, base_t, grid)
+    data[C.SAMPLES] = samples
+    data[C.HELD_H] = secs / 3600.0
+    # GPU_UTIL buckets of profiled keys that have no activity row count as held too.
+    extra = np.ones(len(util_g[0]), dtype=bool)
+    if len(base_k) and len(util_g[0]):
+        _, in_base = join_at(base_k, base_t, base_v, util_g[0], util_g[1], start, step)
+        extra = ~in_base
+    ek, et = util_g[0][extra], util_g[1][extra]
+    other = regroup(*util_c, hid_of)
+    e_samples, _ = join_at(*other, ek, et, start, step)
+    e_secs = e_samples * intervals.of_group[grid.target[ek]] if len(ek) else np.zeros(0)
+    e_rounded = ~np.isfinite(e_secs)
+    e_secs = np.where(e_rounded, float(step), e_secs)
+    hours = (
+        np.bincount(base_k, weights=secs, minlength=n)
+        + np.bincount(ek, weights=e_secs, minlength=n)
+    ) / 3600.0
     first = np.fmin(first_times(base_k, base_t, n), first_times(util_g[0], util_g[1], n))
     last = np.fmax(last_times(base_k, base_t, n), last_times(util_g[0], util_g[1], n))
-    return data, _Spans(buckets, first, last)
+    rounded_n = int(rounded.sum()) + int(e_rounded.sum())
+    return data, _Spans(hours, first, last, intervals, rounded_n)
 
 
 def _identities(
@@ -347,7 +408,7 @@ def _holdings(
         out: Arr = np.where(has_prof, prof, np.where(has_util, dev, none))
         return out
 
-    hours = span.buckets * (step / 3600.0)
+    hours = span.hours
     fractions = by_hid(fraction)
     used_mean, free_mean = fb_used.mean.get(n), fb_free.mean.get(n)
     data: dict[str, Any] = {
@@ -412,6 +473,42 @@ def _warnings(man: Mapping[str, Any], p: Parser, holdings: pd.DataFrame) -> tupl
     return tuple(warnings)
 
 
+def _grid(p: Parser, order: list[int], start: float, end: float, step: int) -> _Grid:
+    """The bucket grid, with each holding id's scrape target: its series' `instance` (the
+    exporter a scrape reads), numbered."""
+    names: dict[str, int] = {}
+    target = np.array(
+        [names.setdefault(p.ident[k].instance, len(names)) for k in order], dtype=np.int64
+    )
+    return _Grid(start, end, step, target, max(1, len(names)))
+
+
+def _held_note(s: _Series, span: _Spans) -> tuple[str, ...]:
+    """A warning when some held time is counted in whole buckets, saying why."""
+    if not span.rounded:
+        return ()
+    effect = (
+        "allocated and idle GPU-hours, cost and the hours in findings may be overstated by up "
+        "to one bucket per holding"
+    )
+    if not s.counted:
+        return (
+            "held time is counted in whole --step buckets (approximate): this snapshot has no "
+            "per-bucket sample counts (act_count_hourly, util_count_hourly; written by an older "
+            f"gpuaudit); {effect}",
+        )
+    if span.intervals.fleet is None:
+        return (
+            "held time is counted in whole --step buckets (approximate): the scrape interval "
+            "could not be detected, as no series has data in a bucket and both its neighbours; "
+            f"{effect}",
+        )
+    return (
+        f"held time of {span.rounded} buckets is counted as whole --step buckets "
+        "(approximate): they have activity samples but no sample count",
+    )
+
+
 def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
     import pandas as pd
 
@@ -457,7 +554,7 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
     order = sorted(range(s.n), key=p.keys.__getitem__)
     hid_of = np.empty(s.n, dtype=np.int64)
     hid_of[order] = np.arange(s.n, dtype=np.int64)
-    hourly_data, span = _hourly(s, hid_of, start, step)
+    hourly_data, span = _hourly(s, hid_of, _grid(p, order, start, end, step))
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     cols, fractions = _identities(p, s, order, pod_index, where)
@@ -477,10 +574,12 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         nodes=nodes,
         capabilities=frozenset(caps | k.capabilities),
         missing={**missing, **k.missing},
-        warnings=_warnings(man, p, holdings),
+        warnings=_warnings(man, p, holdings) + _held_note(s, span),
         complete=bool(man.get("complete", True)) and not k.incomplete,
         incomplete_reasons=tuple(reasons + k.incomplete),
         gangs=_gang_table(k.gangs),
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),
+        scrape_interval_s=span.intervals.fleet,
+        held_time_rounded=span.rounded > 0,
     )

@@ -291,6 +291,34 @@ class Values:
                 out[part] = a * (1 - weight) + b * weight
         return out
 
+    def counts(self, k: int) -> Arr:
+        """The hourly `count_over_time` of every point: every hour holds `2 k` samples."""
+        return np.full(len(self.hi), float(2 * k))
+
+    def without(self, carried: Arr) -> Values | None:
+        """These series less those whose main series `carried` marks (PromQL `unless` of a
+        metric carried by those series over the same hours); None when none is left."""
+        rows = np.arange(len(self.labels)) if self.rows is None else self.rows
+        keep = ~carried[rows]
+        if keep.all():
+            return self
+        idx = np.flatnonzero(keep)
+        if not len(idx):
+            return None
+        lens = self.lengths[idx]
+        off = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        points = np.repeat(keep, self.lengths)
+        return Values(
+            self.metric,
+            [self.labels[i] for i in idx.tolist()],
+            rows[idx],
+            off,
+            self.hours[points],
+            self.hi[points],
+            self.lo[points],
+        )
+
     def means(self, k: int, block: int = 1 << 16) -> Arr:
         """The hourly `sum_over_time / count_over_time` of every point."""
         res: Arr = np.empty(len(self.hi))
@@ -338,6 +366,13 @@ class Table:
     @property
     def n(self) -> int:
         return len(self.labels)
+
+    def carries(self, m: str) -> Arr:
+        """Which main series carry metric `m` (over all their hours): every one, but MIG
+        instances have no GPU_UTIL."""
+        if m == queries.UTIL:
+            return ~self.mig
+        return np.ones(self.n, dtype=bool)
 
     # -- raw per-holding arrays, concatenated in series order --
     def _fill(self, get: Callable[[Holding], Arr], keep: Arr | None) -> Arr:

@@ -119,8 +119,8 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         by = set(q.by_labels(spelling))
         result: list[dict[str, Any]] = []
         for s in ss:
-            if q.metric not in s.hi:
-                continue
+            if q.metric not in s.hi or q.unless in s.hi:
+                continue  # `unless`: the other metric has this series over the same hours
             metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
             hi, lo = s.hi[q.metric], s.lo[q.metric]
             if q.kind == "window":
@@ -129,6 +129,8 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
             else:
                 ts = sc.start + (s.hours + 1) * 3600
                 means = (hi * k + lo * k) / (2 * k)
+                if q.stat == "count":
+                    means = np.full(len(hi), float(2 * k))
                 values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)]
                 result.append({"metric": metric, "values": values})
         if q.kind == "window":

@@ -11,7 +11,11 @@ Two kinds exist:
   chunk p95 (an upper bound, flagged as approximate).
 - hourly series: range queries with `step` equal to the bucket size (default one hour) of
   `sum_over_time(M[step]) / count_over_time(M[step])`; each point is the mean of the bucket that
-  ends at it. Chunking these by time is exact.
+  ends at it. Chunking these by time is exact. Beside the activity means, the number of
+  samples in each bucket (`count_over_time(M[step])`): held time is those samples times the
+  scrape interval, which the inventory detects from the same counts. `DCGM_FI_DEV_GPU_UTIL` is
+  counted only where no profiling series exists (`... unless ...`), as only there is it the
+  activity series.
 
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
@@ -129,21 +133,39 @@ class QuerySpec:
     extra_by: tuple[str, ...] = ()
     """Labels grouped on besides the identity and pod labels (`err_code` of an XID, the
     `peer_gpu` of a P2P status): the series they tell apart are kept apart."""
+    unless: str = ""
+    """A metric whose same statistic removes this query's series where it exists (PromQL
+    `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
 
     def promql(
-        self, range_s: int, pod_spelling: str, selector: str = "", recorded: bool = False
+        self,
+        range_s: int,
+        pod_spelling: str,
+        selector: str = "",
+        recorded: bool = False,
+        unless_recorded: bool = False,
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
         With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
         (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
+        `unless_recorded` says the same of the `unless` metric.
         """
+        text = self._promql(self.metric, range_s, pod_spelling, selector, recorded)
+        if not self.unless:
+            return text
+        other = self._promql(self.unless, range_s, pod_spelling, selector, unless_recorded)
+        return f"{text} unless {other}"
+
+    def _promql(
+        self, metric: str, range_s: int, pod_spelling: str, selector: str, recorded: bool
+    ) -> str:
         by = ", ".join(self.by_labels(pod_spelling))
         rng = f"[{range_s}s]"
         if recorded and self.stat != "p95":
 
             def rec(agg: str) -> str:
-                name = record_name(self.metric, agg)
+                name = record_name(metric, agg)
                 return f"{name}{{{selector}}}" if selector else name
 
             if self.stat == "mean":
@@ -154,7 +176,7 @@ class QuerySpec:
             if self.stat == "max":
                 return f"max by ({by}) (max_over_time({rec('max')}{rng}))"
             return f"sum by ({by}) (sum_over_time({rec(self.stat)}{rng}))"
-        sel = f"{self.metric}{{{selector}}}" if selector else self.metric
+        sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "mean":
             return (
                 f"sum by ({by}) (sum_over_time({sel}{rng})) / "
@@ -185,6 +207,9 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(POWER, "power", ("sum", "count")),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
+    # Samples per bucket of the activity series: held time is samples x the scrape interval.
+    QuerySpec("act_count_hourly", "hourly", ACT_PROF, "count"),
+    QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF),
     QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
     QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
     # GPU health: the largest value each series held in the window. The XID gauge holds the

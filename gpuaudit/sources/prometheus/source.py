@@ -77,6 +77,7 @@ class PrometheusSource(Source[PromCollection]):
                     caps.pod_label,
                     selector,
                     q.metric in caps.recorded,
+                    q.unless in caps.recorded,
                 ),
             }
             for q in specs

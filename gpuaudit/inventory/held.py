@@ -1,0 +1,126 @@
+"""Held time from the samples actually present: the scrape interval, detected from the hourly
+sample counts, and each bucket's held hours.
+
+A bucket of `--step` (default 1 h) is the grid of charts and daily patterns, never a unit of
+held time. A holding held its GPU in a bucket for as long as its samples there cover: the
+bucket's sample count (`count_over_time(M[step])`, or the recording rules' `:count5m` summed)
+times the scrape interval. A 20-minute job scraped every 60 s has 20 samples, which is 1/3 of a
+GPU-hour, not a whole bucket.
+
+The scrape interval is not in the data as such; it is detected from the counts. In a bucket
+that a series covers from end to end (it has samples in the buckets before and after it, or the
+bucket is at the window's edge and the series goes on inside the window), the count is
+`step / interval`, rounded one way or the other when the interval does not divide the step
+(57 s: 63 or 64 samples an hour). Missed scrapes lower some counts, a few series may be scraped
+at another interval. So per scrape target (`instance`) and over the whole fleet:
+
+- the mode of those counts is taken, with the counts one away from it where they are common
+  (at least a tenth as common: the two values of a step the interval does not divide, or
+  jitter at a bucket edge) and left out otherwise (one missed scrape);
+- the interval is `step x buckets / samples` over those buckets (the mean count, so 63 and 64
+  give 57 s exactly).
+
+The fleet's interval applies to every target whose own estimate is within 10 % of it (noise);
+a target whose own estimate (from at least 3 buckets at its mode) differs more is scraped at
+another interval and keeps its own. Without any bucket a series covers end to end, no interval
+is known: held time is then counted in whole buckets, and said so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuaudit.inventory.arrays import Arr
+
+NEIGHBOUR_SHARE = 0.1
+"""A count one away from the mode is kept when it is at least this common relative to it."""
+OWN_INTERVAL = 0.1
+"""A target keeps its own interval when it differs from the fleet's by more than this share."""
+MIN_MODE_BUCKETS = 3
+"""Buckets at its mode a target's own estimate needs."""
+
+
+def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
+    """Rows (sorted by key, then time) whose bucket the series covers from end to end, as far
+    as the data can tell: it has samples in the bucket before and in the bucket after, or the
+    bucket is at the window's edge and the series has samples in the bucket next to it inside
+    the window."""
+    n = len(k)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    same_prev = np.zeros(n, dtype=bool)
+    same_next = np.zeros(n, dtype=bool)
+    if n > 1:
+        adjacent = (k[1:] == k[:-1]) & (np.abs(t[1:] - t[:-1] - step) < 1e-6)
+        same_prev[1:] = adjacent
+        same_next[:-1] = adjacent
+    first = np.abs(t - (start + step)) < 1e-6
+    last = np.abs(t - end) < 1e-6
+    out: Arr = (same_prev | first) & (same_next | last) & ~(first & last)
+    return out
+
+
+def _estimates(group: Arr, counts: Arr, groups: int, step: float) -> tuple[Arr, Arr]:
+    """Per group: the interval its counts give (NaN without any) and how many buckets sit at
+    its mode."""
+    interval = np.full(groups, np.nan)
+    support = np.zeros(groups, dtype=np.int64)
+    c = np.rint(counts)
+    ok = np.isfinite(c) & (c > 0)
+    g, c = group[ok].astype(np.int64), c[ok].astype(np.int64)
+    if not len(g):
+        return interval, support
+    # (group, count, frequency) triples, sorted by group then count.
+    pair = np.lexsort((c, g))
+    g, c = g[pair], c[pair]
+    new = np.r_[True, (g[1:] != g[:-1]) | (c[1:] != c[:-1])]
+    at = np.flatnonzero(new)
+    tg, tc = g[at], c[at]
+    tf = np.diff(np.r_[at, len(g)])
+    # The mode per group: the most frequent count, the larger on a tie (missed scrapes only
+    # ever lower a count).
+    best = np.lexsort((-tc, -tf, tg))
+    head = best[np.r_[True, tg[best][1:] != tg[best][:-1]]]
+    mode_c = np.zeros(groups, dtype=np.int64)
+    mode_f = np.zeros(groups, dtype=np.int64)
+    mode_c[tg[head]] = tc[head]
+    mode_f[tg[head]] = tf[head]
+    near = np.abs(tc - mode_c[tg])
+    keep = (near == 0) | ((near == 1) & (tf >= NEIGHBOUR_SHARE * mode_f[tg]))
+    buckets = np.bincount(tg[keep], weights=tf[keep], minlength=groups)
+    samples = np.bincount(tg[keep], weights=(tc * tf)[keep], minlength=groups)
+    have = samples > 0
+    interval[have] = step * buckets[have] / samples[have]
+    support[:] = mode_f
+    return interval, support
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """The detected scrape intervals."""
+
+    fleet: float | None
+    """The fleet's interval in seconds; None when no bucket tells it."""
+    of_group: Arr
+    """The interval each group's samples stand for (NaN where none is known)."""
+
+
+def detect(group: Arr, counts: Arr, groups: int, step: float) -> Intervals:
+    """The fleet's scrape interval and each group's (scrape target's), from the sample counts
+    of buckets their series cover end to end (`covered`), grouped by `group` (0 .. groups-1)."""
+    fleet_arr, _ = _estimates(np.zeros(len(counts), dtype=np.int64), counts, 1, step)
+    fleet = float(fleet_arr[0]) if np.isfinite(fleet_arr[0]) else None
+    of_group = np.full(groups, np.nan if fleet is None else fleet)
+    if fleet is None:
+        return Intervals(None, of_group)
+    own, support = _estimates(group, counts, groups, step)
+    with np.errstate(invalid="ignore"):
+        other = (
+            np.isfinite(own)
+            & (support >= MIN_MODE_BUCKETS)
+            & (np.abs(own / fleet - 1.0) > OWN_INTERVAL)
+        )
+    of_group[other] = own[other]
+    return Intervals(fleet, of_group)
