@@ -14,14 +14,15 @@ bucket is at the window's edge and the series goes on inside the window), the co
 (57 s: 63 or 64 samples an hour). Missed scrapes lower some counts, a few series may be scraped
 at another interval. So per scrape target (`instance`) and over the whole fleet:
 
-- the mode of those counts is taken, with the counts one away from it where they are common
-  (at least a tenth as common: the two values of a step the interval does not divide, or
-  jitter at a bucket edge) and left out otherwise (one missed scrape);
+- the counts are centred on the value whose window of three (it and the counts one below and
+  one above) holds most buckets; of those three, the ones at least a tenth as common as the
+  most common are kept (the two values of a step the interval does not divide, or jitter at a
+  bucket edge), the rarer left out (a missed scrape);
 - the interval is `step x buckets / samples` over those buckets (the mean count, so 63 and 64
   give 57 s exactly).
 
 The fleet's interval applies to every target whose own estimate is within 10 % of it (noise);
-a target whose own estimate (from at least 3 buckets at its mode) differs more is scraped at
+a target whose own estimate (from at least 3 buckets at its most common count) differs more is scraped at
 another interval and keeps its own. Without any bucket a series covers end to end, no interval
 is known: held time is then counted in whole buckets, and said so.
 """
@@ -35,11 +36,12 @@ import numpy as np
 from gpuaudit.inventory.arrays import Arr
 
 NEIGHBOUR_SHARE = 0.1
-"""A count one away from the mode is kept when it is at least this common relative to it."""
+"""A count one away from the centre is kept when it is at least this common relative to the
+most common count."""
 OWN_INTERVAL = 0.1
 """A target keeps its own interval when it differs from the fleet's by more than this share."""
 MIN_MODE_BUCKETS = 3
-"""Buckets at its mode a target's own estimate needs."""
+"""Buckets at its most common count a target's own estimate needs."""
 
 
 def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
@@ -64,7 +66,7 @@ def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
 
 def _estimates(group: Arr, counts: Arr, groups: int, step: float) -> tuple[Arr, Arr]:
     """Per group: the interval its counts give (NaN without any) and how many buckets sit at
-    its mode."""
+    its most common count."""
     interval = np.full(groups, np.nan)
     support = np.zeros(groups, dtype=np.int64)
     c = np.rint(counts)
@@ -75,26 +77,38 @@ def _estimates(group: Arr, counts: Arr, groups: int, step: float) -> tuple[Arr, 
     # (group, count, frequency) triples, sorted by group then count.
     pair = np.lexsort((c, g))
     g, c = g[pair], c[pair]
-    new = np.r_[True, (g[1:] != g[:-1]) | (c[1:] != c[:-1])]
-    at = np.flatnonzero(new)
+    at = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (c[1:] != c[:-1])])
     tg, tc = g[at], c[at]
     tf = np.diff(np.r_[at, len(g)])
-    # The mode per group: the most frequent count, the larger on a tie (missed scrapes only
-    # ever lower a count).
-    best = np.lexsort((-tc, -tf, tg))
+    # Each count with its neighbours one below and one above: f(v - 1), f(v + 1).
+    width = int(tc.max()) + 2
+    key = tg * width + tc
+    below, above = _lookup(key, tf, key - 1), _lookup(key, tf, key + 1)
+    # The centre of each group: the count whose three-wide window holds most buckets (the
+    # more common count, then the larger, on a tie: missed scrapes only lower counts).
+    best = np.lexsort((-tc, -tf, -(below + tf + above), tg))
     head = best[np.r_[True, tg[best][1:] != tg[best][:-1]]]
-    mode_c = np.zeros(groups, dtype=np.int64)
-    mode_f = np.zeros(groups, dtype=np.int64)
-    mode_c[tg[head]] = tc[head]
-    mode_f[tg[head]] = tf[head]
-    near = np.abs(tc - mode_c[tg])
-    keep = (near == 0) | ((near == 1) & (tf >= NEIGHBOUR_SHARE * mode_f[tg]))
+    centre = np.zeros(groups, dtype=np.int64)
+    top = np.zeros(groups, dtype=np.int64)
+    centre[tg[head]] = tc[head]
+    top[tg[head]] = np.maximum(tf[head], np.maximum(below[head], above[head]))
+    near = np.abs(tc - centre[tg])
+    keep = (near <= 1) & (tf >= NEIGHBOUR_SHARE * top[tg])
     buckets = np.bincount(tg[keep], weights=tf[keep], minlength=groups)
     samples = np.bincount(tg[keep], weights=(tc * tf)[keep], minlength=groups)
     have = samples > 0
     interval[have] = step * buckets[have] / samples[have]
-    support[:] = mode_f
+    support[:] = top
     return interval, support
+
+
+def _lookup(keys: Arr, values: Arr, want: Arr) -> Arr:
+    """`values` at each of `want` found among the sorted, unique `keys`; 0 elsewhere."""
+    pos = np.searchsorted(keys, want)
+    pos[pos >= len(keys)] = 0
+    found = keys[pos] == want
+    out: Arr = np.where(found, values[pos], 0)
+    return out
 
 
 @dataclass(frozen=True)
