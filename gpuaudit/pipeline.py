@@ -23,6 +23,7 @@ from gpuaudit.compare import load_report
 from gpuaudit.config import Config
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.inventory import build
+from gpuaudit.inventory.window import requested as requested_window
 from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
@@ -70,7 +71,7 @@ def run(config: Config, *, progress: ProgressBar | None = None) -> Outcome:
     clock = _Stages()
     snap = load(config, progress, as_arrays=True)
     clock.mark("load")
-    inv = build(snap, config.settings.topology_dir)
+    inv = build(snap, config.settings.topology_dir, narrowing(config, snap))
     del snap  # the raw answers are no longer needed; free them before the checks run
     clock.mark("inventory")
     against = config.baseline or config.previous
@@ -112,6 +113,17 @@ def load(config: Config, progress: ProgressBar | None = None, as_arrays: bool = 
         return snapshot.collect_live(
             config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=tick
         )
+
+
+def narrowing(config: Config, snap: Snapshot) -> tuple[float, float] | None:
+    """The part of a snapshot's recorded window `--window`/`--end` ask to audit (None: all of
+    it; a live scan collects its window instead)."""
+    if config.live is not None:
+        return None
+    s = config.settings
+    return requested_window(
+        snap.manifest["window"], s.window_s if config.window_given else None, s.end
+    )
 
 
 def exit_code(config: Config, result: AuditResult) -> int:

@@ -38,8 +38,19 @@ from gpuaudit.inventory.model import (
     Inventory,
     frame,
 )
-from gpuaudit.inventory.parse import Metric, Parser, Stat, combine, p2p_rows, reduce_stat, xids
+from gpuaudit.inventory.parse import (
+    Metric,
+    Parser,
+    Stat,
+    combine,
+    from_hourly,
+    p2p_rows,
+    reduce_stat,
+    xids,
+)
 from gpuaudit.inventory.topologies import node_topologies
+from gpuaudit.inventory.window import Narrowed, narrow
+from gpuaudit.inventory.window import iso as _iso
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.topology import load_dir
@@ -86,21 +97,49 @@ class _Series:
     """Keys without one, but with `DCGM_FI_DEV_GPU_UTIL`."""
 
 
-def _read_series(p: Parser) -> _Series:
+def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
+    """The points of bucket ends inside a narrowed window (all of them when not narrowed)."""
+    if cut is None:
+        return h
+    keep = (h[1] > cut.start) & (h[1] <= cut.end)
+    return h[0][keep], h[1][keep], h[2][keep]
+
+
+def _read_series(p: Parser, cut: Narrowed | None, step: int) -> _Series:
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
-    act_h = p.hourly("act_hourly")
-    util_h = p.hourly("util_hourly")
-    sm_h = p.hourly("sm_hourly")
-    tensor_h = p.hourly("tensor_hourly")
-    act_c = p.hourly("act_count_hourly")
-    util_c = p.hourly("util_count_hourly")
+    act_h, util_h, sm_h, tensor_h, act_c, util_c = (
+        _within(p.hourly(qid), cut)
+        for qid in (
+            "act_hourly",
+            "util_hourly",
+            "sm_hourly",
+            "tensor_hourly",
+            "act_count_hourly",
+            "util_count_hourly",
+        )
+    )
     for qid in queries.BY_ID:
         if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "p2p_max"):
             p.window(qid)
     xid_max, xid_codes, xid_msgs = xids(p)
     n = len(p.keys)
-    act, util = combine(p, "act", n), combine(p, "util", n)
+    if cut is None:
+        act, util = combine(p, "act", n), combine(p, "util", n)
+        fb_used, fb_free, power = (combine(p, m, n) for m in ("fb_used", "fb_free", "power"))
+        health: dict[str, Stat | None] = {
+            col: reduce_stat(*p.window(qid), n, "max") if qid in queries.BY_ID else None
+            for col, qid in HEALTH_QUERIES.items()
+        }
+        p2p = p2p_rows(p)
+    else:
+        # Window statistics cover the recorded window: only what the buckets give is kept.
+        act = from_hourly(act_h, act_c, n, cut.recorded_start, step)
+        util = from_hourly(util_h, util_c, n, cut.recorded_start, step)
+        fb_used = fb_free = power = _missing_metric(n)
+        health = dict.fromkeys(HEALTH_QUERIES)
+        xid_max, xid_codes, xid_msgs = {}, {}, {}
+        p2p = []
     in_act_h = np.zeros(n, dtype=bool)
     in_act_h[act_h[0]] = True
     in_util_h = np.zeros(n, dtype=bool)
@@ -117,20 +156,45 @@ def _read_series(p: Parser) -> _Series:
         counted=any(q in p.answers for q in COUNT_QUERIES),
         act=act,
         util=util,
-        fb_used=combine(p, "fb_used", n),
-        fb_free=combine(p, "fb_free", n),
-        power=combine(p, "power", n),
-        health={
-            col: reduce_stat(*p.window(qid), n, "max") if qid in queries.BY_ID else None
-            for col, qid in HEALTH_QUERIES.items()
-        },
+        fb_used=fb_used,
+        fb_free=fb_free,
+        power=power,
+        health=health,
         xid_max=xid_max,
         xid_codes=xid_codes,
         xid_msgs=xid_msgs,
-        p2p=p2p_rows(p),
+        p2p=p2p,
         has_prof=has_prof,
         has_util=~has_prof & (util.mean.present | in_util_h),
     )
+
+
+def _missing_metric(n: int) -> Metric:
+    none = Stat(np.full(n, np.nan), np.zeros(n, dtype=bool))
+    return Metric(none, none, none, none, False)
+
+
+def _narrowed_capabilities(
+    cut: Narrowed, caps: set[Capability], missing: dict[Capability, str]
+) -> None:
+    """What a narrowed window loses: window-only statistics, and the Kubernetes state at its
+    end when it ends before the objects were read."""
+    whole = "were recorded for the snapshot's whole window only and cannot be narrowed to"
+    for cap, what in (
+        (Capability.FRAMEBUFFER, "framebuffer statistics (DCGM_FI_DEV_FB_USED, FB_FREE)"),
+        (Capability.GPU_HEALTH, "GPU-health maxima (XID, row remapping, ECC)"),
+        (Capability.P2P_STATUS, "NVLink P2P status values"),
+    ):
+        caps.discard(cap)
+        missing[cap] = f"{what} {whole} {_iso(cut.start)} to {_iso(cut.end)}"
+    if cut.earlier_end:
+        for cap in [c for c in caps if c.value.startswith("kubernetes.")]:
+            caps.discard(cap)
+            name = cap.value.removeprefix("kubernetes.")
+            missing[cap] = (
+                f"the Kubernetes {name} were read at the snapshot's end "
+                f"({_iso(cut.recorded_end)}), not at --end {_iso(cut.end)}"
+            )
 
 
 def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, str]]:
@@ -291,7 +355,7 @@ def _held_seconds(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.
 
 def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Spans]:
     """The hourly table's columns (sorted by holding, then time), and each holding's span."""
-    n = s.n
+    n = len(grid.target)
     start, step = grid.start, grid.step
     act_h, util_h = s.act_h, s.util_h
     # Each hourly source with holding ids, sorted by holding, then time.
@@ -388,9 +452,10 @@ def _identities(
 
 
 def _holdings(
-    s: _Series, cols: Mapping[str, list[Any]], fraction: Arr, span: _Spans, hid_of: Arr, step: int
+    s: _Series, cols: Mapping[str, list[Any]], fraction: Arr, span: _Spans, order: Arr, step: int
 ) -> pd.DataFrame:
-    """The holdings table: identity columns and window statistics, one row per holding id."""
+    """The holdings table: identity columns and window statistics, one row per holding id
+    (`order`: the key number of each)."""
     import pandas as pd
 
     n = s.n
@@ -399,8 +464,7 @@ def _holdings(
 
     def by_hid(vals: Arr) -> Arr:
         """Per key number -> per holding id."""
-        out = np.empty(n, dtype=vals.dtype)
-        out[hid_of] = vals
+        out: Arr = vals[order]
         return out
 
     def pick(prof: Any, dev: Any, none: Any) -> Arr:
@@ -412,7 +476,7 @@ def _holdings(
     fractions = by_hid(fraction)
     used_mean, free_mean = fb_used.mean.get(n), fb_free.mean.get(n)
     data: dict[str, Any] = {
-        C.HOLDING: np.arange(n, dtype=np.int64),
+        C.HOLDING: np.arange(len(order), dtype=np.int64),
         **{c: cols[c] for c in IDENTITY_COLUMNS if c not in (C.XID_CODES, C.XID_MSG)},
         C.HELD: np.array(cols[C.HELD], dtype=bool),
         C.FRACTION: fractions,
@@ -437,7 +501,7 @@ def _holdings(
         C.XID_CODES: cols[C.XID_CODES],
         C.XID_MSG: cols[C.XID_MSG],
         **{
-            col: by_hid(st.get(n)) if st is not None else np.full(n, np.nan)
+            col: by_hid(st.get(n)) if st is not None else np.full(len(order), np.nan)
             for col, st in s.health.items()
         },
     }
@@ -532,36 +596,49 @@ def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
 
 
 @without_gc
-def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
+def build(
+    snap: Snapshot, topology: Path | None = None, window: tuple[float, float] | None = None
+) -> Inventory:
     """Join a snapshot's raw answers into the inventory tables.
 
     `topology` is a folder of `nvidia-smi topo -m` outputs (`--topology`: `<node>.txt` or
     `<nvidia.com/gpu.product>.txt`); each node's GPU links are resolved from it, the built-in
     table and DCGM P2P status into `Inventory.topologies`. A folder that cannot be read is a
+    `ConfigError`. `window` (start, end) narrows the audit to that part of the recorded window
+    (see `gpuaudit.inventory.window`); outside it, or off its bucket grid, is a
     `ConfigError`."""
     import pandas as pd
 
     files = load_dir(topology) if topology is not None else None
     man = snap.manifest
-    window = man["window"]
-    start, end, step = float(window["start"]), float(window["end"]), int(window["step"])
+    recorded = man["window"]
+    cut = narrow(recorded, window)
+    step = int(recorded["step"])
+    start = float(recorded["start"]) if cut is None else cut.start
+    end = float(recorded["end"]) if cut is None else cut.end
     p = Parser(snap)
-    s = _read_series(p)
+    s = _read_series(p, cut, step)
     caps, missing = _metric_capabilities(s)
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
-    # Holdings: every key seen anywhere, numbered in key order (the holding id is the row).
-    order = sorted(range(s.n), key=p.keys.__getitem__)
-    hid_of = np.empty(s.n, dtype=np.int64)
-    hid_of[order] = np.arange(s.n, dtype=np.int64)
+    k_caps, k_missing = set(k.capabilities), dict(k.missing)
+    if cut is not None:
+        _narrowed_capabilities(cut, caps, missing)
+        _narrowed_capabilities(cut, k_caps, k_missing)
+    # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
+    # holding id is the row).
+    order = sorted(_alive(s, cut), key=p.keys.__getitem__)
+    hid_of = np.full(s.n, -1, dtype=np.int64)
+    hid_of[order] = np.arange(len(order), dtype=np.int64)
     hourly_data, span = _hourly(s, hid_of, _grid(p, order, start, end, step))
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     cols, fractions = _identities(p, s, order, pod_index, where)
-    holdings = _holdings(s, cols, fractions, span, hid_of, step)
+    holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [str(r) for r in man.get("incomplete_reasons", []) if isinstance(r, str)]
+    narrowed = () if cut is None else (cut.note(),)
     return Inventory(
         window_start=start,
         window_end=end,
@@ -572,9 +649,9 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         hourly=pd.DataFrame(hourly_data),
         pods=pd.DataFrame(k.pod_rows, columns=POD_COLUMNS),
         nodes=nodes,
-        capabilities=frozenset(caps | k.capabilities),
-        missing={**missing, **k.missing},
-        warnings=_warnings(man, p, holdings) + _held_note(s, span),
+        capabilities=frozenset(caps | k_caps),
+        missing={**missing, **k_missing},
+        warnings=_warnings(man, p, holdings) + narrowed + _held_note(s, span),
         complete=bool(man.get("complete", True)) and not k.incomplete,
         incomplete_reasons=tuple(reasons + k.incomplete),
         gangs=_gang_table(k.gangs),
@@ -583,3 +660,15 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         scrape_interval_s=span.intervals.fleet,
         held_time_rounded=span.rounded > 0,
     )
+
+
+def _alive(s: _Series, cut: Narrowed | None) -> range | list[int]:
+    """The key numbers that make holdings: all of them, or on a narrowed window those with
+    hourly data inside it."""
+    if cut is None:
+        return range(s.n)
+    seen = np.zeros(s.n, dtype=bool)
+    for h in (s.act_h, s.util_h, s.sm_h, s.tensor_h):
+        seen[h[0]] = True
+    out: list[int] = np.flatnonzero(seen).tolist()
+    return out

@@ -22,9 +22,9 @@ at another interval. So per scrape target (`instance`) and over the whole fleet:
   give 57 s exactly).
 
 The fleet's interval applies to every target whose own estimate is within 10 % of it (noise);
-a target whose own estimate (from at least 3 buckets at its most common count) differs more is scraped at
-another interval and keeps its own. Without any bucket a series covers end to end, no interval
-is known: held time is then counted in whole buckets, and said so.
+a target whose own estimate (from at least 3 buckets at its most common count) differs more
+is scraped at another interval and keeps its own. Without any bucket a series covers end to
+end, no interval is known: held time is then counted in whole buckets, and said so.
 """
 
 from __future__ import annotations

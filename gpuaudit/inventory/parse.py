@@ -13,7 +13,7 @@ import numpy as np
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import prom
-from gpuaudit.inventory.arrays import Arr, distinct
+from gpuaudit.inventory.arrays import Arr, distinct, join_at, regroup
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.snapshot.answers import Answer, Interner, from_bytes, parse
 from gpuaudit.sources.prometheus import catalogue as queries
@@ -217,6 +217,34 @@ def combine(p: Parser, short: str, n: int) -> Metric:
         mean = Stat(np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan), ok)
     p95_chunks = len(p.answers.get(f"{short}_p95", [])) if f"{short}_p95" in queries.BY_ID else 0
     return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)
+
+
+def from_hourly(
+    means: tuple[Arr, Arr, Arr], counts: tuple[Arr, Arr, Arr], n: int, start: float, step: int
+) -> Metric:
+    """A metric's window mean and sample count per key number from its hourly means and sample
+    counts (both as `Parser.hourly` gives them): each bucket's mean weighs its samples, which
+    is the mean over every sample of the buckets given. A bucket without a count weighs one
+    bucket's worth (the mean of the keys' counted buckets, else 1). Maxima and percentiles
+    cannot be had from bucket means: they are missing. `start` and `step` are the window's
+    bucket grid."""
+    ident = np.arange(n, dtype=np.int64)
+    mk, mt, mv = regroup(*means, ident)
+    ck, ct, cv = regroup(*counts, ident)
+    w, _ = join_at(ck, ct, cv, mk, mt, start, step)
+    known = np.isfinite(w)
+    typical = float(np.mean(w[known])) if known.any() else 1.0
+    w = np.where(known, w, typical)
+    total = np.bincount(mk, weights=mv * w, minlength=n)
+    weight = np.bincount(mk, weights=w, minlength=n)
+    present = np.bincount(mk, minlength=n) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = Stat(np.where(present, total / np.where(weight > 0, weight, 1.0), np.nan), present)
+    counted = np.bincount(mk[known], weights=w[known], minlength=n)
+    all_known = np.bincount(mk[~known], minlength=n) == 0
+    count = Stat(np.where(all_known, counted, np.nan), present & all_known)
+    none = Stat(np.full(n, np.nan), np.zeros(n, dtype=bool))
+    return Metric(mean, none, none, count, False)
 
 
 def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, dict[int, str]]]:

@@ -52,7 +52,9 @@ def test_a_twenty_minute_job_counts_as_a_third_of_a_gpu_hour() -> None:
     assert s.wasted_cost == pytest.approx(6.88 / 3)
     assert s.held_time == "samples" and s.scrape_interval_s == pytest.approx(60.0)
     # The bucket it ran in is still one row of the hourly grid, held for a third of it.
-    rows = inv.hourly[inv.hourly[C.HOLDING] == inv.holdings.index[inv.holdings[C.POD] == "eval-1"][0]]
+    rows = inv.hourly[
+        inv.hourly[C.HOLDING] == inv.holdings.index[inv.holdings[C.POD] == "eval-1"][0]
+    ]
     assert rows[C.HELD_H].tolist() == pytest.approx([1 / 3])
 
 
