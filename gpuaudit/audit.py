@@ -19,7 +19,7 @@ from gpuaudit.summary import Summary, summarise
 from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 @dataclass(frozen=True)
