@@ -139,7 +139,11 @@ def snapshot(
                 pts = [
                     [START + (i + 1) * STEP, repr(float(n) if q.stat == "count" else v)]
                     for i, (v, n) in enumerate(zip(per_hour, counts, strict=False))
-                    if v is not None and n
+                    if v is not None
+                    and n
+                    # A query of changes answers where the count differs from the hour
+                    # before (or that had none), and at the window's first hour.
+                    and not (q.changes and i > 0 and counts[i - 1] == n)
                 ]
                 result.append({"metric": dict(s.labels), "values": pts})
         rtype = "vector" if q.kind == "window" else "matrix"

@@ -58,8 +58,9 @@ from gpuaudit.topology import load_dir
 if TYPE_CHECKING:
     import pandas as pd
 
-Hourly = tuple[Arr, Arr, Arr]
-"""(key numbers, bucket end times, values) of a range query (see `Parser.hourly`)."""
+Hourly = tuple[Arr, Arr, Arr, Arr]
+"""(key numbers, bucket end times, values, sample counts) of a range query (see
+`Parser.hourly`)."""
 COUNT_QUERIES = ("act_count_hourly", "util_count_hourly")
 """The queries of samples per bucket (held time); snapshots before them lack both."""
 
@@ -71,13 +72,12 @@ class _Series:
     n: int
     """How many keys: every array below is indexed by key number."""
     act_h: Hourly
+    """Profiling activity per bucket, with its samples per bucket."""
     util_h: Hourly
+    """GPU_UTIL per bucket, with its samples per bucket where no profiling series has that
+    bucket (NaN elsewhere)."""
     sm_h: Hourly
     tensor_h: Hourly
-    act_c: Hourly
-    """Samples per bucket of the profiling activity series."""
-    util_c: Hourly
-    """Samples per bucket of GPU_UTIL where no profiling series has that bucket."""
     counted: bool
     """Whether the snapshot holds sample counts at all (older ones do not)."""
     act: Metric
@@ -102,21 +102,19 @@ def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
     if cut is None:
         return h
     keep = (h[1] > cut.start) & (h[1] <= cut.end)
-    return h[0][keep], h[1][keep], h[2][keep]
+    return h[0][keep], h[1][keep], h[2][keep], h[3][keep]
 
 
-def _read_series(p: Parser, cut: Narrowed | None, step: int) -> _Series:
+def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
-    act_h, util_h, sm_h, tensor_h, act_c, util_c = (
-        _within(p.hourly(qid), cut)
-        for qid in (
-            "act_hourly",
-            "util_hourly",
-            "sm_hourly",
-            "tensor_hourly",
-            "act_count_hourly",
-            "util_count_hourly",
+    act_h, util_h, sm_h, tensor_h = (
+        _within(p.hourly(qid, counts), cut)
+        for qid, counts in (
+            ("act_hourly", "act_count_hourly"),
+            ("util_hourly", "util_count_hourly"),
+            ("sm_hourly", ""),
+            ("tensor_hourly", ""),
         )
     )
     for qid in queries.BY_ID:
@@ -134,8 +132,7 @@ def _read_series(p: Parser, cut: Narrowed | None, step: int) -> _Series:
         p2p = p2p_rows(p)
     else:
         # Window statistics cover the recorded window: only what the buckets give is kept.
-        act = from_hourly(act_h, act_c, n, cut.recorded_start, step)
-        util = from_hourly(util_h, util_c, n, cut.recorded_start, step)
+        act, util = from_hourly(act_h, n), from_hourly(util_h, n)
         fb_used = fb_free = power = _missing_metric(n)
         health = dict.fromkeys(HEALTH_QUERIES)
         xid_max, xid_codes, xid_msgs = {}, {}, {}
@@ -151,8 +148,6 @@ def _read_series(p: Parser, cut: Narrowed | None, step: int) -> _Series:
         util_h=util_h,
         sm_h=sm_h,
         tensor_h=tensor_h,
-        act_c=act_c,
-        util_c=util_c,
         counted=any(q in p.answers for q in COUNT_QUERIES),
         act=act,
         util=util,
@@ -341,16 +336,22 @@ class _Grid:
     targets: int
 
 
-def _held_seconds(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.Intervals, Arr]:
-    """Seconds held in each row (holding id `k`, bucket end `t`): its samples times its
+def _held_hours(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.Intervals, Arr]:
+    """Hours held in each row (holding id `k`, bucket end `t`): its samples times its
     target's scrape interval, detected from the rows' counts; a whole bucket where either is
     unknown (and those rows marked)."""
-    cand = held.covered(k, t, grid.start, grid.end, grid.step) & np.isfinite(samples)
+    cand = held.covered(k, t, grid.start, grid.end, grid.step)
+    cand &= np.isfinite(samples)
     target = grid.target[k]
     intervals = held.detect(target[cand], samples[cand], grid.targets, grid.step)
-    secs = samples * intervals.of_group[target] if len(k) else np.zeros(0)
-    rounded = ~np.isfinite(secs)
-    return np.where(rounded, float(grid.step), secs), intervals, rounded
+    del cand
+    out = intervals.of_group[target]
+    del target
+    out *= samples
+    rounded = ~np.isfinite(out)
+    out[rounded] = float(grid.step)
+    out /= 3600.0
+    return out, intervals, rounded
 
 
 def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Spans]:
@@ -358,57 +359,66 @@ def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Span
     n = len(grid.target)
     start, step = grid.start, grid.step
     act_h, util_h = s.act_h, s.util_h
-    # Each hourly source with holding ids, sorted by holding, then time.
-    util_g = regroup(*util_h, hid_of)
+    # Each hourly source with holding ids, sorted by holding, then time; the rows regrouped as
+    # positions, so that their values and sample counts can follow them.
+    uk, ut, upos = regroup(util_h[0], util_h[1], np.arange(len(util_h[0])), hid_of)
     # The hourly table: a holding's activity series (GPU_UTIL / 100 where it has no profiling
     # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it.
     use_util = s.has_util[util_h[0]]
-    base_k, base_t, base_v = regroup(
-        np.concatenate([act_h[0], util_h[0][use_util]]),
+    keys = np.concatenate([act_h[0], util_h[0][use_util]])
+    base_k, base_t, perm = regroup(
+        keys,
         np.concatenate([act_h[1], util_h[1][use_util]]),
-        np.concatenate([act_h[2], util_h[2][use_util] / 100.0]),
+        np.arange(len(keys), dtype=np.int64),
         hid_of,
     )
+    base_v = np.concatenate([act_h[2], util_h[2][use_util] / 100.0])[perm]
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
+    util_hit = np.zeros(len(base_k), dtype=bool)
     for col, src, scale in (
-        (C.UTIL, util_g, 100.0),
-        (C.SM, regroup(*s.sm_h, hid_of), 1.0),
-        (C.TENSOR, regroup(*s.tensor_h, hid_of), 1.0),
+        (C.UTIL, (uk, ut, util_h[2][upos]), 100.0),
+        (C.SM, regroup(*s.sm_h[:3], hid_of), 1.0),
+        (C.TENSOR, regroup(*s.tensor_h[:3], hid_of), 1.0),
     ):
-        data[col], _ = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
+        data[col], hit = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
+        if col == C.UTIL:
+            util_hit = hit
     # Samples of the activity series in each row: profiling counts for keys with profiling,
-    # GPU_UTIL counts (of buckets without profiling) for the others.
-    act_c, util_c = s.act_c, s.util_c
-    use_util_c = s.has_util[util_c[0]]
-    counts = regroup(
-        np.concatenate([act_c[0], util_c[0][use_util_c]]),
-        np.concatenate([act_c[1], util_c[1][use_util_c]]),
-        np.concatenate([act_c[2], util_c[2][use_util_c]]),
-        hid_of,
+    # GPU_UTIL counts for the others.
+    samples = np.concatenate([act_h[3], util_h[3][use_util]])[perm]
+    del perm
+    held_h, intervals, rounded = _held_hours(samples, base_k, base_t, grid)
+    del samples
+    data[C.HELD_H] = held_h
+    extra_h, extra_rounded = _util_only_hours(
+        (uk, ut, util_h[3][upos]), (base_k, base_t, util_hit), intervals, grid
     )
-    samples, _ = join_at(*counts, base_k, base_t, start, step)
-    secs, intervals, rounded = _held_seconds(samples, base_k, base_t, grid)
-    data[C.SAMPLES] = samples
-    data[C.HELD_H] = secs / 3600.0
-    # GPU_UTIL buckets of profiled keys that have no activity row count as held too.
-    extra = np.ones(len(util_g[0]), dtype=bool)
-    if len(base_k) and len(util_g[0]):
-        _, in_base = join_at(base_k, base_t, base_v, util_g[0], util_g[1], start, step)
-        extra = ~in_base
-    ek, et = util_g[0][extra], util_g[1][extra]
-    other = regroup(*util_c, hid_of)
-    e_samples, _ = join_at(*other, ek, et, start, step)
-    e_secs = e_samples * intervals.of_group[grid.target[ek]] if len(ek) else np.zeros(0)
-    e_rounded = ~np.isfinite(e_secs)
-    e_secs = np.where(e_rounded, float(step), e_secs)
-    hours = (
-        np.bincount(base_k, weights=secs, minlength=n)
-        + np.bincount(ek, weights=e_secs, minlength=n)
-    ) / 3600.0
-    first = np.fmin(first_times(base_k, base_t, n), first_times(util_g[0], util_g[1], n))
-    last = np.fmax(last_times(base_k, base_t, n), last_times(util_g[0], util_g[1], n))
-    rounded_n = int(rounded.sum()) + int(e_rounded.sum())
-    return data, _Spans(hours, first, last, intervals, rounded_n)
+    hours = np.bincount(base_k, weights=held_h, minlength=n) + extra_h
+    first = np.fmin(first_times(base_k, base_t, n), first_times(uk, ut, n))
+    last = np.fmax(last_times(base_k, base_t, n), last_times(uk, ut, n))
+    return data, _Spans(hours, first, last, intervals, int(rounded.sum()) + extra_rounded)
+
+
+def _util_only_hours(
+    util: tuple[Arr, Arr, Arr], base: tuple[Arr, Arr, Arr], intervals: held.Intervals, grid: _Grid
+) -> tuple[Arr, int]:
+    """Hours held per holding in GPU_UTIL buckets of profiled keys that have no activity row
+    (profiling missing for a while), from `util` (its rows' holding, time and sample count)
+    and `base` (the hourly rows' holding, time, and whether they have a GPU_UTIL value); and
+    how many of those buckets count as whole buckets."""
+    n = len(grid.target)
+    base_k, base_t, util_hit = base
+    extra_n = np.bincount(util[0], minlength=n) - np.bincount(base_k[util_hit], minlength=n)
+    if not extra_n.any():
+        return np.zeros(n), 0
+    _, in_base = join_at(
+        base_k, base_t, np.zeros(len(base_k)), util[0], util[1], grid.start, grid.step
+    )
+    ek, samples = util[0][~in_base], util[2][~in_base]
+    secs = samples * intervals.of_group[grid.target[ek]]
+    rounded = ~np.isfinite(secs)
+    secs = np.where(rounded, float(grid.step), secs)
+    return np.bincount(ek, weights=secs, minlength=n) / 3600.0, int(rounded.sum())
 
 
 def _identities(
@@ -542,7 +552,7 @@ def _grid(p: Parser, order: list[int], start: float, end: float, step: int) -> _
     exporter a scrape reads), numbered."""
     names: dict[str, int] = {}
     target = np.array(
-        [names.setdefault(p.ident[k].instance, len(names)) for k in order], dtype=np.int64
+        [names.setdefault(p.ident[k].instance, len(names)) for k in order], dtype=np.int32
     )
     return _Grid(start, end, step, target, max(1, len(names)))
 
@@ -571,6 +581,15 @@ def _held_note(s: _Series, span: _Spans) -> tuple[str, ...]:
         f"held time of {span.rounded} buckets is counted as whole --step buckets "
         "(approximate): they have activity samples but no sample count",
     )
+
+
+def _frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A table of these column arrays as they are: each its own block, none copied (the
+    hourly table's millions of rows would otherwise be copied into one block at its peak)."""
+    import pandas as pd
+
+    out: pd.DataFrame = pd.DataFrame(columns, copy=False)
+    return out
 
 
 def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
@@ -617,7 +636,7 @@ def build(
     start = float(recorded["start"]) if cut is None else cut.start
     end = float(recorded["end"]) if cut is None else cut.end
     p = Parser(snap)
-    s = _read_series(p, cut, step)
+    s = _read_series(p, cut)
     caps, missing = _metric_capabilities(s)
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
@@ -646,7 +665,7 @@ def build(
         cluster=str(man.get("cluster", "")),
         gpus=_gpus(holdings),
         holdings=holdings,
-        hourly=pd.DataFrame(hourly_data),
+        hourly=_frame(hourly_data),
         pods=pd.DataFrame(k.pod_rows, columns=POD_COLUMNS),
         nodes=nodes,
         capabilities=frozenset(caps | k_caps),

@@ -29,11 +29,10 @@ samples per bucket are unknown)."""
 GPU_HOURS = "gpu_hours"
 """`HOURS` x the holding's fraction of a GPU."""
 TS = "ts"
-SAMPLES = "samples"
-"""Hourly table: activity samples in the bucket (NaN where unknown)."""
 HELD_H = "held_h"
-"""Hourly table: hours the holding held its GPU in the bucket, `SAMPLES` x the scrape interval
-(the whole bucket where unknown). Buckets are a grid; this is the held time in each."""
+"""Hourly table: hours the holding held its GPU in the bucket, its activity samples there x the
+scrape interval (the whole bucket where unknown). Buckets are a grid; this is the held time in
+each."""
 
 # window metric summaries (activity is a ratio 0..1 whatever its source)
 ACT_MEAN = "act_mean"

@@ -315,16 +315,9 @@ class PodHours:
     gpu_h: npt.NDArray[np.float64]
     """GPU-hours the pod held in the bucket: its GPUs' samples x the scrape interval x their
     fractions (the bucket is the grid, this the held time in it)."""
-
-    @property
-    def held_h(self) -> npt.NDArray[np.float64]:
-        """Hours the pod held its GPUs in the bucket (`gpu_h / gpus`: the GPU-weighted mean of
-        its GPUs' held hours)."""
-        import numpy as np
-
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out: npt.NDArray[np.float64] = np.where(self.gpus > 0, self.gpu_h / self.gpus, 0.0)
-        return out
+    held_h: npt.NDArray[np.float64]
+    """Hours the pod held its GPUs in the bucket (`gpu_h / gpus`: the GPU-weighted mean of its
+    GPUs' held hours)."""
 
     def spans(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """(start, end) entry positions of each pod present, in pod order."""
@@ -365,6 +358,7 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     bucket = (pairs % max(nb, 1)).astype(np.intp)
     with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
         act_mean = wa / gpus
+        held_h = np.where(gpus > 0, gpu_h / gpus, 0.0)
     return PodHours(
         pods,
         (pairs // max(nb, 1)).astype(np.intp),
@@ -374,6 +368,7 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
         act_mean,
         rows.bucket_ts,
         gpu_h,
+        held_h,
     )
 
 

@@ -52,29 +52,63 @@ def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
     n = len(k)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    same_prev = np.zeros(n, dtype=bool)
-    same_next = np.zeros(n, dtype=bool)
-    if n > 1:
-        adjacent = (k[1:] == k[:-1]) & (np.abs(t[1:] - t[:-1] - step) < 1e-6)
-        same_prev[1:] = adjacent
-        same_next[:-1] = adjacent
-    first = np.abs(t - (start + step)) < 1e-6
-    last = np.abs(t - end) < 1e-6
-    out: Arr = (same_prev | first) & (same_next | last) & ~(first & last)
+    # Bucket numbers (1 for the first bucket of the window), computed in place.
+    b = t - start
+    b /= step
+    np.rint(b, out=b)
+    adjacent = k[1:] == k[:-1]
+    adjacent &= np.diff(b) == 1
+    out = np.zeros(n, dtype=bool)
+    out[1:] = adjacent  # samples in the bucket before
+    out[0] = False
+    out |= b == 1
+    after = np.zeros(n, dtype=bool)
+    after[:-1] = adjacent
+    after |= b == round((end - start) / step)
+    out &= after
+    if round((end - start) / step) == 1:  # a one-bucket window: nothing tells
+        out[:] = False
     return out
 
 
-def _estimates(group: Arr, counts: Arr, groups: int, step: float) -> tuple[Arr, Arr]:
-    """Per group: the interval its counts give (NaN without any) and how many buckets sit at
-    its most common count."""
+HISTOGRAM_CELLS = 1 << 24
+"""Largest (group x count) table the estimate is counted in; beyond it, the counts are sorted."""
+
+
+def _from_histogram(hist: Arr, step: float) -> tuple[Arr, Arr]:
+    """`_estimates` of groups whose counts are tallied in `hist` (group x count; the first and
+    the last column empty)."""
+    rows, width = hist.shape
+    below = np.zeros_like(hist)
+    above = np.zeros_like(hist)
+    below[:, 1:] = hist[:, :-1]
+    above[:, :-1] = hist[:, 1:]
+    # The centre: a count seen, with the most buckets in its window of three, then the most
+    # at it, then the larger count (missed scrapes only lower counts).
+    window = np.where(hist > 0, below + hist + above, -1)
+    best = window == window.max(axis=1, keepdims=True)
+    at = np.where(best, hist, -1)
+    best &= at == at.max(axis=1, keepdims=True)
+    centre = width - 1 - np.argmax(best[:, ::-1], axis=1)
+    r = np.arange(rows)
+    cols = np.clip(centre[:, None] + np.array([-1, 0, 1]), 0, width - 1)
+    f = hist[r[:, None], cols]
+    top = f.max(axis=1)
+    keep = (f > 0) & (f >= NEIGHBOUR_SHARE * top[:, None])
+    buckets = np.where(keep, f, 0).sum(axis=1).astype(np.float64)
+    samples = np.where(keep, f * cols, 0).sum(axis=1).astype(np.float64)
+    interval = np.full(rows, np.nan)
+    have = samples > 0
+    interval[have] = step * buckets[have] / samples[have]
+    support: Arr = top.astype(np.int64)
+    return interval, support
+
+
+def _estimates_sorted(g: Arr, c: Arr, groups: int, step: float) -> tuple[Arr, Arr]:
+    """`_estimates` over sorted (group, count, frequency) triples, for counts too many or too
+    large to tally in a table (a one-second scrape in one-day buckets)."""
     interval = np.full(groups, np.nan)
     support = np.zeros(groups, dtype=np.int64)
-    c = np.rint(counts)
-    ok = np.isfinite(c) & (c > 0)
-    g, c = group[ok].astype(np.int64), c[ok].astype(np.int64)
-    if not len(g):
-        return interval, support
-    # (group, count, frequency) triples, sorted by group then count.
     pair = np.lexsort((c, g))
     g, c = g[pair], c[pair]
     at = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (c[1:] != c[:-1])])
@@ -84,8 +118,6 @@ def _estimates(group: Arr, counts: Arr, groups: int, step: float) -> tuple[Arr, 
     width = int(tc.max()) + 2
     key = tg * width + tc
     below, above = _lookup(key, tf, key - 1), _lookup(key, tf, key + 1)
-    # The centre of each group: the count whose three-wide window holds most buckets (the
-    # more common count, then the larger, on a tie: missed scrapes only lower counts).
     best = np.lexsort((-tc, -tf, -(below + tf + above), tg))
     head = best[np.r_[True, tg[best][1:] != tg[best][:-1]]]
     centre = np.zeros(groups, dtype=np.int64)
@@ -124,12 +156,28 @@ class Intervals:
 def detect(group: Arr, counts: Arr, groups: int, step: float) -> Intervals:
     """The fleet's scrape interval and each group's (scrape target's), from the sample counts
     of buckets their series cover end to end (`covered`), grouped by `group` (0 .. groups-1)."""
-    fleet_arr, _ = _estimates(np.zeros(len(counts), dtype=np.int64), counts, 1, step)
+    rounded = np.rint(counts)
+    ok = np.isfinite(rounded) & (rounded > 0)
+    if not ok.any():
+        return Intervals(None, np.full(groups, np.nan))
+    c = rounded[ok].astype(np.int64)
+    del rounded
+    g = group[ok].astype(np.int64)
+    width = int(c.max()) + 2
+    if groups * width <= HISTOGRAM_CELLS:
+        g *= width
+        g += c
+        hist = np.bincount(g, minlength=groups * width).reshape(groups, width)
+        del g, c
+        fleet_arr, _ = _from_histogram(hist.sum(axis=0, keepdims=True), step)
+        own, support = _from_histogram(hist, step)
+    else:
+        fleet_arr, _ = _estimates_sorted(np.zeros(len(c), dtype=np.int64), c, 1, step)
+        own, support = _estimates_sorted(g, c, groups, step)
     fleet = float(fleet_arr[0]) if np.isfinite(fleet_arr[0]) else None
     of_group = np.full(groups, np.nan if fleet is None else fleet)
     if fleet is None:
         return Intervals(None, of_group)
-    own, support = _estimates(group, counts, groups, step)
     with np.errstate(invalid="ignore"):
         other = (
             np.isfinite(own)

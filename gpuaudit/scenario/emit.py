@@ -88,7 +88,9 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
                 "id": q.id,
                 "kind": q.kind,
                 "metric": q.metric,
-                "query": q.promql(window_s if q.kind == "window" else 3600, spelling),
+                "query": q.promql(window_s, spelling)
+                if q.kind == "window"
+                else q.promql(3600, spelling, first=sc.start + 3600),
             }
             for q in queries.CATALOGUE
         ),
@@ -126,9 +128,11 @@ class _Answers:
         """The series a query answers about: its metric's, less those its `unless` metric
         removes."""
         v = self.values(q.metric)
-        if v is None or not q.unless:
-            return v
-        return v.without(self.table.carries(q.unless))
+        if v is not None and q.unless:
+            v = v.without(self.table.carries(q.unless))
+        if v is not None and q.changes:
+            v = v.run_starts()
+        return v
 
     def request(self, q: queries.QuerySpec) -> tuple[str, dict[str, Any], str]:
         """(PromQL, parameters, result type) of a query."""
@@ -136,7 +140,7 @@ class _Answers:
         if q.kind == "window":
             return q.promql(sc.end - sc.start, self.spelling), {"time": sc.end}, "vector"
         params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
-        return q.promql(3600, self.spelling), params, "matrix"
+        return q.promql(3600, self.spelling, first=sc.start + 3600), params, "matrix"
 
     def metric_dicts(self, q: queries.QuerySpec, v: Values) -> list[dict[str, str]]:
         """Each series' `metric` object (its labels kept by the query's `by`)."""

@@ -170,3 +170,30 @@ def test_covered_buckets_need_both_neighbours_or_the_window_edge() -> None:
     # key 0: bucket 1 (window edge, next present), 2 (both), 3 (next missing), 5 (edge, prev
     # missing); key 1: bucket 2 (prev missing), 3 (next missing).
     assert got.tolist() == [True, True, False, False, False, False]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_counting_in_a_table_and_sorting_agree(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, 30, 5000)
+    counts = rng.choice([58, 59, 60, 60, 60, 61, 120, 3], 5000).astype(np.float64)
+    table = held.detect(group, counts, 30, 3600.0)
+    monkeypatch.setattr(held, "HISTOGRAM_CELLS", 0)
+    sorted_ = held.detect(group, counts, 30, 3600.0)
+    assert table.fleet == sorted_.fleet
+    np.testing.assert_array_equal(table.of_group, sorted_.of_group)
+
+
+def test_gpu_util_buckets_without_profiling_count_their_own_samples() -> None:
+    """A profiled GPU whose profiling series missed an hour: that hour's GPU_UTIL samples
+    (counted only where no profiling series is) are held time too."""
+    s = Series(
+        gpu_labels(pod="p", namespace="ml"),
+        act=[0.5, None, 0.5, 0.5],
+        util=[50.0, 40.0, 50.0, 50.0],
+        samples=[60, 30, 60, 60],
+    )
+    other = Series(gpu_labels(uuid="GPU-9", gpu="9"), act=[0.5] * 4)
+    inv = inventory([s, other], 4)
+    assert not inv.held_time_rounded
+    assert inv.holdings.set_index(C.POD).loc["p", C.HOURS] == pytest.approx(3.5)

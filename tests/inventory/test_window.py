@@ -57,8 +57,10 @@ def test_a_narrowed_window_keeps_exactly_the_buckets_inside_it(
     got = summarise(Views(part, {}), idle_activity=0.05, currency="USD")
     assert got.allocated_gpu_hours == pytest.approx(want_alloc, rel=1e-12)
     assert got.window_hours == pytest.approx(72.0)
-    # Each holding's mean activity is the mean over its samples inside the window.
-    samples = inside[C.SAMPLES].to_numpy()
+    # Each holding's mean activity is the mean over its samples inside the window (the demo is
+    # scraped every 60 s: a bucket's samples are its held hours x 60).
+    assert whole.scrape_interval_s == 60.0
+    samples = inside[C.HELD_H].to_numpy() * 60.0
     by_slot = (
         inside.assign(
             _w=samples,

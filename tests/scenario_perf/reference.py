@@ -131,7 +131,17 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
                 means = (hi * k + lo * k) / (2 * k)
                 if q.stat == "count":
                     means = np.full(len(hi), float(2 * k))
-                values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)]
+                keep = [True] * len(ts)
+                if q.changes:  # only where the count changes: at the window's start, or a gap
+                    keep = [
+                        i == 0 or s.hours[i] == 0 or s.hours[i] != s.hours[i - 1] + 1
+                        for i in range(len(ts))
+                    ]
+                values = [
+                    [_ts(t), fmt(float(v))]
+                    for t, v, kept in zip(ts, means, keep, strict=True)
+                    if kept
+                ]
                 result.append({"metric": metric, "values": values})
         if q.kind == "window":
             params: dict[str, Any] = {"time": sc.end}
@@ -139,8 +149,12 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         else:
             params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
             body = _envelope("matrix", result)
-        rng = window_s if q.kind == "window" else 3600
-        prom[q.id] = [{"query": q.promql(rng, spelling), "params": params, "body": body}]
+        query = (
+            q.promql(window_s, spelling)
+            if q.kind == "window"
+            else q.promql(3600, spelling, first=sc.start + 3600)
+        )
+        prom[q.id] = [{"query": query, "params": params, "body": body}]
     lists = k8s_lists(sc)
     kube = {res: [lst] for res, lst in lists.items()}
     return Snapshot(

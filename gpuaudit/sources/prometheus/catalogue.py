@@ -15,7 +15,9 @@ Two kinds exist:
   samples in each bucket (`count_over_time(M[step])`): held time is those samples times the
   scrape interval, which the inventory detects from the same counts. `DCGM_FI_DEV_GPU_UTIL` is
   counted only where no profiling series exists (`... unless ...`), as only there is it the
-  activity series.
+  activity series. A count is answered only where it differs from the bucket before (a series
+  starts, stops or misses a scrape) and at the window's first bucket; the reader carries it
+  forward, so the answer stays small however long the window.
 
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
@@ -136,6 +138,11 @@ class QuerySpec:
     unless: str = ""
     """A metric whose same statistic removes this query's series where it exists (PromQL
     `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
+    changes: bool = False
+    """An hourly query answered only where its value differs from the bucket before (or there
+    was none, or at the window's first bucket): sample counts, which are the same bucket after
+    bucket but where a series starts, stops or misses a scrape. The reader carries each value
+    forward over the buckets that follow it."""
 
     def promql(
         self,
@@ -144,24 +151,45 @@ class QuerySpec:
         selector: str = "",
         recorded: bool = False,
         unless_recorded: bool = False,
+        first: int | None = None,
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
         With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
         (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
-        `unless_recorded` says the same of the `unless` metric.
+        `unless_recorded` says the same of the `unless` metric. `first` is the end of the
+        window's first bucket, at which a `changes` query answers every series (`T0` in its
+        text when not given, as the documentation writes it).
         """
-        text = self._promql(self.metric, range_s, pod_spelling, selector, recorded)
-        if not self.unless:
-            return text
-        other = self._promql(self.unless, range_s, pod_spelling, selector, unless_recorded)
-        return f"{text} unless {other}"
+
+        def text(offset: int = 0) -> str:
+            own = self._promql(self.metric, range_s, pod_spelling, selector, recorded, offset)
+            if not self.unless:
+                return own
+            other = self._promql(
+                self.unless, range_s, pod_spelling, selector, unless_recorded, offset
+            )
+            return f"{own} unless {other}"
+
+        if not self.changes:
+            return text()
+        now, before = text(), text(range_s)
+        if self.unless:
+            now, before = f"({now})", f"({before})"
+        at = "T0" if first is None else str(int(first))
+        return f"{now} unless (({now} == {before}) and on () (vector(time()) > {at}))"
 
     def _promql(
-        self, metric: str, range_s: int, pod_spelling: str, selector: str, recorded: bool
+        self,
+        metric: str,
+        range_s: int,
+        pod_spelling: str,
+        selector: str,
+        recorded: bool,
+        offset: int = 0,
     ) -> str:
         by = ", ".join(self.by_labels(pod_spelling))
-        rng = f"[{range_s}s]"
+        rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
         if recorded and self.stat != "p95":
 
             def rec(agg: str) -> str:
@@ -208,8 +236,8 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
     # Samples per bucket of the activity series: held time is samples x the scrape interval.
-    QuerySpec("act_count_hourly", "hourly", ACT_PROF, "count"),
-    QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF),
+    QuerySpec("act_count_hourly", "hourly", ACT_PROF, "count", changes=True),
+    QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF, changes=True),
     QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
     QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
     # GPU health: the largest value each series held in the window. The XID gauge holds the

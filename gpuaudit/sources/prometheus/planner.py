@@ -156,7 +156,8 @@ class Collector:
             expr = job.spec.promql(job.end - job.start, spelling, sel, rec, rec_unless)
             ans = self.client.query(expr, job.end)
         else:
-            expr = job.spec.promql(self.w.step, spelling, sel, rec, rec_unless)
+            first = self.w.start + self.w.step
+            expr = job.spec.promql(self.w.step, spelling, sel, rec, rec_unless, first)
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
         self._record_warnings(job.spec.id, ans.warnings)
         entry: dict[str, Any] = {

@@ -78,6 +78,7 @@ class PrometheusSource(Source[PromCollection]):
                     selector,
                     q.metric in caps.recorded,
                     q.unless in caps.recorded,
+                    window.start + window.step,
                 ),
             }
             for q in specs
