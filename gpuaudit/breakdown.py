@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import HeldRows, group_sums, series_sum
+from gpuaudit.inventory.derived import HeldRows, group_sums, held_hours, series_sum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -132,18 +132,20 @@ def _label_codes(
 def _fleet_series(
     rows: HeldRows,
     frac: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
     wa: npt.NDArray[np.float64],
     hours: tuple[float, ...],
 ) -> tuple[tuple[float, ...], tuple[float | None, ...]]:
-    """GPUs allocated and their mean activity in each bucket of `hours`."""
+    """GPUs allocated and their mean activity (weighted by GPU-hours held, `w`) in each bucket
+    of `hours`."""
     import numpy as np
 
     nb = len(rows.bucket_ts)
     timed = rows.bucket >= 0
     seen = np.bincount(rows.bucket[timed], minlength=nb) > 0
-    alloc_b, wa_b = group_sums(rows.bucket, nb, [frac, wa])
+    alloc_b, w_b, wa_b = group_sums(rows.bucket, nb, [frac, w, wa])
     with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 is NaN, as pandas divides
-        act_b = wa_b / alloc_b
+        act_b = wa_b / w_b
     alloc_map = {float(rows.bucket_ts[k]): float(alloc_b[k]) for k in np.flatnonzero(seen)}
     act_map = {float(rows.bucket_ts[k]): float(act_b[k]) for k in np.flatnonzero(seen)}
     allocated = tuple(float(alloc_map.get(t, 0.0)) for t in hours)
@@ -158,12 +160,12 @@ def _heatmap(
     ns_row: npt.NDArray[np.intp],
     names: list[str],
     top: list[str],
-    frac: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
     wa: npt.NDArray[np.float64],
     hours: tuple[float, ...],
 ) -> tuple[tuple[float | None, ...], ...]:
-    """Mean activity per namespace of `top` (rows) and bucket of `hours`; None where the
-    namespace held nothing."""
+    """Mean activity (weighted by GPU-hours held, `w`) per namespace of `top` (rows) and
+    bucket of `hours`; None where the namespace held nothing."""
     import numpy as np
 
     nb = len(rows.bucket_ts)
@@ -176,7 +178,7 @@ def _heatmap(
     cell_code = np.where(in_grid, heat_row * nb + rows.bucket, -1)
     cells = len(top) * nb
     cell_seen = np.bincount(cell_code[in_grid], minlength=cells) > 0
-    w_c, wa_c = group_sums(cell_code, cells, [frac, wa])
+    w_c, wa_c = group_sums(cell_code, cells, [w, wa])
     with np.errstate(divide="ignore", invalid="ignore"):
         act_c = wa_c / w_c
     cell = {
@@ -195,7 +197,6 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     import pandas as pd
 
     inv = views.inv
-    bucket_h = inv.step_s / 3600.0
     n = int(round((inv.window_end - inv.window_start) / inv.step_s))
     hours = tuple(inv.window_start + (i + 1) * inv.step_s for i in range(n))
     h = inv.holdings
@@ -213,7 +214,8 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     present[pos] = True
     held_at = np.flatnonzero(present)
     frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
-    w = frac * bucket_h
+    # GPU-hours held in each row: its samples x the scrape interval x the GPU fraction.
+    w = frac * held_hours(inv)[rows.rows]
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
     models = h[C.MODEL]
     unit = models.map({m: views.price(str(m)) for m in models.unique()})
@@ -228,11 +230,11 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     if group_label:
         label_of, label_names = _label_codes(inv, held_at, group_label)
         by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
-    wa = act * frac
-    allocated, activity = _fleet_series(rows, frac, wa, hours)
+    wa = act * w
+    allocated, activity = _fleet_series(rows, frac, w, wa, hours)
     top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
     top = top[:HEATMAP_ROWS]
-    heat = _heatmap(rows, ns_row, names, top, frac, wa, hours)
+    heat = _heatmap(rows, ns_row, names, top, w, wa, hours)
     return Breakdown(
         by_ns,
         group_label,

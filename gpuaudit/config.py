@@ -129,6 +129,9 @@ class Config:
     """Accepted findings, from `[[waivers]]`."""
     timings: bool = False
     """Report the time of each stage (`GPUAUDIT_TIMINGS`, read by the benchmarks)."""
+    window_given: bool = False
+    """Whether `--window` was given (flag, environment or file): on a snapshot it narrows the
+    audit to part of the recorded window, which otherwise is audited whole."""
 
 
 def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()) -> Config:
@@ -168,6 +171,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         all_findings=opts.flag("all"),
         waivers=tuple(parse_waivers(doc)),
         timings=bool(os.environ.get("GPUAUDIT_TIMINGS")),
+        window_given=opts.text("window") is not None,
     )
 
 

@@ -141,14 +141,16 @@ OPTIONS: tuple[Option, ...] = (
         "--window",
         Kind.SPAN,
         WINDOW,
-        "How far back to audit, e.g. 7d, 24h (default 7d; live scans only).",
+        "How far back to audit, e.g. 7d, 24h (default 7d; on a snapshot, a part of its "
+        "recorded window, default all of it).",
         value="DURATION",
     ),
     Option(
         "--end",
         Kind.SPAN,
         WINDOW,
-        "End of the window: unix seconds or RFC 3339 (default now; live scans only).",
+        "End of the window: unix seconds or RFC 3339 (default now; on a snapshot, within its "
+        "recorded window, default its end).",
         value="TIME",
     ),
     Option(

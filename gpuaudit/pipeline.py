@@ -22,9 +22,10 @@ from rich.console import Console
 from gpuaudit import report, snapshot
 from gpuaudit.audit import AuditResult, run_checks
 from gpuaudit.compare import load_report
-from gpuaudit.config import Config
+from gpuaudit.config import Config, check_step
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.inventory import build
+from gpuaudit.inventory.window import requested as requested_window
 from gpuaudit.progress import SILENT, Progress
 from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.text import money, num, plural
@@ -99,7 +100,9 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
         snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
     with progress.stage("building the inventory"):
-        inv = build(snap, config.settings.topology_dir)
+        inv = build(snap, config.settings.topology_dir, narrowing(config, snap))
+    if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
+        check_step(config.settings.step_s, inv.scrape_interval_s)
     del snap  # the raw answers are no longer needed; free them before the checks run
     clock.mark("inventory")
     against = config.baseline or config.previous
@@ -144,6 +147,17 @@ def load(config: Config, progress: Progress = SILENT, as_arrays: bool = False) -
     s = config.settings
     return snapshot.collect_live(
         config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=progress
+    )
+
+
+def narrowing(config: Config, snap: Snapshot) -> tuple[float, float] | None:
+    """The part of a snapshot's recorded window `--window`/`--end` ask to audit (None: all of
+    it; a live scan collects its window instead)."""
+    if config.live is not None:
+        return None
+    s = config.settings
+    return requested_window(
+        snap.manifest["window"], s.window_s if config.window_given else None, s.end
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import series_sum
+from gpuaudit.inventory.derived import held_hours, series_sum
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,14 @@ class Summary:
     allocation_rate: float | None
     """`gpus_allocated_avg / gpus_total`."""
     mean_activity: float | None
-    """Mean engine activity over allocated GPU-hours (ratio)."""
+    """Mean engine activity over allocated GPU-hours (ratio): every activity sample of a held
+    GPU weighted by the time it stands for (its scrape interval) and the GPU fraction."""
     allocated_gpu_hours: float
+    """GPU-hours held by pods: each holding's activity samples x the scrape interval x its
+    fraction of a GPU."""
     idle_gpu_hours: float
-    """Allocated GPU-hours in buckets whose mean activity was below the idle threshold."""
+    """Allocated GPU-hours held in buckets whose mean activity was below the idle threshold
+    (the held time in those buckets, not whole buckets)."""
     wasted_cost: float
     """`idle_gpu_hours` priced per GPU model."""
     window_hours: float
@@ -37,6 +41,11 @@ class Summary:
     largest counts; see `gpuaudit.coherence`)."""
     findings_cost: float = 0.0
     """`findings_gpu_hours` at the configured prices."""
+    scrape_interval_s: float | None = None
+    """The scrape interval held time is counted in (detected from the data); None unknown."""
+    held_time: str = "samples"
+    """`samples`: held time is samples x the scrape interval; `buckets`: some of it is
+    counted in whole buckets (older snapshots, or no interval detected), an approximation."""
 
     def to_dict(self) -> dict[str, Any]:
         def r(x: float | None, n: int = 4) -> float | None:
@@ -55,6 +64,8 @@ class Summary:
             "currency": self.currency,
             "findings_gpu_hours": r(self.findings_gpu_hours, 2),
             "findings_cost": r(self.findings_cost, 2),
+            "scrape_interval_s": r(self.scrape_interval_s, 3),
+            "held_time": self.held_time,
         }
 
 
@@ -66,7 +77,6 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
     inv = views.inv
     h = inv.holdings
     hr = inv.hourly
-    bucket_h = inv.step_s / 3600.0
     # GPUs per node: DCGM physical GPUs vs the node's advertised count.
     per_node: dict[str, float] = {}
     if not h.empty:
@@ -95,16 +105,17 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         frac = h[C.FRACTION].to_numpy(dtype="float64")[rows.holding]
         act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
         ts = hr[C.TS].to_numpy(dtype="float64")[rows.rows]
-        weights = frac * bucket_h
+        # Each row weighs the GPU-hours held in it: its samples x the scrape interval.
+        weights = frac * held_hours(inv)[rows.rows]
         if series_sum(weights) > 0:
             mean_act = series_sum(act * weights) / series_sum(weights)
         now = series_sum(frac[ts >= inv.window_end - 1e-6])
         is_idle = act < idle_activity
-        idle = series_sum(frac[is_idle] * bucket_h)
+        idle = series_sum(weights[is_idle])
         idle_models = h[C.MODEL].take(np.unique(rows.holding[is_idle]))
         unit = {m: views.price(str(m)) for m in idle_models.unique()}
         price = h[C.MODEL].map(unit).to_numpy(dtype="float64", na_value=np.nan)
-        cost = series_sum(frac[is_idle] * bucket_h * price[rows.holding[is_idle]])
+        cost = series_sum(weights[is_idle] * price[rows.holding[is_idle]])
     hours = inv.window_hours
     avg = allocated / hours if hours > 0 else 0.0
     return Summary(
@@ -118,4 +129,6 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         wasted_cost=cost,
         window_hours=hours,
         currency=currency,
+        scrape_interval_s=inv.scrape_interval_s,
+        held_time="buckets" if inv.held_time_rounded else "samples",
     )

@@ -36,6 +36,9 @@ class Series:
     `xids`. A code of `xids` with no event is a stale gauge (it showed the code from before)."""
     health: dict[str, float] = field(default_factory=dict)
     """Window maxima of GPU-health queries by query id (`remap_failure_max`, `ecc_dbe_max` ...)."""
+    samples: list[int] | None = None
+    """Samples per hour (default `SAMPLES_PER_HOUR` in every hour with data): a series that
+    started or stopped within an hour has fewer there."""
 
 
 def gpu_labels(
@@ -60,9 +63,10 @@ def gpu_labels(
     return lab
 
 
-def _stat(vals: list[float], stat: str) -> float:
+def _stat(vals: list[float], counts: list[int], stat: str) -> float:
+    """A window statistic over hours of `counts` samples each, all at that hour's value."""
     if stat == "sum":
-        return sum(vals) * SAMPLES_PER_HOUR
+        return float(sum(v * n for v, n in zip(vals, counts, strict=True)))
     if stat == "max":
         return max(vals)
     if stat == "p95":
@@ -71,7 +75,14 @@ def _stat(vals: list[float], stat: str) -> float:
         lo = int(rank)
         hi = min(len(s) - 1, lo + 1)
         return s[lo] + (s[hi] - s[lo]) * (rank - lo)
-    return float(len(vals) * SAMPLES_PER_HOUR)
+    return float(sum(counts))
+
+
+def _counts(s: Series, per_hour: list[float | None]) -> list[int | None]:
+    """Samples in each hour with data (None in hours without)."""
+    if s.samples is None:
+        return [SAMPLES_PER_HOUR if v is not None else None for v in per_hour]
+    return [n if v is not None else None for v, n in zip(per_hour, s.samples, strict=False)]
 
 
 def snapshot(
@@ -124,16 +135,25 @@ def snapshot(
                 per_hour = [s.fb_free if v is not None else None for v in s.act]
             else:
                 continue
-            vals = [v for v in per_hour if v is not None]
+            counts = _counts(s, per_hour)
+            if q.unless == queries.ACT_PROF:  # GPU_UTIL counts only where no activity series
+                counts = [n if a is None else None for n, a in zip(counts, s.act, strict=False)]
+            vals = [v for v, n in zip(per_hour, counts, strict=False) if v is not None and n]
             if not vals:
                 continue
             if q.kind == "window":
-                result.append({"metric": dict(s.labels), "value": [end, repr(_stat(vals, q.stat))]})
+                ns = [n for n in counts if n]
+                value = _stat(vals, ns, q.stat)  # type: ignore[arg-type]
+                result.append({"metric": dict(s.labels), "value": [end, repr(value)]})
             else:
                 pts = [
-                    [START + (i + 1) * STEP, repr(v)]
-                    for i, v in enumerate(per_hour)
+                    [START + (i + 1) * STEP, repr(float(n) if q.stat == "count" else v)]
+                    for i, (v, n) in enumerate(zip(per_hour, counts, strict=False))
                     if v is not None
+                    and n
+                    # A query of changes answers where the count differs from the hour
+                    # before (or that had none), and at the window's first hour.
+                    and not (q.changes and i > 0 and counts[i - 1] == n)
                 ]
                 result.append({"metric": dict(s.labels), "values": pts})
         rtype = "vector" if q.kind == "window" else "matrix"

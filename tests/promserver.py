@@ -92,8 +92,9 @@ def backfill(
 
 
 @contextmanager
-def prometheus(tsdb: Path, *extra: str) -> Iterator[str]:
-    """Start Prometheus over a copy-free TSDB directory; yields its URL."""
+def prometheus(tsdb: Path, *extra: str, rule_files: tuple[Path, ...] = ()) -> Iterator[str]:
+    """Start Prometheus over a copy of a TSDB directory (loading `rule_files`, whose rules
+    the rules API then lists); yields its URL."""
     binary = require("prometheus")
     port = free_port()
     # Each server gets its own copy: Prometheus locks and writes its data directory.
@@ -101,7 +102,11 @@ def prometheus(tsdb: Path, *extra: str) -> Iterator[str]:
     shutil.copytree(tsdb, data)
     tsdb = data
     cfg = tsdb.parent / f"prom-{port}.yml"
-    cfg.write_text("global:\n  scrape_interval: 60s\nscrape_configs: []\n")
+    rules = "".join(f"  - {f}\n" for f in rule_files)
+    cfg.write_text(
+        "global:\n  scrape_interval: 60s\nscrape_configs: []\n"
+        + (f"rule_files:\n{rules}" if rules else "")
+    )
     cmd = [
         binary,
         f"--config.file={cfg}",

@@ -196,7 +196,7 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
         "source      scenario: gpuaudit scenario --gpus 400 --days 7 --seed 1",
         "window      168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC, step 1 h",
         "backend     scenario, pod label spelling helm, 13 DCGM metrics, MIG yes,",
-        "queries     36 queries answered, 36 answers in all",
+        "queries     38 queries answered, 38 answers in all",
         "complete    yes: every source answered in full",
         "warnings    none",
     ):

@@ -183,4 +183,11 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
     )
     sums = [q for q in seen if "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m" in q]
     assert sums, seen
+    # Held time reads the recorded sample counts too: no raw series behind the hourly counts.
+    counts = queries.BY_ID["act_count_hourly"].promql(
+        3600, "exported", "", recorded=True, first=1_795_392_000 - 86400 + 3600
+    )
+    assert "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count5m[3600s])" in counts
+    assert "count_over_time" not in counts
+    assert counts in seen
     assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)

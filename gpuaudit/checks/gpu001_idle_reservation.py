@@ -11,15 +11,16 @@ Why it matters
 
 How it decides
     For each holder pod, over every GPU or MIG slice it held in the window:
-    - held hours (the longest of its holdings, counted in buckets of `--step`, default 1 h)
-      at least `checks.idle_min_hours` (default 4);
+    - held hours (the longest of its holdings: its activity samples x the scrape interval,
+      so a 20-minute job held 1/3 h, not a whole `--step` bucket) at least
+      `checks.idle_min_hours` (default 4);
     - mean engine activity below `checks.idle_activity` (default 0.05). Activity is
       `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (a ratio) where it exists, else
       `DCGM_FI_DEV_GPU_UTIL` / 100; the mean is taken over every sample of every GPU the pod
       held (weighted by sample counts).
-    Impact: the GPU-hours held (hours x GPUs, a MIG slice counting its share of a GPU, e.g.
-    1g of 7 = 1/7), priced per GPU model. Severity: high from 100 GPU-hours, medium from 24,
-    low below.
+    Impact: the GPU-hours held (each GPU's held hours x its share of a GPU, a MIG slice
+    counting its share, e.g. 1g of 7 = 1/7), priced per GPU model. Severity: high from 100
+    GPU-hours, medium from 24, low below.
 
 What to do
     Release the cards: scale an idle Deployment to zero, by hand or with KEDA (an HPA alone

@@ -17,8 +17,9 @@ How it decides
     - some earlier bucket reached `checks.active_activity` (default 0.20): it did work before;
     - the tail is longer than every earlier idle run of the pod, so a recurring pattern (a
       nightly batch idle 21 hours a day, which GPU003 reports) is not mistaken for an end.
-    Impact: the idle tail's GPU-hours (tail hours x GPUs held), priced per GPU model.
-    Severity: high from 100 GPU-hours, medium from 24, low below.
+    Impact: the GPU-hours held in the idle tail (its GPUs' samples x the scrape interval),
+    priced per GPU model; the hours shown are the hours held in the tail. Severity: high from
+    100 GPU-hours, medium from 24, low below.
 
 What to do
     Release the GPUs and stop it recurring, by owner: for Jobs and training jobs set
@@ -124,8 +125,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 tail += 1
             else:
                 break
-        tail_h = tail * bucket_h
-        if tail_h < cfg.idle_tail_hours or tail == len(acts):
+        if tail * bucket_h < cfg.idle_tail_hours or tail == len(acts):
             continue
         earlier = acts[: len(acts) - tail]
         peak = max(earlier)
@@ -140,7 +140,10 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         gpus = float(ph.gpus[stop - 1])
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
-        gpu_hours = tail_h * gpus
+        # The tail is a run of buckets; what it cost is the time held in them.
+        gpu_hours = float(ph.gpu_h[stop - tail : stop].sum())
+        held = ph.held_h[start:stop]
+        tail_h = float(held[len(acts) - tail :].sum())
         cost = gpu_hours * views.price(model)
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         message = (
@@ -161,7 +164,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "tail_mean_activity": round(sum(acts[-tail:]) / tail, 6),
                     "peak_hour_activity_before": round(peak, 6),
                     "longest_earlier_idle_hours": round(longest * bucket_h, 2),
-                    "hours_held": round(len(acts) * bucket_h, 2),
+                    "hours_held": round(float(held.sum()), 2),
                     "gpus": round(gpus, 4),
                     "gpu_model": model,
                     "owner": f"{kind}/{owner}" if kind else "",

@@ -16,8 +16,9 @@ How it decides
       0.20) on at least `checks.part_time_recurrence` (default 80 %) of the days held;
     - the active hours number between 1 and `checks.part_time_max_hours` (default 8);
     - outside them the mean activity is below `checks.idle_activity` (default 0.05).
-    Impact: the GPU-hours held outside the daily window, priced per GPU model. Severity:
-    medium from 24 GPU-hours, low below.
+    Days held are the hours its GPUs' samples cover (samples x the scrape interval), not the
+    buckets they fall in. Impact: the GPU-hours held outside the daily window, priced per GPU
+    model. Severity: medium from 24 GPU-hours, low below.
 
 What to do
     Run the work as a CronJob scheduled at the start of its window that requests the GPU only
@@ -77,12 +78,14 @@ def _fmt(r: tuple[int, int]) -> str:
     return f"{r[0] % 24:02d}:00-{r[1] % 24:02d}:00"
 
 
-def _candidates(ph: PodHours, cfg: Thresholds, bucket_h: float) -> list[tuple[int, int, int]]:
+def _candidates(ph: PodHours, cfg: Thresholds) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that pass the rule, found with array
     arithmetic rather than a Python loop per pod; `run` then describes each of them."""
     starts, ends = ph.spans()
     size = ends - starts
-    is_long = size * bucket_h >= cfg.part_time_min_days * 24
+    if len(starts) == 0:
+        return []
+    is_long = np.add.reduceat(ph.held_h, starts) >= cfg.part_time_min_days * 24
     long = np.flatnonzero(is_long)
     if len(long) == 0:
         return []
@@ -132,7 +135,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     ph = views.pod_hours
     if len(ph.pod) == 0:
         return []
-    candidates = _candidates(ph, cfg, bucket_h)
+    candidates = _candidates(ph, cfg)
     if not candidates:
         return []
     pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
@@ -141,7 +144,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for number, start, stop in candidates:
         ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
-        held_h = (stop - start) * bucket_h
+        held = ph.held_h[start:stop]
+        held_h = float(held.sum())
         if held_h < cfg.part_time_min_days * 24:
             continue
         hod = [hour_of[b] for b in ph.bucket[start:stop].tolist()]
@@ -159,7 +163,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         ]
         if not 1 <= len(window) <= cfg.part_time_max_hours:
             continue
-        outside = [a for h, a in zip(hod, acts, strict=True) if h not in window]
+        at = [i for i, h in enumerate(hod) if h not in window]
+        outside = [acts[i] for i in at]
         if not outside:
             continue
         outside_mean = sum(outside) / len(outside)
@@ -168,7 +173,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         gpus = float(ph.gpus[start:stop].max())
         info = pods.loc[(ns, pod)]
         model = str(info[C.MODEL])
-        gpu_hours = len(outside) * bucket_h * gpus
+        gpu_hours = float(ph.gpu_h[start:stop][at].sum())
         cost = gpu_hours * views.price(model)
         spans = _ranges(window)
         when = ", ".join(_fmt(r) for r in spans)

@@ -27,8 +27,9 @@ How it decides
       its scheduler reports a partial-gang signal), and it has been so for at least
       `checks.gang_partial_min_minutes` (default 30). It has been incomplete since the latest
       of the window's start, the first running member's start and the creation of the newest
-      pending member. Impact: the GPU-hours the running members held since then (DCGM hourly
-      holdings; requested GPUs x hours for members DCGM does not show), priced per model.
+      pending member. Impact: the GPU-hours the running members held since then (their DCGM
+      samples x the scrape interval in the buckets ending after it; requested GPUs x hours for
+      members DCGM does not show), priced per model.
       Severity: high from 100 GPU-hours, medium from 24, low below.
     - slow start: a complete gang (the size known) whose members' start times (pod
       `status.startTime`) spread over more than `checks.gang_start_spread_minutes` (default
@@ -57,6 +58,7 @@ from gpuaudit.checks.contract import minutes
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views, grouped
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import held_hours
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,8 +134,8 @@ def _members(pods: pd.DataFrame) -> dict[str, list[_Member]]:
 
 
 def _pod_hourly_of(views: Views, namespace: str, names: set[str]) -> pd.DataFrame:
-    """`views.pod_hourly` (namespace, pod, bucket end, GPUs) for the pods `names` of
-    `namespace` only.
+    """`views.pod_hourly` (namespace, pod, bucket end, GPUs, GPU-hours held) for the pods
+    `names` of `namespace` only.
 
     Their held hourly rows are found through the holdings and grouped as that view groups
     them, so each bucket's GPUs add the same numbers in the same order and the rows come in the
@@ -152,16 +154,18 @@ def _pod_hourly_of(views: Views, namespace: str, names: set[str]) -> pd.DataFram
     keep = (h[C.HELD] & (h[C.HOURS] > 0) & mine).to_numpy(dtype=bool)
     rows = np.flatnonzero(keep[positions])
     pos = positions[rows]
+    frac = h[C.FRACTION].to_numpy()[pos]
     hr = pd.DataFrame(
         {
             C.NAMESPACE: h[C.NAMESPACE].take(pos).to_numpy(),
             C.POD: h[C.POD].take(pos).to_numpy(),
             C.TS: inv.hourly[C.TS].to_numpy()[rows],
-            C.FRACTION: h[C.FRACTION].to_numpy()[pos],
+            C.FRACTION: frac,
+            C.GPU_HOURS: frac * held_hours(inv)[rows],
         }
     )
     g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
-    out = g.agg(gpus=(C.FRACTION, "sum")).reset_index()
+    out = g.agg(gpus=(C.FRACTION, "sum"), gpu_hours=(C.GPU_HOURS, "sum")).reset_index()
     return out
 
 
@@ -261,7 +265,7 @@ def _partial(views: Views, cfg: Thresholds, g: _Gang) -> Finding | None:
     ns, kind, name, needed = g.namespace, g.kind, g.name, g.needed
     sub = _pod_hourly_of(views, ns, set(g.gpus))
     mine = sub[(sub[C.NAMESPACE] == ns) & sub[C.POD].isin(list(g.gpus)) & (sub[C.TS] > since)]
-    gpu_hours = float(mine["gpus"].sum()) * (inv.step_s / 3600.0)
+    gpu_hours = float(mine[C.GPU_HOURS].sum())
     seen = set(mine[C.POD])
     for pod, n in g.gpus.items():
         if pod not in seen:

@@ -114,7 +114,6 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     if not judged:
         return []
     free = views.free_sets({p.first for p, *_ in judged}, {p.node for p, *_ in judged})
-    bucket_h = inv.step_s / 3600.0
     out: list[Finding] = []
     for p, topo, own, mine, comm in judged:
         node, first = p.node, p.first
@@ -126,7 +125,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         ns, pod = p.namespace, p.pod
         model = p.model
         gpus = float(len(own))
-        held_hours = float(p.buckets) * bucket_h
+        held_hours = float(p.gpu_hours)
         lost = held_hours * cfg.placement_slowdown
         cost = lost * views.price(model)
         own_txt = ", ".join(str(i) for i in own)

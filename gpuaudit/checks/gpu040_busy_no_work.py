@@ -16,7 +16,8 @@ How it decides
     for at least `checks.busy_min_hours` (default 3) hours on one of its GPUs. Tensor-pipe
     activity, where exported, is shown in the evidence. Skipped, with the reason, when the
     profiling metrics are absent: GPU_UTIL alone cannot tell busy from stuck.
-    Impact: the GPU-hours in those buckets, priced per model. Severity: high from 24
+    Hours are those held in those buckets (samples x the scrape interval). Impact: the
+    GPU-hours held in those buckets, priced per model. Severity: high from 24
     GPU-hours, medium below.
 
 What to do
@@ -37,6 +38,7 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import held_hours
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,22 +76,22 @@ def _hits(views: Views, busy_util: float, low_activity: float) -> pd.DataFrame:
     for col in (C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE):
         out[col] = h[col].take(pos).to_numpy()
     out["_work"] = work[hit]
+    out["_held"] = held_hours(views.inv)[at]
     result: pd.DataFrame = out
     return result
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
-    bucket_h = views.inv.step_s / 3600.0
     hit = _hits(views, cfg.busy_util, cfg.busy_low_activity)
     if hit.empty:
         return []
     out: list[Finding] = []
     for (ns, pod), grp in hit.groupby([C.NAMESPACE, C.POD], sort=True):
-        per_gpu = grp.groupby(C.HOLDING).size() * bucket_h
+        per_gpu = grp.groupby(C.HOLDING)["_held"].sum()
         hours = float(per_gpu.max())
         if hours < cfg.busy_min_hours:
             continue
-        gpu_hours = float((grp[C.FRACTION] * bucket_h).sum())
+        gpu_hours = float((grp[C.FRACTION] * grp["_held"]).sum())
         gpus = float(grp.drop_duplicates(C.HOLDING)[C.FRACTION].sum())
         model = str(grp[C.MODEL].iloc[0])
         util = float(grp[C.UTIL].mean())

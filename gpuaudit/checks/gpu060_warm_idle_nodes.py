@@ -14,8 +14,10 @@ How it decides
     Per node and bucket (`--step`, default 1 h), from the DCGM series of its GPUs and MIG
     instances: the bucket is idle when the node's GPUs have data and no pod holding one of
     them reached `checks.idle_activity` (default 0.05) mean engine activity. Buckets without
-    DCGM data break a stretch (missing data is not idle). Runs of consecutive idle buckets of
-    at least `checks.warm_idle_hours` (default 24 h) count.
+    DCGM data break a stretch (missing data is not idle). Runs of consecutive idle buckets
+    covering at least `checks.warm_idle_hours` (default 24 h) count; a bucket covers the time
+    the node's samples in it stand for (the longest of its series: samples x the scrape
+    interval).
     Impact: the node's GPUs x the hours in those runs, priced per GPU model. Severity: high
     from 500 GPU-hours, medium from 100, low below.
 
@@ -85,10 +87,15 @@ def _idle_runs(
     held_k = keys[C.HELD].astype(bool).to_numpy()
     ts = hr[C.TS].to_numpy(dtype="float64")
     act = hr[C.ACT].to_numpy(dtype="float64")
+    held_row = (
+        hr[C.HELD_H].to_numpy(dtype="float64")
+        if C.HELD_H in hr.columns
+        else np.full(len(hr), step / 3600.0)
+    )
     node = codes[rows]
     ok = (node >= 0) & ~np.isnan(ts)
     if not ok.all():  # rows without a node or a time: a groupby leaves them out
-        rows, node, ts, act = rows[ok], node[ok], ts[ok], act[ok]
+        rows, node, ts, act, held_row = rows[ok], node[ok], ts[ok], act[ok], held_row[ok]
     if len(rows) == 0:
         return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
     bucket, ends = grouped.bucket_index(ts, inv.window_start, step)
@@ -99,6 +106,9 @@ def _idle_runs(
     size = len(names) * nb
     present = np.bincount(cell, minlength=size) > 0
     busy_cell = np.bincount(cell[busy], minlength=size) > 0
+    # The node's time in a bucket: the longest any of its series covers (samples x interval).
+    cell_held = np.zeros(size)
+    np.maximum.at(cell_held, cell, held_row)
     # Present cells in (node, time) order, split into runs as a sorted groupby would: a new run
     # where the node changes, idle turns busy or back, or a bucket is missing.
     at = np.flatnonzero(present)
@@ -116,6 +126,7 @@ def _idle_runs(
     ends_at = np.append(np.flatnonzero(new)[1:], len(at))
     stop = ends_at[np.searchsorted(np.flatnonzero(new), starts)]  # one past each run's last cell
     sizes = stop - starts
+    covered = np.r_[0.0, np.cumsum(cell_held[at])]
     runs = pd.DataFrame(
         {
             C.NODE: names.take(n_of[starts]),
@@ -125,7 +136,7 @@ def _idle_runs(
             "size": sizes.astype(np.int64),
         }
     )
-    runs["hours"] = runs["size"] * (step / 3600.0)
+    runs["hours"] = covered[stop] - covered[starts]
     long_runs: pd.DataFrame = runs[runs["hours"] >= min_hours].reset_index(drop=True)
     if long_runs.empty:
         return long_runs, {}
@@ -154,7 +165,6 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     if h.empty or inv.hourly.empty:
         return []
     step = float(inv.step_s)
-    bucket_h = step / 3600.0
     long_runs, idle_pods = _idle_runs(inv, step, cfg.idle_activity, cfg.warm_idle_hours)
     if long_runs.empty:
         return []
@@ -213,8 +223,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "idle_hours": round(hours, 2),
                     "longest_idle_hours": round(longest, 2),
                     "idle_stretches": [
-                        [_iso(float(a) - step), _iso(float(b)), round(float(n) * bucket_h, 2)]
-                        for a, b, n in zip(grp["min"], grp["max"], grp["size"], strict=True)
+                        [_iso(float(a) - step), _iso(float(b)), round(float(n), 2)]
+                        for a, b, n in zip(grp["min"], grp["max"], grp["hours"], strict=True)
                     ],
                     "idle_holders": pods,
                     "threshold_hours": cfg.warm_idle_hours,

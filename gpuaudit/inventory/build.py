@@ -23,7 +23,7 @@ from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory import kube, prom, queues
+from gpuaudit.inventory import held, kube, prom, queues
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
@@ -43,12 +43,15 @@ from gpuaudit.inventory.parse import (
     Parser,
     Stat,
     combine,
+    from_hourly,
     p2p_rows,
     reduce_stat,
     xid_events,
     xids,
 )
 from gpuaudit.inventory.topologies import node_topologies
+from gpuaudit.inventory.window import Narrowed, narrow
+from gpuaudit.inventory.window import iso as _iso
 from gpuaudit.snapshot import Manifest, Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.topology import load_dir
@@ -56,8 +59,11 @@ from gpuaudit.topology import load_dir
 if TYPE_CHECKING:
     import pandas as pd
 
-Hourly = tuple[Arr, Arr, Arr]
-"""(key numbers, bucket end times, values) of a range query (see `Parser.hourly`)."""
+Hourly = tuple[Arr, Arr, Arr, Arr]
+"""(key numbers, bucket end times, values, sample counts) of a range query (see
+`Parser.hourly`)."""
+COUNT_QUERIES = ("act_count_hourly", "util_count_hourly")
+"""The queries of samples per bucket (held time); snapshots before them lack both."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,14 @@ class _Series:
     n: int
     """How many keys: every array below is indexed by key number."""
     act_h: Hourly
+    """Profiling activity per bucket, with its samples per bucket."""
     util_h: Hourly
+    """GPU_UTIL per bucket, with its samples per bucket where no profiling series has that
+    bucket (NaN elsewhere)."""
     sm_h: Hourly
     tensor_h: Hourly
+    counted: bool
+    """Whether the snapshot holds sample counts at all (older ones do not)."""
     act: Metric
     util: Metric
     fb_used: Metric
@@ -91,20 +102,48 @@ class _Series:
     """Keys without one, but with `DCGM_FI_DEV_GPU_UTIL`."""
 
 
-def _read_series(p: Parser) -> _Series:
+def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
+    """The points of bucket ends inside a narrowed window (all of them when not narrowed)."""
+    if cut is None:
+        return h
+    keep = (h[1] > cut.start) & (h[1] <= cut.end)
+    return h[0][keep], h[1][keep], h[2][keep], h[3][keep]
+
+
+def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
-    act_h = p.hourly("act_hourly")
-    util_h = p.hourly("util_hourly")
-    sm_h = p.hourly("sm_hourly")
-    tensor_h = p.hourly("tensor_hourly")
+    act_h, util_h, sm_h, tensor_h = (
+        _within(p.hourly(qid, counts), cut)
+        for qid, counts in (
+            ("act_hourly", "act_count_hourly"),
+            ("util_hourly", "util_count_hourly"),
+            ("sm_hourly", ""),
+            ("tensor_hourly", ""),
+        )
+    )
     for qid in queries.BY_ID:
         if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "xid_events", "p2p_max"):
             p.window(qid)
     xid_max, xid_codes, xid_msgs = xids(p)
     events = xid_events(p) if "xid_events" in p.answers else None
     n = len(p.keys)
-    act, util = combine(p, "act", n), combine(p, "util", n)
+    if cut is None:
+        act, util = combine(p, "act", n), combine(p, "util", n)
+        fb_used, fb_free, power = (combine(p, m, n) for m in ("fb_used", "fb_free", "power"))
+        health: dict[str, Stat | None] = {
+            col: reduce_stat(*p.window(qid), n, "max") if qid in queries.BY_ID else None
+            for col, qid in HEALTH_QUERIES.items()
+        }
+        p2p = p2p_rows(p)
+    else:
+        # Window statistics cover the recorded window: only what the buckets give is kept.
+        act, util = from_hourly(act_h, n), from_hourly(util_h, n)
+        fb_used = fb_free = power = _missing_metric(n)
+        health = dict.fromkeys(HEALTH_QUERIES)
+        xid_max, xid_codes, xid_msgs = {}, {}, {}
+        events = None
+        p2p = []
     in_act_h = np.zeros(n, dtype=bool)
     in_act_h[act_h[0]] = True
     in_util_h = np.zeros(n, dtype=bool)
@@ -116,21 +155,22 @@ def _read_series(p: Parser) -> _Series:
         util_h=util_h,
         sm_h=sm_h,
         tensor_h=tensor_h,
+        counted=any(q in p.answers for q in COUNT_QUERIES),
         act=act,
         util=util,
-        fb_used=combine(p, "fb_used", n),
-        fb_free=combine(p, "fb_free", n),
-        power=combine(p, "power", n),
-        health={
-            col: reduce_stat(*p.window(qid), n, "max") if qid in queries.BY_ID else None
-            for col, qid in HEALTH_QUERIES.items()
-        },
+        fb_used=fb_used,
+        fb_free=fb_free,
+        power=power,
+        health=health,
         xid_max=xid_max,
         xid_codes=xid_codes,
         xid_msgs=xid_msgs,
         xid_events=events,
-        p2p=p2p_rows(p),
-        traffic={C.NVLINK_BPS: _traffic(p, "nvlink", n), C.PCIE_BPS: _traffic(p, "pcie", n)},
+        p2p=p2p,
+        traffic={
+            C.NVLINK_BPS: _traffic(p, "nvlink", n) if cut is None else _missing_metric(n).mean,
+            C.PCIE_BPS: _traffic(p, "pcie", n) if cut is None else _missing_metric(n).mean,
+        },
         has_prof=has_prof,
         has_util=~has_prof & (util.mean.present | in_util_h),
     )
@@ -142,6 +182,34 @@ def _traffic(p: Parser, link: str, n: int) -> Stat:
     tx, rx = combine(p, f"{link}_tx", n).mean, combine(p, f"{link}_rx", n).mean
     values = np.where(tx.present, tx.values, 0.0) + np.where(rx.present, rx.values, 0.0)
     return Stat(values, tx.present | rx.present)
+
+
+def _missing_metric(n: int) -> Metric:
+    none = Stat(np.full(n, np.nan), np.zeros(n, dtype=bool))
+    return Metric(none, none, none, none, False)
+
+
+def _narrowed_capabilities(
+    cut: Narrowed, caps: set[Capability], missing: dict[Capability, str]
+) -> None:
+    """What a narrowed window loses: window-only statistics, and the Kubernetes state at its
+    end when it ends before the objects were read."""
+    whole = "were recorded for the snapshot's whole window only and cannot be narrowed to"
+    for cap, what in (
+        (Capability.FRAMEBUFFER, "framebuffer statistics (DCGM_FI_DEV_FB_USED, FB_FREE)"),
+        (Capability.GPU_HEALTH, "GPU-health maxima (XID, row remapping, ECC)"),
+        (Capability.P2P_STATUS, "NVLink P2P status values"),
+    ):
+        caps.discard(cap)
+        missing[cap] = f"{what} {whole} {_iso(cut.start)} to {_iso(cut.end)}"
+    if cut.earlier_end:
+        for cap in [c for c in caps if c.value.startswith("kubernetes.")]:
+            caps.discard(cap)
+            name = cap.value.removeprefix("kubernetes.")
+            missing[cap] = (
+                f"the Kubernetes {name} were read at the snapshot's end "
+                f"({_iso(cut.recorded_end)}), not at --end {_iso(cut.end)}"
+            )
 
 
 def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, str]]:
@@ -289,49 +357,112 @@ def _node_resolver(objects: kube.Objects, api_nodes: set[str]) -> Callable[[prom
 
 @dataclass(frozen=True)
 class _Spans:
-    """Per holding id: buckets with data, and the first and last bucket end seen."""
+    """Per holding id: hours held (samples x scrape interval), and the first and last bucket
+    end seen; and how held time was found."""
 
-    buckets: Arr
+    hours: Arr
     first: Arr
     last: Arr
+    intervals: held.Intervals
+    rounded: int
+    """Buckets whose held time is counted as a whole bucket (no sample count, or no interval
+    known)."""
 
 
-def _hourly(s: _Series, hid_of: Arr, start: float, step: int) -> tuple[dict[str, Any], _Spans]:
+@dataclass(frozen=True)
+class _Grid:
+    """The window's bucket grid, and each holding id's scrape target (`held.detect` groups)."""
+
+    start: float
+    end: float
+    step: int
+    target: Arr
+    targets: int
+
+
+def _held_hours(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.Intervals, Arr]:
+    """Hours held in each row (holding id `k`, bucket end `t`): its samples times its
+    target's scrape interval, detected from the rows' counts; a whole bucket where either is
+    unknown (and those rows marked)."""
+    cand = held.covered(k, t, grid.start, grid.end, grid.step)
+    cand &= np.isfinite(samples)
+    target = grid.target[k]
+    intervals = held.detect(target[cand], samples[cand], grid.targets, grid.step)
+    del cand
+    out = intervals.of_group[target]
+    del target
+    out *= samples
+    rounded = ~np.isfinite(out)
+    out[rounded] = float(grid.step)
+    out /= 3600.0
+    return out, intervals, rounded
+
+
+def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Spans]:
     """The hourly table's columns (sorted by holding, then time), and each holding's span."""
-    n = s.n
+    n = len(grid.target)
+    start, step = grid.start, grid.step
     act_h, util_h = s.act_h, s.util_h
-    # Each hourly source with holding ids, sorted by holding, then time.
-    util_g = regroup(*util_h, hid_of)
+    # Each hourly source with holding ids, sorted by holding, then time; the rows regrouped as
+    # positions, so that their values and sample counts can follow them.
+    uk, ut, upos = regroup(util_h[0], util_h[1], np.arange(len(util_h[0])), hid_of)
     # The hourly table: a holding's activity series (GPU_UTIL / 100 where it has no profiling
     # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it.
     use_util = s.has_util[util_h[0]]
-    base_k, base_t, base_v = regroup(
-        np.concatenate([act_h[0], util_h[0][use_util]]),
+    keys = np.concatenate([act_h[0], util_h[0][use_util]])
+    base_k, base_t, perm = regroup(
+        keys,
         np.concatenate([act_h[1], util_h[1][use_util]]),
-        np.concatenate([act_h[2], util_h[2][use_util] / 100.0]),
+        np.arange(len(keys), dtype=np.int64),
         hid_of,
     )
+    base_v = np.concatenate([act_h[2], util_h[2][use_util] / 100.0])[perm]
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
     util_hit = np.zeros(len(base_k), dtype=bool)
     for col, src, scale in (
-        (C.UTIL, util_g, 100.0),
-        (C.SM, regroup(*s.sm_h, hid_of), 1.0),
-        (C.TENSOR, regroup(*s.tensor_h, hid_of), 1.0),
+        (C.UTIL, (uk, ut, util_h[2][upos]), 100.0),
+        (C.SM, regroup(*s.sm_h[:3], hid_of), 1.0),
+        (C.TENSOR, regroup(*s.tensor_h[:3], hid_of), 1.0),
     ):
-        vals, hit = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
-        data[col] = vals
+        data[col], hit = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
         if col == C.UTIL:
             util_hit = hit
-    # The buckets each holding has data in: those of its activity series and of its GPU_UTIL
-    # series (the hourly rows, plus GPU_UTIL buckets that are not among them).
-    buckets = (
-        np.bincount(base_k, minlength=n)
-        + np.bincount(util_g[0], minlength=n)
-        - np.bincount(base_k[util_hit], minlength=n)
+    # Samples of the activity series in each row: profiling counts for keys with profiling,
+    # GPU_UTIL counts for the others.
+    samples = np.concatenate([act_h[3], util_h[3][use_util]])[perm]
+    del perm
+    held_h, intervals, rounded = _held_hours(samples, base_k, base_t, grid)
+    del samples
+    data[C.HELD_H] = held_h
+    extra_h, extra_rounded = _util_only_hours(
+        (uk, ut, util_h[3][upos]), (base_k, base_t, util_hit), intervals, grid
     )
-    first = np.fmin(first_times(base_k, base_t, n), first_times(util_g[0], util_g[1], n))
-    last = np.fmax(last_times(base_k, base_t, n), last_times(util_g[0], util_g[1], n))
-    return data, _Spans(buckets, first, last)
+    hours = np.bincount(base_k, weights=held_h, minlength=n) + extra_h
+    first = np.fmin(first_times(base_k, base_t, n), first_times(uk, ut, n))
+    last = np.fmax(last_times(base_k, base_t, n), last_times(uk, ut, n))
+    return data, _Spans(hours, first, last, intervals, int(rounded.sum()) + extra_rounded)
+
+
+def _util_only_hours(
+    util: tuple[Arr, Arr, Arr], base: tuple[Arr, Arr, Arr], intervals: held.Intervals, grid: _Grid
+) -> tuple[Arr, int]:
+    """Hours held per holding in GPU_UTIL buckets of profiled keys that have no activity row
+    (profiling missing for a while), from `util` (its rows' holding, time and sample count)
+    and `base` (the hourly rows' holding, time, and whether they have a GPU_UTIL value); and
+    how many of those buckets count as whole buckets."""
+    n = len(grid.target)
+    base_k, base_t, util_hit = base
+    extra_n = np.bincount(util[0], minlength=n) - np.bincount(base_k[util_hit], minlength=n)
+    if not extra_n.any():
+        return np.zeros(n), 0
+    _, in_base = join_at(
+        base_k, base_t, np.zeros(len(base_k)), util[0], util[1], grid.start, grid.step
+    )
+    ek, samples = util[0][~in_base], util[2][~in_base]
+    secs = samples * intervals.of_group[grid.target[ek]]
+    rounded = ~np.isfinite(secs)
+    secs = np.where(rounded, float(grid.step), secs)
+    return np.bincount(ek, weights=secs, minlength=n) / 3600.0, int(rounded.sum())
 
 
 def _identities(
@@ -379,9 +510,10 @@ def _identities(
 
 
 def _holdings(
-    s: _Series, cols: Mapping[str, list[Any]], fraction: Arr, span: _Spans, hid_of: Arr, step: int
+    s: _Series, cols: Mapping[str, list[Any]], fraction: Arr, span: _Spans, order: Arr, step: int
 ) -> pd.DataFrame:
-    """The holdings table: identity columns and window statistics, one row per holding id."""
+    """The holdings table: identity columns and window statistics, one row per holding id
+    (`order`: the key number of each)."""
     import pandas as pd
 
     n = s.n
@@ -390,8 +522,7 @@ def _holdings(
 
     def by_hid(vals: Arr) -> Arr:
         """Per key number -> per holding id."""
-        out = np.empty(n, dtype=vals.dtype)
-        out[hid_of] = vals
+        out: Arr = vals[order]
         return out
 
     def pick(prof: Any, dev: Any, none: Any) -> Arr:
@@ -399,11 +530,11 @@ def _holdings(
         out: Arr = np.where(has_prof, prof, np.where(has_util, dev, none))
         return out
 
-    hours = span.buckets * (step / 3600.0)
+    hours = span.hours
     fractions = by_hid(fraction)
     used_mean, free_mean = fb_used.mean.get(n), fb_free.mean.get(n)
     data: dict[str, Any] = {
-        C.HOLDING: np.arange(n, dtype=np.int64),
+        C.HOLDING: np.arange(len(order), dtype=np.int64),
         **{c: cols[c] for c in IDENTITY_COLUMNS if c not in (C.XID_CODES, C.XID_MSG, C.XID_EVENTS)},
         C.HELD: np.array(cols[C.HELD], dtype=bool),
         C.FRACTION: fractions,
@@ -429,7 +560,7 @@ def _holdings(
         C.XID_MSG: cols[C.XID_MSG],
         C.XID_EVENTS: cols[C.XID_EVENTS],
         **{
-            col: by_hid(st.get(n)) if st is not None else np.full(n, np.nan)
+            col: by_hid(st.get(n)) if st is not None else np.full(len(order), np.nan)
             for col, st in s.health.items()
         },
         **{col: by_hid(st.get(n)) for col, st in s.traffic.items()},
@@ -507,6 +638,51 @@ def _left_out_reason(p: Parser) -> list[str]:
     return [f"part of the backend's data was unusable and was left out: {', '.join(parts)}"]
 
 
+def _grid(p: Parser, order: list[int], start: float, end: float, step: int) -> _Grid:
+    """The bucket grid, with each holding id's scrape target: its series' `instance` (the
+    exporter a scrape reads), numbered."""
+    names: dict[str, int] = {}
+    target = np.array(
+        [names.setdefault(p.ident[k].instance, len(names)) for k in order], dtype=np.int32
+    )
+    return _Grid(start, end, step, target, max(1, len(names)))
+
+
+def _held_note(s: _Series, span: _Spans) -> tuple[str, ...]:
+    """A warning when some held time is counted in whole buckets, saying why."""
+    if not span.rounded:
+        return ()
+    effect = (
+        "allocated and idle GPU-hours, cost and the hours in findings may be overstated by up "
+        "to one bucket per holding"
+    )
+    if not s.counted:
+        return (
+            "held time is counted in whole --step buckets (approximate): this snapshot has no "
+            "per-bucket sample counts (act_count_hourly, util_count_hourly; written by an older "
+            f"gpuaudit); {effect}",
+        )
+    if span.intervals.fleet is None:
+        return (
+            "held time is counted in whole --step buckets (approximate): the scrape interval "
+            "could not be detected, as no series has data in a bucket and both its neighbours; "
+            f"{effect}",
+        )
+    return (
+        f"held time of {span.rounded} buckets is counted as whole --step buckets "
+        "(approximate): they have activity samples but no sample count",
+    )
+
+
+def _frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A table of these column arrays as they are: each its own block, none copied (the
+    hourly table's millions of rows would otherwise be copied into one block at its peak)."""
+    import pandas as pd
+
+    out: pd.DataFrame = pd.DataFrame(columns, copy=False)
+    return out
+
+
 def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
     import pandas as pd
 
@@ -530,36 +706,49 @@ def _gang_table(gang_list: list[gang_mod.Gang]) -> pd.DataFrame:
 
 
 @without_gc
-def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
+def build(
+    snap: Snapshot, topology: Path | None = None, window: tuple[float, float] | None = None
+) -> Inventory:
     """Join a snapshot's raw answers into the inventory tables.
 
     `topology` is a folder of `nvidia-smi topo -m` outputs (`--topology`: `<node>.txt` or
     `<nvidia.com/gpu.product>.txt`); each node's GPU links are resolved from it, the built-in
     table and DCGM P2P status into `Inventory.topologies`. A folder that cannot be read is a
+    `ConfigError`. `window` (start, end) narrows the audit to that part of the recorded window
+    (see `gpuaudit.inventory.window`); outside it, or off its bucket grid, is a
     `ConfigError`."""
     import pandas as pd
 
     files = load_dir(topology) if topology is not None else None
     man = snap.manifest
-    window = man["window"]
-    start, end, step = float(window["start"]), float(window["end"]), int(window["step"])
+    recorded = man["window"]
+    cut = narrow(recorded, window)
+    step = int(recorded["step"])
+    start = float(recorded["start"]) if cut is None else cut.start
+    end = float(recorded["end"]) if cut is None else cut.end
     p = Parser(snap)
-    s = _read_series(p)
+    s = _read_series(p, cut)
     caps, missing = _metric_capabilities(s)
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
-    # Holdings: every key seen anywhere, numbered in key order (the holding id is the row).
-    order = sorted(range(s.n), key=p.keys.__getitem__)
-    hid_of = np.empty(s.n, dtype=np.int64)
-    hid_of[order] = np.arange(s.n, dtype=np.int64)
-    hourly_data, span = _hourly(s, hid_of, start, step)
+    k_caps, k_missing = set(k.capabilities), dict(k.missing)
+    if cut is not None:
+        _narrowed_capabilities(cut, caps, missing)
+        _narrowed_capabilities(cut, k_caps, k_missing)
+    # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
+    # holding id is the row).
+    order = sorted(_alive(s, cut), key=p.keys.__getitem__)
+    hid_of = np.full(s.n, -1, dtype=np.int64)
+    hid_of[order] = np.arange(len(order), dtype=np.int64)
+    hourly_data, span = _hourly(s, hid_of, _grid(p, order, start, end, step))
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     cols, fractions = _identities(p, s, order, pod_index, where)
-    holdings = _holdings(s, cols, fractions, span, hid_of, step)
+    holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
+    narrowed = () if cut is None else (cut.note(),)
     return Inventory(
         window_start=start,
         window_end=end,
@@ -567,16 +756,30 @@ def build(snap: Snapshot, topology: Path | None = None) -> Inventory:
         cluster=str(man.get("cluster", "")),
         gpus=_gpus(holdings),
         holdings=holdings,
-        hourly=pd.DataFrame(hourly_data),
+        hourly=_frame(hourly_data),
         pods=pd.DataFrame(k.pod_rows, columns=POD_COLUMNS),
         nodes=nodes,
-        capabilities=frozenset(caps | k.capabilities),
-        missing={**missing, **k.missing},
-        warnings=_warnings(man, p, holdings, k),
+        capabilities=frozenset(caps | k_caps),
+        missing={**missing, **k_missing},
+        warnings=_warnings(man, p, holdings, k) + narrowed + _held_note(s, span),
         complete=man.complete and not reasons,
         incomplete_reasons=tuple(reasons),
         gangs=_gang_table(k.gangs),
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),
         queues=k.queues,
+        scrape_interval_s=span.intervals.fleet,
+        held_time_rounded=span.rounded > 0,
     )
+
+
+def _alive(s: _Series, cut: Narrowed | None) -> range | list[int]:
+    """The key numbers that make holdings: all of them, or on a narrowed window those with
+    hourly data inside it."""
+    if cut is None:
+        return range(s.n)
+    seen = np.zeros(s.n, dtype=bool)
+    for h in (s.act_h, s.util_h, s.sm_h, s.tensor_h):
+        seen[h[0]] = True
+    out: list[int] = np.flatnonzero(seen).tolist()
+    return out

@@ -24,8 +24,15 @@ HOLDING = "holding"
 FIRST_TS = "first_ts"
 LAST_TS = "last_ts"
 HOURS = "hours"
+"""Hours held: the holding's activity samples x the scrape interval (whole buckets where the
+samples per bucket are unknown)."""
 GPU_HOURS = "gpu_hours"
+"""`HOURS` x the holding's fraction of a GPU."""
 TS = "ts"
+HELD_H = "held_h"
+"""Hourly table: hours the holding held its GPU in the bucket, its activity samples there x the
+scrape interval (the whole bucket where unknown). Buckets are a grid; this is the held time in
+each."""
 
 # window metric summaries (activity is a ratio 0..1 whatever its source)
 ACT_MEAN = "act_mean"

@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from gpuaudit.inventory.model import Inventory
 
 
+def held_hours(inv: Inventory) -> npt.NDArray[np.float64]:
+    """Hours held in each row of the hourly table (`HELD_H`: samples x the scrape interval);
+    a whole bucket per row for a hand-built table without that column."""
+    import numpy as np
+
+    hr = inv.hourly
+    if C.HELD_H in hr.columns:
+        out: npt.NDArray[np.float64] = hr[C.HELD_H].to_numpy(dtype="float64")
+        return out
+    return np.full(len(hr), inv.step_s / 3600.0)
+
+
 def held(inv: Inventory) -> pd.DataFrame:
     """Holdings that a pod held, with the price-weighted cost of their GPU-hours."""
     h = inv.holdings
@@ -296,9 +308,16 @@ class PodHours:
     """Bucket index (see `HeldRows`)."""
     ts: npt.NDArray[np.float64]
     gpus: npt.NDArray[np.float64]
+    """GPUs (whole-GPU equivalents) the pod held in the bucket."""
     act: npt.NDArray[np.float64]
     bucket_ts: npt.NDArray[np.float64]
     """Bucket end times by bucket index."""
+    gpu_h: npt.NDArray[np.float64]
+    """GPU-hours the pod held in the bucket: its GPUs' samples x the scrape interval x their
+    fractions (the bucket is the grid, this the held time in it)."""
+    held_h: npt.NDArray[np.float64]
+    """Hours the pod held its GPUs in the bucket (`gpu_h / gpus`: the GPU-weighted mean of its
+    GPUs' held hours)."""
 
     def spans(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """(start, end) entry positions of each pod present, in pod order."""
@@ -335,9 +354,11 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[at[order]]
     gpus = sorted_sums(frac, starts)
     wa = sorted_sums(act * frac, starts)
+    gpu_h = sorted_sums(frac * held_hours(inv)[at[order]], starts)
     bucket = (pairs % max(nb, 1)).astype(np.intp)
     with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
         act_mean = wa / gpus
+        held_h = np.where(gpus > 0, gpu_h / gpus, 0.0)
     return PodHours(
         pods,
         (pairs // max(nb, 1)).astype(np.intp),
@@ -346,12 +367,14 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
         gpus,
         act_mean,
         rows.bucket_ts,
+        gpu_h,
+        held_h,
     )
 
 
 def pod_hourly(ph: PodHours) -> pd.DataFrame:
-    """`PodHours` as a table: per holder pod and bucket, GPUs held (whole-GPU equivalents) and
-    their mean activity."""
+    """`PodHours` as a table: per holder pod and bucket, GPUs held (whole-GPU equivalents),
+    their mean activity and the GPU-hours held (`gpu_hours`)."""
     import pandas as pd
 
     out: pd.DataFrame = pd.DataFrame(
@@ -361,6 +384,7 @@ def pod_hourly(ph: PodHours) -> pd.DataFrame:
             C.TS: ph.ts,
             "gpus": ph.gpus,
             C.ACT: ph.act,
+            C.GPU_HOURS: ph.gpu_h,
         }
     )
     return out
@@ -371,10 +395,12 @@ def model_price(model: str, prices: Mapping[str, float]) -> float:
 
 
 def whole_gpu_hourly(inv: Inventory) -> pd.DataFrame:
-    """Hourly rows of whole GPUs (MIG instances left out) with node, slot, GPU index, holder
-    and model: one row per (GPU, holder, bucket) that has data."""
+    """Hourly rows of whole GPUs (MIG instances left out) with the hours held, node, slot, GPU
+    index, holder and model: one row per (GPU, holder, bucket) that has data."""
     cols = [C.NODE, C.SLOT, C.GPU_INDEX, C.HELD, C.NAMESPACE, C.POD, C.MODEL]
-    out: pd.DataFrame = hourly_with(inv, cols, whole_only=True)[[C.HOLDING, C.TS, C.ACT, *cols]]
+    joined = hourly_with(inv, cols, whole_only=True)
+    held_col = [C.HELD_H] if C.HELD_H in joined.columns else []
+    out: pd.DataFrame = joined[[C.HOLDING, C.TS, C.ACT, *held_col, *cols]]
     return out
 
 

@@ -62,7 +62,9 @@ class PodOnNode:
     first: float
     """The first bucket end at which it held any of them."""
     buckets: int
-    """(GPU, bucket) rows held: GPU-hours in buckets."""
+    """(GPU, bucket) rows held."""
+    gpu_hours: float
+    """GPU-hours held in those rows (samples x the scrape interval; whole GPUs)."""
     model: str
     """The model of the first held row (hourly order)."""
     holdings: tuple[int, ...]
@@ -78,6 +80,8 @@ class WholeRows:
     """Each row's position in `keys`."""
     ts: np.ndarray
     """Each row's bucket end."""
+    held: np.ndarray
+    """Each row's hours held (`HELD_H`)."""
     keys: pd.DataFrame
     """The holding columns: the holdings table, or `whole_gpu_hourly` itself when hourly rows
     cannot be placed in it."""
@@ -91,10 +95,15 @@ def whole_rows(inv: Inventory) -> WholeRows:
         whole = (h[C.MIG_ID] == "").to_numpy(dtype=bool)
         sel = np.flatnonzero(whole[positions])
         ts = inv.hourly[C.TS].to_numpy(dtype="float64")[sel]
-        return WholeRows(positions[sel], ts, h)
+        return WholeRows(positions[sel], ts, derived.held_hours(inv)[sel], h)
     hourly = derived.whole_gpu_hourly(inv)
     pos = np.arange(len(hourly), dtype=np.int64)
-    return WholeRows(pos, hourly[C.TS].to_numpy(dtype="float64"), hourly.reset_index(drop=True))
+    if C.HELD_H in hourly.columns:
+        held = hourly[C.HELD_H].to_numpy(dtype="float64")
+    else:
+        held = np.full(len(hourly), inv.step_s / 3600.0)
+    ts = hourly[C.TS].to_numpy(dtype="float64")
+    return WholeRows(pos, ts, held, hourly.reset_index(drop=True))
 
 
 def pods_on_nodes(whole: WholeRows) -> tuple[tuple[PodOnNode, ...], pd.DataFrame]:
@@ -109,6 +118,7 @@ def pods_on_nodes(whole: WholeRows) -> tuple[tuple[PodOnNode, ...], pd.DataFrame
     held = keys[C.HELD].astype(bool).to_numpy()[rows]
     hrows = rows[held]
     counts = np.bincount(hrows, minlength=k)
+    hours = np.bincount(hrows, weights=whole.held[held], minlength=k)
     first = np.full(k, np.inf)
     np.fmin.at(first, hrows, whole.ts[held])
     order = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
@@ -118,6 +128,7 @@ def pods_on_nodes(whole: WholeRows) -> tuple[tuple[PodOnNode, ...], pd.DataFrame
     model = keys[C.MODEL].to_numpy(dtype=object)[used].tolist()
     used_l, first_l = used.tolist(), first[used].tolist()
     counts_l, order_l = counts[used].tolist(), order[used].tolist()
+    hours_l = hours[used].tolist()
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, key in enumerate(zip(*cols, strict=True)):
         if not any(is_na(v) for v in key):
@@ -134,6 +145,7 @@ def pods_on_nodes(whole: WholeRows) -> tuple[tuple[PodOnNode, ...], pd.DataFrame
                 node=key[2],
                 first=min(first_l[i] for i in members),
                 buckets=sum(counts_l[i] for i in members),
+                gpu_hours=sum(hours_l[i] for i in members),
                 model=str(m),
                 holdings=tuple(used_l[i] for i in members),
             )

@@ -191,6 +191,13 @@ class Inventory:
     """Kueue and Volcano queues, their quota and what was admitted under it (see
     `gpuaudit.inventory.queues`)."""
 
+    scrape_interval_s: float | None = None
+    """The scrape interval detected from the samples per bucket (seconds); None when it could
+    not be (see `gpuaudit.inventory.held`)."""
+    held_time_rounded: bool = False
+    """Whether some held time is counted in whole buckets (no sample counts, or no interval
+    known) rather than as samples x the scrape interval; a warning says why."""
+
     @property
     def window_hours(self) -> float:
         return (self.window_end - self.window_start) / 3600.0

@@ -13,7 +13,7 @@ import numpy as np
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import prom
-from gpuaudit.inventory.arrays import Arr, distinct
+from gpuaudit.inventory.arrays import Arr, distinct, join_at, regroup
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.snapshot.answers import Answer, Interner, from_bytes, parse
 from gpuaudit.sources.prometheus import catalogue as queries
@@ -86,6 +86,13 @@ class Parser:
         self._by_obj: dict[int, int] = {}
         self._by_items: dict[tuple[Any, ...], int] = {}
         self._windows: dict[str, tuple[Arr, Arr]] = {}
+        recorded = snap.manifest.get("window")
+        self.grid = (
+            (float(recorded["start"]), int(recorded["step"]))
+            if isinstance(recorded, Mapping)
+            else (0.0, 1)
+        )
+        """The bucket grid (start, step): bucket ends lie at start + k x step."""
 
     def identity(self, labels: Mapping[str, Any]) -> prom.Identity:
         """One series' identity, in the snapshot's pod label spelling."""
@@ -179,22 +186,33 @@ class Parser:
             for m, v in zip(a.metrics, a.values.tolist(), strict=True)
         ]
 
-    def hourly(self, qid: str) -> tuple[Arr, Arr, Arr]:
-        """(key numbers, bucket end times, values) of a range query: each key's points in one
-        contiguous block, in ascending time, one value per (key, time); where chunks or series
-        overlap, the later one wins."""
+    def hourly(self, qid: str, counts: str = "") -> tuple[Arr, Arr, Arr, Arr]:
+        """(key numbers, bucket end times, values, counts) of a range query: each key's points
+        in one contiguous block, in ascending time, one value per (key, time); where chunks or
+        series overlap, the later one wins. `counts` is the query of the same series' sample
+        counts, answered where a count changes (`QuerySpec.changes`): the count at each point,
+        carried forward over the buckets that follow it (NaN where unknown, and throughout
+        when `counts` is empty)."""
+        k, t, v = self._points(qid)
+        if not counts:
+            return k, t, v, np.full(len(k), np.nan)
+        ck, ct, cv = self._points(counts)
+        ck, ct, cv = regroup(ck, ct, cv, np.arange(len(self.keys), dtype=np.int64))
+        start, step = self.grid
+        n, _ = join_at(ck, ct, cv, k, t, start, step)
+        return k, t, v, _carried(k, t, n, step)
+
+    def _points(self, qid: str) -> tuple[Arr, Arr, Arr]:
+        """`hourly` without counts."""
         self._check(qid, "matrix")
-        kids, lens, tss, vss = [], [], [], []
-        for a in self.answers.get(qid, []):
-            kids.append(self.kids(a))
-            lens.append(np.diff(a.offsets))
-            tss.append(a.ts)
-            vss.append(a.vs)
-        if not kids:
+        answers = self.answers.get(qid, [])
+        if not answers:
             return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
-        s_kid, s_len = np.concatenate(kids), np.concatenate(lens)
+        s_kid = np.concatenate([self.kids(a) for a in answers])
+        s_len = np.concatenate([np.diff(a.offsets) for a in answers])
         k = np.repeat(s_kid, s_len)
-        t, v = np.concatenate(tss), np.concatenate(vss)
+        t = _joined([a.ts for a in answers])
+        v = _joined([a.vs for a in answers])
         # Usually every key has one series, already in time order (Prometheus sorts points):
         # then the blocks are there as they are.
         if len(s_kid) == len(distinct(s_kid)):
@@ -268,6 +286,27 @@ def _in_range(vals: Arr, lo: float, hi: float) -> tuple[Arr, Arr]:
     return vals, ok
 
 
+def _joined(parts: list[Arr]) -> Arr:
+    """The arrays one after the other; the array itself when there is one (read only: it
+    belongs to the answer)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _carried(k: Arr, t: Arr, n: Arr, step: int) -> Arr:
+    """Counts `n` at points (k, t) (each key's points together, in ascending time) with each
+    known count carried forward over the points that follow it in consecutive buckets of the
+    same key; a run of buckets that starts unknown stays unknown."""
+    missing = np.isnan(n)
+    if not missing.any():
+        return n
+    start = np.ones(len(k), dtype=bool)
+    start[1:] = (k[1:] != k[:-1]) | (np.abs(np.diff(t) - step) > 1e-6)
+    at = np.where(~missing | start, np.arange(len(n)), 0)
+    np.maximum.accumulate(at, out=at)
+    out: Arr = n[at]
+    return out
+
+
 @dataclass
 class Stat:
     """A window statistic per key number: values, and whether the key had one."""
@@ -334,6 +373,28 @@ def combine(p: Parser, short: str, n: int) -> Metric:
 
 _MSG = 300
 """Characters of an XID message kept (the exporter's are a few dozen)."""
+
+
+def from_hourly(points: tuple[Arr, Arr, Arr, Arr], n: int) -> Metric:
+    """A metric's window mean and sample count per key number from its hourly means and their
+    sample counts (as `Parser.hourly` gives them): each bucket's mean weighs its samples, which
+    is the mean over every sample of the buckets given. A bucket without a count weighs as
+    much as the mean counted bucket (1 when none is counted). Maxima and percentiles cannot be
+    had from bucket means: they are missing."""
+    k, _, v, w = points
+    known = np.isfinite(w)
+    typical = float(np.mean(w[known])) if known.any() else 1.0
+    w = np.where(known, w, typical)
+    total = np.bincount(k, weights=v * w, minlength=n)
+    weight = np.bincount(k, weights=w, minlength=n)
+    present = np.bincount(k, minlength=n) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = Stat(np.where(present, total / np.where(weight > 0, weight, 1.0), np.nan), present)
+    counted = np.bincount(k[known], weights=w[known], minlength=n)
+    all_known = np.bincount(k[~known], minlength=n) == 0
+    count = Stat(np.where(all_known, counted, np.nan), present & all_known)
+    none = Stat(np.full(n, np.nan), np.zeros(n, dtype=bool))
+    return Metric(mean, none, none, count, False)
 
 
 def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, dict[int, str]]]:

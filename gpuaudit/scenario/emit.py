@@ -88,7 +88,9 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
                 "id": q.id,
                 "kind": q.kind,
                 "metric": q.metric,
-                "query": q.promql(window_s if q.kind == "window" else 3600, spelling),
+                "query": q.promql(window_s, spelling)
+                if q.kind == "window"
+                else q.promql(3600, spelling, first=sc.start + 3600),
             }
             for q in queries.CATALOGUE
         ),
@@ -122,13 +124,23 @@ class _Answers:
             self._cur = (metric, self.table.values(metric))
         return self._cur[1]
 
+    def answered(self, q: queries.QuerySpec) -> Values | None:
+        """The series a query answers about: its metric's, less those its `unless` metric
+        removes."""
+        v = self.values(q.metric)
+        if v is not None and q.unless:
+            v = v.without(self.table.carries(q.unless))
+        if v is not None and q.changes:
+            v = v.run_starts()
+        return v
+
     def request(self, q: queries.QuerySpec) -> tuple[str, dict[str, Any], str]:
         """(PromQL, parameters, result type) of a query."""
         sc = self.sc
         if q.kind == "window":
             return q.promql(sc.end - sc.start, self.spelling), {"time": sc.end}, "vector"
         params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
-        return q.promql(3600, self.spelling), params, "matrix"
+        return q.promql(3600, self.spelling, first=sc.start + 3600), params, "matrix"
 
     def metric_dicts(self, q: queries.QuerySpec, v: Values) -> list[dict[str, str]]:
         """Each series' `metric` object (its labels kept by the query's `by`)."""
@@ -165,10 +177,10 @@ class _Answers:
         texts, codes = distinct(v.window(q.stat, self.k), fmt)
         return texts, codes, None
 
-    def hourly(self, v: Values) -> tuple[list[str], Arr, list[Any], Arr]:
+    def hourly(self, v: Values, stat: str = "mean") -> tuple[list[str], Arr, list[Any], Arr]:
         """(value texts, each point's index into them, the timestamps by hour index, each
-        point's hour index)."""
-        texts, codes = distinct(v.means(self.k), fmt)
+        point's hour index) of the hourly means, or sample counts for `stat` "count"."""
+        texts, codes = distinct(v.counts(self.k) if stat == "count" else v.means(self.k), fmt)
         hours = v.hours.astype(np.int32 if len(v.hours) and v.hours.max() < 2**31 else np.int64)
         top = int(hours.max()) + 1 if len(hours) else 0
         if len(self._times) < top:
@@ -209,7 +221,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
     prom: dict[str, list[dict[str, Any]]] = {}
     for q in _by_metric(queries.CATALOGUE):
         query, params, rtype = ans.request(q)
-        v = ans.values(q.metric)
+        v = ans.answered(q)
         result: list[dict[str, Any]] = []
         if v is not None and q.kind == "window":
             texts, codes, rows = ans.window(q, v)
@@ -221,7 +233,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
                 {"metric": d, "value": value[c]} for d, c in zip(dicts, codes.tolist(), strict=True)
             ]
         elif v is not None:
-            texts, codes, times, hours = ans.hourly(v)
+            texts, codes, times, hours = ans.hourly(v, q.stat)
             # One list per distinct (hour, value) point.
             keys, pick_arr = _distinct_ints(hours.astype(np.int64) * len(texts) + codes)
             hs, cs = (keys // len(texts)).tolist(), (keys % len(texts)).tolist()
@@ -252,7 +264,7 @@ class _Lazy:
 
 
 def _window_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
-    v = ans.values(q.metric)
+    v = ans.answered(q)
     if v is None:
         yield b"[]"
         return
@@ -284,11 +296,11 @@ def _table(items: list[bytes]) -> tuple[Arr, Arr]:
 
 
 def _hourly_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
-    v = ans.values(q.metric)
+    v = ans.answered(q)
     if v is None or not len(v.labels):
         yield b"[]"
         return
-    texts, codes, times, hours = ans.hourly(v)
+    texts, codes, times, hours = ans.hourly(v, q.stat)
     # Each point is `[<time>,` then `"<value>"],`, pasted side by side from fixed-width tables
     # and the NUL padding squeezed out: no Python work per point.
     stamps, stamp_len = _table([("[" + _dumps(t) + ",").encode() for t in times])

@@ -335,6 +335,59 @@ class Values:
                 out[part] = a * (1 - weight) + b * weight
         return out
 
+    def counts(self, k: int) -> Arr:
+        """The hourly `count_over_time` of every point: every hour holds `2 k` samples."""
+        return np.full(len(self.hi), float(2 * k))
+
+    def without(self, carried: Arr) -> Values | None:
+        """These series less those whose main series `carried` marks (PromQL `unless` of a
+        metric carried by those series over the same hours); None when none is left."""
+        rows = np.arange(len(self.labels)) if self.rows is None else self.rows
+        keep = ~carried[rows]
+        if keep.all():
+            return self
+        idx = np.flatnonzero(keep)
+        if not len(idx):
+            return None
+        lens = self.lengths[idx]
+        off = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        points = np.repeat(keep, self.lengths)
+        return Values(
+            self.metric,
+            [self.labels[i] for i in idx.tolist()],
+            rows[idx],
+            off,
+            self.hours[points],
+            self.hi[points],
+            self.lo[points],
+        )
+
+    def run_starts(self) -> Values:
+        """These series at the points where a constant hourly value (a sample count) is
+        answered by a query of changes (`QuerySpec.changes`): the window's first hour, and
+        every hour whose hour before has no point."""
+        lens = self.lengths
+        keep = np.ones(len(self.hours), dtype=bool)
+        if len(keep) > 1:
+            keep[1:] = self.hours[1:] != self.hours[:-1] + 1
+        keep[self.off[:-1][lens > 0]] = True
+        keep |= self.hours == 0
+        kept = np.bincount(np.repeat(np.arange(len(lens)), lens)[keep], minlength=len(lens)).astype(
+            np.int64
+        )
+        off = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(kept, out=off[1:])
+        return Values(
+            self.metric,
+            self.labels,
+            self.rows,
+            off,
+            self.hours[keep],
+            self.hi[keep],
+            self.lo[keep],
+        )
+
     def means(self, k: int, block: int = 1 << 16) -> Arr:
         """The hourly `sum_over_time / count_over_time` of every point."""
         res: Arr = np.empty(len(self.hi))
@@ -384,6 +437,13 @@ class Table:
     @property
     def n(self) -> int:
         return len(self.labels)
+
+    def carries(self, m: str) -> Arr:
+        """Which main series carry metric `m` (over all their hours): every one, but MIG
+        instances have no GPU_UTIL."""
+        if m == queries.UTIL:
+            return ~self.mig
+        return np.ones(self.n, dtype=bool)
 
     # -- raw per-holding arrays, concatenated in series order --
     def _fill(self, get: Callable[[Holding], Arr], keep: Arr | None) -> Arr:

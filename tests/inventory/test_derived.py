@@ -71,10 +71,12 @@ def _reference_pod_hourly(inv: Inventory) -> pd.DataFrame:
     """The pod-hourly view as the groupby on namespace, pod and time computed it."""
     hr = derived.hourly_with(inv, [C.NAMESPACE, C.POD, C.FRACTION], held_only=True)
     hr["_wa"] = hr[C.ACT] * hr[C.FRACTION]
+    hr["_gh"] = hr[C.FRACTION] * hr[C.HELD_H]
     g = hr.groupby([C.NAMESPACE, C.POD, C.TS], sort=True)
-    out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum")).reset_index()
+    out = g.agg(gpus=(C.FRACTION, "sum"), _wa=("_wa", "sum"), _gh=("_gh", "sum")).reset_index()
     out[C.ACT] = out["_wa"] / out["gpus"]
-    return out.drop(columns=["_wa"])
+    out[C.GPU_HOURS] = out["_gh"]
+    return out.drop(columns=["_wa", "_gh"])
 
 
 def test_demo_findings_do_not_depend_on_holding_ids(demo: Inventory) -> None:

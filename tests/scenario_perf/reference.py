@@ -146,8 +146,8 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         by = set(q.by_labels(spelling))
         result: list[dict[str, Any]] = []
         for s in ss:
-            if q.metric not in s.hi:
-                continue
+            if q.metric not in s.hi or q.unless in s.hi:
+                continue  # `unless`: the other metric has this series over the same hours
             metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
             hi, lo = s.hi[q.metric], s.lo[q.metric]
             if q.stat == "onsets":
@@ -161,7 +161,19 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
             else:
                 ts = sc.start + (s.hours + 1) * 3600
                 means = (hi * k + lo * k) / (2 * k)
-                values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)]
+                if q.stat == "count":
+                    means = np.full(len(hi), float(2 * k))
+                keep = [True] * len(ts)
+                if q.changes:  # only where the count changes: at the window's start, or a gap
+                    keep = [
+                        i == 0 or s.hours[i] == 0 or s.hours[i] != s.hours[i - 1] + 1
+                        for i in range(len(ts))
+                    ]
+                values = [
+                    [_ts(t), fmt(float(v))]
+                    for t, v, kept in zip(ts, means, keep, strict=True)
+                    if kept
+                ]
                 result.append({"metric": metric, "values": values})
         if q.kind == "window":
             params: dict[str, Any] = {"time": sc.end}
@@ -169,8 +181,12 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         else:
             params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
             body = _envelope("matrix", result)
-        rng = window_s if q.kind == "window" else 3600
-        prom[q.id] = [{"query": q.promql(rng, spelling), "params": params, "body": body}]
+        query = (
+            q.promql(window_s, spelling)
+            if q.kind == "window"
+            else q.promql(3600, spelling, first=sc.start + 3600)
+        )
+        prom[q.id] = [{"query": query, "params": params, "body": body}]
     lists = k8s_lists(sc)
     kube = {res: [lst] for res, lst in lists.items()}
     return Snapshot(

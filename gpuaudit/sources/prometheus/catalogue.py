@@ -11,7 +11,13 @@ Two kinds exist:
   chunk p95 (an upper bound, flagged as approximate).
 - hourly series: range queries with `step` equal to the bucket size (default one hour) of
   `sum_over_time(M[step]) / count_over_time(M[step])`; each point is the mean of the bucket that
-  ends at it. Chunking these by time is exact.
+  ends at it. Chunking these by time is exact. Beside the activity means, the number of
+  samples in each bucket (`count_over_time(M[step])`): held time is those samples times the
+  scrape interval, which the inventory detects from the same counts. `DCGM_FI_DEV_GPU_UTIL` is
+  counted only where no profiling series exists (`... unless ...`), as only there is it the
+  activity series. A count is answered only where it differs from the bucket before (a series
+  starts, stops or misses a scrape) and at the window's first bucket; the reader carries it
+  forward, so the answer stays small however long the window.
 
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
@@ -142,21 +148,65 @@ class QuerySpec:
     extra_by: tuple[str, ...] = ()
     """Labels grouped on besides the identity and pod labels (`err_code` of an XID, the
     `peer_gpu` of a P2P status): the series they tell apart are kept apart."""
+    unless: str = ""
+    """A metric whose same statistic removes this query's series where it exists (PromQL
+    `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
+    changes: bool = False
+    """An hourly query answered only where its value differs from the bucket before (or there
+    was none, or at the window's first bucket): sample counts, which are the same bucket after
+    bucket but where a series starts, stops or misses a scrape. The reader carries each value
+    forward over the buckets that follow it."""
 
     def promql(
-        self, range_s: int, pod_spelling: str, selector: str = "", recorded: bool = False
+        self,
+        range_s: int,
+        pod_spelling: str,
+        selector: str = "",
+        recorded: bool = False,
+        unless_recorded: bool = False,
+        first: int | None = None,
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
         With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
         (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
+        `unless_recorded` says the same of the `unless` metric. `first` is the end of the
+        window's first bucket, at which a `changes` query answers every series (`T0` in its
+        text when not given, as the documentation writes it).
         """
+
+        def text(offset: int = 0) -> str:
+            own = self._promql(self.metric, range_s, pod_spelling, selector, recorded, offset)
+            if not self.unless:
+                return own
+            other = self._promql(
+                self.unless, range_s, pod_spelling, selector, unless_recorded, offset
+            )
+            return f"{own} unless {other}"
+
+        if not self.changes:
+            return text()
+        now, before = text(), text(range_s)
+        if self.unless:
+            now, before = f"({now})", f"({before})"
+        at = "T0" if first is None else str(int(first))
+        return f"{now} unless (({now} == {before}) and on () (vector(time()) > {at}))"
+
+    def _promql(
+        self,
+        metric: str,
+        range_s: int,
+        pod_spelling: str,
+        selector: str,
+        recorded: bool,
+        offset: int = 0,
+    ) -> str:
         by = ", ".join(self.by_labels(pod_spelling))
-        rng = f"[{range_s}s]"
+        rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
         if recorded and self.stat != "p95":
 
             def rec(agg: str) -> str:
-                name = record_name(self.metric, agg)
+                name = record_name(metric, agg)
                 return f"{name}{{{selector}}}" if selector else name
 
             if self.stat == "mean":
@@ -167,7 +217,7 @@ class QuerySpec:
             if self.stat == "max":
                 return f"max by ({by}) (max_over_time({rec('max')}{rng}))"
             return f"sum by ({by}) (sum_over_time({rec(self.stat)}{rng}))"
-        sel = f"{self.metric}{{{selector}}}" if selector else self.metric
+        sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "onsets":
             return _onsets(sel, range_s, by)
         if self.stat == "mean":
@@ -220,6 +270,9 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(POWER, "power", ("sum", "count")),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
+    # Samples per bucket of the activity series: held time is samples x the scrape interval.
+    QuerySpec("act_count_hourly", "hourly", ACT_PROF, "count", changes=True),
+    QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF, changes=True),
     QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
     QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
     # GPU health: the largest value each series held in the window. The XID gauge holds the

@@ -197,11 +197,13 @@ class Collector:
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
         spelling = self.caps.pod_label
         rec = job.spec.metric in self.caps.recorded
+        rec_unless = job.spec.unless in self.caps.recorded
         if job.spec.kind == "window":
-            expr = job.spec.promql(job.end - job.start, spelling, sel, rec)
+            expr = job.spec.promql(job.end - job.start, spelling, sel, rec, rec_unless)
             ans = self.client.query(expr, job.end)
         else:
-            expr = job.spec.promql(self.w.step, spelling, sel, rec)
+            first = self.w.start + self.w.step
+            expr = job.spec.promql(self.w.step, spelling, sel, rec, rec_unless, first)
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
         self._record_warnings(job.spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]

@@ -88,6 +88,8 @@ class PrometheusSource(Source[PromCollection]):
                     caps.pod_label,
                     selector,
                     q.metric in caps.recorded,
+                    q.unless in caps.recorded,
+                    window.start + window.step,
                 ),
             }
             for q in specs
