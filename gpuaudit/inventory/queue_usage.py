@@ -6,10 +6,11 @@ The figures, each traceable to the data:
 
 - admitted (Kueue): each Workload's admitted GPU quantity (`podSetAssignments[].resourceUsage`
   of the flavor) from the time its quota was reserved (`QuotaReserved`, else `Admitted`, True)
-  to the time it finished (`Finished` True) or the window's end. The API keeps no history, so
-  Workloads deleted before the scan, and earlier admissions of Workloads evicted since, are not
-  seen: admitted figures are a lower bound. Volcano: what the queue's pods held (DCGM), and its
-  `status.allocated` at the scan.
+  to the time it finished (`Finished` True) or the window's end; at the window's end at least
+  what the ClusterQueue's `status.flavorsReservation` says is reserved. The API keeps no
+  history, so Workloads deleted before the scan, and earlier admissions of Workloads evicted
+  since, are not seen: admitted figures are a lower bound. Volcano: what the queue's pods held
+  (DCGM), and its `status.allocated` at the scan.
 - held and busy: the GPUs (or MIG slices, for a MIG resource) the queue's pods held in each hour
   by DCGM, on the flavor's nodes; busy where the pod's mean engine activity in that hour is at
   or above the idle threshold.
@@ -289,8 +290,11 @@ def _line(
         spans = _intervals(adms, quota.flavor, quota.resource, start, end)
         admitted = _by_bucket(spans, start, step, r.nb)
         admitted_gh = sum((hi - lo) / 3600.0 * v for lo, hi, v in spans) * unit
-        peak_admitted = _peak(spans)
-        admitted_now = sum(v for _, hi, v in spans if hi >= end)
+        # The ClusterQueue's own count of what is reserved now covers Workloads the scan did
+        # not read (other namespaces): a floor for what was admitted.
+        floor = q.reserved.get((quota.flavor, quota.resource), 0.0)
+        admitted_now = max(sum(v for _, hi, v in spans if hi >= end), floor)
+        peak_admitted = max(_peak(spans), admitted_now)
     else:
         admitted = held.tolist()
         admitted_gh = float(held.sum()) * step_h * unit
