@@ -23,8 +23,9 @@ How it decides
     Per queue, flavor and GPU resource (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`) over the
     window (`gpuaudit.inventory.queue_usage` documents every figure): the quota (Kueue
     `nominalQuota`; Volcano `deserved`, else `guarantee`); admitted (Kueue Workloads, from
-    their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`;
-    Volcano: what its pods held); held and busy (DCGM, the queue's pods on the flavor's nodes;
+    their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`,
+    and at least the ClusterQueue's `status.flavorsReservation` at the scan; Volcano: what its
+    pods held, and at least its `status.allocated`); held and busy (DCGM, the queue's pods on the flavor's nodes;
     busy where the pod's hourly mean activity reaches `checks.idle_activity`, default 0.05);
     and held by any pod of the queue's namespaces on the flavor's nodes (an upper bound that
     survives deleted Workloads). Use is the most of the three at any one time.
