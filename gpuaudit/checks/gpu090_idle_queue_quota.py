@@ -25,10 +25,11 @@ How it decides
     `nominalQuota`; Volcano `deserved`, else `guarantee`); admitted (Kueue Workloads, from
     their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`,
     and at least the ClusterQueue's `status.flavorsReservation` at the scan; Volcano: what its
-    pods held, and at least its `status.allocated`); held and busy (DCGM, the queue's pods on the flavor's nodes;
-    busy where the pod's hourly mean activity reaches `checks.idle_activity`, default 0.05);
-    and held by any pod of the queue's namespaces on the flavor's nodes (an upper bound that
-    survives deleted Workloads). Use is the most of the three at any one time.
+    pods held, and at least its `status.allocated`); held and busy (DCGM, the queue's pods on
+    the flavor's nodes; busy where the pod's hourly mean activity reaches
+    `checks.idle_activity`, default 0.05); and held by any pod of the queue's namespaces on the
+    flavor's nodes (an upper bound that survives deleted Workloads). Use is the most of the
+    three at any one time.
     - Idle quota, in windows of at least `checks.quota_min_hours` (default 24): the quota the
       nodes can honour (the lesser of quota and what the flavor's nodes allocate; Volcano: the
       guarantee) is at least twice the use (use at most `checks.quota_used_share`, default
