@@ -163,6 +163,9 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         return None
     gpu_hours = reclaim * u.unit_gpus * u.hours
     cost = gpu_hours * views.price(u.product)
+    # What to keep: the honourable quota less the idle part (quota the nodes cannot honour is
+    # reported on its own).
+    target = honoured - reclaim
     if u.system == VOLCANO:
         message = (
             f"Volcano queue {u.queue} guarantees {_units(u.guarantee, u.resource)}, but its use "
@@ -172,7 +175,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         )
         rec = (
             f"Lower spec.guarantee.resource {u.resource} of Volcano queue {u.queue} from "
-            f"{u.guarantee:g} to {u.guarantee - reclaim:g} and keep its fair share in "
+            f"{u.guarantee:g} to {target:g} and keep its fair share in "
             "spec.deserved: a guarantee is never lent to other queues."
         )
     else:
@@ -198,7 +201,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         )
         rec = (
             f"Lower nominalQuota of {u.resource} in {_where(u)} of ClusterQueue {u.queue} from "
-            f"{u.quota:g} to {u.quota - reclaim:g}, or {lend}."
+            f"{u.quota:g} to {target:g}, or {lend}."
         )
     return Finding(
         code=CODE,
@@ -213,6 +216,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
             **_figures(u),
             "peak_use": use,
             "honoured_quota": honoured,
+            "recommended_quota": target,
             "reclaimable": reclaim,
             "threshold_used_share": cfg.quota_used_share,
             "threshold_min_idle": cfg.quota_min_idle,
