@@ -23,11 +23,13 @@ How it decides
     Per queue, flavor and GPU resource (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`) over the
     window: the quota (Kueue
     `nominalQuota`; Volcano `deserved`, else `guarantee`); admitted (Kueue Workloads, from
-    their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`;
-    Volcano: what its pods held); held and busy (DCGM, the queue's pods on the flavor's nodes;
-    busy where the pod's hourly mean activity reaches `checks.idle_activity`, default 0.05);
-    and held by any pod of the queue's namespaces on the flavor's nodes (an upper bound that
-    survives deleted Workloads). Use is the most of the three at any one time.
+    their `QuotaReserved`/`Admitted` to `Finished` times, `podSetAssignments[].resourceUsage`,
+    and at least the ClusterQueue's `status.flavorsReservation` at the scan; Volcano: what its
+    pods held, and at least its `status.allocated`); held and busy (DCGM, the queue's pods on
+    the flavor's nodes; busy where the pod's hourly mean activity reaches
+    `checks.idle_activity`, default 0.05); and held by any pod of the queue's namespaces on the
+    flavor's nodes (an upper bound that survives deleted Workloads). Use is the most of the
+    three at any one time.
     - Idle quota, in windows of at least `checks.quota_min_hours` (default 24): the quota the
       nodes can honour (the lesser of quota and what the flavor's nodes allocate; Volcano: the
       guarantee) is at least twice the use (use at most `checks.quota_used_share`, default
@@ -162,6 +164,9 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         return None
     gpu_hours = reclaim * u.unit_gpus * u.hours
     cost = gpu_hours * views.price(u.product)
+    # What to keep: the honourable quota less the idle part (quota the nodes cannot honour is
+    # reported on its own).
+    target = honoured - reclaim
     if u.system == VOLCANO:
         message = (
             f"Volcano queue {u.queue} guarantees {_units(u.guarantee, u.resource)}, but its use "
@@ -171,7 +176,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         )
         rec = (
             f"Lower spec.guarantee.resource {u.resource} of Volcano queue {u.queue} from "
-            f"{u.guarantee:g} to {u.guarantee - reclaim:g} and keep its fair share in "
+            f"{u.guarantee:g} to {target:g} and keep its fair share in "
             "spec.deserved: a guarantee is never lent to other queues."
         )
     else:
@@ -197,7 +202,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
         )
         rec = (
             f"Lower nominalQuota of {u.resource} in {_where(u)} of ClusterQueue {u.queue} from "
-            f"{u.quota:g} to {u.quota - reclaim:g}, or {lend}."
+            f"{u.quota:g} to {target:g}, or {lend}."
         )
     return Finding(
         code=CODE,
@@ -212,6 +217,7 @@ def _idle(views: Views, u: QueueUsage, cfg: Thresholds) -> Finding | None:
             **_figures(u),
             "peak_use": use,
             "honoured_quota": honoured,
+            "recommended_quota": target,
             "reclaimable": reclaim,
             "threshold_used_share": cfg.quota_used_share,
             "threshold_min_idle": cfg.quota_min_idle,

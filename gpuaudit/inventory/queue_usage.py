@@ -6,10 +6,11 @@ The figures, each traceable to the data:
 
 - admitted (Kueue): each Workload's admitted GPU quantity (`podSetAssignments[].resourceUsage`
   of the flavor) from the time its quota was reserved (`QuotaReserved`, else `Admitted`, True)
-  to the time it finished (`Finished` True) or the window's end. The API keeps no history, so
-  Workloads deleted before the scan, and earlier admissions of Workloads evicted since, are not
-  seen: admitted figures are a lower bound. Volcano: what the queue's pods held (DCGM), and its
-  `status.allocated` at the scan.
+  to the time it finished (`Finished` True) or the window's end; at the window's end at least
+  what the ClusterQueue's `status.flavorsReservation` says is reserved. The API keeps no
+  history, so Workloads deleted before the scan, and earlier admissions of Workloads evicted
+  since, are not seen: admitted figures are a lower bound. Volcano: what the queue's pods held
+  (DCGM), and its `status.allocated` at the scan.
 - held and busy: the GPUs (or MIG slices, for a MIG resource) the queue's pods held in each hour
   by DCGM, on the flavor's nodes; busy where the pod's mean engine activity in that hour is at
   or above the idle threshold.
@@ -249,58 +250,104 @@ def _product(
     return ""
 
 
-def _line(
+@dataclass(frozen=True)
+class _Held:
+    """Per hour of the window, in units of the resource: what the queue's pods held on the
+    flavor's nodes, the busy part of it, and what pods of its namespaces held there."""
+
+    held: Floats
+    busy: Floats
+    in_namespaces: Floats
+    mine: npt.NDArray[np.bool_]
+    """The holdings of the queue's pods on the flavor's nodes."""
+
+
+def _held(
     inv: Inventory,
-    qs: Queues,
-    q: Queue,
-    quota: Quota,
     r: _Rows,
-    held_of: Mapping[str, npt.NDArray[np.bool_]],
-) -> QueueUsage:
+    masks: Mapping[str, npt.NDArray[np.bool_]],
+    key: tuple[str, str],
+    names: set[str] | None,
+    namespaces: tuple[str, ...],
+) -> _Held:
+    """`key`: the resource's and the queue's mask names; `names`: the flavor's nodes (None:
+    every node)."""
     import numpy as np
 
-    start, step, end = float(inv.window_start), float(inv.step_s), float(inv.window_end)
-    hours = inv.window_hours
-    nodes = qs.flavor_nodes(quota.flavor) if q.system == KUEUE else qs.nodes
-    names = {n.name for n in nodes} if nodes is not None else None
     h = inv.holdings
     node_ok = (
         h[C.NODE].isin(sorted(names)).to_numpy(dtype=bool)
         if names is not None
         else np.ones(len(h), dtype=bool)
     )
-    base = held_of["res:" + quota.resource] & node_ok
-    mine = base & held_of[f"queue:{q.system}/{q.name}"]
-    namespaces = qs.namespaces(q)
+    base = masks[key[0]] & node_ok
+    mine = base & masks[key[1]]
     in_ns = base & h[C.NAMESPACE].isin(list(namespaces)).to_numpy(dtype=bool)
 
-    def per_bucket(
-        mask: npt.NDArray[np.bool_], extra: npt.NDArray[np.bool_] | None = None
-    ) -> Floats:
-        sel = mask[r.holding] if extra is None else mask[r.holding] & extra
+    def per_bucket(mask: npt.NDArray[np.bool_], busy: bool = False) -> Floats:
+        sel = mask[r.holding] & r.busy if busy else mask[r.holding]
         out: Floats = np.bincount(r.k[sel], weights=r.units[sel], minlength=r.nb).astype(float)
         return out
 
-    held, busy, ns_held = per_bucket(mine), per_bucket(mine, r.busy), per_bucket(in_ns)
-    unit = _unit_gpus(inv, quota.resource, names)
-    step_h = step / 3600.0
-    adms = [a for a in qs.admissions if (a.system, a.queue) == (q.system, q.name)]
+    return _Held(per_bucket(mine), per_bucket(mine, True), per_bucket(in_ns), mine)
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """What a queue admitted under one quota line, in units of the resource."""
+
+    by_bucket: list[float]
+    unit_hours: float
+    now: float
+    peak: float
+
+
+def _admitted(
+    inv: Inventory, q: Queue, quota: Quota, adms: list[Admission], held: Floats, nb: int
+) -> _Admitted:
+    start, step, end = float(inv.window_start), float(inv.step_s), float(inv.window_end)
     if q.system == KUEUE:
         spans = _intervals(adms, quota.flavor, quota.resource, start, end)
-        admitted = _by_bucket(spans, start, step, r.nb)
-        admitted_gh = sum((hi - lo) / 3600.0 * v for lo, hi, v in spans) * unit
-        peak_admitted = _peak(spans)
-        admitted_now = sum(v for _, hi, v in spans if hi >= end)
-    else:
-        admitted = held.tolist()
-        admitted_gh = float(held.sum()) * step_h * unit
-        admitted_now = q.allocated.get(quota.resource, 0.0)
-        peak_admitted = max(float(held.max(initial=0.0)), admitted_now)
-    use = np.maximum(np.maximum(np.asarray(admitted, dtype="float64"), held), ns_held)
-    allocatable = (
-        sum(n.allocatable.get(quota.resource, 0.0) for n in nodes if not n.cordoned)
-        if nodes is not None
-        else None
+        # The ClusterQueue's own count of what is reserved now covers Workloads the scan did
+        # not read (other namespaces): a floor for what was admitted.
+        floor = q.reserved.get((quota.flavor, quota.resource), 0.0)
+        now = max(sum(v for _, hi, v in spans if hi >= end), floor)
+        return _Admitted(
+            _by_bucket(spans, start, step, nb),
+            sum((hi - lo) / 3600.0 * v for lo, hi, v in spans),
+            now,
+            max(_peak(spans), now),
+        )
+    now = q.allocated.get(quota.resource, 0.0)
+    return _Admitted(
+        held.tolist(),
+        float(held.sum()) * step / 3600.0,
+        now,
+        max(float(held.max(initial=0.0)), now),
+    )
+
+
+def _line(
+    inv: Inventory,
+    qs: Queues,
+    q: Queue,
+    quota: Quota,
+    r: _Rows,
+    masks: Mapping[str, npt.NDArray[np.bool_]],
+) -> QueueUsage:
+    import numpy as np
+
+    nodes = qs.flavor_nodes(quota.flavor) if q.system == KUEUE else qs.nodes
+    names = {n.name for n in nodes} if nodes is not None else None
+    namespaces = qs.namespaces(q)
+    key = ("res:" + quota.resource, f"queue:{q.system}/{q.name}")
+    held = _held(inv, r, masks, key, names, namespaces)
+    adms = [a for a in qs.admissions if (a.system, a.queue) == (q.system, q.name)]
+    adm = _admitted(inv, q, quota, adms, held.held, r.nb)
+    unit = _unit_gpus(inv, quota.resource, names)
+    step = float(inv.step_s)
+    use = np.maximum(
+        np.maximum(np.asarray(adm.by_bucket, dtype="float64"), held.held), held.in_namespaces
     )
     pending = tuple(
         Pending(a.namespace, a.name, quota.resource, qty, a.pending_since)
@@ -309,7 +356,7 @@ def _line(
         for res, qty in a.requests
         if res == quota.resource and qty > 0
     )
-    nominal = quota.nominal if q.system == KUEUE else (quota.nominal or quota.guarantee)
+    schedulable = [n for n in nodes if not n.cordoned] if nodes is not None else None
     return QueueUsage(
         system=q.system,
         kind=q.kind,
@@ -317,28 +364,32 @@ def _line(
         cohort=q.cohort,
         flavor=quota.flavor,
         resource=quota.resource,
-        quota=nominal,
+        quota=quota.nominal if q.system == KUEUE else (quota.nominal or quota.guarantee),
         guarantee=quota.guarantee,
         borrowing_limit=quota.borrowing_limit,
         lending_limit=quota.lending_limit,
         # A cohort with nobody else in it lends to nobody: its quota is fenced off as if alone.
         fenced=q.fenced(quota) if q.system != KUEUE or qs.lends(q) else quota.nominal,
         flavor_missing=bool(quota.flavor) and qs.flavors_read and quota.flavor not in qs.flavors,
-        allocatable=allocatable,
-        flavor_nodes=sum(1 for n in nodes if not n.cordoned) if nodes is not None else None,
+        allocatable=(
+            sum(n.allocatable.get(quota.resource, 0.0) for n in schedulable)
+            if schedulable is not None
+            else None
+        ),
+        flavor_nodes=len(schedulable) if schedulable is not None else None,
         unit_gpus=unit,
-        product=_product(inv, nodes if q.system == KUEUE else None, mine),
-        hours=hours,
-        admitted_gpu_hours=admitted_gh,
-        held_gpu_hours=float(held.sum()) * step_h * unit,
-        busy_gpu_hours=float(busy.sum()) * step_h * unit,
-        peak_admitted=peak_admitted,
-        admitted_now=admitted_now,
-        peak_held=float(held.max(initial=0.0)),
-        peak_namespaces=float(ns_held.max(initial=0.0)),
+        product=_product(inv, nodes if q.system == KUEUE else None, held.mine),
+        hours=inv.window_hours,
+        admitted_gpu_hours=adm.unit_hours * unit,
+        held_gpu_hours=float(held.held.sum()) * step / 3600.0 * unit,
+        busy_gpu_hours=float(held.busy.sum()) * step / 3600.0 * unit,
+        peak_admitted=adm.peak,
+        admitted_now=adm.now,
+        peak_held=float(held.held.max(initial=0.0)),
+        peak_namespaces=float(held.in_namespaces.max(initial=0.0)),
         namespaces=namespaces,
         use_by_bucket=tuple(float(v) for v in use),
-        bucket_start=start + step,
+        bucket_start=float(inv.window_start) + step,
         step_s=step,
         pending=pending,
     )
@@ -366,12 +417,12 @@ def usage(
         ],
         dtype=np.intp,
     )
-    held_of: dict[str, npt.NDArray[np.bool_]] = {}
+    masks: dict[str, npt.NDArray[np.bool_]] = {}
     for i, q in enumerate(qs.queues):
         for quota in q.quotas:
             res = quota.resource
-            if "res:" + res not in held_of:
+            if "res:" + res not in masks:
                 p = mig_profile(res)
-                held_of["res:" + res] = prof == p if p else (prof == "") & (res == GPU)
-        held_of[f"queue:{q.system}/{q.name}"] = owner == i
-    return tuple(_line(inv, qs, q, quota, r, held_of) for q in qs.queues for quota in q.quotas)
+                masks["res:" + res] = prof == p if p else (prof == "") & (res == GPU)
+        masks[f"queue:{q.system}/{q.name}"] = owner == i
+    return tuple(_line(inv, qs, q, quota, r, masks) for q in qs.queues for quota in q.quotas)

@@ -109,6 +109,9 @@ class Queue:
     quotas: tuple[Quota, ...]
     allocated: Mapping[str, float] = field(default_factory=dict)
     """Volcano `status.allocated` GPU resources at the scan."""
+    reserved: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """Kueue `status.flavorsReservation` at the scan: (flavor, GPU resource) -> quota reserved
+    by its Workloads, including those of namespaces the scan did not read."""
 
     def fenced(self, q: Quota) -> float:
         """The part of `q` no other queue may use while it sits idle: a Kueue queue outside a
@@ -303,9 +306,15 @@ def _flavor(obj: Mapping[str, Any]) -> Flavor:
 def _cluster_queue(obj: Mapping[str, Any]) -> Queue:
     spec = _map(obj, "spec")
     cohort = _text(spec, "cohortName") or _text(spec, "cohort")
-    return Queue(
-        KUEUE, "ClusterQueue", _meta(obj)[1], cohort, _quotas(_list(spec, "resourceGroups"))
-    )
+    reserved: dict[tuple[str, str], float] = {}
+    status = _map(obj, "status")
+    for fu in _list(status, "flavorsReservation") or _list(status, "flavorsUsage"):
+        for r in _list(fu, "resources"):
+            name = _text(r, "name")
+            if _text(fu, "name") and is_gpu_resource(name):
+                reserved[(_text(fu, "name"), name)] = _qty(r.get("total")) or 0.0
+    quotas = _quotas(_list(spec, "resourceGroups"))
+    return Queue(KUEUE, "ClusterQueue", _meta(obj)[1], cohort, quotas, reserved=reserved)
 
 
 def _cohort(obj: Mapping[str, Any]) -> Cohort:

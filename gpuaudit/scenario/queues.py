@@ -53,6 +53,7 @@ def plant_queues(b: Builder) -> None:
     _inference_cohort(b)
     _gang_case_queue(b)
     _volcano(b, research[0])
+    _cluster_queue_status(b)
 
 
 # ---- Kueue objects ----------------------------------------------------------------------
@@ -134,6 +135,49 @@ def _cluster_queue(
             },
         }
     )
+
+
+def _cluster_queue_status(b: Builder) -> None:
+    """Each ClusterQueue's status as Kueue keeps it: the GPU quota its running Workloads
+    reserve now, and how many are admitted and waiting."""
+    reserved: dict[str, dict[tuple[str, str], int]] = {}
+    admitted: dict[str, int] = {}
+    waiting: dict[str, int] = {}
+    local = {
+        (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"]["clusterQueue"]
+        for q in b.api["kueue_localqueues"]
+    }
+    for wl in b.api["kueue_workloads"]:
+        status = wl.get("status", {})
+        adm = status.get("admission")
+        conds = {c["type"]: c["status"] for c in status.get("conditions", [])}
+        if adm is None:
+            cq = local.get((wl["metadata"]["namespace"], wl["spec"]["queueName"]), "")
+            waiting[cq] = waiting.get(cq, 0) + 1
+            continue
+        if conds.get("Finished") == "True":
+            continue
+        cq = adm["clusterQueue"]
+        admitted[cq] = admitted.get(cq, 0) + 1
+        for psa in adm["podSetAssignments"]:
+            for res, qty in psa.get("resourceUsage", {}).items():
+                key = (psa["flavors"][res], res)
+                reserved.setdefault(cq, {})[key] = reserved.get(cq, {}).get(key, 0) + int(qty)
+    for cq in b.api["kueue_clusterqueues"]:
+        name = cq["metadata"]["name"]
+        usage = [
+            {"name": f, "resources": [{"name": r, "total": str(v), "borrowed": "0"}]}
+            for (f, r), v in sorted(reserved.get(name, {}).items())
+        ]
+        cq["status"].update(
+            {
+                "flavorsReservation": usage,
+                "flavorsUsage": usage,
+                "admittedWorkloads": admitted.get(name, 0),
+                "reservingWorkloads": admitted.get(name, 0),
+                "pendingWorkloads": waiting.get(name, 0),
+            }
+        )
 
 
 def _local_queue(b: Builder, ns: str, name: str, cq: str) -> None:

@@ -331,3 +331,18 @@ def test_a_flavor_that_does_not_exist() -> None:
         "ClusterQueue ghost has a nominal quota of 2 GPUs in flavor nope, but the cluster has no "
         "ResourceFlavor of that name: 2 GPUs of quota cannot be honoured"
     )
+
+
+def test_the_queue_status_covers_workloads_the_scan_did_not_read() -> None:
+    # A scan narrowed to other namespaces sees none of its Workloads, but the ClusterQueue
+    # itself says 6 GPUs are reserved now: not idle.
+    cq = cluster_queue("busy", [("fx", "nvidia.com/gpu", "8")])
+    cq["status"] = {
+        "flavorsReservation": [
+            {"name": "fx", "resources": [{"name": "nvidia.com/gpu", "total": "6"}]}
+        ]
+    }
+    assert run_check(gpu090, _inv([cq], [], [])) == []
+    cq["status"]["flavorsReservation"][0]["resources"][0]["total"] = "1"
+    (f,) = run_check(gpu090, _inv([cq], [], []))
+    assert f.evidence["peak_admitted"] == 1.0 and f.evidence["reclaimable"] == 7
