@@ -19,6 +19,8 @@ POD = "pod"
 CONTAINER = "container"
 HELD = "held"
 HOLDING = "holding"
+ATTRIBUTION = "attribution"
+"""How the holding was joined to its pod: a `gpuaudit.inventory.attribution.Method` value."""
 
 # holding time
 FIRST_TS = "first_ts"
