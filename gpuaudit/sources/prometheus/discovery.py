@@ -24,7 +24,7 @@ import httpx
 
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.client import Listing, PromClient, PromError
+from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError
 
 POD_LABEL_NAMES = ("exported_pod", "pod", "pod_name")
 """The labels that name a workload pod, in any exporter setup."""

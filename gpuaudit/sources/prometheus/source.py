@@ -11,8 +11,8 @@ from typing import Any
 from gpuaudit.sources.interface import Progress, Source, Window
 from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
+from gpuaudit.sources.prometheus.http import PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 
 
