@@ -51,6 +51,7 @@ from gpuaudit.settings import (
     parse_duration,
     settings_from,
 )
+from gpuaudit.sources.interface import span as _span
 from gpuaudit.sources.live import (
     LiveOptions,
     check_url,
@@ -208,21 +209,6 @@ def parse_end(text: str | None) -> float | None:
     return end
 
 
-def check_step(step_s: int, scrape_interval_s: float | None) -> None:
-    """Refuse a `--step` shorter than the scrape interval detected on the DCGM series (None or
-    not a positive number: not known, nothing to check). A bucket shorter than the interval
-    holds one sample or none, so its mean is noise; 1 % of slack absorbs the jitter of
-    scrape timestamps."""
-    if scrape_interval_s is None or not math.isfinite(scrape_interval_s):
-        return
-    if scrape_interval_s <= 0 or step_s >= scrape_interval_s * 0.99:
-        return
-    raise ConfigError(
-        f"--step {_span(step_s)} is shorter than the scrape interval of the DCGM series "
-        f"({scrape_interval_s:g} s): use --step {_span(math.ceil(scrape_interval_s))} or longer"
-    )
-
-
 def _rfc3339(text: str) -> float:
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
@@ -237,14 +223,6 @@ def _rfc3339(text: str) -> float:
         return dt.timestamp()
     except (OverflowError, ValueError, OSError):
         return math.nan
-
-
-def _span(seconds: int) -> str:
-    """Seconds as the shortest whole duration `parse_duration` reads back: 90s, 2m, 1h, 7d."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def demo_path() -> Path:

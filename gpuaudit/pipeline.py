@@ -22,7 +22,7 @@ from rich.console import Console
 from gpuaudit import report, snapshot
 from gpuaudit.audit import AuditResult, run_checks
 from gpuaudit.compare import load_report
-from gpuaudit.config import Config, check_step
+from gpuaudit.config import Config
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.inventory import build
 from gpuaudit.inventory.window import requested as requested_window
@@ -31,6 +31,7 @@ from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.text import money, num, plural
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
+from gpuaudit.sources.interface import check_step
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
 

@@ -16,7 +16,8 @@ import typer
 from typer.testing import CliRunner
 
 from gpuaudit import checks, debuglog
-from gpuaudit.cli import app, environment, environment_table, main
+from gpuaudit.cli import app, main
+from gpuaudit.console.params import environment, environment_table
 from gpuaudit.options import OPTIONS
 from tests.conftest import DEMO, ROOT
 
@@ -119,14 +120,14 @@ def test_debug_is_not_a_setting_of_the_file(tmp_path: Path) -> None:
 
 def test_every_environment_variable_belongs_to_one_option() -> None:
     shared = {o.envvar for o in OPTIONS if not o.scan_only} | {debuglog.ENVVAR}
-    for var, uses in environment().items():
+    for var, uses in environment(app).items():
         assert len({flag for _, flag in uses}) == 1, (var, uses)
         commands = {c for c, _ in uses}
         if len(commands) > 1:
             # Only `scan` and `snapshot save` share names, for the options they share.
             assert var in shared, (var, uses)
             assert commands <= {"gpuaudit", "gpuaudit scan", "gpuaudit snapshot save"}
-    env = environment()
+    env = environment(app)
     assert {c for c, _ in env["GPUAUDIT_OUTPUT"]} == {"gpuaudit scan"}
     assert {c for c, _ in env["GPUAUDIT_END"]} == {"gpuaudit scan", "gpuaudit snapshot save"}
     assert env["GPUAUDIT_SCENARIO_OUTPUT"] == [("gpuaudit scenario", "--output")]
@@ -148,7 +149,7 @@ def test_a_variable_for_scan_leaves_the_other_commands_alone(tmp_path: Path) -> 
 
 def test_the_readme_lists_the_environment_variables() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert environment_table() in readme
+    assert environment_table(app) in readme
 
 
 def test_an_internal_error_names_the_real_debug_switch(

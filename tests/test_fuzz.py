@@ -20,7 +20,7 @@ from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
 from gpuaudit.snapshot import answers
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig, PromError
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
 from tests.factories import Series, gpu_labels
 from tests.factories import snapshot as make_snapshot
 

@@ -14,7 +14,7 @@ from gpuaudit.cli import app
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig
 from gpuaudit.sources.prometheus.source import collect_prometheus
 from tests.promserver import require
 

@@ -16,6 +16,7 @@ from gpuaudit.checks import contract
 from gpuaudit.cli import app
 from gpuaudit.errors import ConfigError
 from gpuaudit.options import BY_NAME, OPTIONS, Option
+from gpuaudit.sources.interface import check_step
 from tests.conftest import DEMO
 
 runner = CliRunner()
@@ -199,10 +200,10 @@ def test_check_step_against_the_scrape_interval(
     step_s: int, interval: float | None, refused: bool
 ) -> None:
     if not refused:
-        config.check_step(step_s, interval)
+        check_step(step_s, interval)
         return
     with pytest.raises(ConfigError, match="is shorter than the scrape interval") as exc:
-        config.check_step(step_s, interval)
+        check_step(step_s, interval)
     assert "use --step 1m or longer" in str(exc.value) or "use --step 61s" in str(exc.value)
 
 

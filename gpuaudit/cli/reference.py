@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated as A
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from gpuaudit.cli.options import fail, failing, opt
+from gpuaudit.console.params import opt
+from gpuaudit.console.style import failing
 
 
 class RulesFormat(str, enum.Enum):
@@ -55,32 +54,16 @@ def rules(
 
 def checks() -> None:
     """List every check with its stable code."""
-    from gpuaudit.checks import RETIRED, discover  # lazy: the checks load pandas
+    from gpuaudit.console import reference  # lazy: the checks load pandas
 
-    t = Table(title="gpuaudit checks")
-    t.add_column("Code")
-    t.add_column("Title")
-    t.add_column("Needs")
-    for c in discover():
-        t.add_row(c.code, c.title, ", ".join(r.value for r in c.requires))
-    for code, why in sorted(RETIRED.items()):
-        t.add_row(code, f"(retired) {why}", "")
-    Console().print(t)
+    reference.print_checks()
 
 
 def explain(
     code: A[str, typer.Argument(help="A check code, e.g. GPU001.", metavar="CODE")],
 ) -> None:
     """Print a check's documentation."""
-    from gpuaudit.checks import RETIRED, by_code, discover  # lazy: the checks load pandas
+    from gpuaudit.console import reference  # lazy: the checks load pandas
 
-    c = by_code(code)
-    if c is None:
-        if code.strip().upper() in RETIRED:
-            print(f"{code.upper()} is retired: {RETIRED[code.strip().upper()]}")
-            return
-        known = ", ".join(k.code for k in discover())
-        fail(f"unknown check code {code!r}; known codes: {known}")
-    from gpuaudit.coherence import EXPLAIN
-
-    print(f"{c.explain()}\n\n{EXPLAIN}")
+    with failing():
+        print(reference.explain(code))

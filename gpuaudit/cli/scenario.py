@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Annotated as A
 
-from gpuaudit.cli.options import failing, opt
+from gpuaudit.console.params import opt
+from gpuaudit.console.style import failing
 
 HELP = {
     "--gpus": "About how many GPUs.",

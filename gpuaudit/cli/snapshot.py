@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 
 from gpuaudit import debuglog
-from gpuaudit.cli import style
-from gpuaudit.cli.options import failing, from_environment, given, takes
+from gpuaudit.console import style
+from gpuaudit.console.params import from_environment, given, takes
+from gpuaudit.console.style import failing
 from gpuaudit.options import OPTIONS
 
 app = typer.Typer(
@@ -33,7 +34,7 @@ def save(
     """Collect a snapshot from live sources and write it, without auditing."""
     from gpuaudit import config as configuration  # lazy, as the pipeline:
     from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
-    from gpuaudit.cli import progress
+    from gpuaudit.console import progress
     from gpuaudit.report.text import plural
 
     options = given(ctx)
@@ -58,7 +59,7 @@ def show(
 ) -> None:
     """Print what a snapshot holds (`SHOW_HELP`)."""
     from gpuaudit import snapshot_info  # lazy: it loads numpy, which would slow `--help`
-    from gpuaudit.cli import progress
+    from gpuaudit.console import progress
 
     with failing(), progress.for_run(False).stage("loading the snapshot", "bytes") as tick:
         text = snapshot_info.describe(file, progress=tick)

@@ -10,7 +10,7 @@ from gpuaudit.snapshot.answers import Interner, from_bytes, one_line, parse
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow, utc_timestamp
 from gpuaudit.snapshot.model import Snapshot
 from gpuaudit.sources.live import LiveCollection
-from gpuaudit.sources.prometheus.client import Response
+from gpuaudit.sources.prometheus.http import Response
 
 
 def from_collection(raw: LiveCollection) -> Snapshot:

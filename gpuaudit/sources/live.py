@@ -34,7 +34,7 @@ from gpuaudit.sources.limits import (
     Limits,
     limits_from,
 )
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig, check_headers
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig, check_headers
 from gpuaudit.sources.prometheus.planner import Keep, keep_body
 from gpuaudit.sources.prometheus.source import PromCollection, PrometheusSource
 

@@ -154,6 +154,7 @@ FORBIDDEN = (
     "gpuaudit.config",
     "gpuaudit.pipeline",
     "gpuaudit.cli",
+    "gpuaudit.console",
     "gpuaudit.report",
 )
 """Modules a check must not import: files, network, clock, or the layers after the checks."""

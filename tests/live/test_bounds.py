@@ -19,7 +19,7 @@ from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.limits import Limits
 from gpuaudit.sources.prometheus.catalogue import CATALOGUE
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig
 from gpuaudit.sources.prometheus.source import PrometheusSource
 from gpuaudit.sources.transfer import AnswerTooLarge, read_body
 from tests.k8s_apiserver import KubeAPIServer

@@ -11,7 +11,7 @@ import pytest
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
-from gpuaudit.sources.prometheus.client import PromClient, PromConfig, PromError
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
 from gpuaudit.sources.prometheus.source import collect_prometheus
 
 W = make_window(86400, 3600, 1_795_392_000)

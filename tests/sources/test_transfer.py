@@ -12,7 +12,7 @@ import pytest
 from gpuaudit.errors import ConfigError
 from gpuaudit.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
 from gpuaudit.sources.live import parse_headers
-from gpuaudit.sources.prometheus.client import _warnings
+from gpuaudit.sources.prometheus.http import _warnings
 from gpuaudit.sources.transfer import (
     AnswerTooLarge,
     BadEncoding,

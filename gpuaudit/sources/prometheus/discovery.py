@@ -13,10 +13,15 @@ carry only `pod` or `pod_name`. A central backend may hold both kinds (one clust
 way, another the other): when series with both labels exist, one query counts the series that
 name a workload in `pod` or `pod_name` alone, and when there are any, both spellings are read
 (`any`) and the inventory takes each series' own.
+
+The scrape interval is measured with one query before the collection, whatever `--step` is, so
+that a step shorter than it is refused before anything heavy runs (`measure_interval`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +29,7 @@ import httpx
 
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.client import Listing, PromClient, PromError
+from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError
 
 POD_LABEL_NAMES = ("exported_pod", "pod", "pod_name")
 """The labels that name a workload pod, in any exporter setup."""
@@ -56,6 +61,9 @@ class Capabilities:
     """The backend's warnings on the metadata calls, as `discovery <call>: <text>`."""
     incomplete: list[str] = field(default_factory=list)
     """Why the collection may be incomplete, from what discovery saw."""
+    interval: ScrapeInterval | None = None
+    """The scrape interval of the DCGM series, measured before the collection (not recorded:
+    the inventory detects it again from the samples it counts)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest's `capabilities` object."""
@@ -81,6 +89,23 @@ class Capabilities:
         self.notes.append(reason)
 
 
+@dataclass(frozen=True)
+class ScrapeInterval:
+    """The scrape interval of the DCGM series, from each GPU's samples over `INTERVAL_RANGE_S`."""
+
+    seconds: float
+    """The range over the mean of the most common counts (63 and 64 an hour give 57 s)."""
+    at_least: float
+    """The shortest interval those counts allow: one sample more in the range."""
+    gpus: int
+    """How many GPUs (or MIG instances) were counted."""
+
+
+INTERVAL_RANGE_S = 3600
+"""The range each GPU's samples are counted over: long against any usual scrape interval (it
+is told to one sample in 12 at 300 s, in 60 at 60 s), short against the collection."""
+
+
 def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
     """What the backend is and which DCGM data it holds, from cheap metadata calls."""
     caps = Capabilities()
@@ -93,6 +118,12 @@ def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
     )
     if probe:
         _labels(client, w, selector, probe, caps)
+    counted = next(
+        (m for m in (catalogue.ACT_PROF, catalogue.UTIL, catalogue.FB_USED) if m in caps.metrics),
+        None,
+    )
+    if counted:
+        _interval(client, w, selector, counted, caps)
     if not selector:
         try:
             names = client.recording_rule_names()
@@ -217,3 +248,73 @@ def pod_only_query(probe: str, selector: str, range_s: int) -> str:
         f"count((last_over_time({plain}{rng}) unless on (namespace, pod) "
         f"last_over_time({helm}{rng})) or last_over_time({old}{rng}))"
     )
+
+
+def _interval(
+    client: PromClient, w: Window, selector: str, metric: str, caps: Capabilities
+) -> None:
+    """Measure the scrape interval at the window's end (or now, when that is earlier)."""
+    try:
+        caps.interval = measure_interval(
+            client, min(w.end, time.time()), selector, metric, caps.uuid_label
+        )
+    except PromError as exc:
+        caps.notes.append(f"scrape interval not measured ({str(exc)[:100]}); --step not checked")
+
+
+def measure_interval(
+    client: PromClient, at: float, selector: str, metric: str, uuid_label: str = "UUID"
+) -> ScrapeInterval | None:
+    """The scrape interval of `metric`'s series from one query at `at` (`interval_query`);
+    None when no GPU's counts tell it, or the answer is partial. The query is evaluated a
+    millisecond before `at`, so that a sample exactly at the range's edge (backfilled data
+    sits on whole seconds) is counted once whether the backend's ranges are closed at their
+    start (Prometheus 2) or open (Prometheus 3, VictoriaMetrics)."""
+    ans = client.query(interval_query(metric, selector, uuid_label), at - 0.001)
+    if ans.warnings or ans.partial:
+        return None
+    counts: dict[int, int] = {}
+    for row in ans.body["data"]["result"]:
+        try:
+            count = int(float(row["metric"]["samples"]))
+            gpus = int(float(row["value"][1]))
+        except (KeyError, IndexError, TypeError, ValueError, OverflowError):
+            continue
+        if 0 < count <= 10**9 and 0 < gpus <= 10**9:  # sizes from outside, bounded
+            counts[count] = counts.get(count, 0) + gpus
+    return interval_from_counts(counts, INTERVAL_RANGE_S)
+
+
+def interval_query(
+    metric: str, selector: str, uuid_label: str, range_s: int = INTERVAL_RANGE_S
+) -> str:
+    """PromQL: how many GPUs (or MIG instances) had each number of samples of `metric` over
+    the last `range_s`, counting only those that had samples in the `range_s` before it too
+    (a GPU that came up inside the range has fewer samples than its interval gives). The
+    samples of a GPU are summed over its series: a new pod on it starts a new series."""
+    sel = f"{metric}{{{selector}}}" if selector else metric
+    by = f"{uuid_label}, GPU_I_ID"
+    rng = f"[{range_s}s]"
+    now = f"sum by ({by}) (count_over_time({sel}{rng}))"
+    before = f"sum by ({by}) (count_over_time({sel}{rng} offset {range_s}s))"
+    return f'count_values("samples", {now} and on ({by}) {before})'
+
+
+def interval_from_counts(counts: Mapping[int, int], range_s: int) -> ScrapeInterval | None:
+    """The interval from how many GPUs had each sample count over `range_s`, as the inventory
+    detects it from its buckets (`gpuaudit.inventory.held`): centred on the count whose window
+    of three (it, one below, one above) holds most GPUs, keeping those of the three at least a
+    tenth as common as the most common (a missed scrape is rarer), the range over their mean."""
+    seen = {c: n for c, n in counts.items() if c > 0 and n > 0}
+    if not seen:
+        return None
+
+    def rank(c: int) -> tuple[int, int, int]:
+        return (seen.get(c - 1, 0) + seen[c] + seen.get(c + 1, 0), seen[c], c)
+
+    centre = max(seen, key=rank)
+    near = {c: seen[c] for c in (centre - 1, centre, centre + 1) if c in seen}
+    top = max(near.values())
+    kept = {c: n for c, n in near.items() if n >= 0.1 * top}
+    mean = sum(c * n for c, n in kept.items()) / sum(kept.values())
+    return ScrapeInterval(range_s / mean, range_s / (mean + 1), sum(seen.values()))

@@ -23,8 +23,8 @@ from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Progress, Window
 from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus.catalogue import QuerySpec
-from gpuaudit.sources.prometheus.client import PromClient, PromError, Response
 from gpuaudit.sources.prometheus.discovery import Capabilities
+from gpuaudit.sources.prometheus.http import PromClient, PromError, Response
 
 MAX_POINTS = 11_000
 """Prometheus's fixed cap on points per series in a range query."""

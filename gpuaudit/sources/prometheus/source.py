@@ -1,5 +1,6 @@
-"""The Prometheus source: discovery (`discovery`), then the catalogue (`catalogue`) run within
-the backend's limits (`planner`), through the HTTP client (`client`). It returns the raw answers
+"""The Prometheus source: discovery (`discovery`, which measures the scrape interval: a `--step`
+shorter than it is refused there), then the catalogue (`catalogue`) run within
+the backend's limits (`planner`), through the HTTP client (`http`). It returns the raw answers
 and what the manifest records about them: capabilities, the queries, how they were cut, the
 backend's warnings and why the answers may be incomplete."""
 
@@ -8,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.sources.interface import Progress, Source, Window
+from gpuaudit.sources.interface import Progress, Source, Window, check_step
 from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
+from gpuaudit.sources.prometheus.http import PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 
 
@@ -69,6 +70,8 @@ class PrometheusSource(Source[PromCollection]):
         # `max_queries` is refused whatever the backend holds.
         check_plan(window, catalogue.CATALOGUE, self.max_queries)
         caps = discover(self.client, window, selector)
+        if caps.interval is not None:  # refused before the collection, whatever it would cost
+            check_step(window.step, caps.interval.seconds, caps.interval.at_least)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         missing = sorted({q.metric for q in catalogue.CATALOGUE} - set(caps.metrics))
         col = Collector(

@@ -1,21 +1,33 @@
-"""How the command line speaks: usage errors as gpuaudit's own one-line errors (exit code 2),
-and help that shows `--demo` as a flag, not `--demo <bool>`.
+"""How the command line speaks: every error as one line on stderr (`fail`, `failing`; usage
+errors too, exit code 2; an unexpected error as one line that asks for a report, `run`), help
+that shows `--demo` as a flag, not `--demo <bool>`, and the summary line fitted to the terminal.
 
 Typer prints its usage errors as framed boxes over several lines, unlike every other error
 gpuaudit prints, and since it vendors Click (0.29) it labels every option with its Python type
 (`<bool>`, `<str>`, `{file}`). The command classes here replace the first and give the help
 option a blank value; the commands give every other parameter an explicit `metavar`
-(`gpuaudit.cli.options`). `tests/test_cli_style.py` holds both to it.
+(`gpuaudit.console.params`). `tests/test_cli_style.py` holds both to it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+from rich.console import Console
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+
+from gpuaudit import debuglog
+from gpuaudit.errors import GpuauditError
+
+if TYPE_CHECKING:
+    from gpuaudit.pipeline import Outcome
 
 PREFIX = "gpuaudit: error: "
 
@@ -114,3 +126,83 @@ def usage_message(exc: Exception) -> str:
     if len(text) > 1 and text[0].isupper() and text[1].islower():
         text = text[0].lower() + text[1:]
     return text or "invalid usage"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """End the run with one error line on stderr."""
+    from gpuaudit.report.text import terminal  # lazy: gpuaudit.report loads pandas
+
+    Console(stderr=True, soft_wrap=True).print(Text(f"gpuaudit: error: {terminal(message, 600)}"))
+    raise typer.Exit(code)
+
+
+@contextmanager
+def failing() -> Iterator[None]:
+    """Turn an error a user can cause into one line on stderr and exit code 2."""
+    try:
+        yield
+    except GpuauditError as exc:
+        fail(str(exc))
+
+
+def run(app: typer.Typer) -> None:
+    """Run `app` as the console script: an unexpected error is one line, never a traceback
+    (unless `--debug` asks for it)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("gpuaudit: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+        if debuglog.enabled():
+            raise
+        sys.stderr.write(
+            f"gpuaudit: internal error: {type(exc).__name__}: {exc}. This is a bug; rerun with "
+            f"--debug (or {debuglog.ENVVAR}=1) for the traceback, and report it.\n"
+        )
+        sys.exit(2)
+
+
+def say_outcome(outcome: Outcome, *, quiet: bool, timings: bool) -> None:
+    """Print what a scan's `outcome` tells on stderr: the timings (with `--timings`), the
+    summary line (unless `quiet`), the warning that nothing was audited and why the exit code
+    is 2 (both even when `quiet`)."""
+    if timings:
+        sys.stderr.write(outcome.timings_line() + "\n")
+    if not quiet:
+        sys.stderr.write(fit_terminal(outcome.summary_line()) + "\n")
+    alarm = outcome.nothing_line()
+    if alarm:  # even with --quiet: an empty audit must never pass for a healthy one
+        sys.stderr.write(alarm + "\n")
+    if outcome.exit_code == 2:
+        sys.stderr.write(outcome.strict_line() + "\n")
+
+
+def fit_terminal(line: str) -> str:
+    """`line` wrapped at the terminal's width when stderr is a terminal (continuation lines
+    indented by two), else as it is: a terminal shows no line wider than itself."""
+    if not sys.stderr.isatty():
+        return line
+    try:
+        width = os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return line
+    if width < 20:
+        return line
+    # Broken between its clauses where it can, else between words.
+    lines: list[str] = []
+    for clause in line.split("; "):
+        if lines and len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += "; " + clause
+            continue
+        if lines:
+            lines[-1] += ";"
+        first = "  " if lines else ""
+        lines += textwrap.wrap(
+            clause,
+            width - 1,  # room for the ";"
+            initial_indent=first,
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines)

@@ -1,25 +1,22 @@
-"""What the commands share: their options declared from `gpuaudit.options`, the options the
-user gave, and the error line.
+"""How the commands declare their options and read back the ones the user gave: `scan` and
+`snapshot save` from the table in `gpuaudit.options` (`takes`), the other commands one by one
+(`opt`), each with its `GPUAUDIT_...` variable; and the table of those variables README shows.
 
-Only Typer and rich are imported at the top, so that `gpuaudit --help` stays fast; the commands
-import the configuration and the pipeline when they run.
+Only Typer is imported at the top, so that `gpuaudit --help` stays fast.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from gpuaudit.errors import GpuauditError
+from gpuaudit import debuglog
 from gpuaudit.options import BY_NAME, Kind, Option
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -116,18 +113,32 @@ def from_environment(ctx: typer.Context) -> frozenset[str]:
     )
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """End the run with one error line on stderr."""
-    from gpuaudit.report.text import terminal  # lazy: gpuaudit.report loads pandas
+def environment(app: typer.Typer) -> dict[str, list[tuple[str, str]]]:
+    """Every environment variable the commands of `app` read: variable -> (command, flag)
+    pairs, the root command as `gpuaudit`."""
+    found: dict[str, list[tuple[str, str]]] = {}
 
-    Console(stderr=True, soft_wrap=True).print(Text(f"gpuaudit: error: {terminal(message, 600)}"))
-    raise typer.Exit(code)
+    def walk(cmd: Any, path: str) -> None:
+        for param in cmd.params:
+            if param.param_type_name == "option" and isinstance(param.envvar, str):
+                found.setdefault(param.envvar, []).append((path, param.opts[0]))
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(app), "gpuaudit")
+    return found
 
 
-@contextmanager
-def failing() -> Iterator[None]:
-    """Turn an error a user can cause into one line on stderr and exit code 2."""
-    try:
-        yield
-    except GpuauditError as exc:
-        fail(str(exc))
+def environment_table(app: typer.Typer) -> str:
+    """README's table of environment variables, one row per command (generated, so that it
+    cannot drift from the options)."""
+    rows: dict[str, list[str]] = {}
+    for var, uses in environment(app).items():
+        for command in sorted({c for c, _ in uses}):
+            rows.setdefault(command, []).append(var)
+    lines = ["| command | environment variables (one per option, `GPUAUDIT_DEBUG` for all) |"]
+    lines.append("|---|---|")
+    for command, names in rows.items():
+        shown = [n for n in names if n != debuglog.ENVVAR] or names
+        lines.append(f"| `{command}` | {', '.join(f'`{n}`' for n in shown)} |")
+    return "\n".join(lines) + "\n"
