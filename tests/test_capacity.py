@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit.capacity import Item, Stat, pack_ffd, plan
+from gpuaudit.capacity import RELEASE_IDLE, Item, Release, Stat, pack_ffd, plan
 from gpuaudit.cli import app
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
@@ -61,6 +62,12 @@ def _series(uuid: str, gpu: str, host: str, pod: str, act: list[float | None], *
     return Series(gpu_labels(uuid, gpu, host, pod=pod, namespace="ns", **kw), act=act)
 
 
+def _requesting(pod: dict[str, Any], resource: str, n: int = 1) -> dict[str, Any]:
+    """`pod` asking for `n` of `resource` instead of whole GPUs."""
+    pod["spec"]["containers"][0]["resources"] = {"limits": {resource: str(n)}}
+    return pod
+
+
 def _cluster() -> Inventory:
     """H100 nodes h1, h2, h3 (8 GPUs); L40S node s1 (4 GPUs, time-sliced 2 ways); A100 node m1
     (2 GPUs in MIG). p1: 6 GPUs of h1, busy; p2: 2 GPUs of h2 in hours 0-1, idle; p3: 1 GPU of
@@ -89,18 +96,22 @@ def _cluster() -> Inventory:
                 "nvidia.com/gpu.count": "2",
             },
         },
-        "status": {"allocatable": {"nvidia.com/mig-1g.10gb": "4"}},
+        "status": {"allocatable": {"nvidia.com/mig-1g.10gb": "4", "nvidia.com/mig-3g.40gb": "2"}},
     }
     nodes = [make_node("h1"), make_node("h2"), make_node("h3"), shared, mig_node]
-    pods = [
-        make_pod(p, namespace="ns", node="") for p in ("p1", "p2", "p3", "q1", "q2", "a", "b", "c")
+    pods = [make_pod(p, namespace="ns", node="", gpus=n) for p, n in (("p1", 6), ("p2", 2))]
+    pods += [make_pod(p, namespace="ns", node="") for p in ("p3", "q1", "q2")]
+    pods += [
+        _requesting(make_pod(p, namespace="ns", node=""), f"nvidia.com/mig-{profile}")
+        for p, profile in (("a", "1g.10gb"), ("b", "3g.40gb"), ("c", "1g.10gb"))
     ]
     return inventory(series, HOURS, pods=pods, nodes=nodes)
 
 
 @pytest.fixture(scope="module")
 def cluster_plan() -> Any:
-    return plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", [("ns", "p2")])
+    released = [Release("ns", "p2", "GPU001")]
+    return plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
 
 
 def test_whole_gpus_by_hand(cluster_plan: Any) -> None:
@@ -123,7 +134,7 @@ def test_release_of_idle_reservations_by_hand(cluster_plan: Any) -> None:
     freed = cluster_plan.freed["NVIDIA-H100-80GB-HBM3"]
     assert (freed.nodes, freed.gpus) == (1, 8.0)
     assert freed.cost == pytest.approx(8 * HOURS * 6.88)
-    assert cluster_plan.released == ("ns/p2",)
+    assert cluster_plan.released_pods == ("ns/p2",)
     assert cluster_plan.released_by_product == {"NVIDIA-H100-80GB-HBM3": 1}
     assert cluster_plan.freed["NVIDIA-L40S"].nodes == 0
     lines = cluster_plan.headlines()
@@ -154,7 +165,14 @@ def test_mig_partitioned_gpu_counts_as_one(cluster_plan: Any) -> None:
 
 
 def test_without_gpu001_nothing_is_released() -> None:
-    p = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", None, "GPU001 was skipped: no data")
+    p = plan(
+        Views(_cluster(), DEFAULT_PRICES),
+        0.05,
+        "USD",
+        None,
+        "GPU001 was skipped: no data",
+        what_if=[RELEASE_IDLE],
+    )
     assert p.released is None and p.after_release_idle == p.by_product
     assert "no idle reservation was released (GPU001 was skipped: no data)" in p.headlines()[0]
     doc = p.to_dict()
@@ -173,7 +191,7 @@ def demo_report() -> dict[str, Any]:
 
 
 def _raw_units(
-    doc: dict[str, Any], gone: set[tuple[str, str]]
+    doc: dict[str, Any], gone: dict[tuple[str, str], float]
 ) -> dict[str, dict[float, dict[tuple[str, ...], list[float]]]]:
     """product -> hour end -> unit -> [weight, weight x activity, size], from `act_hourly`."""
     product = {
@@ -187,12 +205,14 @@ def _raw_units(
     for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
-        if not pod or (ns, pod) in gone:
+        if not pod:
             continue
         mig = "GPU_I_PROFILE" in m
         frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
+            if float(ts) > gone.get((ns, pod), math.inf):
+                continue  # released from here on
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)
@@ -227,14 +247,20 @@ def test_demo_capacity_recomputed_from_raw_answers(demo_report: dict[str, Any]) 
     doc = raw_snapshot(DEMO)
     hours = int(demo_report["window"]["hours"])
     cap = demo_report["capacity"]
-    _check_products(cap["by_product"], _raw_units(doc, set()), hours)
+    _check_products(cap["by_product"], _raw_units(doc, {}), hours)
     released = cap["after_release_idle"]["released"]
-    idle = {
-        (f["resource"]["namespace"], f["resource"]["name"])
-        for f in demo_report["findings"]
-        if f["code"] == "GPU001"
-    }
-    assert {tuple(r.split("/", 1)) for r in released} == idle and idle
+    # Released: GPU001's pods for the whole window, GPU002's from the start of their tail.
+    idle: dict[tuple[str, str], float] = {}
+    for f in demo_report["findings"]:
+        key = (f["resource"]["namespace"], f["resource"]["name"])
+        if f["code"] == "GPU001":
+            idle[key] = -math.inf
+        elif f["code"] == "GPU002":
+            start = datetime.fromisoformat(f["evidence"]["idle_tail_from"].replace("Z", "+00:00"))
+            idle.setdefault(key, start.timestamp())
+    codes = {f["code"] for f in demo_report["findings"]}
+    assert {"GPU001", "GPU002"} <= codes
+    assert {tuple(r.split("/", 1)) for r in released} == set(idle) and idle
     _check_products(cap["after_release_idle"]["by_product"], _raw_units(doc, idle), hours)
     h100 = cap["after_release_idle"]["by_product"]["NVIDIA-H100-80GB-HBM3"]
     assert h100["released_reservations"] >= 1
