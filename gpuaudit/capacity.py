@@ -60,8 +60,9 @@ ASSUMPTIONS = (
     "Nodes that ran GPU pods: nodes on which a pod held a GPU in some hour of the window (DCGM).",
     "Fewest nodes at the peak: the holdings of the hour with the most GPUs held, packed first "
     "fit decreasing (largest first, each into the first opened node that admits it and has "
-    "room, else the roomiest unused node that does); a pod's GPUs stay on one node, a "
-    "MIG-partitioned GPU moves whole, and work stays on its own GPU product.",
+    "room, else the roomiest unused node that does: among equals, the one the most of the "
+    "hour's units may use, or for a whole-node gang member the fewest); a pod's GPUs stay "
+    "on one node, a MIG-partitioned GPU moves whole, and work stays on its own GPU product.",
     "Where work may go: as the scheduler's filters decide at the window's end (node "
     "selector, required node affinity, taints against tolerations, allocatable of each "
     "resource the pod requests: nvidia.com/gpu, nvidia.com/mig-<profile>, shared replicas); "
@@ -137,10 +138,12 @@ class Packing:
 def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     """Pack `items` into nodes of `room` (GPUs per node) first fit decreasing: largest first
     (ties by key), each into the first node opened so far that may take it and has room, else
-    into the roomiest unused node that may take it (among equals the one the most items may
-    use, so that a node few items may use, such as a tainted one, is not opened half empty
-    while others would do; then by name); an item no node can take is left unplaced. A
-    `whole_node` item opens a node of its own and closes it."""
+    into the roomiest unused node that may take it; an item no node can take is left
+    unplaced. A `whole_node` item opens a node of its own and closes it. Among equally roomy
+    unused nodes, an item that shares its node opens the one the most items may use (so that
+    a node few may use, such as a tainted one, is not opened half empty while others would
+    do), a `whole_node` item the one the fewest may use (so that it takes no node others
+    need); then by name."""
     usable = dict.fromkeys(room, 0)
     # Items of one spec share their set of nodes: count each set once.
     for nodes, n_items in Counter(i.nodes for i in items).items():
@@ -168,7 +171,10 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
             if not spare:
                 unplaced.append(item)
                 continue
-            node = max(spare, key=lambda n: (left[n], usable[n], n))
+            # A node opened to share is best one many items may fill; a node taken whole is
+            # best one few others need.
+            sign = -1 if item.whole_node else 1
+            node = max(spare, key=lambda n: (left[n], sign * usable[n], n))
             opened.append(node)
             if item.whole_node:
                 closed.add(node)

@@ -280,3 +280,169 @@ def test_demo_queue_figures_in_the_report(demo_report: dict[str, Any]) -> None:
     assert weekday["held_gpu_hours"] == pytest.approx(5 * 12 * 4)
     assert weekday["peak_admitted"] == 4
     assert rows[("team-b-cq", "nvidia.com/gpu")]["pending_workloads"] == 1
+
+
+# ---- the packer with the feasibility model, one rule at a time --------------------------------
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def _h100_pod(name: str, node: str, gpus: int, **spec: Any) -> dict[str, Any]:
+    pod = make_pod(name, namespace="ns", node=node, gpus=gpus)
+    pod["spec"].update(spec)
+    return pod
+
+
+def _holding(name: str, node: str, gpus: int, model: str = "NVIDIA H100 80GB HBM3") -> list[Series]:
+    return [
+        _series(f"GPU-{node}-{name}-{i}", str(i), node, name, [0.5] * HOURS, model=model)
+        for i in range(gpus)
+    ]
+
+
+def _peak(series: list[Series], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Any:
+    inv = inventory(series, HOURS, pods=pods, nodes=nodes)
+    return plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", [])
+
+
+def _tainted(node: dict[str, Any]) -> dict[str, Any]:
+    node["spec"]["taints"] = [{"key": "dedicated", "value": "serving", "effect": "NoSchedule"}]
+    return node
+
+
+def test_a_tainted_node_the_pods_cannot_use_and_a_cordoned_one() -> None:
+    # t1 (8 GPUs) is tainted, c1 (8) cordoned; n2 and n3 have 4 each. p and q hold 4 each.
+    nodes = [_tainted(make_node("t1")), make_node("n2", gpus=4), make_node("n3", gpus=4)]
+    nodes.append(make_node("c1", cordoned=True))
+    series = _holding("p", "n2", 4) + _holding("q", "n3", 4)
+    got = _peak(series, nodes, [_h100_pod("p", "n2", 4), _h100_pod("q", "n3", 4)])
+    h = got.by_product[H100]
+    # Neither tolerates the taint: p opens the roomiest node it may use (n2 and n3 tie; by
+    # name, n3), q finds it full and opens n2. Without the taint both would share t1.
+    assert h.nodes_used == ("n3", "n2") and h.min_nodes_at_peak == 2
+    assert (h.nodes, h.nodes_cordoned, h.gpus) == (4, 1, 24.0)
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    pods = [_h100_pod(p, n, 4, tolerations=tolerate) for p, n in (("p", "n2"), ("q", "n3"))]
+    h = _peak(series, nodes, pods).by_product[H100]
+    assert h.nodes_used == ("t1",) and h.min_nodes_at_peak == 1  # the cordoned c1 never
+
+
+def test_a_selector_and_a_required_affinity_pin_pods_to_nodes() -> None:
+    def node(name: str, machine: str) -> dict[str, Any]:
+        n = make_node(name)
+        n["metadata"]["labels"]["nvidia.com/gpu.machine"] = machine
+        return n
+
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.machine", "operator": "In", "values": ["p5"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    pin = {"nvidia.com/gpu.product": H100, "nvidia.com/gpu.machine": "a3"}
+    pods = [
+        _h100_pod("w", "a1", 4),
+        _h100_pod("x", "a1", 4, nodeSelector=pin),
+        _h100_pod("y", "b1", 4, affinity=affinity),
+    ]
+    series = _holding("w", "a1", 4) + _holding("x", "a1", 4) + _holding("y", "b1", 4)
+    h = _peak(series, [node("a1", "a3"), node("b1", "p5")], pods).by_product[H100]
+    # w (free) opens b1 (a1 and b1 tie on room and on how many pods may use them; by name);
+    # x may only use a1 and opens it; y may only use b1 and joins w there.
+    assert h.nodes_used == ("b1", "a1") and h.min_nodes_at_peak == 2
+    assert h.gpus_held.peak == 12.0
+
+
+def test_a_mig_gpu_goes_only_where_its_profiles_are() -> None:
+    a100 = "NVIDIA A100-SXM4-80GB"
+
+    def mig_node(name: str, count: int, profiles: dict[str, int]) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                    "nvidia.com/gpu.count": str(count),
+                },
+            },
+            "status": {"allocatable": {f"nvidia.com/mig-{p}": str(n) for p, n in profiles.items()}},
+        }
+
+    nodes = [
+        mig_node("m1", 2, {"1g.10gb": 7, "3g.40gb": 2}),
+        mig_node("m2", 4, {"1g.10gb": 28}),
+        mig_node("m3", 2, {"1g.10gb": 14}),
+    ]
+    slices = (("a", "m1", 0, "1g.10gb"), ("b", "m1", 0, "3g.40gb"))
+    slices += (("c", "m3", 0, "1g.10gb"), ("d", "m3", 1, "1g.10gb"))
+    series = [
+        _series(f"GPU-{n}-{g}", str(g), n, p, [0.5] * HOURS, model=a100, mig=(prof, p))
+        for p, n, g, prof in slices
+    ]
+    pods = [
+        _requesting(make_pod(p, namespace="ns", node=n), f"nvidia.com/mig-{prof}")
+        for p, n, _, prof in slices
+    ]
+    m = _peak(series, nodes, pods).by_product["NVIDIA-A100-SXM4-80GB"]
+    # Three MIG GPUs held, one each. m1's GPU 0 holds a 3g slice: only m1 offers 3g.40gb, so it
+    # opens m1 (room 2); m3's GPU 0 fills m1; m3's GPU 1 opens the roomiest other node, m2.
+    # Moved as if MIG did not matter, all three would fit on m2 (room 4).
+    assert m.gpus_held.peak == 3.0
+    assert m.nodes_used == ("m1", "m2") and m.min_nodes_at_peak == 2
+    assert m.gpus == 8.0  # nvidia.com/gpu.count of each MIG node
+
+
+def test_shared_replicas_stay_on_nodes_shared_as_many_ways() -> None:
+    def shared(name: str, replicas: int, alloc: int) -> dict[str, Any]:
+        n = make_node(name, "NVIDIA-L40S-SHARED", alloc)
+        n["metadata"]["labels"]["nvidia.com/gpu.replicas"] = str(replicas)
+        return n
+
+    nodes = [shared("s1", 4, 8), shared("s2", 2, 16), shared("s3", 4, 16)]
+    series = [
+        _series(f"GPU-s1-{i}", str(i), "s1", p, [0.5] * HOURS, model=L40S)
+        for i, p in enumerate(("q1", "q2"))
+    ]
+    pods = [make_pod(p, namespace="ns", node="s1") for p in ("q1", "q2")]
+    s = _peak(series, nodes, pods).by_product["NVIDIA-L40S-SHARED"]
+    # Each pod holds one replica of a 4-way shared GPU: 1/4 each. Room: 8/4 = 2, 16/2 = 8 and
+    # 16/4 = 4 GPUs. s2 is shared 2 ways, where a replica is half a GPU: not a candidate; the
+    # roomiest node shared 4 ways is s3, and both replicas go there.
+    assert s.gpus_held.peak == 0.5
+    assert s.nodes_used == ("s3",) and s.min_nodes_at_peak == 1
+    assert s.gpus == 14.0
+
+
+def test_a_whole_node_gang_keeps_a_node_per_member() -> None:
+    nodes = [make_node("g1", gpus=4), make_node("g2", gpus=4), make_node("big1"), make_node("big2")]
+    series = _holding("w0", "g1", 4) + _holding("w1", "g2", 4)
+
+    def member(name: str, node: str, gang: bool) -> dict[str, Any]:
+        pod = _h100_pod(name, node, 4)
+        if gang:
+            pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "w"
+            pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "2"
+        return pod
+
+    h = _peak(series, nodes, [member("w0", "g1", True), member("w1", "g2", True)]).by_product[H100]
+    # Each member held all 4 GPUs of its node: each gets a node of its own (the 8-GPU nodes are
+    # the roomiest, by name big2 first).
+    assert h.nodes_used == ("big2", "big1") and h.min_nodes_at_peak == 2
+    assert h.whole_node_units == 2
+    # The same pods outside a gang share one 8-GPU node.
+    loose = _peak(series, nodes, [member("w0", "g1", False), member("w1", "g2", False)])
+    assert loose.by_product[H100].nodes_used == ("big2",)
+
+
+def test_a_pod_without_a_spec_may_go_on_any_node_of_its_product() -> None:
+    nodes = [_tainted(make_node("t1")), make_node("n2", gpus=4)]
+    h = _peak(_holding("p", "n2", 4), nodes, []).by_product[H100]
+    # Kubernetes returned no pod: nothing is known to keep it off the tainted node.
+    assert h.nodes_used == ("t1",) and h.units_without_spec == 1
