@@ -102,7 +102,7 @@ def test_markdown_capacity_section(demo_md: str) -> None:
     # held at the peak: 29 nodes of 8 at least; the tainted node takes only the pods that
     # tolerate it, so it is not opened half empty.
     assert (
-        "| H100 80GB HBM3 | 31 | 0 | 30 | 29 | 231.0 / 230.0 / 214.0 | 222.0 / 221.0 / 209.0 |"
+        "| H100 80GB HBM3 | 31 | 0 | 30 | 29 | 231.0 / 230.0 / 214.3 | 222.0 / 221.0 / 209.2 |"
         in section
     )
     assert "### Queue quota over the window" in section
@@ -123,7 +123,7 @@ def test_what_if_release_idle_in_markdown() -> None:
     assert "### After releasing the idle reservations (--what-if release-idle)" in section
     # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 224 GPUs at the new
     # peak fit on 28 nodes, one fewer: 8 GPUs x 168 h x 6.88 USD.
-    assert "| H100 80GB HBM3 | 3 | 29 | 28 | 1 | 8.0 | 9,247 | 224.0 / 223.0 / 210.8 |" in section
+    assert "| H100 80GB HBM3 | 3 | 29 | 28 | 1 | 8.0 | 9,247 | 224.0 / 223.0 / 211.0 |" in section
     assert (
         "releasing the 3 idle reservations gpuaudit found on it would have let 1 more go: "
         "9,247 USD over the window." in section
