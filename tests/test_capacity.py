@@ -17,7 +17,16 @@ from gpuaudit.cli import app
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
 from tests.conftest import DEMO, raw_snapshot
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    iso,
+    make_node,
+    make_pod,
+)
 
 runner = CliRunner()
 HOURS = 4
@@ -143,6 +152,20 @@ def test_release_of_idle_reservations_by_hand(cluster_plan: Any) -> None:
         "busy at most; 2 nodes ran GPU pods); releasing the 1 idle reservation gpuaudit found on "
         "it would have let 1 more go: 220 USD over the window." in lines
     )
+
+
+def test_an_idle_tail_is_released_from_its_start() -> None:
+    # GPU002 says p2's tail starts with hour 1: p2 keeps hour 0 (2 GPUs) and holds nothing
+    # after; the peak (hour 0) still needs 2 nodes.
+    tail = [Release("ns", "p2", "GPU002", START + STEP)]
+    p = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", tail, what_if=[RELEASE_IDLE])
+    after = p.after_release_idle["NVIDIA-H100-80GB-HBM3"]
+    assert after.held_by_hour == (9.0, 7.0, 7.0, 7.0)
+    assert after.min_nodes_at_peak == 2 and p.freed["NVIDIA-H100-80GB-HBM3"].nodes == 0
+    assert p.released_by_product == {"NVIDIA-H100-80GB-HBM3": 1}
+    (held,) = p.to_dict()["after_release_idle"]["released_holdings"]
+    assert held == {"pod": "ns/p2", "code": "GPU002", "from": iso(START + STEP)}
+    assert "would have freed no node of it at the peak" in p.headlines()[1]
 
 
 def test_shared_replicas_and_missing_hours(cluster_plan: Any) -> None:
