@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuaudit import __version__
 from gpuaudit.breakdown import Breakdown, breakdown, label_warning
-from gpuaudit.capacity import CapacityPlan
+from gpuaudit.capacity import CapacityPlan, Release
 from gpuaudit.capacity import plan as capacity_plan
 from gpuaudit.checks import Check, discover
 from gpuaudit.coherence import make_coherent
@@ -140,6 +140,7 @@ def run_checks(
     group_label: str = "",
     previous: tuple[str, dict[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    what_if: Sequence[str] = (),
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
     (`gpuaudit.coherence`), and assemble the result.
@@ -147,7 +148,8 @@ def run_checks(
     `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
     made once here and handed to every check, the summary and the breakdown. `previous` is
     (source name, an earlier JSON report) for `--baseline` or `--previous`. `progress` gets
-    (checks done, checks in all) after each check.
+    (checks done, checks in all) after each check. `what_if` (`--what-if`) names the
+    scenarios the capacity plan's reports show (see `gpuaudit.capacity.WHAT_IFS`).
     """
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
@@ -201,12 +203,30 @@ def run_checks(
         ),
         comparison=comparison,
         nothing_audited=nothing,
-        capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran),
+        capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
     )
 
 
-RELEASE_CODE = "GPU001"
-"""The check whose findings are the idle reservations the capacity plan releases."""
+RELEASE_CODES = ("GPU001", "GPU002")
+"""The checks whose findings are the idle reservations the capacity plan releases: GPU001's
+pods for the whole window, GPU002's from the start of their idle tail."""
+
+
+def _releases(ranked: tuple[Finding, ...]) -> list[Release]:
+    """The idle reservations of GPU001's and GPU002's findings (after waivers), each exactly
+    what its finding says was idle."""
+    out = []
+    for f in ranked:
+        if f.code not in RELEASE_CODES or f.resource.kind != "Pod":
+            continue
+        since = None
+        if f.code == "GPU002":
+            start = f.evidence.get("idle_tail_from")
+            if not isinstance(start, str):
+                continue  # a tail without its start cannot be released exactly
+            since = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
+        out.append(Release(f.resource.namespace, f.resource.name, f.code, since))
+    return out
 
 
 def _capacity(
@@ -216,24 +236,25 @@ def _capacity(
     ranked: tuple[Finding, ...],
     skipped: list[Skipped],
     ran: list[str],
+    what_if: Sequence[str] = (),
 ) -> CapacityPlan:
-    """The capacity plan, releasing the pods GPU001 reported (after waivers)."""
-    released: list[tuple[str, str]] | None = None
-    note = ""
-    if RELEASE_CODE in ran:
-        released = [
-            (f.resource.namespace, f.resource.name)
-            for f in ranked
-            if f.code == RELEASE_CODE and f.resource.kind == "Pod"
-        ]
-    else:
-        why = next((s.reason for s in skipped if s.code == RELEASE_CODE), "")
-        note = f"{RELEASE_CODE} was skipped: {why}" if why else f"{RELEASE_CODE} was not run"
+    """The capacity plan, releasing the idle reservations GPU001 and GPU002 reported (after
+    waivers)."""
+    released: list[Release] | None = None
+    if any(code in ran for code in RELEASE_CODES):
+        released = _releases(ranked)
+    notes = [
+        f"{code} was skipped: {why}" if why else f"{code} was not run"
+        for code in RELEASE_CODES
+        if code not in ran
+        for why in [next((s.reason for s in skipped if s.code == code), "")]
+    ]
+    note = "; ".join(notes)
     inv = views.inv
     # Queue figures need the queue objects and the DCGM history they are measured against.
     measured = {Capability.QUEUES, Capability.ACTIVITY} <= inv.capabilities
     queues = views.queue_usage(idle) if measured else ()
-    return capacity_plan(views, idle, currency, released, note, queues)
+    return capacity_plan(views, idle, currency, released, note, queues, what_if)
 
 
 def nothing_audited(

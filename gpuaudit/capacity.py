@@ -3,24 +3,29 @@
 Per GPU product (`nvidia.com/gpu.product`, else the DCGM model), from the hourly history: the
 GPUs held and the GPUs busy in each hour (peak, nearest-rank p95 and mean over the window's
 hours), the nodes that ran GPU pods against the fewest nodes the peak hour's holdings fit on
-when packed, and the same after releasing the idle reservations the audit found (GPU001).
-Every assumption is stated in `ASSUMPTIONS` and carried in the report.
+when packed, and the same after releasing the idle reservations the audit found (GPU001's
+idle pods, GPU002's idle tails). Every assumption is stated in `ASSUMPTIONS` and carried in
+the report.
 
-The packer (`pack_ffd`) takes each node's room and, per item, the nodes it may use, so that a
-scheduler feasibility model (selectors, taints, whole-node gangs) can feed it.
+The packer (`pack_ffd`) takes each schedulable node's room and, per item, the nodes it may use
+as the scheduler feasibility model decides (`gpuaudit.inventory.feasibility`: selectors,
+required affinity, taints, allocatable of the resource asked for), with whole-node gang
+members a node each.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit.checks.base import short_model
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
 from gpuaudit.inventory.queue_usage import QueueUsage
 
 if TYPE_CHECKING:
@@ -31,6 +36,14 @@ if TYPE_CHECKING:
     Floats = npt.NDArray[np.float64]
 
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+COUNT_LABEL = "nvidia.com/gpu.count"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_PREFIX = "nvidia.com/mig-"
+SHARED_GPU = "nvidia.com/gpu.shared"
+RELEASE_IDLE = "release-idle"
+WHAT_IFS = (RELEASE_IDLE,)
+"""The scenarios `--what-if` may ask for: `release-idle` shows the plan after releasing the
+idle reservations the audit found."""
 EPS = 1e-9
 
 ASSUMPTIONS = (
@@ -46,16 +59,29 @@ ASSUMPTIONS = (
     "ceil(0.95 n)-th smallest of n hourly values) and their average.",
     "Nodes that ran GPU pods: nodes on which a pod held a GPU in some hour of the window (DCGM).",
     "Fewest nodes at the peak: the holdings of the hour with the most GPUs held, packed first "
-    "fit decreasing (largest first, each into the first opened node with room, else the "
-    "roomiest unused node); a pod's GPUs stay on one node and a MIG-partitioned GPU moves "
-    "whole. A node's room is its allocatable nvidia.com/gpu over its replicas, else its "
-    "nvidia.com/gpu.count label (MIG nodes), else the GPUs DCGM saw on it; every node of the "
-    "product counts, cordoned or not. Node selectors, taints and whole-node gangs are not "
-    "modelled: the figure is a lower bound.",
+    "fit decreasing (largest first, each into the first opened node that admits it and has "
+    "room, else the roomiest unused node that does: among equals, the one the most of the "
+    "hour's units may use, or for a whole-node gang member the fewest); a pod's GPUs stay "
+    "on one node, a MIG-partitioned GPU moves whole, and work stays on its own GPU product.",
+    "Where work may go: as the scheduler's filters decide at the window's end (node "
+    "selector, required node affinity, taints against tolerations, allocatable of each "
+    "resource the pod requests: nvidia.com/gpu, nvidia.com/mig-<profile>, shared replicas); "
+    "a MIG GPU only onto a MIG node that admits every pod holding a slice of it, with its "
+    "slices assumed available there; shared replicas only onto nodes shared as many ways; a "
+    "pod whose spec Kubernetes did not return onto any node of its product offering GPUs the "
+    "same way; pod affinity, topology spread, volumes and DRA claims are not modelled.",
+    "A node's room: allocatable nvidia.com/gpu (or nvidia.com/gpu.shared) over its "
+    "nvidia.com/gpu.replicas; for a MIG node its nvidia.com/gpu.count label, else the GPUs "
+    "DCGM saw on it; for a node Kubernetes did not list, the GPUs DCGM saw, and it refuses "
+    "no pod. Cordoned nodes offer no room.",
+    "Whole-node gangs: members of one gang that each held every GPU of their node at the "
+    "peak hour get a node each.",
     "After releasing idle reservations: every pod GPU001 reported (after waivers) holds "
-    "nothing for the whole window; the figures are computed again. Nodes freed are the "
-    "difference in the fewest nodes at the peak; their cost is their GPUs x the window's "
-    "hours x the price per GPU-hour of the product.",
+    "nothing for the whole window, and every pod GPU002 reported holds nothing from the "
+    "start of its idle tail; the figures are computed again. GPU003's part-time "
+    "reservations are not released. Nodes freed are the difference in the fewest nodes at "
+    "the peak; their cost is their GPUs x the window's hours x the price per GPU-hour of "
+    "the product.",
 )
 """What the capacity figures assume, stated in every report."""
 
@@ -112,8 +138,18 @@ class Packing:
 def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     """Pack `items` into nodes of `room` (GPUs per node) first fit decreasing: largest first
     (ties by key), each into the first node opened so far that may take it and has room, else
-    into the roomiest unused node that may take it (ties by name); an item no node can take is
-    left unplaced. A `whole_node` item opens a node of its own and closes it."""
+    into the roomiest unused node that may take it; an item no node can take is left
+    unplaced. A `whole_node` item opens a node of its own and closes it. Among equally roomy
+    unused nodes, an item that shares its node opens the one the most items may use (so that
+    a node few may use, such as a tainted one, is not opened half empty while others would
+    do), a `whole_node` item the one the fewest may use (so that it takes no node others
+    need); then by name."""
+    usable = dict.fromkeys(room, 0)
+    # Items of one spec share their set of nodes: count each set once.
+    for nodes, n_items in Counter(i.nodes for i in items).items():
+        for n in room if nodes is None else nodes:
+            if n in usable:
+                usable[n] += n_items
     left = dict(room)
     opened: list[str] = []
     closed: set[str] = set()
@@ -135,7 +171,10 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
             if not spare:
                 unplaced.append(item)
                 continue
-            node = max(spare, key=lambda n: (left[n], n))
+            # A node opened to share is best one many items may fill; a node taken whole is
+            # best one few others need.
+            sign = -1 if item.whole_node else 1
+            node = max(spare, key=lambda n: (left[n], sign * usable[n], n))
             opened.append(node)
             if item.whole_node:
                 closed.add(node)
@@ -172,10 +211,21 @@ class ProductPlan:
     held_by_hour: tuple[float | None, ...] = ()
     """GPUs held per hour of the window; None for an hour without data."""
     busy_by_hour: tuple[float | None, ...] = ()
+    nodes_cordoned: int = 0
+    """Nodes of the product cordoned at the window's end: no room for the packer."""
+    nodes_unlisted: int = 0
+    """Nodes only DCGM saw (Kubernetes did not list them)."""
+    units_without_spec: int = 0
+    """Peak-hour units holding a pod whose spec Kubernetes did not return (placed on any node
+    of the product that offers GPUs the same way)."""
+    whole_node_units: int = 0
+    """Peak-hour units packed a node each, as members of a whole-node gang."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodes": self.nodes,
+            "nodes_cordoned": self.nodes_cordoned,
+            "nodes_unlisted": self.nodes_unlisted,
             "gpus": round(self.gpus, 4),
             "hours_with_data": self.hours_with_data,
             "gpus_held": self.gpus_held.to_dict(),
@@ -184,6 +234,9 @@ class ProductPlan:
             "min_nodes_at_peak": self.min_nodes_at_peak,
             "peak_hour": _iso(self.peak_hour) if self.peak_hour is not None else None,
             "unplaced_gpus": round(self.unplaced_gpus, 4),
+            "nodes_used_at_peak": list(self.nodes_used),
+            "whole_node_gang_members_at_peak": self.whole_node_units,
+            "units_without_pod_spec_at_peak": self.units_without_spec,
         }
 
 
@@ -206,19 +259,36 @@ class CapacityPlan:
     by_product: Mapping[str, ProductPlan]
     after_release_idle: Mapping[str, ProductPlan]
     freed: Mapping[str, Freed]
-    released: tuple[str, ...] | None
-    """`namespace/pod` of the idle reservations released; None when GPU001 did not run."""
+    released: tuple[Release, ...] | None
+    """The idle reservations released (GPU001's and GPU002's findings after waivers); None
+    when neither check ran."""
     release_note: str = ""
-    """Why nothing was released, when GPU001 did not run."""
+    """Why nothing was released, when neither check ran."""
     released_by_product: Mapping[str, int] = field(default_factory=dict)
-    """How many of the released pods held GPUs of each product."""
+    """How many of the released pods held GPUs of each product in what they released."""
     queues: tuple[QueueUsage, ...] = ()
     assumptions: tuple[str, ...] = ASSUMPTIONS
     short_names: Mapping[str, str] = field(default_factory=dict)
+    what_if: tuple[str, ...] = ()
+    """The scenarios the user asked to see (`--what-if`): the terminal, Markdown and HTML
+    reports show the figures after releasing the idle reservations only with `release-idle`;
+    JSON always carries them."""
+
+    @property
+    def release_idle(self) -> bool:
+        """Whether `--what-if release-idle` was asked for."""
+        return RELEASE_IDLE in self.what_if
+
+    @property
+    def released_pods(self) -> tuple[str, ...] | None:
+        """`namespace/pod` of the released reservations, each once, sorted."""
+        if self.released is None:
+            return None
+        return tuple(sorted({f"{r.namespace}/{r.pod}" for r in self.released}))
 
     def headlines(self) -> list[str]:
-        """One sentence per product: the nodes the work fit on, and what releasing the idle
-        reservations would have let go."""
+        """One sentence per product: the nodes the work fit on and, with `--what-if
+        release-idle`, what releasing the idle reservations would have let go."""
         out = []
         for product, p in self.by_product.items():
             name = self.short_names.get(product, product)
@@ -233,15 +303,29 @@ class CapacityPlan:
             )
             if p.unplaced_gpus > EPS:
                 text += f", {_num(p.unplaced_gpus)} GPUs fitting no node"
-            out.append(text + "; " + self._release_text(product) + ".")
+            if self.release_idle:
+                text += "; " + self._release_text(product)
+            out.append(text + ".")
         return out
+
+    def what_if_hint(self) -> str:
+        """Without `--what-if release-idle`: a sentence saying what it would show; else empty."""
+        pods = self.released_pods
+        if self.release_idle or not pods:
+            return ""
+        n = len(pods)
+        return (
+            f"Run with --what-if release-idle to see the plan after releasing the {n} idle "
+            f"reservation{'s' if n != 1 else ''} gpuaudit found."
+        )
 
     def _release_text(self, product: str) -> str:
         if self.released is None:
-            return f"no idle reservation was released ({self.release_note or 'GPU001 did not run'})"
+            why = self.release_note or "GPU001 and GPU002 did not run"
+            return f"no idle reservation was released ({why})"
         n = self.released_by_product.get(product, 0)
         if n == 0:
-            return "gpuaudit found no idle reservation (GPU001) on it to release"
+            return "gpuaudit found no idle reservation (GPU001, GPU002) on it to release"
         f = self.freed.get(product, Freed(0, 0.0, 0.0))
         what = f"releasing the {n} idle reservation{'s' if n != 1 else ''} gpuaudit found on it"
         if f.nodes <= 0:
@@ -262,6 +346,7 @@ class CapacityPlan:
                 "gpus_freed": round(f.gpus, 4),
                 "cost_freed": round(f.cost, 2),
             }
+        pods = self.released_pods
         return {
             "window_hours": round(self.window_hours, 2),
             "idle_activity": self.idle_activity,
@@ -269,9 +354,13 @@ class CapacityPlan:
             "headlines": self.headlines(),
             "assumptions": list(self.assumptions),
             "by_product": {k: v.to_dict() for k, v in self.by_product.items()},
+            "what_if": list(self.what_if),
             "after_release_idle": {
-                "released_reservations": None if self.released is None else len(self.released),
-                "released": None if self.released is None else list(self.released),
+                "released_reservations": None if pods is None else len(pods),
+                "released": None if pods is None else list(pods),
+                "released_holdings": None
+                if self.released is None
+                else [r.to_dict() for r in self.released],
                 "note": self.release_note,
                 "by_product": after,
             },
@@ -333,6 +422,8 @@ class _Holdings:
     """What a holding adds to its unit's size: its fraction over its node's replicas."""
     weight: Floats
     """Its weight in its unit's mean activity (its fraction of a GPU)."""
+    pods: list[PodKey]
+    """Its pod."""
 
 
 def _replicas(views: Views) -> dict[str, float]:
@@ -380,6 +471,7 @@ def _holdings(views: Views) -> _Holdings:
         nodes=[str(x) for x in nnames],
         share=np.where(is_mig, 0.0, frac / rep),
         weight=frac,
+        pods=list(zip(ns, pod, strict=True)),
     )
 
 
@@ -393,6 +485,10 @@ class _Groups:
     busy: npt.NDArray[np.bool_]
     product: Ints
     node: Ints
+    row_group: Ints
+    """For each held row kept, its group."""
+    row_holding: Ints
+    """For each held row kept, its holding."""
 
 
 def _window_k(views: Views) -> tuple[Ints, npt.NDArray[np.bool_], int]:
@@ -410,11 +506,12 @@ def _window_k(views: Views) -> tuple[Ints, npt.NDArray[np.bool_], int]:
 
 
 def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float) -> _Groups:
+    """The groups of the held rows `keep` selects (a mask over `views.held_rows`)."""
     import numpy as np
 
     rows = views.held_rows
     k_all, inside, nb = _window_k(views)
-    sel = inside & keep[rows.holding] if len(rows.holding) else inside
+    sel = inside & keep
     hp = rows.holding[sel]
     k = k_all[sel]
     act = views.inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows[sel]]
@@ -443,6 +540,8 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
         busy=np.asarray(busy, dtype=bool),
         product=hs.product[hp][first] if n else np.zeros(0, dtype=np.intp),
         node=hs.node[hp][first] if n else np.zeros(0, dtype=np.intp),
+        row_group=inv_idx.astype(np.intp),
+        row_holding=hp.astype(np.intp),
     )
 
 
@@ -469,34 +568,149 @@ def _data_hours(views: Views, hs: _Holdings, nb: int) -> npt.NDArray[np.bool_]:
     return out
 
 
-def _seen_gpus(views: Views) -> dict[str, int]:
-    """Node -> physical GPUs DCGM reported on it (MIG instances by their parent GPU)."""
+def _seen_gpus(views: Views) -> tuple[dict[str, int], set[str]]:
+    """Node -> physical GPUs DCGM reported on it (MIG instances by their parent GPU), and the
+    nodes on which it reported MIG instances."""
     h = views.inv.holdings
     if h.empty:
-        return {}
+        return {}, set()
     ids = h[C.UUID].where(h[C.UUID] != "", h[C.SLOT])
-    return {str(k): int(v) for k, v in ids.groupby(h[C.NODE]).nunique().items()}
+    seen = {str(k): int(v) for k, v in ids.groupby(h[C.NODE]).nunique().items()}
+    mig = set(h.loc[h[C.MIG_ID].fillna("").astype(str) != "", C.NODE].astype(str))
+    return seen, mig
 
 
-def _rooms(views: Views, product: str, seen: Mapping[str, int]) -> dict[str, float]:
-    """Node -> room in GPUs, for every node of `product` (see `ASSUMPTIONS`)."""
-    inv = views.inv
-    reps = _replicas(views)
-    room: dict[str, float] = {}
-    for node, p in views.node_products.items():
-        if p == product and node:
-            room[node] = float(seen.get(node, 0))
-    n = inv.nodes
-    for node, alloc, count in zip(
-        n[C.NODE].astype(str), n[C.ALLOCATABLE_GPU], n[C.GPU_COUNT], strict=True
+@dataclass(frozen=True)
+class Rooms:
+    """The nodes of one product as the packer sees them (see `ASSUMPTIONS`)."""
+
+    room: Mapping[str, float]
+    """Schedulable node -> room in GPUs (cordoned nodes are left out)."""
+    kind: Mapping[str, str]
+    """Node -> how it offers its GPUs: `whole`, `shared/R` (R replicas each) or `mig`; for
+    every node of the product, cordoned or not."""
+    full: Mapping[str, float]
+    """Node -> room in GPUs, cordoned nodes included (to tell a whole-node holding)."""
+    cordoned: frozenset[str]
+    unlisted: frozenset[str]
+    """Nodes only DCGM saw: Kubernetes did not list them, so nothing is known to refuse a
+    pod there."""
+
+
+def _node_kind(facts: NodeFacts | None, node: str, mig_seen: set[str]) -> str:
+    if node in mig_seen:
+        return "mig"
+    if facts is None:
+        return "whole"
+    if any(r.startswith(MIG_PREFIX) for r in facts.allocatable) or (
+        facts.labels.get(MIG_STRATEGY_LABEL) == "single"
     ):
-        if node not in room:
+        return "mig"
+    return f"shared/{facts.replicas}" if facts.replicas > 1 else "whole"
+
+
+def _node_room(facts: NodeFacts | None, kind: str, seen: int) -> float:
+    """A node's room in GPUs: what DCGM saw on a node Kubernetes did not list; the physical
+    GPUs (`nvidia.com/gpu.count`, else what DCGM saw) of a MIG node; allocatable
+    `nvidia.com/gpu` (or `nvidia.com/gpu.shared`) over the replicas of a shared node; else
+    allocatable `nvidia.com/gpu`."""
+    if facts is None:
+        return float(seen)
+    if kind == "mig":
+        count = facts.labels.get(COUNT_LABEL, "").strip()
+        return float(min(int(count), 1024)) if count.isdigit() else float(seen)
+    alloc = facts.allocatable.get(GPU, 0.0) or facts.allocatable.get(SHARED_GPU, 0.0)
+    return alloc / max(1, facts.replicas)
+
+
+def _rooms(views: Views, product: str, seen: Mapping[str, int], mig_seen: set[str]) -> Rooms:
+    """Every node of `product`, with its room and how it offers its GPUs."""
+    pl = views.placement
+    room: dict[str, float] = {}
+    kind: dict[str, str] = {}
+    full: dict[str, float] = {}
+    cordoned: set[str] = set()
+    unlisted: set[str] = set()
+    for node, p in sorted(views.node_products.items()):
+        if p != product or not node:
             continue
-        if float(alloc) > 0:
-            room[node] = float(alloc) / reps.get(node, 1.0)
-        elif float(count) > 0:
-            room[node] = float(count)
-    return room
+        facts = pl.nodes.get(node)
+        if facts is None:
+            unlisted.add(node)
+        kind[node] = _node_kind(facts, node, mig_seen)
+        full[node] = _node_room(facts, kind[node], seen.get(node, 0))
+        if facts is not None and facts.unschedulable:
+            cordoned.add(node)
+        else:
+            room[node] = full[node]
+    return Rooms(room, kind, full, frozenset(cordoned), frozenset(unlisted))
+
+
+def _allowed(
+    views: Views, pods: set[PodKey], kind: str, rooms: Rooms, memo: dict[Any, frozenset[str]]
+) -> frozenset[str]:
+    """The schedulable nodes of the product a unit may go on: those offering GPUs the way
+    the node it ran on did, that admit every pod of it whose spec is known (see
+    `gpuaudit.inventory.feasibility`), and the nodes only DCGM saw."""
+    pl = views.placement
+    sets = frozenset(pl.allowed(p) for p in pods if p in pl.pods)
+    key = (kind, sets)
+    if key not in memo:
+        ok = {n for n in rooms.room if rooms.kind[n] == kind}
+        for s in sets:
+            ok &= s | rooms.unlisted
+        memo[key] = frozenset(ok)
+    return memo[key]
+
+
+def _items(
+    views: Views, hs: _Holdings, g: _Groups, at: Ints, rooms: Rooms
+) -> tuple[list[Item], int]:
+    """The packer's items for the groups `at` (one hour's units of one product), and how many
+    of them hold a pod whose spec Kubernetes did not return."""
+    import numpy as np
+
+    pods_of: dict[int, set[PodKey]] = {int(i): set() for i in at}
+    rows = np.flatnonzero(np.isin(g.row_group, at))
+    for r in rows.tolist():
+        pods_of[int(g.row_group[r])].add(hs.pods[int(g.row_holding[r])])
+    gang_of = _gangs(views)
+    pl = views.placement
+    items: list[Item] = []
+    members: dict[str, list[int]] = {}
+    unknown = 0
+    memo: dict[Any, frozenset[str]] = {}
+    for i in at.tolist():
+        node = hs.nodes[int(g.node[i])]
+        kind = "mig" if hs.unit_mig[int(g.unit[i])] else rooms.kind.get(node, "whole")
+        pods = pods_of[i]
+        unknown += any(p not in pl.pods for p in pods)
+        allowed = _allowed(views, pods, kind, rooms, memo)
+        items.append(Item(hs.unit_label[int(g.unit[i])], float(g.size[i]), allowed))
+        gangs = {gang_of.get(p, "") for p in pods}
+        if kind != "mig" and len(gangs) == 1 and "" not in gangs:
+            members.setdefault(gangs.pop(), []).append(len(items) - 1)
+    # A gang whose members each held a whole node keeps a node per member.
+    for idx in members.values():
+        whole = all(
+            items[j].size >= rooms.full.get(hs.nodes[int(g.node[at[j]])], math.inf) - EPS
+            for j in idx
+        )
+        if whole:
+            for j in idx:
+                items[j] = replace(items[j], whole_node=True)
+    return items, unknown
+
+
+def _gangs(views: Views) -> dict[PodKey, str]:
+    p = views.inv.pods
+    if p.empty or C.GANG not in p.columns:
+        return {}
+    return {
+        (str(ns), str(pod)): str(gang)
+        for ns, pod, gang in zip(p[C.NAMESPACE], p[C.POD], p[C.GANG].fillna(""), strict=True)
+        if gang
+    }
 
 
 def _product_plan(
@@ -505,7 +719,7 @@ def _product_plan(
     g: _Groups,
     code: int,
     data: npt.NDArray[np.bool_],
-    room: Mapping[str, float],
+    rooms: Rooms,
 ) -> ProductPlan:
     import numpy as np
 
@@ -519,16 +733,18 @@ def _product_plan(
     ran = {hs.nodes[int(n)] for n in np.unique(g.node[mine & (g.size > 0)])} - {""}
     peak_k: int | None = int(hours[np.argmax(held[hours])]) if len(hours) else None
     packing = Packing((), {}, ())
+    items: list[Item] = []
+    unknown = 0
     if peak_k is not None:
         at = np.flatnonzero(mine & (g.k == peak_k) & (g.size > 0))
-        items = [Item(hs.unit_label[int(g.unit[i])], float(g.size[i])) for i in at]
-        packing = pack_ffd(items, room)
+        items, unknown = _items(views, hs, g, at, rooms)
+        packing = pack_ffd(items, rooms.room)
     step = float(inv.step_s)
     ends = tuple(float(inv.window_start + (i + 1) * step) for i in range(nb))
     return ProductPlan(
         product=hs.products[code],
-        nodes=len(room),
-        gpus=float(sum(room.values())),
+        nodes=len(rooms.kind),
+        gpus=float(sum(rooms.full.values())),
         hours_with_data=int(len(hours)),
         gpus_held=Stat.of([float(held[i]) for i in hours]),
         gpus_busy=Stat.of([float(busy[i]) for i in hours]),
@@ -537,10 +753,14 @@ def _product_plan(
         peak_hour=ends[peak_k] if peak_k is not None else None,
         unplaced_gpus=float(sum(i.size for i in packing.unplaced)),
         nodes_used=packing.used,
-        gpus_of_nodes_used=float(sum(room[n] for n in packing.used)),
+        gpus_of_nodes_used=float(sum(rooms.room[n] for n in packing.used)),
         hour_ends=ends,
         held_by_hour=tuple(float(held[i]) if has[i] else None for i in range(nb)),
         busy_by_hour=tuple(float(busy[i]) if has[i] else None for i in range(nb)),
+        nodes_cordoned=len(rooms.cordoned),
+        nodes_unlisted=len(rooms.unlisted),
+        units_without_spec=unknown,
+        whole_node_units=sum(1 for i in items if i.whole_node),
     )
 
 
@@ -552,44 +772,86 @@ def _plans(
     data: npt.NDArray[np.bool_],
 ) -> dict[str, ProductPlan]:
     g = _groups(views, hs, keep, idle)
-    seen = _seen_gpus(views)
+    seen, mig_seen = _seen_gpus(views)
     out = {}
     for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
         product = hs.products[code]
         if not product:
             continue
-        out[product] = _product_plan(views, hs, g, code, data, _rooms(views, product, seen))
+        rooms = _rooms(views, product, seen, mig_seen)
+        out[product] = _product_plan(views, hs, g, code, data, rooms)
     return out
+
+
+@dataclass(frozen=True)
+class Release:
+    """An idle reservation the audit found, to release for `after_release_idle`."""
+
+    namespace: str
+    pod: str
+    code: str
+    """The finding's check: `GPU001` (idle all window) or `GPU002` (an idle tail)."""
+    since: float | None = None
+    """Unix seconds from which the pod's holdings are released (the start of GPU002's idle
+    tail); None for the whole window."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": f"{self.namespace}/{self.pod}",
+            "code": self.code,
+            "from": None if self.since is None else _iso(self.since),
+        }
+
+
+def _kept_rows(
+    views: Views, hs: _Holdings, releases: Sequence[Release]
+) -> tuple[npt.NDArray[np.bool_], dict[str, int]]:
+    """Which held rows stay after the releases (a mask over `views.held_rows`), and how many
+    released pods held GPUs of each product in what they released."""
+    import numpy as np
+
+    rows = views.held_rows
+    since_of: dict[PodKey, float] = {}
+    for r in releases:
+        key = (r.namespace, r.pod)
+        start = -math.inf if r.since is None else float(r.since)
+        since_of[key] = min(since_of.get(key, math.inf), start)
+    since = np.array([since_of.get(p, math.inf) for p in hs.pods], dtype="float64")
+    if len(rows.rows) == 0:
+        return np.ones(0, dtype=bool), {}
+    ts = rows.bucket_ts[np.clip(rows.bucket, 0, None)]
+    gone = ts > since[rows.holding] + EPS
+    k, inside, _ = _window_k(views)
+    by_product: dict[str, set[PodKey]] = {}
+    for h in np.unique(rows.holding[gone & inside]).tolist():
+        product = hs.products[int(hs.product[h])]
+        by_product.setdefault(product, set()).add(hs.pods[h])
+    return ~gone, {p: len(v) for p, v in by_product.items()}
 
 
 def plan(
     views: Views,
     idle_activity: float,
     currency: str,
-    released: Sequence[tuple[str, str]] | None,
+    released: Sequence[Release] | None,
     release_note: str = "",
     queues: Sequence[QueueUsage] = (),
+    what_if: Sequence[str] = (),
 ) -> CapacityPlan:
-    """The capacity plan of the shared views' inventory. `released`: (namespace, pod) of the
-    idle reservations to release for `after_release_idle` (GPU001's findings), None when GPU001
-    did not run (`release_note` says why)."""
+    """The capacity plan of the shared views' inventory. `released`: the idle reservations to
+    release for `after_release_idle` (GPU001's and GPU002's findings), None when neither check
+    ran (`release_note` says why). `what_if`: the scenarios the user asked to see
+    (`WHAT_IFS`); the figures are computed whatever it holds."""
     import numpy as np
 
     hs = _holdings(views)
-    h = views.inv.holdings
-    every = np.ones(len(h), dtype=bool)
+    rows = views.held_rows
+    every = np.ones(len(rows.rows), dtype=bool)
     # Which hours have data does not change when pods are released: computed once.
     data = _data_hours(views, hs, _window_k(views)[2])
     before = _plans(views, hs, every, idle_activity, data)
-    gone = set(released or ())
-    keep = np.array(
-        [(a, b) not in gone for a, b in zip(h[C.NAMESPACE], h[C.POD], strict=True)], dtype=bool
-    )
-    after = _plans(views, hs, keep, idle_activity, data) if gone else before
-    by_product: dict[str, set[tuple[str, str]]] = {}
-    for i in np.flatnonzero(~keep & h[C.HELD].to_numpy(dtype=bool)).tolist():
-        pair = (str(h[C.NAMESPACE].iat[i]), str(h[C.POD].iat[i]))
-        by_product.setdefault(hs.products[int(hs.product[i])], set()).add(pair)
+    keep, by_product = _kept_rows(views, hs, released or ())
+    after = _plans(views, hs, keep, idle_activity, data) if not keep.all() else before
     hours = views.inv.window_hours
     freed = {}
     for product, b in before.items():
@@ -604,9 +866,14 @@ def plan(
         by_product=before,
         after_release_idle=after,
         freed=freed,
-        released=None if released is None else tuple(f"{a}/{b}" for a, b in sorted(gone)),
+        released=None if released is None else tuple(sorted(set(released), key=_release_key)),
         release_note=release_note,
-        released_by_product={p: len(v) for p, v in by_product.items()},
+        released_by_product=by_product,
         queues=tuple(queues),
         short_names={p: short_model(p.replace("-", " ")) for p in before},
+        what_if=tuple(what_if),
     )
+
+
+def _release_key(r: Release) -> tuple[str, str, str, float]:
+    return (r.namespace, r.pod, r.code, -math.inf if r.since is None else r.since)

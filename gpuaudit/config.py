@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaudit import checks as check_registry
+from gpuaudit.capacity import WHAT_IFS
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.findings import Severity
 from gpuaudit.options import BY_NAME, OPTIONS, Kind
@@ -120,6 +121,8 @@ class Config:
     """An earlier JSON report to show the trend against (cron)."""
     group_by_label: str = ""
     """A pod label to break waste down by, or empty."""
+    what_if: tuple[str, ...] = ()
+    """`--what-if`: the capacity plan's scenarios the reports show (`release-idle`)."""
     webhook: str | None = None
     """A Slack-compatible incoming webhook URL to post the summary to."""
     quiet: bool = False
@@ -167,6 +170,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         baseline=baseline,
         previous=previous,
         group_by_label=opts.text("group_by_label") or "",
+        what_if=_what_if(opts.text("what_if")),
         webhook=opts.text("webhook"),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
@@ -385,6 +389,17 @@ def _fail_on(text: str | None) -> Severity | None:
         return Severity.parse(text)
     except ValueError as exc:
         raise ConfigError(f"--fail-on: {exc}") from None
+
+
+def _what_if(text: str | None) -> tuple[str, ...]:
+    if text is None or text.strip() == "":
+        return ()
+    value = text.strip().lower()
+    if value not in WHAT_IFS:
+        raise ConfigError(
+            f"--what-if must be one of {', '.join(WHAT_IFS)}, got {text.strip()[:40]!r}"
+        )
+    return (value,)
 
 
 def _format(text: str | None) -> str:

@@ -264,6 +264,17 @@ OPTIONS: tuple[Option, ...] = (
         value="LABEL",
     ),
     Option(
+        "--what-if",
+        Kind.TEXT,
+        OUTPUT,
+        "Show the capacity plan under a scenario: release-idle adds, per GPU product, the "
+        "nodes the window's work would have needed after releasing the idle reservations "
+        "gpuaudit found (GPU001, GPU002's idle tails) and what that frees. JSON always "
+        "carries these figures (capacity.after_release_idle).",
+        scan_only=True,
+        value="SCENARIO",
+    ),
+    Option(
         "--all",
         Kind.FLAG,
         OUTPUT,

@@ -116,6 +116,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
             group_label=config.group_by_label,
             previous=previous,
             progress=tick,
+            what_if=config.what_if,
         )
     clock.mark("checks")
     write_report(result, config.format, config.output, every=config.all_findings)

@@ -6,17 +6,27 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit.capacity import Item, Stat, pack_ffd, plan
+from gpuaudit.capacity import RELEASE_IDLE, Item, Release, Stat, pack_ffd, plan
 from gpuaudit.cli import app
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
 from tests.conftest import DEMO, raw_snapshot
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    iso,
+    make_node,
+    make_pod,
+)
 
 runner = CliRunner()
 HOURS = 4
@@ -61,6 +71,12 @@ def _series(uuid: str, gpu: str, host: str, pod: str, act: list[float | None], *
     return Series(gpu_labels(uuid, gpu, host, pod=pod, namespace="ns", **kw), act=act)
 
 
+def _requesting(pod: dict[str, Any], resource: str, n: int = 1) -> dict[str, Any]:
+    """`pod` asking for `n` of `resource` instead of whole GPUs."""
+    pod["spec"]["containers"][0]["resources"] = {"limits": {resource: str(n)}}
+    return pod
+
+
 def _cluster() -> Inventory:
     """H100 nodes h1, h2, h3 (8 GPUs); L40S node s1 (4 GPUs, time-sliced 2 ways); A100 node m1
     (2 GPUs in MIG). p1: 6 GPUs of h1, busy; p2: 2 GPUs of h2 in hours 0-1, idle; p3: 1 GPU of
@@ -89,18 +105,22 @@ def _cluster() -> Inventory:
                 "nvidia.com/gpu.count": "2",
             },
         },
-        "status": {"allocatable": {"nvidia.com/mig-1g.10gb": "4"}},
+        "status": {"allocatable": {"nvidia.com/mig-1g.10gb": "4", "nvidia.com/mig-3g.40gb": "2"}},
     }
     nodes = [make_node("h1"), make_node("h2"), make_node("h3"), shared, mig_node]
-    pods = [
-        make_pod(p, namespace="ns", node="") for p in ("p1", "p2", "p3", "q1", "q2", "a", "b", "c")
+    pods = [make_pod(p, namespace="ns", node="", gpus=n) for p, n in (("p1", 6), ("p2", 2))]
+    pods += [make_pod(p, namespace="ns", node="") for p in ("p3", "q1", "q2")]
+    pods += [
+        _requesting(make_pod(p, namespace="ns", node=""), f"nvidia.com/mig-{profile}")
+        for p, profile in (("a", "1g.10gb"), ("b", "3g.40gb"), ("c", "1g.10gb"))
     ]
     return inventory(series, HOURS, pods=pods, nodes=nodes)
 
 
 @pytest.fixture(scope="module")
 def cluster_plan() -> Any:
-    return plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", [("ns", "p2")])
+    released = [Release("ns", "p2", "GPU001")]
+    return plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
 
 
 def test_whole_gpus_by_hand(cluster_plan: Any) -> None:
@@ -123,7 +143,7 @@ def test_release_of_idle_reservations_by_hand(cluster_plan: Any) -> None:
     freed = cluster_plan.freed["NVIDIA-H100-80GB-HBM3"]
     assert (freed.nodes, freed.gpus) == (1, 8.0)
     assert freed.cost == pytest.approx(8 * HOURS * 6.88)
-    assert cluster_plan.released == ("ns/p2",)
+    assert cluster_plan.released_pods == ("ns/p2",)
     assert cluster_plan.released_by_product == {"NVIDIA-H100-80GB-HBM3": 1}
     assert cluster_plan.freed["NVIDIA-L40S"].nodes == 0
     lines = cluster_plan.headlines()
@@ -132,6 +152,20 @@ def test_release_of_idle_reservations_by_hand(cluster_plan: Any) -> None:
         "busy at most; 2 nodes ran GPU pods); releasing the 1 idle reservation gpuaudit found on "
         "it would have let 1 more go: 220 USD over the window." in lines
     )
+
+
+def test_an_idle_tail_is_released_from_its_start() -> None:
+    # GPU002 says p2's tail starts with hour 1: p2 keeps hour 0 (2 GPUs) and holds nothing
+    # after; the peak (hour 0) still needs 2 nodes.
+    tail = [Release("ns", "p2", "GPU002", START + STEP)]
+    p = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", tail, what_if=[RELEASE_IDLE])
+    after = p.after_release_idle["NVIDIA-H100-80GB-HBM3"]
+    assert after.held_by_hour == (9.0, 7.0, 7.0, 7.0)
+    assert after.min_nodes_at_peak == 2 and p.freed["NVIDIA-H100-80GB-HBM3"].nodes == 0
+    assert p.released_by_product == {"NVIDIA-H100-80GB-HBM3": 1}
+    (held,) = p.to_dict()["after_release_idle"]["released_holdings"]
+    assert held == {"pod": "ns/p2", "code": "GPU002", "from": iso(START + STEP)}
+    assert "would have freed no node of it at the peak" in p.headlines()[1]
 
 
 def test_shared_replicas_and_missing_hours(cluster_plan: Any) -> None:
@@ -154,7 +188,14 @@ def test_mig_partitioned_gpu_counts_as_one(cluster_plan: Any) -> None:
 
 
 def test_without_gpu001_nothing_is_released() -> None:
-    p = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", None, "GPU001 was skipped: no data")
+    p = plan(
+        Views(_cluster(), DEFAULT_PRICES),
+        0.05,
+        "USD",
+        None,
+        "GPU001 was skipped: no data",
+        what_if=[RELEASE_IDLE],
+    )
     assert p.released is None and p.after_release_idle == p.by_product
     assert "no idle reservation was released (GPU001 was skipped: no data)" in p.headlines()[0]
     doc = p.to_dict()
@@ -173,7 +214,7 @@ def demo_report() -> dict[str, Any]:
 
 
 def _raw_units(
-    doc: dict[str, Any], gone: set[tuple[str, str]]
+    doc: dict[str, Any], gone: dict[tuple[str, str], float]
 ) -> dict[str, dict[float, dict[tuple[str, ...], list[float]]]]:
     """product -> hour end -> unit -> [weight, weight x activity, size], from `act_hourly`."""
     product = {
@@ -187,12 +228,14 @@ def _raw_units(
     for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
-        if not pod or (ns, pod) in gone:
+        if not pod:
             continue
         mig = "GPU_I_PROFILE" in m
         frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
+            if float(ts) > gone.get((ns, pod), math.inf):
+                continue  # released from here on
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)
@@ -227,14 +270,20 @@ def test_demo_capacity_recomputed_from_raw_answers(demo_report: dict[str, Any]) 
     doc = raw_snapshot(DEMO)
     hours = int(demo_report["window"]["hours"])
     cap = demo_report["capacity"]
-    _check_products(cap["by_product"], _raw_units(doc, set()), hours)
+    _check_products(cap["by_product"], _raw_units(doc, {}), hours)
     released = cap["after_release_idle"]["released"]
-    idle = {
-        (f["resource"]["namespace"], f["resource"]["name"])
-        for f in demo_report["findings"]
-        if f["code"] == "GPU001"
-    }
-    assert {tuple(r.split("/", 1)) for r in released} == idle and idle
+    # Released: GPU001's pods for the whole window, GPU002's from the start of their tail.
+    idle: dict[tuple[str, str], float] = {}
+    for f in demo_report["findings"]:
+        key = (f["resource"]["namespace"], f["resource"]["name"])
+        if f["code"] == "GPU001":
+            idle[key] = -math.inf
+        elif f["code"] == "GPU002":
+            start = datetime.fromisoformat(f["evidence"]["idle_tail_from"].replace("Z", "+00:00"))
+            idle.setdefault(key, start.timestamp())
+    codes = {f["code"] for f in demo_report["findings"]}
+    assert {"GPU001", "GPU002"} <= codes
+    assert {tuple(r.split("/", 1)) for r in released} == set(idle) and idle
     _check_products(cap["after_release_idle"]["by_product"], _raw_units(doc, idle), hours)
     h100 = cap["after_release_idle"]["by_product"]["NVIDIA-H100-80GB-HBM3"]
     assert h100["released_reservations"] >= 1
@@ -254,3 +303,169 @@ def test_demo_queue_figures_in_the_report(demo_report: dict[str, Any]) -> None:
     assert weekday["held_gpu_hours"] == pytest.approx(5 * 12 * 4)
     assert weekday["peak_admitted"] == 4
     assert rows[("team-b-cq", "nvidia.com/gpu")]["pending_workloads"] == 1
+
+
+# ---- the packer with the feasibility model, one rule at a time --------------------------------
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def _h100_pod(name: str, node: str, gpus: int, **spec: Any) -> dict[str, Any]:
+    pod = make_pod(name, namespace="ns", node=node, gpus=gpus)
+    pod["spec"].update(spec)
+    return pod
+
+
+def _holding(name: str, node: str, gpus: int, model: str = "NVIDIA H100 80GB HBM3") -> list[Series]:
+    return [
+        _series(f"GPU-{node}-{name}-{i}", str(i), node, name, [0.5] * HOURS, model=model)
+        for i in range(gpus)
+    ]
+
+
+def _peak(series: list[Series], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Any:
+    inv = inventory(series, HOURS, pods=pods, nodes=nodes)
+    return plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", [])
+
+
+def _tainted(node: dict[str, Any]) -> dict[str, Any]:
+    node["spec"]["taints"] = [{"key": "dedicated", "value": "serving", "effect": "NoSchedule"}]
+    return node
+
+
+def test_a_tainted_node_the_pods_cannot_use_and_a_cordoned_one() -> None:
+    # t1 (8 GPUs) is tainted, c1 (8) cordoned; n2 and n3 have 4 each. p and q hold 4 each.
+    nodes = [_tainted(make_node("t1")), make_node("n2", gpus=4), make_node("n3", gpus=4)]
+    nodes.append(make_node("c1", cordoned=True))
+    series = _holding("p", "n2", 4) + _holding("q", "n3", 4)
+    got = _peak(series, nodes, [_h100_pod("p", "n2", 4), _h100_pod("q", "n3", 4)])
+    h = got.by_product[H100]
+    # Neither tolerates the taint: p opens the roomiest node it may use (n2 and n3 tie; by
+    # name, n3), q finds it full and opens n2. Without the taint both would share t1.
+    assert h.nodes_used == ("n3", "n2") and h.min_nodes_at_peak == 2
+    assert (h.nodes, h.nodes_cordoned, h.gpus) == (4, 1, 24.0)
+    tolerate = [{"key": "dedicated", "operator": "Exists"}]
+    pods = [_h100_pod(p, n, 4, tolerations=tolerate) for p, n in (("p", "n2"), ("q", "n3"))]
+    h = _peak(series, nodes, pods).by_product[H100]
+    assert h.nodes_used == ("t1",) and h.min_nodes_at_peak == 1  # the cordoned c1 never
+
+
+def test_a_selector_and_a_required_affinity_pin_pods_to_nodes() -> None:
+    def node(name: str, machine: str) -> dict[str, Any]:
+        n = make_node(name)
+        n["metadata"]["labels"]["nvidia.com/gpu.machine"] = machine
+        return n
+
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.machine", "operator": "In", "values": ["p5"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    pin = {"nvidia.com/gpu.product": H100, "nvidia.com/gpu.machine": "a3"}
+    pods = [
+        _h100_pod("w", "a1", 4),
+        _h100_pod("x", "a1", 4, nodeSelector=pin),
+        _h100_pod("y", "b1", 4, affinity=affinity),
+    ]
+    series = _holding("w", "a1", 4) + _holding("x", "a1", 4) + _holding("y", "b1", 4)
+    h = _peak(series, [node("a1", "a3"), node("b1", "p5")], pods).by_product[H100]
+    # w (free) opens b1 (a1 and b1 tie on room and on how many pods may use them; by name);
+    # x may only use a1 and opens it; y may only use b1 and joins w there.
+    assert h.nodes_used == ("b1", "a1") and h.min_nodes_at_peak == 2
+    assert h.gpus_held.peak == 12.0
+
+
+def test_a_mig_gpu_goes_only_where_its_profiles_are() -> None:
+    a100 = "NVIDIA A100-SXM4-80GB"
+
+    def mig_node(name: str, count: int, profiles: dict[str, int]) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                    "nvidia.com/gpu.count": str(count),
+                },
+            },
+            "status": {"allocatable": {f"nvidia.com/mig-{p}": str(n) for p, n in profiles.items()}},
+        }
+
+    nodes = [
+        mig_node("m1", 2, {"1g.10gb": 7, "3g.40gb": 2}),
+        mig_node("m2", 4, {"1g.10gb": 28}),
+        mig_node("m3", 2, {"1g.10gb": 14}),
+    ]
+    slices = (("a", "m1", 0, "1g.10gb"), ("b", "m1", 0, "3g.40gb"))
+    slices += (("c", "m3", 0, "1g.10gb"), ("d", "m3", 1, "1g.10gb"))
+    series = [
+        _series(f"GPU-{n}-{g}", str(g), n, p, [0.5] * HOURS, model=a100, mig=(prof, p))
+        for p, n, g, prof in slices
+    ]
+    pods = [
+        _requesting(make_pod(p, namespace="ns", node=n), f"nvidia.com/mig-{prof}")
+        for p, n, _, prof in slices
+    ]
+    m = _peak(series, nodes, pods).by_product["NVIDIA-A100-SXM4-80GB"]
+    # Three MIG GPUs held, one each. m1's GPU 0 holds a 3g slice: only m1 offers 3g.40gb, so it
+    # opens m1 (room 2); m3's GPU 0 fills m1; m3's GPU 1 opens the roomiest other node, m2.
+    # Moved as if MIG did not matter, all three would fit on m2 (room 4).
+    assert m.gpus_held.peak == 3.0
+    assert m.nodes_used == ("m1", "m2") and m.min_nodes_at_peak == 2
+    assert m.gpus == 8.0  # nvidia.com/gpu.count of each MIG node
+
+
+def test_shared_replicas_stay_on_nodes_shared_as_many_ways() -> None:
+    def shared(name: str, replicas: int, alloc: int) -> dict[str, Any]:
+        n = make_node(name, "NVIDIA-L40S-SHARED", alloc)
+        n["metadata"]["labels"]["nvidia.com/gpu.replicas"] = str(replicas)
+        return n
+
+    nodes = [shared("s1", 4, 8), shared("s2", 2, 16), shared("s3", 4, 16)]
+    series = [
+        _series(f"GPU-s1-{i}", str(i), "s1", p, [0.5] * HOURS, model=L40S)
+        for i, p in enumerate(("q1", "q2"))
+    ]
+    pods = [make_pod(p, namespace="ns", node="s1") for p in ("q1", "q2")]
+    s = _peak(series, nodes, pods).by_product["NVIDIA-L40S-SHARED"]
+    # Each pod holds one replica of a 4-way shared GPU: 1/4 each. Room: 8/4 = 2, 16/2 = 8 and
+    # 16/4 = 4 GPUs. s2 is shared 2 ways, where a replica is half a GPU: not a candidate; the
+    # roomiest node shared 4 ways is s3, and both replicas go there.
+    assert s.gpus_held.peak == 0.5
+    assert s.nodes_used == ("s3",) and s.min_nodes_at_peak == 1
+    assert s.gpus == 14.0
+
+
+def test_a_whole_node_gang_keeps_a_node_per_member() -> None:
+    nodes = [make_node("g1", gpus=4), make_node("g2", gpus=4), make_node("big1"), make_node("big2")]
+    series = _holding("w0", "g1", 4) + _holding("w1", "g2", 4)
+
+    def member(name: str, node: str, gang: bool) -> dict[str, Any]:
+        pod = _h100_pod(name, node, 4)
+        if gang:
+            pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "w"
+            pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "2"
+        return pod
+
+    h = _peak(series, nodes, [member("w0", "g1", True), member("w1", "g2", True)]).by_product[H100]
+    # Each member held all 4 GPUs of its node: each gets a node of its own (the 8-GPU nodes are
+    # the roomiest, by name big2 first).
+    assert h.nodes_used == ("big2", "big1") and h.min_nodes_at_peak == 2
+    assert h.whole_node_units == 2
+    # The same pods outside a gang share one 8-GPU node.
+    loose = _peak(series, nodes, [member("w0", "g1", False), member("w1", "g2", False)])
+    assert loose.by_product[H100].nodes_used == ("big2",)
+
+
+def test_a_pod_without_a_spec_may_go_on_any_node_of_its_product() -> None:
+    nodes = [_tainted(make_node("t1")), make_node("n2", gpus=4)]
+    h = _peak(_holding("p", "n2", 4), nodes, []).by_product[H100]
+    # Kubernetes returned no pod: nothing is known to keep it off the tainted node.
+    assert h.nodes_used == ("t1",) and h.units_without_spec == 1

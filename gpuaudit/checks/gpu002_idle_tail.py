@@ -30,6 +30,7 @@ What to do
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -56,6 +57,10 @@ class Thresholds:
 
 
 _TRAINING = {"Job", "PyTorchJob", "MPIJob", "JobSet", "TFJob", "TrainJob", "RayJob"}
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def recommendation(kind: str, name: str, ns: str, pod: str) -> str:
@@ -161,6 +166,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 recommendation=recommendation(kind, owner, str(ns), str(pod)),
                 evidence={
                     "idle_tail_hours": round(tail_h, 2),
+                    # Where the tail starts: the capacity plan releases the pod from here.
+                    "idle_tail_from": _iso(float(ph.ts[stop - tail]) - inv.step_s),
                     "tail_mean_activity": round(sum(acts[-tail:]) / tail, 6),
                     "peak_hour_activity_before": round(peak, 6),
                     "longest_earlier_idle_hours": round(longest * bucket_h, 2),

@@ -14,7 +14,7 @@ import html
 from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
-from gpuaudit.capacity import Stat
+from gpuaudit.capacity import CapacityPlan, Stat
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
 from gpuaudit.report import charts
@@ -464,6 +464,44 @@ def _capacity(result: AuditResult) -> str:
     plan = result.capacity
     if plan is None or not plan.by_product:
         return ""
+    rows = []
+    for product, p in plan.by_product.items():
+        rows.append(
+            f'<tr><td class="res">{h(plan.short_names.get(product, product), 80)}</td>'
+            f'<td class="num">{count(p.nodes)}</td>'
+            f'<td class="num">{count(p.nodes_cordoned)}</td>'
+            f'<td class="num">{count(p.nodes_ran_gpu_pods)}</td>'
+            f'<td class="num">{count(p.min_nodes_at_peak)}</td>'
+            f'<td class="num">{_stat(p.gpus_held)}</td>'
+            f'<td class="num">{_stat(p.gpus_busy)}</td></tr>'
+        )
+    sentences = "".join(f"<li>{h(line, 600)}</li>" for line in plan.headlines())
+    hint = plan.what_if_hint()
+    assumptions = "".join(f"<li>{h(a, 800)}</li>" for a in plan.assumptions)
+    return (
+        '<section id="capacity"><h2>Capacity plan</h2>'
+        f'<ul class="plain">{sentences}</ul>'
+        + (f'<p class="note">{h(hint, 300)}</p>' if hint else "")
+        + '<p class="note">GPUs held (blue) and busy (green) per hour, against the GPUs of the '
+        "product's nodes (dashed) and of the fewest nodes the peak hour's work fit on "
+        "(dotted): the gap between the dotted line and the dashed one is hardware the "
+        "window's work did not need. In the table, GPUs held and busy read peak / p95 / mean "
+        "per hour.</p>"
+        f"{charts.capacity_chart(plan)}"
+        '<table><thead><tr><th>Product</th><th class="num">Nodes</th>'
+        '<th class="num">Cordoned</th>'
+        '<th class="num">Ran GPU pods</th><th class="num">Fewest at peak</th>'
+        '<th class="num">GPUs held</th>'
+        '<th class="num">GPUs busy</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"{_after_release(plan) if plan.release_idle else ''}"
+        f"{_queue_table(result)}"
+        f'<h3>Assumptions</h3><ol class="note">{assumptions}</ol></section>'
+    )
+
+
+def _after_release(plan: CapacityPlan) -> str:
+    """`--what-if release-idle`: per product, the plan after releasing the idle reservations."""
     cur = h(plan.currency, 10)
     rows = []
     for product, p in plan.by_product.items():
@@ -471,34 +509,23 @@ def _capacity(result: AuditResult) -> str:
         f = plan.freed.get(product)
         rows.append(
             f'<tr><td class="res">{h(plan.short_names.get(product, product), 80)}</td>'
-            f'<td class="num">{count(p.nodes)}</td>'
-            f'<td class="num">{count(p.nodes_ran_gpu_pods)}</td>'
+            f'<td class="num">{count(plan.released_by_product.get(product, 0))}</td>'
             f'<td class="num">{count(p.min_nodes_at_peak)}</td>'
             f'<td class="num">{count(a.min_nodes_at_peak)}</td>'
             f'<td class="num">{count(f.nodes if f else 0)}</td>'
+            f'<td class="num">{num(f.gpus if f else 0.0, 1)}</td>'
             f'<td class="num">{num(f.cost if f else 0.0)}</td>'
-            f'<td class="num">{_stat(p.gpus_held)}</td>'
-            f'<td class="num">{_stat(p.gpus_busy)}</td></tr>'
+            f'<td class="num">{_stat(a.gpus_held)}</td></tr>'
         )
-    sentences = "".join(f"<li>{h(line, 600)}</li>" for line in plan.headlines())
-    assumptions = "".join(f"<li>{h(a, 800)}</li>" for a in plan.assumptions)
     return (
-        '<section id="capacity"><h2>Capacity plan</h2>'
-        f'<ul class="plain">{sentences}</ul>'
-        '<p class="note">GPUs held (blue) and busy (green) per hour, against the GPUs of the '
-        "product's nodes (dashed) and of the fewest nodes the peak hour's work fit on "
-        "(dotted): the gap between the dotted line and the dashed one is hardware the "
-        "window's work did not need. In the table, GPUs held and busy read peak / p95 / mean "
-        "per hour.</p>"
-        f"{charts.capacity_chart(plan)}"
-        '<table><thead><tr><th>Product</th><th class="num">Nodes</th>'
-        '<th class="num">Ran GPU pods</th><th class="num">Fewest at peak</th>'
-        '<th class="num">After release</th><th class="num">Nodes freed</th>'
-        f'<th class="num">Freed {cur}</th><th class="num">GPUs held</th>'
-        '<th class="num">GPUs busy</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-        f"{_queue_table(result)}"
-        f'<h3>Assumptions</h3><ol class="note">{assumptions}</ol></section>'
+        '<h3 id="after-release">After releasing the idle reservations</h3>'
+        '<p class="note">--what-if release-idle: GPU001\'s idle pods released for the whole '
+        "window, GPU002's from the start of their idle tail; the peak hour packed again.</p>"
+        '<table><thead><tr><th>Product</th><th class="num">Released</th>'
+        '<th class="num">Fewest at peak</th><th class="num">After release</th>'
+        '<th class="num">Nodes freed</th><th class="num">GPUs freed</th>'
+        f'<th class="num">Cost freed ({cur})</th><th class="num">GPUs held after</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

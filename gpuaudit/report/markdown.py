@@ -14,7 +14,7 @@ import re
 from gpuaudit import __version__
 from gpuaudit.audit import AuditResult
 from gpuaudit.breakdown import Group
-from gpuaudit.capacity import Stat
+from gpuaudit.capacity import CapacityPlan, Stat
 from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.findings import Finding
 from gpuaudit.inventory.queue_usage import QueueUsage
@@ -272,25 +272,64 @@ def _capacity(result: AuditResult) -> list[str]:
     plan = result.capacity
     if plan is None or not plan.by_product:
         return []
-    cur = md(plan.currency, 10)
     lines = ["", "## Capacity plan", ""]
     lines += [f"- {md(h, 600)}" for h in plan.headlines()]
+    hint = plan.what_if_hint()
+    if hint:
+        lines += ["", md(hint, 300)]
     lines += [
         "",
         "GPUs per hour over the window: peak / p95 / mean. Fewest nodes: the peak hour's "
-        "holdings packed first fit decreasing; after release: without the idle reservations "
-        "(GPU001).",
+        "holdings packed first fit decreasing onto the nodes that admit them.",
+        "",
+        _row(
+            ["Product", "Nodes", "Cordoned", "Ran GPU pods", "Fewest at peak"]
+            + ["GPUs held", "GPUs busy"]
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for product, p in plan.by_product.items():
+        lines.append(
+            _row(
+                [
+                    md(plan.short_names.get(product, product), 80),
+                    count(p.nodes),
+                    count(p.nodes_cordoned),
+                    count(p.nodes_ran_gpu_pods),
+                    count(p.min_nodes_at_peak),
+                    _stat(p.gpus_held),
+                    _stat(p.gpus_busy),
+                ]
+            )
+        )
+    if plan.release_idle:
+        lines += _after_release(plan)
+    lines += _queue_table(result)
+    lines += ["", "Assumptions:", ""]
+    lines += [f"{i}. {md(a, 800)}" for i, a in enumerate(plan.assumptions, 1)]
+    return lines
+
+
+def _after_release(plan: CapacityPlan) -> list[str]:
+    """`--what-if release-idle`: per product, the plan after releasing the idle reservations."""
+    cur = md(plan.currency, 10)
+    lines = [
+        "",
+        "### After releasing the idle reservations (--what-if release-idle)",
+        "",
+        "GPU001's idle pods released for the whole window, GPU002's from the start of their "
+        "idle tail; the peak hour packed again.",
         "",
         _row(
             [
                 "Product",
-                "Nodes",
-                "Ran GPU pods",
+                "Released",
                 "Fewest at peak",
                 "After release",
-                f"Nodes freed ({cur})",
-                "GPUs held",
-                "GPUs busy",
+                "Nodes freed",
+                "GPUs freed",
+                f"Cost freed ({cur})",
+                "GPUs held after",
             ]
         ),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -298,24 +337,20 @@ def _capacity(result: AuditResult) -> list[str]:
     for product, p in plan.by_product.items():
         a = plan.after_release_idle.get(product, p)
         f = plan.freed.get(product)
-        freed = f"{f.nodes} ({num(f.cost)})" if f is not None else "0"
         lines.append(
             _row(
                 [
                     md(plan.short_names.get(product, product), 80),
-                    count(p.nodes),
-                    count(p.nodes_ran_gpu_pods),
+                    count(plan.released_by_product.get(product, 0)),
                     count(p.min_nodes_at_peak),
                     count(a.min_nodes_at_peak),
-                    freed,
-                    _stat(p.gpus_held),
-                    _stat(p.gpus_busy),
+                    count(f.nodes if f else 0),
+                    num(f.gpus if f else 0.0, 1),
+                    num(f.cost if f else 0.0),
+                    _stat(a.gpus_held),
                 ]
             )
         )
-    lines += _queue_table(result)
-    lines += ["", "Assumptions:", ""]
-    lines += [f"{i}. {md(a, 800)}" for i, a in enumerate(plan.assumptions, 1)]
     return lines
 
 

@@ -465,6 +465,9 @@ def capacity_text(result: AuditResult) -> Text | None:
         t.append(f"  {name}: ", style="bold")
         t.append(f"held {_capacity_stat(p.gpus_held)}; busy {_capacity_stat(p.gpus_busy)}\n")
         t.append(f"    {terminal(line, 400)}\n")
+    hint = plan.what_if_hint()
+    if hint:
+        t.append(f"  {hint}\n", style="dim")
     if plan.queues:
         systems = sorted({(u.system, u.kind) for u in plan.queues})
         counts = ", ".join(

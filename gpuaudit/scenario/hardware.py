@@ -10,7 +10,7 @@ exactly as it was.
 from __future__ import annotations
 
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.model import NodeSpec
+from gpuaudit.scenario.model import NodeSpec, SlotSpec
 from gpuaudit.scenario.workloads import place
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -297,3 +297,90 @@ def _reserved_node(b: Builder) -> None:
         )
         act = b.pattern("diurnal", b.H, 0, base=0.3, peak=0.7)
         place(b, p, b.free_slots(node)[:2], 0, act, 0.5)
+
+
+def plant_spread(b: Builder) -> None:
+    """GPU031's rule on nodes, on the H100 nodes (with a dcgm-exporter, untainted) with the
+    most free GPUs left: a PyTorchJob of two 1-GPU pods on two nodes while the first had a
+    free GPU for the other all window; and its near-miss, a like job on two nodes, started
+    in an hour in which no such node had two GPUs free. Both run for a while and finish
+    (Succeeded) well before the window's end, so that the window's end, which the pending
+    cases read, is as it was."""
+    H = b.H
+    h100 = [n for n in b.of_kind("h100") if n.exporter and not n.taints]
+    roomy = sorted(
+        (n for n in h100 if b.free_slots(n)), key=lambda n: (-len(b.free_slots(n)), n.name)
+    )
+    span = max(2, H // 8)
+    if len(roomy) < 2 or len(b.free_slots(roomy[0])) < 2:
+        return
+    pods = [(roomy[0], 1), (roomy[1], 1)]
+    _short_pytorchjob(b, "ddp-spread", pods, H // 4, span)
+    b.plant_name("GPU031", "PyTorchJob", "ml-train", "ddp-spread")
+    # The near-miss on the two L40S nodes with the most free GPUs, when its pods, taking
+    # them all, need more GPUs than one node has.
+    l40s = sorted(
+        (n for n in b.of_kind("l40s") if n.exporter and not n.taints and b.free_slots(n)),
+        key=lambda n: (-len(b.free_slots(n)), n.name),
+    )[:2]
+    sizes = [len(b.free_slots(n)) for n in l40s]
+    if len(l40s) < 2 or min(sizes) < 2 or sum(sizes) <= max(n.gpu_count for n in l40s):
+        return
+    pods = list(zip(l40s, sizes, strict=True))
+    _short_pytorchjob(b, "ddp-wide", pods, H // 2, span, {"pcie": DDP_PCIE})
+    b.plant_name(
+        "GPU031",
+        "PyTorchJob",
+        "ml-train",
+        "ddp-wide",
+        "its pods together need more GPUs than one node has",
+    )
+
+
+def _free_at(b: Builder, node: NodeSpec, h: int) -> list[SlotSpec]:
+    """The node's slots no pod holds in hour `h`."""
+    return [
+        s
+        for s in b.slots_by_node[node.name]
+        if not any(h0 <= h < h1 for h0, h1 in b.used.get(s.key, []))
+    ]
+
+
+def _short_pytorchjob(
+    b: Builder,
+    job: str,
+    pods: list[tuple[NodeSpec, int]],
+    h0: int,
+    span: int,
+    link_bps: dict[str, float] | None = None,
+) -> None:
+    """A PyTorchJob whose master and workers hold `gpus` free GPUs each of their node from
+    hour `h0` until it succeeds `span` hours later."""
+    h1 = h0 + span
+    ns, uid = "ml-train", b.ids.uuid()
+    b.pytorchjobs.append({"namespace": ns, "name": job, "uid": uid, "workers": len(pods) - 1})
+    act = b.pattern("busy", h1 - h0, h0)
+    for i, (node, gpus) in enumerate(pods):
+        role, idx = ("master", 0) if i == 0 else ("worker", i - 1)
+        p = b.pod(
+            ns,
+            f"{job}-{role}-{idx}",
+            node,
+            "pytorch",
+            ("PyTorchJob", job),
+            h0,
+            gpus=gpus,
+            labels={
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/replica-type": role,
+                "training.kubeflow.org/replica-index": str(idx),
+            },
+            priority_class="training",
+            priority=1000,
+            owner_uid=uid,
+            link_bps=dict(link_bps or {}),
+            phase="Succeeded",
+            finished_h=h1,
+        )
+        for slot in b.free_slots(node)[:gpus]:
+            b.hold(slot, p, h0, h1, act + 0, 0.7)

@@ -4,7 +4,7 @@ import pytest
 
 from gpuaudit.checks import gpu002_idle_tail as gpu002
 from gpuaudit.findings import Finding, Severity
-from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+from tests.factories import START, STEP, Series, gpu_labels, inventory, iso, make_pod, run_check
 
 
 def _run(series: list[Series], hours: int, **kw: object) -> list[Finding]:
@@ -29,6 +29,8 @@ def test_a_finished_job_that_keeps_its_gpu_is_reported() -> None:
     )
     assert f.recommendation.startswith("Stop Job ml/ft now;")
     assert f.evidence["idle_tail_hours"] == 8 and f.evidence["owner"] == "Job/ft"
+    # The tail starts with the 11th hour of the window: the capacity plan releases from there.
+    assert f.evidence["idle_tail_from"] == iso(START + 10 * STEP)
 
 
 def test_impact_counts_every_gpu_and_sets_the_severity() -> None:

@@ -61,7 +61,45 @@ def test_gpu090_live_finds_exactly_the_planted_queues(
     cap = doc["capacity"]
     assert {q["queue"] for q in cap["queues"]} >= {"team-a-cq", "vision-reserved"}
     assert cap["by_product"]["NVIDIA-GB200"]["nodes_ran_gpu_pods"] >= 1
-    assert cap["after_release_idle"]["released_reservations"] == len(_names(doc, "GPU001"))
+    # Released: exactly the idle findings' holdings, GPU001's pods whole, GPU002's from the
+    # start of their idle tail.
+    idle = {
+        (f"{f['resource']['namespace']}/{f['resource']['name']}", f["code"]): (
+            f["evidence"]["idle_tail_from"] if f["code"] == "GPU002" else None
+        )
+        for f in doc["findings"]
+        if f["code"] in ("GPU001", "GPU002")
+    }
+    held = cap["after_release_idle"]["released_holdings"]
+    assert {(r["pod"], r["code"]): r["from"] for r in held} == idle and idle
+    assert cap["after_release_idle"]["released_reservations"] == len({p for p, _ in idle})
+    assert cap["what_if"] == []
+
+
+def test_what_if_release_idle_live(
+    prom_url: str, kubeconfig: Path, scenario_tsdb: Backfilled
+) -> None:
+    """The plan after release, live: JSON carries it with or without the option; Markdown shows
+    its table only with it, with the figures JSON has."""
+    doc = _live(prom_url, kubeconfig, scenario_tsdb, "--what-if", "release-idle")
+    cap = doc["capacity"]
+    assert cap["what_if"] == ["release-idle"]
+    window = ["--window", f"{scenario_tsdb.days}d", "--end", str(scenario_tsdb.end)]
+    args = ["--prometheus-url", prom_url, "--kubeconfig", str(kubeconfig), *window]
+    res = runner.invoke(app, ["scan", "-q", "-f", "markdown", *args, "--what-if", "release-idle"])
+    assert res.exit_code == 0, res.output
+    md = res.stdout
+    assert "### After releasing the idle reservations (--what-if release-idle)" in md
+    for line in cap["headlines"]:
+        assert line in md
+    released = list(cap["after_release_idle"]["by_product"].values())
+    assert any(p["released_reservations"] for p in released)
+    for p in cap["by_product"].values():
+        # Packed with the feasibility model: never more nodes than there are schedulable.
+        assert p["min_nodes_at_peak"] <= p["nodes"] - p["nodes_cordoned"]
+        assert len(p["nodes_used_at_peak"]) == p["min_nodes_at_peak"]
+    plain = runner.invoke(app, ["scan", "-q", "-f", "markdown", *args])
+    assert plain.exit_code == 0 and "### After releasing" not in plain.stdout
 
 
 def test_queues_are_recorded_and_replayed(

@@ -90,19 +90,88 @@ def demo_md() -> str:
     return _scan("--demo", "--format", "markdown")
 
 
+def _md_section(doc: str) -> str:
+    section = doc[doc.index("## Capacity plan") :]
+    return section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
+
+
 def test_markdown_capacity_section(demo_md: str) -> None:
-    section = demo_md[demo_md.index("## Capacity plan") :]
-    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
+    section = _md_section(demo_md)
     assert "- The window's work fit on" in section
     # 31 H100 nodes (30 of the base layout, the tainted one of the placement cases), 231 GPUs
-    # held at the peak: 29 nodes of 8 at least; releasing the 3 idle GPUs (GPU001) leaves 228
-    # or more, still over 28 nodes' 224, so no node is freed.
-    assert "| H100 80GB HBM3 | 31 | 30 | 29 | 29 | 0 (0) |" in section
+    # held at the peak: 29 nodes of 8 at least; the tainted node takes only the pods that
+    # tolerate it, so it is not opened half empty.
+    assert (
+        "| H100 80GB HBM3 | 31 | 0 | 30 | 29 | 231.0 / 230.0 / 214.3 | 222.0 / 221.0 / 209.2 |"
+        in section
+    )
     assert "### Queue quota over the window" in section
     assert (
         "| Kueue ClusterQueue team-a-cq | gb200-research | nvidia.com/gpu | 4.0 | 1.0 |" in section
     )
-    assert section.count("\n1. Hourly values") == 1 and "\n7. After releasing" in section
+    assert section.count("\n1. Hourly values") == 1 and "\n10. After releasing" in section
+    # Without --what-if release-idle: no after-release figures, a line saying how to see them.
+    assert "After releasing the idle reservations" not in section
+    assert (
+        "would have let" not in section and "idle reservation gpuaudit found on it" not in section
+    )
+    assert "Run with --what-if release-idle to see the plan after releasing the 5 idle" in section
+
+
+def test_what_if_release_idle_in_markdown() -> None:
+    section = _md_section(_scan("--demo", "--format", "markdown", "--what-if", "release-idle"))
+    assert "### After releasing the idle reservations (--what-if release-idle)" in section
+    # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 224 GPUs at the new
+    # peak fit on 28 nodes, one fewer: 8 GPUs x 168 h x 6.88 USD.
+    assert "| H100 80GB HBM3 | 3 | 29 | 28 | 1 | 8.0 | 9,247 | 224.0 / 223.0 / 211.0 |" in section
+    assert (
+        "releasing the 3 idle reservations gpuaudit found on it would have let 1 more go: "
+        "9,247 USD over the window." in section
+    )
+    assert "Run with --what-if" not in section
+
+
+def test_what_if_release_idle_in_the_terminal_and_html() -> None:
+    plain, asked = _scan("--demo"), _scan("--demo", "--what-if", "release-idle")
+    flat = " ".join(asked.split())
+    assert "would have let 1 more go: 9,247 USD over the window." in flat
+    assert "would have let" not in " ".join(plain.split())
+    assert "Run with --what-if release-idle" in " ".join(plain.split())
+    page, asked_page = (
+        _scan("--demo", "-f", "html"),
+        _scan("--demo", "-f", "html", "--what-if", "release-idle"),
+    )
+    assert 'id="after-release"' in asked_page and 'id="after-release"' not in page
+    assert "would have let 1 more go" in asked_page and "would have let" not in page
+
+
+def test_json_carries_the_release_whatever_the_flag() -> None:
+    plain = json.loads(_scan("--demo", "-f", "json"))["capacity"]
+    asked = json.loads(_scan("--demo", "-f", "json", "--what-if", "release-idle"))["capacity"]
+    assert plain["after_release_idle"] == asked["after_release_idle"]
+    assert plain["what_if"] == [] and asked["what_if"] == ["release-idle"]
+    h100 = asked["after_release_idle"]["by_product"]["NVIDIA-H100-80GB-HBM3"]
+    assert (h100["min_nodes_at_peak"], h100["nodes_freed"]) == (28, 1)
+    codes = {r["code"] for r in asked["after_release_idle"]["released_holdings"]}
+    assert codes == {"GPU001", "GPU002"}
+
+
+def test_what_if_from_the_environment_and_the_file(tmp_path: Path) -> None:
+    res = runner.invoke(
+        app, ["scan", "-q", "--demo", "-f", "markdown"], env={"GPUAUDIT_WHAT_IF": "release-idle"}
+    )
+    assert res.exit_code == 0 and "### After releasing the idle reservations" in res.stdout
+    toml = tmp_path / "gpuaudit.toml"
+    toml.write_text('[scan]\nwhat_if = "release-idle"\n')
+    out = _scan("--demo", "-f", "markdown", "--config", str(toml))
+    assert "### After releasing the idle reservations" in out
+
+
+def test_an_unknown_what_if_is_refused() -> None:
+    res = runner.invoke(app, ["scan", "-q", "--demo", "--what-if", "buy-more"])
+    assert res.exit_code == 2
+    assert "--what-if must be one of release-idle, got 'buy-more'" in res.output
+    assert "Traceback" not in res.output
 
 
 def test_html_capacity_section_and_chart() -> None:
@@ -113,7 +182,7 @@ def test_html_capacity_section_and_chart() -> None:
         )
     ]
     assert section.count("<svg") == 1 and 'aria-label="GPUs held and busy per hour' in section
-    assert "<h3>Assumptions</h3>" in section and section.count("<li>") >= 7 + 4
+    assert "<h3>Assumptions</h3>" in section and section.count("<li>") >= 10 + 4
     doc: dict[str, Any] = json.loads(_scan("--demo", "--format", "json"))
     for line in doc["capacity"]["headlines"]:
         assert line.replace("'", "&#x27;") in section
