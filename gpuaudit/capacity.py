@@ -113,98 +113,35 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     """Pack `items` into nodes of `room` (GPUs per node) first fit decreasing: largest first
     (ties by key), each into the first node opened so far that may take it and has room, else
     into the roomiest unused node that may take it (ties by name); an item no node can take is
-    left unplaced. A `whole_node` item opens a node of its own and closes it.
-
-    The first opened node with room is found in a max tree over the opened nodes' room, and
-    the roomiest unused node is the next of the unused nodes in order of room (an unused node's
-    room never changes), so that a peak hour of 100,000 GPUs packs in time linear in the items
-    times a logarithm, not items times nodes. An item limited to some nodes is placed by
-    looking at each node it may use, to the same rule."""
+    left unplaced. A `whole_node` item opens a node of its own and closes it."""
     left = dict(room)
     opened: list[str] = []
-    is_open: set[str] = set()
-    tree = _RoomTree(len(left))
-    unused = sorted(left, key=lambda n: (left[n], n), reverse=True)
-    next_unused = 0
+    closed: set[str] = set()
     placed: dict[str, str] = {}
     unplaced: list[Item] = []
     for item in sorted(items, key=lambda i: (-i.size, i.key)):
-        need = item.size - EPS
+
+        def may(node: str, it: Item = item) -> bool:
+            return it.nodes is None or node in it.nodes
+
         node = None
-        pos = -1
         if not item.whole_node:
-            if item.nodes is None:
-                pos = tree.first_at_least(need)
-            else:
-                pos = next(
-                    (
-                        p
-                        for p, n in enumerate(opened)
-                        if tree.open_at(p) and n in item.nodes and left[n] >= need
-                    ),
-                    -1,
-                )
-            node = opened[pos] if pos >= 0 else None
+            node = next(
+                (n for n in opened if n not in closed and may(n) and left[n] >= item.size - EPS),
+                None,
+            )
         if node is None:
-            while next_unused < len(unused) and unused[next_unused] in is_open:
-                next_unused += 1
-            if item.nodes is None:
-                first = unused[next_unused] if next_unused < len(unused) else None
-                node = first if first is not None and left[first] >= need else None
-            else:
-                spare = [
-                    n for n in item.nodes if n in left and n not in is_open and left[n] >= need
-                ]
-                node = max(spare, key=lambda n: (left[n], n)) if spare else None
-            if node is None:
+            spare = [n for n in left if n not in opened and may(n) and left[n] >= item.size - EPS]
+            if not spare:
                 unplaced.append(item)
                 continue
-            pos = len(opened)
+            node = max(spare, key=lambda n: (left[n], n))
             opened.append(node)
-            is_open.add(node)
+            if item.whole_node:
+                closed.add(node)
         left[node] -= item.size
-        tree.set(pos, -math.inf if item.whole_node else left[node])
         placed[item.key] = node
     return Packing(tuple(opened), placed, tuple(unplaced))
-
-
-class _RoomTree:
-    """The room of the opened nodes, by the order they were opened, in a max tree: the first
-    with at least some room is found in a logarithm of the nodes. A closed node, and a place
-    not opened yet, holds minus infinity."""
-
-    def __init__(self, n: int) -> None:
-        size = 1
-        while size < max(n, 1):
-            size *= 2
-        self.size = size
-        self.max = [-math.inf] * (2 * size)
-
-    def set(self, pos: int, value: float) -> None:
-        i = pos + self.size
-        m = self.max
-        m[i] = value
-        i //= 2
-        while i:
-            a, b = m[2 * i], m[2 * i + 1]
-            m[i] = a if a >= b else b
-            i //= 2
-
-    def open_at(self, pos: int) -> bool:
-        """Whether the node opened at `pos` takes more items (is not closed)."""
-        return self.max[pos + self.size] != -math.inf
-
-    def first_at_least(self, need: float) -> int:
-        """The first position holding at least `need`; -1 when none does."""
-        m = self.max
-        if not m[1] >= need:
-            return -1
-        i = 1
-        while i < self.size:
-            i *= 2
-            if not m[i] >= need:
-                i += 1
-        return i - self.size
 
 
 # ---- the plan -----------------------------------------------------------------------------

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from collections import defaultdict
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit.capacity import Item, Packing, Stat, pack_ffd, plan
+from gpuaudit.capacity import Item, Stat, pack_ffd, plan
 from gpuaudit.cli import app
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
@@ -255,49 +254,3 @@ def test_demo_queue_figures_in_the_report(demo_report: dict[str, Any]) -> None:
     assert weekday["held_gpu_hours"] == pytest.approx(5 * 12 * 4)
     assert weekday["peak_admitted"] == 4
     assert rows[("team-b-cq", "nvidia.com/gpu")]["pending_workloads"] == 1
-
-
-def _pack_by_scanning(items: list[Item], room: dict[str, float]) -> Packing:
-    """The packer's rule read literally: every node looked at for every item."""
-    eps = 1e-9
-    left = dict(room)
-    opened: list[str] = []
-    closed: set[str] = set()
-    placed: dict[str, str] = {}
-    unplaced: list[Item] = []
-    for item in sorted(items, key=lambda i: (-i.size, i.key)):
-
-        def may(node: str, it: Item = item) -> bool:
-            return it.nodes is None or node in it.nodes
-
-        node = None
-        if not item.whole_node:
-            fits = [n for n in opened if n not in closed and may(n) and left[n] >= item.size - eps]
-            node = fits[0] if fits else None
-        if node is None:
-            spare = [n for n in left if n not in opened and may(n) and left[n] >= item.size - eps]
-            if not spare:
-                unplaced.append(item)
-                continue
-            node = max(spare, key=lambda n: (left[n], n))
-            opened.append(node)
-            if item.whole_node:
-                closed.add(node)
-        left[node] -= item.size
-        placed[item.key] = node
-    return Packing(tuple(opened), placed, tuple(unplaced))
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_packer_places_as_the_literal_rule(seed: int) -> None:
-    rng = random.Random(seed)
-    names = [f"n{i:02d}" for i in range(rng.randint(1, 30))]
-    room = {n: float(rng.choice([1, 2, 4, 7, 8, 8, 8, 0.5, 2.5])) for n in names}
-    items = []
-    for i in range(rng.randint(0, 120)):
-        size = rng.choice([1.0, 2.0, 4.0, 8.0, 0.5, 1 / 3, 3.0, 9.0])
-        nodes = (
-            frozenset(rng.sample(names, rng.randint(0, len(names)))) if rng.random() < 0.2 else None
-        )
-        items.append(Item(f"i{i:03d}", size, nodes=nodes, whole_node=rng.random() < 0.05))
-    assert pack_ffd(items, room) == _pack_by_scanning(items, room)
