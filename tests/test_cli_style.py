@@ -28,6 +28,7 @@ COMMANDS = [
     ["snapshot"],
     ["snapshot", "save"],
     ["snapshot", "show"],
+    ["snapshot", "index"],
     ["rules"],
     ["checks"],
     ["explain"],
