@@ -1,6 +1,6 @@
 """Benchmarks of gpuaudit at fleet scale, measured as whole processes.
 
-    python benchmarks/run.py [--sizes 1000,10000,50000] [--days 7]
+    python benchmarks/run.py [--sizes 1000,10000,50000] [--days 7] [--side-file]
     python benchmarks/run.py --live [--live-gpus 1000] [--live-days 7] [--scrape 60]
 
 The snapshot benchmark generates each scenario once with `gpuaudit scenario` (cached under
@@ -28,10 +28,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache"
 GPUAUDIT = [sys.executable, "-m", "gpuaudit"]
+LAST_CPU = [0.0]
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Run a command; wall seconds, peak RSS in MiB, and stderr."""
+    """Run a command; wall seconds, peak RSS in MiB, and stderr. Its CPU seconds (user and
+    system) are left in `LAST_CPU`: on a shared machine they vary less than the wall time."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -45,6 +47,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-2000:]}")
     return wall, usage.ru_maxrss / 1024.0, err
@@ -72,12 +75,22 @@ def scenario(gpus: int, days: int) -> tuple[Path, float]:
     return path, gen
 
 
-def snapshot_bench(sizes: list[int], days: int, repeat: int) -> list[dict[str, Any]]:
+def snapshot_bench(
+    sizes: list[int], days: int, repeat: int, side_file: bool = False
+) -> list[dict[str, Any]]:
     """Each size audited `repeat` times as a whole process; the run with the median wall time
-    is reported (its stages beside it), with the largest peak RSS of all runs."""
+    is reported (its stages beside it), with the largest peak RSS of all runs. `side_file`:
+    the snapshot's columnar side-file is written first (`gpuaudit snapshot index`, timed) and
+    the scans read it; otherwise any side-file is removed, and the scans parse the text."""
     rows = []
     for gpus in sizes:
         path, gen = scenario(gpus, days)
+        side = path.with_name(path.name + ".columns")
+        side.unlink(missing_ok=True)
+        index_s = index_cpu = index_rss = float("nan")
+        if side_file:
+            index_s, index_rss, _ = run([*GPUAUDIT, "snapshot", "index", str(path)])
+            index_cpu = LAST_CPU[0]
         runs = []
         for _ in range(repeat):
             wall, rss, err = run(
@@ -98,9 +111,9 @@ def snapshot_bench(sizes: list[int], days: int, repeat: int) -> list[dict[str, A
             for line in err.splitlines():
                 if line.startswith("gpuaudit-timings: "):
                     stages = json.loads(line.split(": ", 1)[1])
-            runs.append((wall, rss, stages))
+            runs.append((wall, rss, stages, LAST_CPU[0]))
         runs.sort(key=lambda r: r[0])
-        wall, _, stages = runs[len(runs) // 2]
+        wall, _, stages, cpu = runs[len(runs) // 2]
         rows.append(
             {
                 "gpus": gpus,
@@ -110,6 +123,10 @@ def snapshot_bench(sizes: list[int], days: int, repeat: int) -> list[dict[str, A
                 "min_wall_s": runs[0][0],
                 "max_wall_s": runs[-1][0],
                 "peak_rss_mb": max(r[1] for r in runs),
+                "cpu_s": cpu,
+                "index_s": index_s,
+                "index_cpu_s": index_cpu,
+                "index_rss_mb": index_rss,
                 **stages,
             }
         )
@@ -125,11 +142,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         "min_wall_s",
         "max_wall_s",
         "peak_rss_mb",
+        "cpu_s",
         "load",
         "inventory",
         "checks",
         "render",
         "generate_s",
+        "index_s",
+        "index_rss_mb",
     ]
     print("\n" + " | ".join(f"{c:>11}" for c in cols))
     for r in rows:
@@ -217,6 +237,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=3, help="audits per size (median reported)")
+    ap.add_argument(
+        "--side-file",
+        action="store_true",
+        help="index each snapshot first (gpuaudit snapshot index) and scan through its side-file",
+    )
     ap.add_argument("--live", action="store_true")
     ap.add_argument("--live-gpus", type=int, default=1000)
     ap.add_argument("--live-days", type=int, default=7)
@@ -225,7 +250,9 @@ def main() -> None:
     if args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)
     else:
-        snapshot_bench([int(s) for s in args.sizes.split(",")], args.days, args.repeat)
+        snapshot_bench(
+            [int(s) for s in args.sizes.split(",")], args.days, args.repeat, args.side_file
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ COMMANDS = [
     ["snapshot"],
     ["snapshot", "save"],
     ["snapshot", "show"],
+    ["snapshot", "index"],
     ["rules"],
     ["checks"],
     ["explain"],

@@ -21,6 +21,7 @@ from typing import IO, Any
 from gpuaudit import limits
 from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
+from gpuaudit.snapshot import columns
 from gpuaudit.snapshot.answers import Interner, from_record_line, parse
 from gpuaudit.snapshot.format import FORMAT_NAME, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest
@@ -181,8 +182,13 @@ def read(
     limit: int | None = None,
     line_limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    side_file: bool = True,
 ) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
+
+    When the file has a columnar side-file (`columns`, written by `index`) that names it, the
+    answers are taken from there instead of being parsed from the text again (`side_file`
+    False: never).
 
     A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
     as it is read, so memory holds the parsed data and one line, never the whole text. A
@@ -193,6 +199,13 @@ def read(
     name = str(path)
     limit = limits.SNAPSHOT_BYTES.value() if limit is None else limit
     line_limit = limits.SNAPSHOT_LINE_BYTES.value() if line_limit is None else line_limit
+    if side_file:
+        snap = _from_side_file(path, limit, name)
+        if snap is not None:
+            if progress is not None:
+                size = path.stat().st_size
+                progress(size, size)
+            return snap
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
@@ -220,18 +233,89 @@ def read(
         raise SnapshotError(f"snapshot {name} could not be read: {exc}") from None
 
 
+def _from_side_file(path: Path, limit: int, name: str) -> Snapshot | None:
+    """The snapshot as its side-file holds it; None when it has none that names it."""
+    try:
+        parts = columns.read(path, limit)
+    except OSError:
+        return None
+    if parts is None:
+        return None
+    envelope, prom, kube = parts
+    if not _streamed(envelope):
+        return None
+    return from_json({**envelope, "prometheus": prom, "kubernetes": kube}, name)
+
+
+def index(path: Path) -> Path:
+    """Write the columnar side-file of the version 2 snapshot `path` (`columns`), so that later
+    reads of it skip parsing its text; returns the side-file's path. Raises `SnapshotError`
+    with one clear line."""
+    name = str(path)
+    before = _digest(path, name)
+    snap = read(path, side_file=False)
+    envelope = _envelope(path, name)
+    if not _streamed(envelope) or _digest(path, name) != before:
+        raise SnapshotError(
+            f"snapshot {name} is format version 1 or changed while it was read; only a "
+            "version 2 snapshot gets a side-file (write it again with `gpuaudit snapshot save`)"
+        )
+    assert isinstance(envelope, dict)
+    try:
+        return columns.write(snap, envelope, path)
+    except columns.Stale as exc:
+        raise SnapshotError(f"snapshot {name} cannot have a side-file: {exc}") from None
+    except OSError as exc:
+        raise SnapshotError(
+            f"cannot write the side-file {columns.side_path(path)}: {exc.strerror or exc}"
+        ) from None
+
+
+def _digest(path: Path, name: str) -> str:
+    try:
+        return columns.digest(path)
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {name} does not exist") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"snapshot {name} is a directory, not a file") from None
+    except OSError as exc:
+        raise SnapshotError(f"snapshot {name} could not be read: {exc}") from None
+
+
+def _envelope(path: Path, name: str) -> Any:
+    """The first line of a snapshot file, parsed (None when it is not JSON)."""
+    limit = limits.SNAPSHOT_LINE_BYTES.value()
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == _GZIP_MAGIC:
+                fh.seek(0)
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    first = _Lines(gz, limit, name, limit).readline()
+            else:
+                fh.seek(0)
+                first = _Lines(fh, limit, name, limit).readline()
+        return _loads(first)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return None
+
+
+def _streamed(doc: Any) -> bool:
+    """Whether a first line is the envelope of a streamed (version 2) snapshot."""
+    return (
+        isinstance(doc, dict)
+        and doc.get("version") == 2
+        and "prometheus" not in doc
+        and "kubernetes" not in doc
+    )
+
+
 def _read_stream(lines: _Lines, name: str) -> Snapshot:
     first = lines.readline()
     try:
         doc = _loads(first)
     except ValueError:
         doc = None
-    streamed = (
-        isinstance(doc, dict)
-        and doc.get("version") == 2
-        and "prometheus" not in doc
-        and "kubernetes" not in doc
-    )
+    streamed = _streamed(doc)
     if not streamed:
         # Version 1 (or not a snapshot at all): one document, perhaps over several lines.
         data = first + lines.rest() if doc is None else first

@@ -1,0 +1,170 @@
+"""The columnar side-file (`snapshot.columns`): a snapshot read through it is the snapshot read
+from its text, field for field and array for array; a side-file that does not match its
+snapshot, or is damaged, is passed over; `snapshot index` refuses what it cannot index in one
+line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpuaudit import snapshot
+from gpuaudit.cli import app
+from gpuaudit.errors import SnapshotError
+from gpuaudit.snapshot import columns, reader
+from gpuaudit.snapshot.answers import Answer
+from tests.conftest import DEMO
+
+runner = CliRunner()
+
+
+def _same(a: snapshot.Snapshot, b: snapshot.Snapshot) -> None:
+    assert a.manifest == b.manifest
+    assert a.kubernetes == b.kubernetes
+    assert list(a.prometheus) == list(b.prometheus)
+    for qid, entries in a.prometheus.items():
+        others = b.prometheus[qid]
+        assert len(entries) == len(others)
+        for x, y in zip(entries, others, strict=True):
+            assert list(x) == list(y)
+            assert {k: v for k, v in x.items() if k != "answer"} == {
+                k: v for k, v in y.items() if k != "answer"
+            }
+            _same_answer(x["answer"], y["answer"])
+
+
+def _same_answer(x: Answer, y: Answer) -> None:
+    assert (x.rtype, x.dropped, x.malformed) == (y.rtype, y.dropped, y.malformed)
+    assert [dict(m) for m in x.metrics] == [dict(m) for m in y.metrics]
+    assert [list(m) for m in x.metrics] == [list(m) for m in y.metrics]  # key order too
+    for name in ("values", "offsets", "ts", "vs"):
+        a, b = getattr(x, name), getattr(y, name)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a, b, equal_nan=True), name
+
+
+def _sharing(s: snapshot.Snapshot) -> list[list[int]]:
+    """Which series share one label object, as numbers in order of first appearance."""
+    seen: dict[int, int] = {}
+    return [
+        [seen.setdefault(id(m), len(seen)) for m in e["answer"].metrics]
+        for entries in s.prometheus.values()
+        for e in entries
+    ]
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    path = tmp_path / "demo.snapshot.json.gz"
+    shutil.copyfile(DEMO, path)
+    return path
+
+
+def test_a_side_file_gives_the_snapshot_its_text_gives(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from_text = snapshot.read(demo)
+    out = reader.index(demo)
+    assert out == demo.with_name(demo.name + ".columns") and out.is_file()
+
+    def no_text(*_: object) -> None:
+        raise AssertionError("the answers' text was parsed")
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "from_record_line", no_text)
+        from_side = snapshot.read(demo)
+        with pytest.raises(AssertionError, match="text was parsed"):
+            snapshot.read(demo, side_file=False)
+    _same(from_text, from_side)
+    # Series with one label set share one object, as the reader's interning makes them.
+    assert _sharing(from_text) == _sharing(from_side)
+
+
+def test_the_scan_report_is_the_same_with_and_without_a_side_file(demo: Path) -> None:
+    def report() -> dict[str, Any]:
+        res = runner.invoke(app, ["scan", "--snapshot", str(demo), "-f", "json"])
+        assert res.exit_code in (0, 1), res.output
+        doc = json.loads(res.stdout)
+        doc.pop("generated_at", None)
+        return doc
+
+    before = report()
+    res = runner.invoke(app, ["snapshot", "index", str(demo)])
+    assert res.exit_code == 0, res.output
+    assert "wrote" in res.stderr
+    assert report() == before
+
+
+def test_a_side_file_of_another_file_is_passed_over(demo: Path, tmp_path: Path) -> None:
+    reader.index(demo)
+    # The snapshot is rewritten (the same answers, one Kubernetes page fewer): the side-file
+    # names the old bytes, so the new text is read.
+    snap = snapshot.read(demo, side_file=False)
+    resource = next(iter(snap.kubernetes))
+    changed = snapshot.Snapshot(
+        manifest=snap.manifest,
+        prometheus=snap.prometheus,
+        kubernetes={k: v for k, v in snap.kubernetes.items() if k != resource},
+    )
+    snapshot.write(changed, demo)
+    assert resource not in snapshot.read(demo).kubernetes
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "header", "sizes", "labels"])
+def test_a_damaged_side_file_is_passed_over(demo: Path, damage: str) -> None:
+    want = snapshot.read(demo)
+    side = reader.index(demo)
+    if damage == "truncate":
+        side.write_bytes(side.read_bytes()[: side.stat().st_size // 2])
+    elif damage == "garbage":
+        side.write_bytes(b"not a zip at all")
+    else:
+        with np.load(side, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        header = json.loads(arrays["header"].tobytes())
+        if damage == "header":
+            header["version"] = 99
+        elif damage == "sizes":
+            header["prometheus"][0][2]["vs"] += 1
+        else:
+            arrays["metric"] = arrays["metric"] + len(header["labels"])
+        arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        with open(side, "wb") as fh:
+            np.savez(fh, **arrays)
+    _same(want, snapshot.read(demo))
+
+
+def test_a_compressed_or_oversized_side_file_is_not_opened(demo: Path) -> None:
+    want = snapshot.read(demo)
+    side = reader.index(demo)
+    # The bound on a snapshot's size bounds its side-file too: past it, the text is read,
+    # and refused.
+    with pytest.raises(SnapshotError, match="decompresses to more than"):
+        snapshot.read(demo, limit=1000)
+    with np.load(side, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    with open(side, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    with zipfile.ZipFile(side) as z:
+        assert any(i.compress_type != zipfile.ZIP_STORED for i in z.infolist())
+    assert columns.read(demo, 1 << 40) is None
+    _same(want, snapshot.read(demo))
+
+
+def test_index_refuses_in_one_line(tmp_path: Path, demo: Path) -> None:
+    missing = runner.invoke(app, ["snapshot", "index", str(tmp_path / "nothing.json")])
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    v1 = tmp_path / "v1.json"
+    v1.write_text(json.dumps(snapshot.read(demo).to_json()))
+    with pytest.raises(SnapshotError, match="version 1"):
+        reader.index(v1)
+    res = runner.invoke(app, ["snapshot", "index", str(v1)])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
