@@ -74,6 +74,7 @@ def _build(b: Builder) -> None:
     hardware.plant_placement(b)
     queues.plant_queues(b)
     cases.plant_pending(b)
+    cases.plant_dra(b)
     b.free_rest()
     truth.from_state(b)
 
