@@ -762,7 +762,13 @@ def build(
         _narrowed_capabilities(cut, caps, missing)
         _narrowed_capabilities(cut, k_caps, k_missing)
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
-    s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace)
+    states = man.get("objects", {}) if isinstance(man.get("objects"), Mapping) else {}
+    unread = (
+        ""
+        if "resourceslices" in snap.kubernetes
+        else str(states.get("resourceslices") or "the snapshot has none")
+    )
+    s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace, unread)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
     order = sorted(_alive(s, cut), key=p.keys.__getitem__)

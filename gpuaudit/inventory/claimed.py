@@ -87,12 +87,13 @@ def join(
     claims: list[dra.Claimed],
     pods: Mapping[tuple[str, str], Mapping[str, Any]],
     grow: Callable[..., Any],
+    slices_unread: str = "",
 ) -> tuple[Any, dict[int, str], list[str]]:
     """The series with the claimed devices' keys made their pods' (new keys appended to
     `p.keys` and `p.ident` where a key is split), each key's attribution method, and why
-    claimed devices were not joined. `grow` is `dataclasses.replace` on the builder's
-    series."""
-    joins, notes = dra.match(p.ident, claims)
+    claimed devices were not joined (`slices_unread`: why the ResourceSlices were not read,
+    where they were not). `grow` is `dataclasses.replace` on the builder's series."""
+    joins, notes = dra.match(p.ident, claims, slices_unread)
     how = methods(p)
     if not joins:
         return s, how, notes

@@ -222,14 +222,15 @@ def _whole(c: Claimed) -> bool:
 
 
 def match(
-    idents: Sequence[Identity], claims: Sequence[Claimed]
+    idents: Sequence[Identity], claims: Sequence[Claimed], slices_unread: str = ""
 ) -> tuple[dict[int, Claimed], list[str]]:
     """The DCGM keys (numbers into `idents`) without a pod label that a claimed device
     describes, with the device; and why claimed devices were not joined, a sentence each.
 
     A series that carries dcgm-exporter's own claim labels (`dra_claim_name`,
     `dra_claim_namespace`) is joined by the claim; any other by the device's UUID (a whole
-    GPU) or its parent's UUID and profile (a MIG device)."""
+    GPU) or its parent's UUID and profile (a MIG device). `slices_unread` says why the
+    ResourceSlices were not read, where they were not."""
     single = [c for c in claims if c.consumers == 1]
     by_claim = {c.ref: c for c in single}
     whole = {c.found.uuid: c for c in single if c.found is not None and _whole(c)}
@@ -273,5 +274,6 @@ def match(
             f"{len(unknown)} DRA ResourceClaims hold {DRIVER} devices that no ResourceSlice "
             f"describes ({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): their "
             "GPUs could not be found in DCGM"
+            + (f" (the ResourceSlices were not read: {slices_unread})" if slices_unread else "")
         )
     return out, notes
