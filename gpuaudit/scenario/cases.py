@@ -409,7 +409,7 @@ def plant_monitoring_gaps(b: Builder) -> None:
         b.plant("GPU080", pend, "pending, holds no GPU")
 
 
-# ---- GPUs held through DRA ResourceClaims, planted after the pending pods -----------------
+# ---- GPUs held through DRA ResourceClaims, planted before the pending pods ----------------
 DRA = (
     Plant(
         name="dra-idle-{i}",
