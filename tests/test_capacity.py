@@ -17,6 +17,7 @@ from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
 from tests.conftest import DEMO, raw_snapshot
 from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.test_demo import claimed_since
 
 runner = CliRunner()
 HOURS = 4
@@ -184,15 +185,22 @@ def _raw_units(
     out: dict[str, dict[float, dict[tuple[str, ...], list[float]]]] = defaultdict(
         lambda: defaultdict(dict)
     )
+    step = doc["manifest"]["window"]["step"]
+    dra = claimed_since(doc, step)
     for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
+        since = 0.0
+        if not pod and m["UUID"] in dra:  # held through a DRA claim since the pod started
+            since, ns, pod = dra[m["UUID"]]
         if not pod or (ns, pod) in gone:
             continue
         mig = "GPU_I_PROFILE" in m
         frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
+            if float(ts) < since:
+                continue
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)

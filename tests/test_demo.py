@@ -43,9 +43,9 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
-def _claimed_since(doc: dict, step: int) -> dict[str, float]:  # type: ignore[type-arg]
-    """UUID -> the first bucket end that counts as held, for GPUs pods hold through DRA
-    claims: the pod's start (from the raw pod), plus half a bucket."""
+def claimed_since(doc: dict, step: int) -> dict[str, tuple[float, str, str]]:  # type: ignore[type-arg]
+    """UUID -> (the first bucket end that counts as held, namespace, pod), for GPUs pods hold
+    through DRA claims: the pod's start (from the raw pod), plus half a bucket."""
     kube = doc["kubernetes"]
     started = {
         (p["metadata"]["namespace"], p["metadata"]["name"]): p["status"].get("startTime")
@@ -62,9 +62,10 @@ def _claimed_since(doc: dict, step: int) -> dict[str, float]:  # type: ignore[ty
     for page in kube.get("resourceclaims", []):
         for c in page["items"]:
             (pod,) = c["status"]["reservedFor"]
-            t = datetime.fromisoformat(started[(c["metadata"]["namespace"], pod["name"])])
+            ns = c["metadata"]["namespace"]
+            t = datetime.fromisoformat(started[(ns, pod["name"])])
             for r in c["status"]["allocation"]["devices"]["results"]:
-                out[uuid[(r["pool"], r["device"])]] = t.timestamp() + step / 2
+                out[uuid[(r["pool"], r["device"])]] = (t.timestamp() + step / 2, ns, pod["name"])
     return out
 
 
@@ -81,10 +82,11 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     for q in ("act_count", "util_count"):
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
-    held_from = _claimed_since(doc, step)
+    held_from = claimed_since(doc, step)
     for item in body["data"]["result"]:
         m = item["metric"]
-        since = held_from.get(m["UUID"]) if not m.get("exported_pod") else None
+        claimed = held_from.get(m["UUID"]) if not m.get("exported_pod") else None
+        since = claimed[0] if claimed else None
         if not m.get("exported_pod") and since is None:
             continue
         frac = 1.0
