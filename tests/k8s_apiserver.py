@@ -79,6 +79,7 @@ KNOWN: dict[str, tuple[str, str, str, bool, str]] = {
     ),
     "rayclusters": ("ray.io", "v1", "rayclusters", True, "RayCluster"),
     "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim"),
+    "resourceslices": ("resource.k8s.io", "v1", "resourceslices", False, "ResourceSlice"),
 }
 
 

@@ -27,6 +27,7 @@ from tests.factories import (
     make_node,
     make_pod,
 )
+from tests.test_demo import claimed_since
 
 runner = CliRunner()
 HOURS = 4
@@ -225,17 +226,22 @@ def _raw_units(
     out: dict[str, dict[float, dict[tuple[str, ...], list[float]]]] = defaultdict(
         lambda: defaultdict(dict)
     )
+    step = doc["manifest"]["window"]["step"]
+    dra = claimed_since(doc, step)
     for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
+        since = 0.0
+        if not pod and m["UUID"] in dra:  # held through a DRA claim since the pod started
+            since, ns, pod = dra[m["UUID"]]
         if not pod:
             continue
         mig = "GPU_I_PROFILE" in m
         frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
-            if float(ts) > gone.get((ns, pod), math.inf):
-                continue  # released from here on
+            if float(ts) > gone.get((ns, pod), math.inf) or float(ts) < since:
+                continue  # released from here on, or not yet claimed
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)

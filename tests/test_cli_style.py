@@ -204,9 +204,9 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
     ):
         assert line in out, line
     assert re.search(
-        r"^  act_sum +window +1 answer +852 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
+        r"^  act_sum +window +1 answer +856 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
     )
-    assert re.search(r"^  pods +460  ok$", out, re.M)
+    assert re.search(r"^  pods +463  ok$", out, re.M)
     help_text = runner.invoke(app, ["snapshot", "--help"], env={"COLUMNS": "200"}).output
     assert "save" in help_text and "show" in help_text
 

@@ -188,7 +188,7 @@ def test_the_demo_shows_each_resource_once_with_its_related_codes(tmp_path: Path
     ):
         (detail,) = [d for d in details if f"Pod {pod}" in d.split("\n")[1]]
         assert f"Also on this resource: {code} (its message is in the JSON" in detail, detail
-    assert out.read_text().count("Also on this resource:") == 3
+    assert out.read_text().count("Also on this resource:") == 4
     doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
     rows = [f for f in doc["findings"] if f["primary"]]
     assert len(

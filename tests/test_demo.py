@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -42,6 +43,32 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
+def claimed_since(doc: dict, step: int) -> dict[str, tuple[float, str, str]]:  # type: ignore[type-arg]
+    """UUID -> (the first bucket end that counts as held, namespace, pod), for GPUs pods hold
+    through DRA claims: the pod's start (from the raw pod), plus half a bucket."""
+    kube = doc["kubernetes"]
+    started = {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): p["status"].get("startTime")
+        for page in kube["pods"]
+        for p in page["items"]
+    }
+    uuid = {
+        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
+        for page in kube.get("resourceslices", [])
+        for s in page["items"]
+        for d in s["spec"]["devices"]
+    }
+    out = {}
+    for page in kube.get("resourceclaims", []):
+        for c in page["items"]:
+            (pod,) = c["status"]["reservedFor"]
+            ns = c["metadata"]["namespace"]
+            t = datetime.fromisoformat(started[(ns, pod["name"])])
+            for r in c["status"]["allocation"]["devices"]["results"]:
+                out[uuid[(r["pool"], r["device"])]] = (t.timestamp() + step / 2, ns, pod["name"])
+    return out
+
+
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)
@@ -55,15 +82,20 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     for q in ("act_count", "util_count"):
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
+    held_from = claimed_since(doc, step)
     for item in body["data"]["result"]:
         m = item["metric"]
-        if not m.get("exported_pod"):
+        claimed = held_from.get(m["UUID"]) if not m.get("exported_pod") else None
+        since = claimed[0] if claimed else None
+        if not m.get("exported_pod") and since is None:
             continue
         frac = 1.0
         if "GPU_I_PROFILE" in m:
             frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7
         price = next(v for k, v in prices.items() if k in m["modelName"])
         for ts, val in item["values"]:
+            if since is not None and ts < since:
+                continue  # before the pod holding it through a DRA claim started
             a = float(val)
             gh = frac * step / 3600
             alloc += gh

@@ -10,8 +10,10 @@ Why it matters
     vouch for, and often the ones where waste hides longest.
 
 How it decides
-    Pods in phase Running with a node, requesting `nvidia.com/gpu` or `nvidia.com/mig-*`,
-    whose namespace/name appears on no DCGM series in the window. Their GPU-hours count from
+    Pods in phase Running with a node, requesting `nvidia.com/gpu` or `nvidia.com/mig-*` or
+    holding devices of NVIDIA's DRA driver through ResourceClaims, whose namespace/name
+    appears on no DCGM series in the window (a series joined to a pod through its claim names
+    that pod). Their GPU-hours count from
     the later of the pod's start and the window's start to the window's end (a MIG slice
     counts its share of a GPU); holdings shorter than `checks.unmonitored_min_hours`
     (default 1 h) are left out. When a node has such pods and no DCGM series at all, one

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,9 @@ import numpy as np
 
 from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
+from gpuaudit.inventory import claimed, dra, held, kube, prom, queues
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory import held, kube, prom, queues
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
@@ -269,6 +269,8 @@ class _Kube:
     notes: list[str]
     """Each figure of an object that was ignored, a sentence each (shown as warnings)."""
     queues: queues.Queues
+    claims: list[dra.Claimed]
+    """Devices pods hold through DRA ResourceClaims."""
 
 
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
@@ -308,6 +310,8 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     missing.update(queue_missing)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
+    claims = dra.claimed(objects)
+    _count_claimed(pod_rows, claims, limit)
     if notes:
         incomplete.append(
             f"{len(notes)} figures of Kubernetes objects could not be read or were larger than "
@@ -322,7 +326,27 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         incomplete=incomplete,
         notes=notes,
         queues=queues.build(objects, snap.kubernetes, pod_gang),
+        claims=claims,
     )
+
+
+def _count_claimed(pod_rows: list[dict[str, Any]], claims: list[dra.Claimed], limit: int) -> None:
+    """Devices a pod holds through DRA claims count among its GPUs (`gpu_request`,
+    `mig_request`), as the Kubernetes-side views count a pod's GPUs."""
+    held_by = dra.per_pod(claims, limit)
+    for r in pod_rows:
+        got = held_by.get((r[C.NAMESPACE], r[C.POD]))
+        if got is None:
+            continue
+        r[C.GPU_REQUEST] = min(float(limit), r[C.GPU_REQUEST] + got.gpus)
+        mig_req = {
+            part.split("=", 1)[0]: float(part.split("=", 1)[1])
+            for part in str(r[C.MIG_REQUEST]).split(",")
+            if "=" in part
+        }
+        for prof, n in (got.mig or {}).items():
+            mig_req[prof] = mig_req.get(prof, 0.0) + n
+        r[C.MIG_REQUEST] = ",".join(f"{k}={v:g}" for k, v in sorted(mig_req.items()))
 
 
 def _node_resolver(objects: kube.Objects, api_nodes: set[str]) -> Callable[[prom.Identity], str]:
@@ -471,6 +495,7 @@ def _identities(
     order: list[int],
     pod_index: Mapping[tuple[str, str], Mapping[str, Any]],
     where: Callable[[prom.Identity], str],
+    methods: Mapping[int, str],
 ) -> tuple[dict[str, list[Any]], Arr]:
     """The identity columns of every holding, in holding order, and each holding's fraction of
     a GPU (by key number)."""
@@ -494,6 +519,7 @@ def _identities(
             (C.POD, ident.pod),
             (C.CONTAINER, ident.container),
             (C.HELD, ident.held),
+            (C.ATTRIBUTION, methods.get(k, "")),
             (C.XID_CODES, ",".join(str(c) for c in sorted(s.xid_codes.get(k, ())))),
             (
                 C.XID_MSG,
@@ -735,15 +761,22 @@ def build(
     if cut is not None:
         _narrowed_capabilities(cut, caps, missing)
         _narrowed_capabilities(cut, k_caps, k_missing)
+    pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
+    states = man.get("objects", {}) if isinstance(man.get("objects"), Mapping) else {}
+    unread = (
+        ""
+        if "resourceslices" in snap.kubernetes
+        else str(states.get("resourceslices") or "the snapshot has none")
+    )
+    s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace, unread)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
     order = sorted(_alive(s, cut), key=p.keys.__getitem__)
     hid_of = np.full(s.n, -1, dtype=np.int64)
     hid_of[order] = np.arange(len(order), dtype=np.int64)
     hourly_data, span = _hourly(s, hid_of, _grid(p, order, start, end, step))
-    pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
-    cols, fractions = _identities(p, s, order, pod_index, where)
+    cols, fractions = _identities(p, s, order, pod_index, where, methods)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
@@ -761,7 +794,7 @@ def build(
         nodes=nodes,
         capabilities=frozenset(caps | k_caps),
         missing={**missing, **k_missing},
-        warnings=_warnings(man, p, holdings, k) + narrowed + _held_note(s, span),
+        warnings=_warnings(man, p, holdings, k) + tuple(dra_notes) + narrowed + _held_note(s, span),
         complete=man.complete and not reasons,
         incomplete_reasons=tuple(reasons),
         gangs=_gang_table(k.gangs),

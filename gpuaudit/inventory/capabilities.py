@@ -49,6 +49,7 @@ class Capability(str, enum.Enum):
     KUBERNETES_LEADERWORKERSETS = "kubernetes.leaderworkersets"
     KUBERNETES_RAYCLUSTERS = "kubernetes.rayclusters"
     KUBERNETES_RESOURCECLAIMS = "kubernetes.resourceclaims"
+    KUBERNETES_RESOURCESLICES = "kubernetes.resourceslices"
     QUEUES = "queues"
     """Queue quotas with what was admitted under them: Kueue ClusterQueues with their
     Workloads, or Volcano Queues with their PodGroups (see `gpuaudit.inventory.queues`)."""

@@ -27,6 +27,7 @@ LABEL_COLUMNS = [
     C.POD,
     C.CONTAINER,
     C.HELD,
+    C.ATTRIBUTION,
 ]
 IDENTITY_COLUMNS = [*LABEL_COLUMNS, C.XID_CODES, C.XID_MSG, C.XID_EVENTS]
 """Holding columns taken from each series' labels (and the pods' nodes)."""

@@ -39,6 +39,9 @@ class Identity:
     namespace: str
     pod: str
     container: str
+    claim: str = ""
+    """`namespace/name` of the DRA ResourceClaim dcgm-exporter labels the series with
+    (`dra_claim_namespace`, `dra_claim_name`, with its DRA mapping on), or empty."""
 
     @property
     def held(self) -> bool:
@@ -75,6 +78,8 @@ READ_LABELS = (
     "pod_namespace",
     "container",
     "container_name",
+    "dra_claim_name",
+    "dra_claim_namespace",
 )
 """Every label `identity` reads: series that agree on these have the same identity."""
 
@@ -112,6 +117,7 @@ def identity(
         # An unallocated GPU scraped with target labels attached shows the exporter as `pod`.
         if _EXPORTER_RE.search(pod) or _EXPORTER_RE.search(container):
             pod = ns = container = ""
+    claim_ns = _s(labels, "dra_claim_namespace")
     base = uuid or f"{host}:gpu{gpu}"
     slot = f"{base}/{mig_id}" if mig_id else base
     return Identity(
@@ -127,4 +133,5 @@ def identity(
         namespace=ns if pod else "",
         pod=pod,
         container=container if pod else "",
+        claim=f"{claim_ns}/{claim}" if (claim := _s(labels, "dra_claim_name")) and claim_ns else "",
     )

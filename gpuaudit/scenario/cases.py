@@ -141,6 +141,9 @@ class Owned:
     profile: str = ""
     restarts: int = 0
     last_termination: tuple[str, str] | None = None
+    dra: bool = False
+    """Whether it holds its GPUs through a DRA ResourceClaim instead of an `nvidia.com/gpu`
+    request."""
 
     def place(
         self, b: Builder, node: NodeSpec, name: str, activity: Activity, h0: int
@@ -157,6 +160,7 @@ class Owned:
             h0,
             restarts=self.restarts,
             last_termination=self.last_termination,
+            **({"dra": True} if self.dra else {}),
         )
 
 
@@ -403,6 +407,39 @@ def plant_monitoring_gaps(b: Builder) -> None:
             priority=1000,
         )
         b.plant("GPU080", pend, "pending, holds no GPU")
+
+
+# ---- GPUs held through DRA ResourceClaims, planted before the pending pods ----------------
+DRA = (
+    Plant(
+        name="dra-idle-{i}",
+        on=On("l40s-dra"),
+        workload=Owned(namespace="research", owner="StatefulSet", fb=0.2, dra=True),
+        activity=pattern("idle"),
+        truth=(finds("GPU001"), finds("GPU021")),
+    ),
+    Plant(
+        name="dra-busy-{i}",
+        on=On("l40s-dra"),
+        workload=Owned(namespace="research", owner="StatefulSet", fb=0.5, dra=True),
+        hours=Hours(start=0.5),
+        activity=pattern("busy", lo=0.5, hi=0.8),
+        truth=(near_miss("GPU001", "busy, held through a DRA claim from mid-window"),),
+    ),
+)
+"""Pods holding GPUs through DRA ResourceClaims: no `nvidia.com/gpu` request and no pod label
+on their DCGM series; the audit finds the holder from the claim and the node's ResourceSlices.
+"""
+
+
+def plant_dra(b: Builder) -> None:
+    """The DRA cases (`DRA`) on an L40S node added for them, whose GPUs NVIDIA's DRA driver
+    publishes in ResourceSlices instead of the device plugin as `nvidia.com/gpu`."""
+    node = b.add_node("l40s", len(b.of_kind("l40s")))
+    node.capacity.pop("nvidia.com/gpu", None)
+    node.dra = True
+    for case in DRA:
+        plant(b, {"l40s-dra": [node]}, case, 0)
 
 
 # ---- pods pending for GPUs, planted last -------------------------------------------------

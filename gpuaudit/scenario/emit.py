@@ -473,7 +473,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             continue
         created = sc.start + p.created_h * 3600 + p.created_delta_s
         limits: dict[str, str] = {}
-        if p.gpus:
+        if p.gpus and not p.dra:
             limits["nvidia.com/gpu"] = str(p.gpus)
         for prof, cnt in p.mig.items():
             limits[f"nvidia.com/mig-{prof}"] = str(cnt)
@@ -508,6 +508,9 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             spec["tolerations"] = [dict(t) for t in p.tolerations]
         if not p.node:
             del spec["nodeName"]
+        if p.dra:
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+            spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
         meta: dict[str, Any] = {
             "name": p.name,
             "namespace": p.namespace,
@@ -520,7 +523,10 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
         }
         if not p.owner_kind:  # a plain pod (a Kueue pod group member, say) has no owner
             del meta["ownerReferences"]
-        yield {"metadata": meta, "spec": spec, "status": _pod_status(sc, p, created, ips)}
+        status = _pod_status(sc, p, created, ips)
+        if p.dra:
+            status["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": _claim(p)}]
+        yield {"metadata": meta, "spec": spec, "status": status}
     for j, n in enumerate(sc.nodes):
         yield {
             "metadata": {
@@ -735,7 +741,103 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
             for key, (api, kind) in _CRD_LISTS.items()
             if key in sc.objects
         },
+        **{
+            key: {
+                "kind": f"{kind}List",
+                "apiVersion": "resource.k8s.io/v1",
+                "metadata": rv,
+                "items": items,
+            }
+            for (key, items), kind in zip(
+                _dra_lists(sc).items(), ("ResourceClaim", "ResourceSlice"), strict=False
+            )
+        },
     }
+
+
+def _claim(p: Any) -> str:
+    """The name of the claim generated for a DRA pod from its template."""
+    return f"{p.name}-gpu-{p.uid[:5]}"
+
+
+def _dra_lists(sc: Scenario) -> dict[str, list[dict[str, Any]]]:
+    """The ResourceClaims of the pods that hold GPUs through DRA (each allocated the devices
+    it holds at the window's end and reserved for it), and the ResourceSlices of NVIDIA's DRA
+    driver on the nodes it runs on (one pool per node, a device `gpu-<index>` per GPU)."""
+    held: dict[str, list[Any]] = {}
+    for h in sc.holdings:
+        if h.pod is not None and h.pod.dra and h.pod.alive and h.h1 >= sc.hours:
+            held.setdefault(h.pod.uid, []).append(h.slot)
+    claims = []
+    for p in sc.pods:
+        if not (p.dra and p.alive and p.uid in held):
+            continue
+        results = [
+            {
+                "request": "gpu",
+                "driver": "gpu.nvidia.com",
+                "pool": p.node,
+                "device": f"gpu-{s.index}",
+            }
+            for s in held[p.uid]
+        ]
+        claims.append(
+            {
+                "metadata": {
+                    "name": _claim(p),
+                    "namespace": p.namespace,
+                    "uid": f"claim-{p.uid}",
+                    "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid}
+                    ],
+                },
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": "gpu.nvidia.com",
+                                    "allocationMode": "ExactCount",
+                                    "count": len(results),
+                                },
+                            }
+                        ]
+                    }
+                },
+                "status": {
+                    "allocation": {"devices": {"results": results}},
+                    "reservedFor": [{"resource": "pods", "name": p.name, "uid": p.uid}],
+                },
+            }
+        )
+    slices = [
+        {
+            "metadata": {"name": f"{n.name}-gpu.nvidia.com-0", "uid": f"slice-{n.name}"},
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "nodeName": n.name,
+                "pool": {"name": n.name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"gpu-{s.index}",
+                        "attributes": {
+                            "type": {"string": "gpu"},
+                            "uuid": {"string": s.uuid},
+                            "productName": {"string": n.model},
+                            "pcieBusID": {"string": s.pci_bus_id},
+                        },
+                    }
+                    for s in sc.slots
+                    if s.node is n and not s.mig_id
+                ],
+            },
+        }
+        for n in sc.nodes
+        if n.dra
+    ]
+    return {"resourceclaims": claims, "resourceslices": slices} if slices else {}
 
 
 _CRD_LISTS = {

@@ -29,6 +29,9 @@ class NodeSpec:
     """`spec.taints` as the API lists them."""
     links: tuple[str, ...] = ()
     """Links whose traffic its dcgm-exporter exports (`pcie`, `nvlink`)."""
+    dra: bool = False
+    """Whether NVIDIA's DRA driver publishes its GPUs (ResourceSlices) instead of the device
+    plugin (`nvidia.com/gpu`)."""
 
 
 @dataclass
@@ -100,6 +103,10 @@ class PodSpec:
     """Seconds from creation to `status.startTime`."""
     finished_h: int | None = None
     """Hour index its containers completed at (phase Succeeded); None while it runs."""
+    dra: bool = False
+    """Whether it holds its GPUs through a DRA ResourceClaim (driver `gpu.nvidia.com`) rather
+    than an `nvidia.com/gpu` request: dcgm-exporter (without its DRA mapping) labels none of
+    its series with it."""
 
 
 @dataclass

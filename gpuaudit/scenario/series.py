@@ -102,7 +102,9 @@ def raw_labels(h: Holding, style: str) -> dict[str, str]:
         "pod": n.exporter_pod,
         "service": "nvidia-dcgm-exporter",
     }
-    p = h.pod
+    # dcgm-exporter maps pod-resources devices only: a device held through a DRA claim keeps
+    # no pod labels (unless the exporter's own DRA mapping is on).
+    p = h.pod if h.pod is not None and not h.pod.dra else None
     if style == "helm":
         if p:
             lab.update(

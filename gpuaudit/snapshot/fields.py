@@ -82,6 +82,14 @@ NODE_LABELS = Keys(
 )
 """The node labels the inventory reads (`gpuaudit.inventory.kube.node_row`)."""
 
+DEVICE_ATTRIBUTES: Tree = {
+    f"{domain}{name}": {"string": ALL}
+    for domain in ("", "gpu.nvidia.com/")
+    for name in ("uuid", "type", "parentUUID", "profile")
+}
+"""The DRA device attributes the inventory reads (NVIDIA's DRA driver names them without a
+domain, which means its own, `gpu.nvidia.com`; `gpuaudit.inventory.dra`)."""
+
 _NAME: dict[str, Tree] = {"name": ALL, "namespace": ALL, "uid": ALL, "creationTimestamp": ALL}
 _OWNERS: Tree = {"apiVersion": ALL, "kind": ALL, "name": ALL, "uid": ALL, "controller": ALL}
 _META: Tree = {**_NAME, "ownerReferences": _OWNERS}
@@ -164,9 +172,16 @@ POD: Tree = {
         },
         "containers": _CONTAINER,
         "initContainers": {**_CONTAINER, "restartPolicy": ALL},
+        # DRA: the claims the pod uses (`gpuaudit.inventory.dra`).
+        "resourceClaims": {
+            "name": ALL,
+            "resourceClaimName": ALL,
+            "resourceClaimTemplateName": ALL,
+        },
     },
     "status": {
         "phase": ALL,
+        "resourceClaimStatuses": {"name": ALL, "resourceClaimName": ALL},
         "startTime": ALL,
         "podIP": ALL,
         "conditions": {**_CONDITIONS, "message": ALL},
@@ -290,7 +305,21 @@ KEEP: dict[str, Tree] = {
             "allocation": {
                 "devices": {"results": {"request": ALL, "driver": ALL, "pool": ALL, "device": ALL}}
             },
-            "reservedFor": {"resource": ALL, "name": ALL, "uid": ALL},
+            "reservedFor": {"apiGroup": ALL, "resource": ALL, "name": ALL, "uid": ALL},
+        },
+    },
+    "resourceslices": {
+        "metadata": _NAME,
+        "spec": {
+            "driver": ALL,
+            "nodeName": ALL,
+            "pool": {"name": ALL},
+            # v1 and v1beta2 put a device's attributes on the device, v1beta1 under `basic`.
+            "devices": {
+                "name": ALL,
+                "attributes": DEVICE_ATTRIBUTES,
+                "basic": {"attributes": DEVICE_ATTRIBUTES},
+            },
         },
     },
 }

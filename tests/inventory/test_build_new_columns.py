@@ -41,7 +41,7 @@ def test_xid_query_groups_on_err_code_and_keeps_the_old_query_texts() -> None:
     assert act == (
         "sum by (UUID, uuid, gpu, GPU_I_ID, GPU_I_PROFILE, modelName, Hostname, hostname, "
         "pci_bus_id, node, instance, exported_pod, exported_namespace, exported_container, "
-        "pod_uid) "
+        "pod_uid, dra_claim_name, dra_claim_namespace) "
         "(sum_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[3600s]))"
     )
     for metric in (queries.XID, queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.P2P_STATUS):

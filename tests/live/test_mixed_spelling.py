@@ -4,6 +4,7 @@ clusters' workloads are read, and the manifest says what was found."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics, write_snapshot
 from tests.promserver import prometheus, require
@@ -53,6 +55,15 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
         )
         snaps[name] = tmp / f"{name}.snapshot.json.gz"
         write_snapshot(sc, snaps[name], style, "test")
+        # Without its Kubernetes objects, as the live scans here read none (GPUs held through
+        # DRA claims would be joined from them).
+        why = "not read: --no-kubernetes"
+        whole = snapshot.read(snaps[name])
+        bare = dataclasses.replace(whole, kubernetes={}).with_manifest(
+            objects={"pods": why, "nodes": why}
+        )
+        snaps[name] = tmp / f"{name}.bare.snapshot.json"
+        snapshot.write(bare, snaps[name])
     snaps["end"] = Path(str(end))
     with prometheus(tsdb) as url:
         yield url, snaps

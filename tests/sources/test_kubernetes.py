@@ -131,10 +131,11 @@ def test_http_collects_every_page_as_served(
         assert kc.objects["mpijobs"] == (
             "absent: the CRD mpijobs.kubeflow.org is not installed (kubeflow.org/v1 has no mpijobs)"
         )
-    if "resourceclaims" not in lists:
-        assert kc.objects["resourceclaims"] == (
-            "absent: the API group resource.k8s.io is not served by this cluster"
-        )
+    for dra_key in ("resourceclaims", "resourceslices"):
+        if dra_key not in lists:
+            assert kc.objects[dra_key] == (
+                "absent: the API group resource.k8s.io is not served by this cluster"
+            )
     assert any("plain HTTP" in w for w in kc.warnings)
     assert progress[pages - 1] == f"pods: {n_pods} read ({pages} pages)"
     assert DEFAULT_TOKEN not in dumped(kc)
@@ -212,6 +213,27 @@ def test_forbidden_and_not_found_are_recorded_and_the_scan_goes_on(
         assert key not in kc.kubernetes
     assert any(w.startswith("nodes were not read") for w in kc.warnings)
     assert any(w.startswith("PriorityClasses were not read") for w in kc.warnings)
+
+
+def test_dra_lists_absent_or_forbidden_are_skipped_with_the_reason(
+    tmp_path: Path, lists: dict[str, dict[str, Any]]
+) -> None:
+    older = {k: v for k, v in lists.items() if k not in ("resourceclaims", "resourceslices")}
+    with KubeAPIServer(older) as srv:
+        kc = collect(srv.write_kubeconfig(tmp_path / "kubeconfig"), None, page_size=PAGE)
+    for key in ("resourceclaims", "resourceslices"):
+        assert (
+            kc.objects[key] == "absent: the API group resource.k8s.io is not served by this cluster"
+        )
+    assert lists["resourceslices"]["items"]
+    with KubeAPIServer(lists, forbidden={"resourceslices"}) as srv:
+        kc = collect(srv.write_kubeconfig(tmp_path / "kubeconfig"), None, page_size=PAGE)
+    assert kc.objects["resourceclaims"] == "ok"
+    assert kc.objects["resourceslices"].startswith(
+        "forbidden: resourceslices.resource.k8s.io is forbidden"
+    )
+    assert "resourceslices" not in kc.kubernetes
+    assert any(w.startswith("DRA ResourceSlices were not read") for w in kc.warnings)
 
 
 def test_pods_forbidden_is_an_error(tmp_path: Path, lists: dict[str, dict[str, Any]]) -> None:
@@ -315,6 +337,7 @@ def _gang_lists(lists: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "leaderworkersets": _crd_list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", ["l"], "s"),
         "rayclusters": _crd_list("ray.io/v1", "RayCluster", ["rc"], "ml-train"),
         "resourceclaims": _crd_list("resource.k8s.io/v1beta1", "ResourceClaim", ["c"], "vision"),
+        "resourceslices": _crd_list("resource.k8s.io/v1beta1", "ResourceSlice", ["s"], None),
     }
 
 
@@ -346,6 +369,7 @@ def test_without_discovery_each_api_is_tried_directly(
     assert kc.api_versions["kueue_workloads"] == "kueue.x-k8s.io/v1beta1"
     assert kc.api_versions["mpijobs"] == "kubeflow.org/v2beta1"
     assert kc.api_versions["resourceclaims"] == "resource.k8s.io/v1beta1"
+    assert kc.api_versions["resourceslices"] == "resource.k8s.io/v1beta1"
     assert merged(kc.kubernetes["volcano_podgroups"]) == served["volcano_podgroups"]["items"]
     assert kc.objects["priorityclasses"] == (
         "absent: the API server answered 404 Not Found for "

@@ -128,5 +128,14 @@ RESOURCES: tuple[Resource, ...] = (
         "DRA ResourceClaims",
         crd=False,
     ),
+    Resource(
+        "resourceslices",
+        "resource.k8s.io",
+        ("v1", "v1beta2", "v1beta1"),
+        "resourceslices",
+        False,
+        "DRA ResourceSlices",
+        crd=False,
+    ),
 )
 """Everything `collect` reads, in the order it reads them."""

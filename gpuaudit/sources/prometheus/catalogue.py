@@ -90,8 +90,18 @@ IDENTITY_LABELS = (
 """Labels that identify a GPU or MIG instance and where it is, in every exporter version.
 `instance` (the exporter's address) finds the node when `Hostname` names the exporter pod."""
 
+DRA_LABELS = ("dra_claim_name", "dra_claim_namespace")
+"""dcgm-exporter's labels of a device allocated through a DRA ResourceClaim (with its DRA
+mapping on, REFERENCE.md §1.4): the claim names the pod where no pod label does."""
+
 POD_LABELS = {
-    "exported": ("exported_pod", "exported_namespace", "exported_container", "pod_uid"),
+    "exported": (
+        "exported_pod",
+        "exported_namespace",
+        "exported_container",
+        "pod_uid",
+        *DRA_LABELS,
+    ),
     "pod": (
         "pod",
         "namespace",
@@ -100,6 +110,7 @@ POD_LABELS = {
         "pod_namespace",
         "container_name",
         "pod_uid",
+        *DRA_LABELS,
     ),
     "any": (
         "exported_pod",
@@ -112,6 +123,7 @@ POD_LABELS = {
         "pod_namespace",
         "container_name",
         "pod_uid",
+        *DRA_LABELS,
     ),
 }
 """Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`

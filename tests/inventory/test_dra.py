@@ -1,0 +1,286 @@
+"""GPUs held through DRA ResourceClaims: joined to their pods through the claim's allocation and
+the node's ResourceSlices, and audited like any other holding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuaudit.checks import gpu001_idle_reservation as gpu001
+from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import dra
+from gpuaudit.inventory.kube import MAX_ITEMS
+from tests.factories import START, Series, gpu_labels, inventory, make_node, make_pod, run_check
+
+H = 24
+UUID = "GPU-aaaa"
+
+
+def dra_pod(
+    name: str = "trainer-0",
+    template: bool = True,
+    started: float = START - 600,
+    ns: str = "ml",
+) -> dict[str, Any]:
+    """A pod holding its GPU through a claim: generated from a template (named in its status)
+    or named in its spec; no `nvidia.com/gpu` request."""
+    pod = make_pod(name, namespace=ns, gpus=0, started=started, created=started - 5)
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    if template:
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        pod["status"]["resourceClaimStatuses"] = [
+            {"name": "gpu", "resourceClaimName": f"{name}-gpu-x7k2p"}
+        ]
+    else:
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-gpu-x7k2p"}]
+    return pod
+
+
+def claim(
+    pods: list[str],
+    devices: list[str],
+    name: str = "trainer-0-gpu-x7k2p",
+    ns: str = "ml",
+    pool: str = "node-a",
+    uids: list[str] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim (v1 shape) allocated `devices` of NVIDIA's driver, reserved for `pods`."""
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"claim-{name}"},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": d}
+                        for d in devices
+                    ]
+                }
+            },
+            "reservedFor": [
+                {"resource": "pods", "name": p, "uid": (uids or [f"uid-{q}" for q in pods])[i]}
+                for i, p in enumerate(pods)
+            ],
+        },
+    }
+
+
+def gpu_device(name: str, uuid: str, beta1: bool = False) -> dict[str, Any]:
+    attrs = {
+        "type": {"string": "gpu"},
+        "uuid": {"string": uuid},
+        "productName": {"string": "NVIDIA H100 80GB HBM3"},
+        "cudaComputeCapability": {"version": "9.0.0"},
+    }
+    return (
+        {"name": name, "basic": {"attributes": attrs}}
+        if beta1
+        else {"name": name, "attributes": attrs}
+    )
+
+
+def mig_device(name: str, uuid: str, parent: str, profile: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "attributes": {
+            "type": {"string": "mig"},
+            "uuid": {"string": uuid},
+            "gpu.nvidia.com/parentUUID": {"string": parent},
+            "profile": {"string": profile},
+        },
+    }
+
+
+def resource_slice(devices: list[dict[str, Any]], node: str = "node-a") -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node}-gpu.nvidia.com-abcde"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def idle(uuid: str = UUID, gpu: str = "0", **kw: Any) -> Series:
+    return Series(gpu_labels(uuid=uuid, gpu=gpu, **kw), act=[0.01] * H, fb_used=500, fb_free=80000)
+
+
+def dra_inventory(
+    series: list[Series],
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    slices: list[dict[str, Any]] | None,
+) -> Any:
+    lists: dict[str, list[dict[str, Any]]] = {"resourceclaims": claims}
+    if slices is not None:
+        lists["resourceslices"] = slices
+    return inventory(series, H, pods=pods, nodes=[make_node("node-a")], lists=lists)
+
+
+def holding(inv: Any, pod: str) -> Any:
+    h = inv.holdings
+    rows = h[h[C.POD] == pod]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+@pytest.mark.parametrize("template", [True, False])
+@pytest.mark.parametrize("beta1", [False, True])
+def test_a_claimed_gpu_is_its_pods_holding(template: bool, beta1: bool) -> None:
+    inv = dra_inventory(
+        [idle(), idle("GPU-bbbb", "1")],
+        [dra_pod(template=template)],
+        [claim(["trainer-0"], ["gpu-0"])],
+        [
+            resource_slice(
+                [gpu_device("gpu-0", UUID, beta1), gpu_device("gpu-1", "GPU-bbbb", beta1)]
+            )
+        ],
+    )
+    row = holding(inv, "trainer-0")
+    assert (row[C.UUID], row[C.NAMESPACE], row[C.NODE]) == (UUID, "ml", "node-a")
+    assert row[C.HELD] and row[C.ATTRIBUTION] == "dra_claim"
+    assert row[C.HOURS] == pytest.approx(H)
+    assert row[C.ACT_MEAN] == pytest.approx(0.01)
+    other = inv.holdings[inv.holdings[C.UUID] == "GPU-bbbb"].iloc[0]
+    assert not other[C.HELD] and other[C.ATTRIBUTION] == ""
+    # The Kubernetes side counts the claimed GPU among the pod's GPUs.
+    pods = inv.pods.set_index(C.POD)
+    assert pods.loc["trainer-0", C.GPU_REQUEST] == 1.0
+    # Audited like any holder: idle, and not unmonitored.
+    found = run_check(gpu001, inv)
+    assert [f.resource.name for f in found] == ["trainer-0"]
+    assert "held 1 GPU" in found[0].message
+    assert run_check(gpu080, inv) == []
+
+
+def test_pod_label_holdings_say_so() -> None:
+    inv = inventory(
+        [idle(pod="p", namespace="ml")], H, pods=[make_pod("p")], nodes=[make_node("node-a")]
+    )
+    assert holding(inv, "p")[C.ATTRIBUTION] == "dcgm_pod_label"
+
+
+def test_a_pod_that_started_mid_window_holds_only_its_part() -> None:
+    started = START + 10 * 3600 + 600  # 10 min into the 11th hour
+    busy = Series(gpu_labels(uuid=UUID), act=[0.01] * 10 + [0.7] * (H - 10))
+    inv = dra_inventory(
+        [busy],
+        [dra_pod(started=started)],
+        [claim(["trainer-0"], ["gpu-0"])],
+        [resource_slice([gpu_device("gpu-0", UUID)])],
+    )
+    h = inv.holdings.sort_values(C.FIRST_TS)
+    assert h[C.POD].tolist() == ["", "trainer-0"]
+    before, mine = h.iloc[0], h.iloc[1]
+    # The hour it started in (held for 50 of its 60 minutes) is the pod's.
+    assert before[C.HOURS] == pytest.approx(10)
+    assert mine[C.HOURS] == pytest.approx(H - 10)
+    assert mine[C.ACT_MEAN] == pytest.approx(0.7)
+    assert before[C.ACT_MEAN] == pytest.approx(0.01)
+    assert mine[C.ATTRIBUTION] == "dra_claim" and before[C.ATTRIBUTION] == ""
+    # Whole-window figures cannot be divided in time: missing, not guessed.
+    assert mine[C.ACT_P95] != mine[C.ACT_P95]
+    hourly = inv.hourly
+    assert len(hourly[hourly[C.HOLDING] == mine[C.HOLDING]]) == H - 10
+    assert run_check(gpu001, inv) == []
+
+
+def test_a_mig_device_is_found_by_its_parent_and_profile() -> None:
+    mig = Series(gpu_labels(uuid=UUID, mig=("1g.10gb", "9")), act=[0.01] * H)
+    other = Series(gpu_labels(uuid=UUID, mig=("3g.40gb", "2")), act=[0.01] * H)
+    inv = dra_inventory(
+        [mig, other],
+        [dra_pod()],
+        [claim(["trainer-0"], ["gpu-0-mig-19-0-1"])],
+        [resource_slice([mig_device("gpu-0-mig-19-0-1", "MIG-1111", UUID, "1g.10gb")])],
+    )
+    row = holding(inv, "trainer-0")
+    assert (row[C.MIG_ID], row[C.MIG_PROFILE], row[C.ATTRIBUTION]) == ("9", "1g.10gb", "dra_claim")
+    assert inv.pods.set_index(C.POD).loc["trainer-0", C.MIG_REQUEST] == "1g.10gb=1"
+    assert run_check(gpu080, inv) == []
+
+
+def test_mig_instances_that_cannot_be_told_apart_are_not_joined() -> None:
+    a = Series(gpu_labels(uuid=UUID, mig=("1g.10gb", "9")), act=[0.01] * H)
+    b = Series(gpu_labels(uuid=UUID, mig=("1g.10gb", "10")), act=[0.01] * H)
+    inv = dra_inventory(
+        [a, b],
+        [dra_pod("p1"), dra_pod("p2")],
+        [
+            claim(["p1"], ["gpu-0-mig-19-0-1"], name="p1-gpu-x7k2p"),
+            claim(["p2"], ["gpu-0-mig-19-1-1"], name="p2-gpu-x7k2p"),
+        ],
+        [
+            resource_slice(
+                [
+                    mig_device("gpu-0-mig-19-0-1", "MIG-1", UUID, "1g.10gb"),
+                    mig_device("gpu-0-mig-19-1-1", "MIG-2", UUID, "1g.10gb"),
+                ]
+            )
+        ],
+    )
+    assert not inv.holdings[C.HELD].any()
+    assert any("which pod holds which cannot be told" in w for w in inv.warnings)
+
+
+def test_dcgm_exporter_claim_labels() -> None:
+    """With the exporter's DRA mapping on, a series names its claim: with a pod label it is
+    attributed to the claim; without one the claim names the pod."""
+    labelled = idle(pod="trainer-0", namespace="ml")
+    labelled.labels.update(dra_claim_name="trainer-0-gpu-x7k2p", dra_claim_namespace="ml")
+    inv = dra_inventory([labelled], [dra_pod()], [], None)
+    assert holding(inv, "trainer-0")[C.ATTRIBUTION] == "dra_claim"
+    bare = idle()
+    bare.labels.update(dra_claim_name="trainer-0-gpu-x7k2p", dra_claim_namespace="ml")
+    inv = dra_inventory([bare], [dra_pod()], [claim(["trainer-0"], ["gpu-0"])], None)
+    assert holding(inv, "trainer-0")[C.ATTRIBUTION] == "dra_claim"
+
+
+def test_shared_claims_and_missing_slices_are_not_joined_and_say_why() -> None:
+    shared = dra_inventory(
+        [idle()],
+        [dra_pod("p1"), dra_pod("p2")],
+        [claim(["p1", "p2"], ["gpu-0"], name="shared")],
+        [resource_slice([gpu_device("gpu-0", UUID)])],
+    )
+    assert not shared.holdings[C.HELD].any()
+    assert any("reserved for several pods" in w and "ml/shared" in w for w in shared.warnings)
+    # Each pod counts its share of the device.
+    assert shared.pods.set_index(C.POD).loc["p1", C.GPU_REQUEST] == 0.5
+    no_slices = dra_inventory([idle()], [dra_pod()], [claim(["trainer-0"], ["gpu-0"])], None)
+    assert not no_slices.holdings[C.HELD].any()
+    assert any("no ResourceSlice describes" in w for w in no_slices.warnings)
+
+
+def test_a_reservation_for_another_pod_of_that_name_is_not_this_pods() -> None:
+    inv = dra_inventory(
+        [idle()],
+        [dra_pod()],
+        [claim(["trainer-0"], ["gpu-0"], uids=["uid-of-an-earlier-trainer-0"])],
+        [resource_slice([gpu_device("gpu-0", UUID)])],
+    )
+    assert not inv.holdings[C.HELD].any()
+    assert inv.pods.set_index(C.POD).loc["trainer-0", C.GPU_REQUEST] == 0.0
+
+
+def test_other_drivers_are_not_gpus() -> None:
+    c = claim(["trainer-0"], ["gpu-0"])
+    c["status"]["allocation"]["devices"]["results"][0]["driver"] = "compute-domain.nvidia.com"
+    objects = {"pods": [dra_pod()], "resourceclaims": [c], "resourceslices": []}
+    assert dra.claimed(objects) == []
+
+
+def test_sizes_from_outside_are_bounded() -> None:
+    many = claim(["trainer-0"], [f"gpu-{i}" for i in range(50_000)])
+    objects = {"pods": [dra_pod()], "resourceclaims": [many]}
+    got = dra.claimed(objects)
+    assert len(got) == MAX_ITEMS
+    held = dra.per_pod(got, 64)
+    assert held[("ml", "trainer-0")].gpus == 64
+    long_name = claim(["trainer-0"], ["x" * 100_000])
+    (one,) = dra.claimed({"pods": [dra_pod()], "resourceclaims": [long_name]})
+    assert len(one.device) <= 512
