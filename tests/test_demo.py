@@ -83,10 +83,21 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
         for node in set(gpus_by_node) | set(advertised)
     )
     s = report["summary"]
+    ledger = report["attribution"]
+    joined = ledger["attributed"]["kubernetes_join"]["gpu_hours"]
+    unattributed = sum(v["gpu_hours"] for v in ledger["unattributed"].values())
+    measured = alloc + joined
     assert s["gpus_total"] == total
-    assert s["allocated_gpu_hours"] == pytest.approx(alloc, abs=0.01)
-    assert s["gpus_allocated_avg"] == pytest.approx(alloc / hours, abs=0.01)
-    assert s["allocation_rate"] == pytest.approx(alloc / hours / s["gpus_total"], abs=1e-4)
+    # Allocated: measured GPU-hours plus the unattributed ones; the ledger adds up to it.
+    assert s["allocated_gpu_hours"] == pytest.approx(measured + unattributed, abs=0.02)
+    parts = [
+        v["gpu_hours"] for side in ("attributed", "unattributed") for v in ledger[side].values()
+    ]
+    assert round(sum(parts), 2) == s["allocated_gpu_hours"]
+    assert s["gpus_allocated_avg"] == pytest.approx(s["allocated_gpu_hours"] / hours, abs=0.01)
+    assert s["allocation_rate"] == pytest.approx(
+        s["allocated_gpu_hours"] / hours / s["gpus_total"], abs=1e-4
+    )
     assert s["mean_activity"] == pytest.approx(wsum / alloc, abs=1e-4)
     assert s["idle_gpu_hours"] == pytest.approx(idle, abs=0.01)
     assert s["wasted_cost"] == pytest.approx(cost, abs=0.01)
