@@ -16,7 +16,8 @@ class Summary:
     """The fleet at a glance."""
 
     gpus_total: int
-    """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count."""
+    """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count
+    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs)."""
     gpus_allocated_now: float
     """GPU equivalents held by pods in the last bucket of the window."""
     gpus_allocated_avg: float
@@ -87,10 +88,13 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         for counts in (phys, no_uuid):
             for node, n in counts.to_dict().items():
                 per_node[str(node)] = per_node.get(str(node), 0) + float(n)
+    shared = views.sharing
     for node, count, cap in zip(
         inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], inv.nodes[C.CAPACITY_GPU], strict=True
     ):
-        advertised = max(float(count), float(cap))
+        # A time-sliced node advertises each GPU once per replica.
+        reps = shared[node].replicas if node in shared else 1
+        advertised = max(float(count), float(cap) / reps)
         per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
     total = int(round(sum(per_node.values())))
 

@@ -42,6 +42,35 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
+def _joined(doc: dict, series: list, named: set[str]) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
+    """Unlabelled MIG instances that one running pod holds beyond doubt: the only pod on the
+    node named on no series that requests that profile, as many as the node has unlabelled."""
+    free: dict[tuple[str, str], set[tuple[str, str, str]]] = defaultdict(set)
+    labelled = {
+        (m["UUID"], m.get("GPU_I_ID", ""))
+        for m in (i["metric"] for i in series)
+        if m.get("exported_pod")
+    }
+    for m in (i["metric"] for i in series):
+        if "GPU_I_PROFILE" in m and (m["UUID"], m["GPU_I_ID"]) not in labelled:
+            free[(m["Hostname"], m["GPU_I_PROFILE"])].add((m["Hostname"], m["UUID"], m["GPU_I_ID"]))
+    wants: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
+        if pod["status"].get("phase") != "Running" or pod["metadata"]["name"] in named:
+            continue
+        for c in pod["spec"]["containers"]:
+            for res, n in c.get("resources", {}).get("limits", {}).items():
+                if res.startswith("nvidia.com/mig-"):
+                    wants[(pod["spec"]["nodeName"], res.removeprefix("nvidia.com/mig-"))].append(
+                        int(n)
+                    )
+    out: set[tuple[str, str, str]] = set()
+    for key, counts in wants.items():
+        if len(counts) == 1 and counts[0] == len(free.get(key, ())):
+            out |= free[key]
+    return out
+
+
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)
@@ -55,11 +84,20 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     for q in ("act_count", "util_count"):
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
-    for item in body["data"]["result"]:
+    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
+    replicas = {
+        n["metadata"]["name"]: int(n["metadata"]["labels"].get("nvidia.com/gpu.replicas", "1"))
+        for n in nodes
+    }
+    series = body["data"]["result"]
+    named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
+    joined = _joined(doc, series, named)
+    for item in series:
         m = item["metric"]
-        if not m.get("exported_pod"):
+        key = (m["Hostname"], m["UUID"], m.get("GPU_I_ID", ""))
+        if not m.get("exported_pod") and key not in joined:
             continue
-        frac = 1.0
+        frac = 1.0 / replicas.get(m["Hostname"], 1) if m.get("exported_pod") else 1.0
         if "GPU_I_PROFILE" in m:
             frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7
         price = next(v for k, v in prices.items() if k in m["modelName"])
@@ -84,9 +122,11 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     )
     s = report["summary"]
     ledger = report["attribution"]
-    joined = ledger["attributed"]["kubernetes_join"]["gpu_hours"]
     unattributed = sum(v["gpu_hours"] for v in ledger["unattributed"].values())
-    measured = alloc + joined
+    measured = alloc
+    assert ledger["attributed"]["kubernetes_join"]["gpu_hours"] > 0
+    assert ledger["attributed"]["shared_split"]["gpu_hours"] > 0
+    assert ledger["unattributed"]["time_slicing_without_virtual_gpus"]["gpu_hours"] > 0
     assert s["gpus_total"] == total
     # Allocated: measured GPU-hours plus the unattributed ones; the ledger adds up to it.
     assert s["allocated_gpu_hours"] == pytest.approx(measured + unattributed, abs=0.02)

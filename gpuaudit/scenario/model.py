@@ -29,6 +29,9 @@ class NodeSpec:
     """`spec.taints` as the API lists them."""
     links: tuple[str, ...] = ()
     """Links whose traffic its dcgm-exporter exports (`pcie`, `nvlink`)."""
+    pod_labels: bool = True
+    """Whether its dcgm-exporter labels series with the pods holding them (its Kubernetes
+    mapping works)."""
 
 
 @dataclass
@@ -100,6 +103,9 @@ class PodSpec:
     """Seconds from creation to `status.startTime`."""
     finished_h: int | None = None
     """Hour index its containers completed at (phase Succeeded); None while it runs."""
+    dcgm_hidden: bool = False
+    """It holds a replica of a time-sliced GPU that dcgm-exporter labels with another pod (no
+    `--kubernetes-virtual-gpus`): no series names it."""
 
 
 @dataclass

@@ -102,7 +102,7 @@ def raw_labels(h: Holding, style: str) -> dict[str, str]:
         "pod": n.exporter_pod,
         "service": "nvidia-dcgm-exporter",
     }
-    p = h.pod
+    p = h.pod if n.pod_labels else None
     if style == "helm":
         if p:
             lab.update(
@@ -404,7 +404,7 @@ class Table:
     def __init__(self, sc: Scenario, style: str) -> None:
         groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
         for h in sc.holdings:
-            if not h.slot.node.exporter:
+            if not h.slot.node.exporter or (h.pod is not None and h.pod.dcgm_hidden):
                 continue
             key = tuple(sorted(raw_labels(h, style).items()))
             groups.setdefault(key, []).append(h)
