@@ -17,6 +17,7 @@ from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
 from tests.conftest import DEMO, raw_snapshot
 from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.raw_attribution import joined_mig, replicas_of
 
 runner = CliRunner()
 HOURS = 4
@@ -184,19 +185,25 @@ def _raw_units(
     out: dict[str, dict[float, dict[tuple[str, ...], list[float]]]] = defaultdict(
         lambda: defaultdict(dict)
     )
-    for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
+    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
+    replicas = replicas_of(nodes)
+    series = doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]
+    named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
+    joined = joined_mig(doc, series, named)
+    for item in series:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
-        if not pod or (ns, pod) in gone:
+        if (ns, pod) in gone or not pod and (host, m["UUID"], m.get("GPU_I_ID", "")) not in joined:
             continue
         mig = "GPU_I_PROFILE" in m
-        frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
+        # A replica of a time-sliced GPU counts its share.
+        frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1 / replicas.get(host, 1)
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)
-            cell[2] = 1.0 if mig else cell[2] + 1.0
+            cell[2] = 1.0 if mig else cell[2] + frac
     return out
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
+from tests.raw_attribution import joined_mig, replicas_of
 
 runner = CliRunner()
 
@@ -42,35 +43,6 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
-def _joined(doc: dict, series: list, named: set[str]) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
-    """Unlabelled MIG instances that one running pod holds beyond doubt: the only pod on the
-    node named on no series that requests that profile, as many as the node has unlabelled."""
-    free: dict[tuple[str, str], set[tuple[str, str, str]]] = defaultdict(set)
-    labelled = {
-        (m["UUID"], m.get("GPU_I_ID", ""))
-        for m in (i["metric"] for i in series)
-        if m.get("exported_pod")
-    }
-    for m in (i["metric"] for i in series):
-        if "GPU_I_PROFILE" in m and (m["UUID"], m["GPU_I_ID"]) not in labelled:
-            free[(m["Hostname"], m["GPU_I_PROFILE"])].add((m["Hostname"], m["UUID"], m["GPU_I_ID"]))
-    wants: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
-        if pod["status"].get("phase") != "Running" or pod["metadata"]["name"] in named:
-            continue
-        for c in pod["spec"]["containers"]:
-            for res, n in c.get("resources", {}).get("limits", {}).items():
-                if res.startswith("nvidia.com/mig-"):
-                    wants[(pod["spec"]["nodeName"], res.removeprefix("nvidia.com/mig-"))].append(
-                        int(n)
-                    )
-    out: set[tuple[str, str, str]] = set()
-    for key, counts in wants.items():
-        if len(counts) == 1 and counts[0] == len(free.get(key, ())):
-            out |= free[key]
-    return out
-
-
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)
@@ -85,13 +57,10 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
     nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
-    replicas = {
-        n["metadata"]["name"]: int(n["metadata"]["labels"].get("nvidia.com/gpu.replicas", "1"))
-        for n in nodes
-    }
+    replicas = replicas_of(nodes)
     series = body["data"]["result"]
     named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
-    joined = _joined(doc, series, named)
+    joined = joined_mig(doc, series, named)
     for item in series:
         m = item["metric"]
         key = (m["Hostname"], m["UUID"], m.get("GPU_I_ID", ""))
