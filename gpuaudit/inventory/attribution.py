@@ -261,13 +261,12 @@ def share(
     if holdings.empty:
         return
     at_once = sharing.holders_at_once(holdings, hourly[C.HOLDING], hourly[C.TS])
-    reps = np.ones(len(holdings))
-    node = holdings[C.NODE].tolist()
-    slot = holdings[C.SLOT].tolist()
+    of_node = {k: float(v.replicas) for k, v in per_node.items()}
+    reps = np.maximum(
+        holdings[C.NODE].map(of_node).fillna(1.0).to_numpy(dtype="float64"),
+        holdings[C.SLOT].map(at_once).fillna(1.0).to_numpy(dtype="float64"),
+    )
     held = holdings[C.HELD].to_numpy(dtype=bool)
-    for i in range(len(holdings)):
-        r = max(float(per_node.get(node[i], sharing.NONE).replicas), float(at_once.get(slot[i], 1)))
-        reps[i] = r
     split = held & (reps > 1)
     holdings[C.REPLICAS] = reps
     if not split.any():
