@@ -253,14 +253,19 @@ def _unprofiled_mig_nodes(holdings: pd.DataFrame) -> set[str]:
 
 
 def share(
-    holdings: pd.DataFrame, hourly: Mapping[str, Any], per_node: Mapping[str, sharing.Sharing]
+    holdings: pd.DataFrame,
+    hourly: Mapping[str, Any],
+    per_node: Mapping[str, sharing.Sharing],
+    step: int,
 ) -> None:
     """Split, in place, the devices shared by time-slicing or MPS among their holders: each
     held holding on a shared device counts its fraction over the device's replicas
     (`Method.SHARED_SPLIT`), with `REPLICAS` set to them. See `gpuaudit.inventory.sharing`."""
     if holdings.empty:
         return
-    at_once = sharing.holders_at_once(holdings, hourly[C.HOLDING], hourly[C.TS])
+    at_once = sharing.holders_at_once(
+        holdings, hourly[C.HOLDING], hourly[C.TS], hourly[C.HELD_H], step
+    )
     of_node = {k: float(v.replicas) for k, v in per_node.items()}
     reps = np.maximum(
         holdings[C.NODE].map(of_node).fillna(1.0).to_numpy(dtype="float64"),

@@ -760,7 +760,7 @@ def build(
     gpus = _gpus(holdings)
     shared = sharing.by_node(nodes, holdings)
     attribution.kubernetes_join(holdings, pods, shared, step)
-    attribution.share(holdings, hourly_data, shared)
+    attribution.share(holdings, hourly_data, shared, step)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
     narrowed = () if cut is None else (cut.note(),)

@@ -112,9 +112,14 @@ def by_node(nodes: pd.DataFrame, holdings: pd.DataFrame) -> dict[str, Sharing]:
     return out
 
 
-def holders_at_once(holdings: pd.DataFrame, hid: Any, ts: Any) -> dict[str, int]:
-    """Per device (slot) that more than one pod held in the window: the most pods that held it
-    in one bucket, from the hourly table's holding ids `hid` and bucket ends `ts`."""
+def holders_at_once(
+    holdings: pd.DataFrame, hid: Any, ts: Any, held_h: Any, step: float
+) -> dict[str, int]:
+    """Per device (slot) that more than one pod held at once: the most pods that held it
+    together in one bucket, from the hourly table's holding ids `hid`, bucket ends `ts` and
+    hours held `held_h`. Pods that followed each other within a bucket (one ends, the next
+    starts) hold it one at a time: the bucket's held hours, summed, are then within the bucket;
+    copies of one device's series to several pods (`--kubernetes-virtual-gpus`) each cover it."""
     import pandas as pd
 
     if holdings.empty:
@@ -130,6 +135,12 @@ def holders_at_once(holdings: pd.DataFrame, hid: Any, ts: Any) -> dict[str, int]
     if not keep.any():
         return {}
     slots = holdings[C.SLOT].to_numpy(dtype=object)[hid_arr[keep]]
-    rows = pd.DataFrame({"slot": slots, "ts": np.asarray(ts)[keep]})
-    counts = rows.groupby(["slot", "ts"]).size().groupby(level=0).max()
+    rows = pd.DataFrame(
+        {"slot": slots, "ts": np.asarray(ts)[keep], "h": np.asarray(held_h, dtype="float64")[keep]}
+    )
+    per_bucket = rows.groupby(["slot", "ts"])["h"].agg(["sum", "size"])
+    # Pods at once: the held hours over the bucket's, rounded (a missed scrape is not a pod),
+    # never more than the holdings in the bucket.
+    together = np.minimum(np.rint(per_bucket["sum"] / (step / 3600.0)), per_bucket["size"])
+    counts = together.groupby(level=0).max()
     return {str(k): int(v) for k, v in counts.items() if int(v) > 1}

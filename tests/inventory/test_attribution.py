@@ -138,6 +138,25 @@ def test_several_pods_on_one_gpu_is_sharing_without_any_label() -> None:
     assert inv.holdings[C.REPLICAS].tolist() == [1.0, 1.0]
 
 
+def test_pods_that_follow_each_other_within_a_bucket_do_not_share_it() -> None:
+    # Pod a ends 20 minutes into hour 3, pod b starts there: one GPU, one pod at a time.
+    seq = [
+        Series(
+            gpu_labels(model=L40S, pod="a", namespace="ml"),
+            [0.3, 0.3, 0.3, None],
+            samples=[60, 60, 20, 0],
+        ),
+        Series(
+            gpu_labels(model=L40S, pod="b", namespace="ml"),
+            [None, None, 0.3, 0.3],
+            samples=[0, 0, 40, 60],
+        ),
+    ]
+    inv = inventory(seq, 4, pods=_pods(["a", "b"]), nodes=[make_node("node-a", gpus=2)])
+    assert inv.holdings[C.REPLICAS].tolist() == [1.0, 1.0]
+    assert inv.holdings[C.GPU_HOURS].sum() == pytest.approx(4.0)
+
+
 def test_mig_single_strategy_is_not_sharing() -> None:
     node = make_node("node-a", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", 8)
     node["metadata"]["labels"]["nvidia.com/mig.strategy"] = "single"
