@@ -1,6 +1,6 @@
 """Attribution cases (issue 17): GPUs shared by time-slicing in both dcgm-exporter behaviours,
-and a MIG node whose exporter labels no pod, planted after every other case on nodes of their
-own (so that the rest of the scenario stays as it was).
+and a MIG node whose exporter labels no pod, on nodes of their own, planted before the pending
+pods (whose scheduler messages count every node).
 
 - `l40s-ts-000`: 4 L40S GPUs time-sliced into 4 replicas each (GPU feature discovery's labels,
   `nvidia.com/gpu: 16`), its exporter run with `--kubernetes-virtual-gpus`: every pod holding a

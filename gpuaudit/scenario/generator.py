@@ -73,8 +73,8 @@ def _build(b: Builder) -> None:
     hardware.plant_health(b)
     hardware.plant_placement(b)
     queues.plant_queues(b)
-    cases.plant_pending(b)
     attribution.plant_attribution(b)
+    cases.plant_pending(b)
     b.free_rest()
     truth.from_state(b)
 
