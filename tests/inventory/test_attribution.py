@@ -13,6 +13,7 @@ import pytest
 
 from gpuaudit.audit import run_checks
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
+from gpuaudit.checks import gpu002_idle_tail as gpu002
 from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
@@ -104,6 +105,21 @@ def test_an_idle_pod_on_a_shared_gpu_wastes_its_replica_not_the_gpu() -> None:
     # Busy: its activity is the device's, which is busy; no pod of it is idle.
     busy = inventory(_copies(names, 0.5), 8, pods=_pods(names), nodes=[_shared_node()])
     assert run_check(gpu001, busy) == []
+
+
+def test_an_idle_tail_on_a_shared_gpu_says_so() -> None:
+    names = ["a", "b"]
+    series = [
+        Series(gpu_labels(model=L40S, pod=n, namespace="ml"), [0.6] * 6 + [0.0] * 18) for n in names
+    ]
+    inv = inventory(series, 24, pods=_pods(names), nodes=[_shared_node(replicas=2)])
+    found = run_check(gpu002, inv)
+    assert [f.resource.name for f in found] == ["a", "b"]
+    assert found[0].message.startswith(
+        "Pod ml/a has held a replica of a L40S shared 2 ways (0.50 GPU) idle for the last 18 h"
+    )
+    assert found[0].message.endswith("an idle pod on it wastes its replica, not the GPU.")
+    assert found[0].impact.gpu_hours == pytest.approx(9.0)
 
 
 @pytest.mark.parametrize(
