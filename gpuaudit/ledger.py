@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.inventory import Views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method, Reason
 
@@ -28,6 +28,9 @@ class Ledger:
     """`Reason` value -> GPU-hours (every reason listed, 0 where none)."""
     unattributed_pods: Mapping[str, int]
     """`Reason` value -> pods with GPU-hours for that reason."""
+    unknown: str = ""
+    """Why the unattributed side is unknown (the Kubernetes pods were not read), empty when it
+    is known; its figures then read 0 and say nothing."""
 
     @property
     def attributed_gpu_hours(self) -> float:
@@ -52,6 +55,7 @@ class Ledger:
         parts = self.rounded()
         return {
             "allocated_gpu_hours": round(sum(parts.values()), 2),
+            "unattributed_unknown": self.unknown or None,
             "attributed": {k: {"gpu_hours": parts[("attributed", k)]} for k in self.attributed},
             "unattributed": {
                 k: {"gpu_hours": parts[("unattributed", k)], "pods": self.unattributed_pods[k]}
@@ -87,4 +91,9 @@ def ledger(views: Views) -> Ledger:
         for reason, group in un.groupby("reason"):
             unattributed[str(reason)] = float(group[C.GPU_HOURS].sum())
             pods[str(reason)] = int(group[[C.NAMESPACE, C.POD]].drop_duplicates().shape[0])
-    return Ledger(attributed, unattributed, pods)
+    inv = views.inv
+    unknown = ""
+    if Capability.KUBERNETES_PODS not in inv.capabilities:
+        why = inv.missing.get(Capability.KUBERNETES_PODS, "the Kubernetes pods were not read")
+        unknown = f"GPU-hours pods held without DCGM series need the Kubernetes pods ({why})"
+    return Ledger(attributed, unattributed, pods, unknown)

@@ -447,6 +447,12 @@ def _attribution(result: AuditResult) -> str:
     rows = attribution_rows(result)
     if not rows:
         return ""
+    ledger = result.attribution
+    unknown = (
+        f'<p class="note">Unattributed GPU-hours are unknown: {h(ledger.unknown, 300)}.</p>'
+        if ledger is not None and ledger.unknown
+        else ""
+    )
     body = "".join(
         f"<tr><td>{h(side, 20)}</td><td>{h(words, 80)}</td>"
         f'<td class="num">{h(hours_text(value), 30)}</td>'
@@ -459,7 +465,7 @@ def _attribution(result: AuditResult) -> str:
         "series could be joined to, with the reason.</p>"
         "<table><thead><tr><th>Attribution</th><th>How or why</th>"
         '<th class="num">GPU-hours</th><th class="num">Pods</th></tr></thead>'
-        f"<tbody>{body}</tbody></table></section>"
+        f"<tbody>{body}</tbody></table>{unknown}</section>"
     )
 
 

@@ -129,6 +129,8 @@ def _attribution(result: AuditResult) -> list[str]:
     ]
     for side, words, value, pods in rows:
         out.append(_row([side, words, hours_text(value), "" if pods is None else count(pods)]))
+    if result.attribution is not None and result.attribution.unknown:
+        out += ["", f"Unattributed GPU-hours are unknown: {md(result.attribution.unknown, 300)}."]
     return out
 
 

@@ -190,4 +190,7 @@ def attribution_sentence(result: AuditResult) -> str:
         if side != "attributed"
     ]
     text = "Allocated GPU-hours by attribution: " + (", ".join(done) or "none")
+    unknown = result.attribution.unknown if result.attribution else ""
+    if unknown:
+        return f"{text}; unattributed: unknown ({terminal(unknown, 300)})."
     return text + ("; unattributed: " + ", ".join(left) if left else "; none unattributed") + "."

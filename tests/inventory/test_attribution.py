@@ -20,6 +20,7 @@ from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method, Reason
 from gpuaudit.ledger import ledger
 from gpuaudit.pricing import DEFAULT_PRICES
+from gpuaudit.report.text import attribution_sentence
 from gpuaudit.settings import Settings
 from gpuaudit.summary import summarise
 from tests.factories import (
@@ -304,3 +305,14 @@ def test_the_ledger_adds_up_to_the_allocated_gpu_hours_in_the_json_report() -> N
     assert book["attributed"]["dcgm_pod_label"]["gpu_hours"] == pytest.approx(7.0)
     assert set(book["attributed"]) == {m.value for m in Method}
     assert set(book["unattributed"]) == {r.value for r in Reason}
+
+
+def test_without_the_kubernetes_pods_the_unattributed_side_is_unknown_not_zero() -> None:
+    inv = inventory(_copies(["a"], 0.3), 4, nodes=[make_node("node-a")])
+    result = run_checks(inv, Settings())
+    doc = result.to_dict()
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["attribution"]["unattributed_unknown"].startswith(
+        "GPU-hours pods held without DCGM series need the Kubernetes pods"
+    )
+    assert "unattributed: unknown (" in attribution_sentence(result)
