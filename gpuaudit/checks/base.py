@@ -50,9 +50,9 @@ def gpu_word(n: float) -> str:
 
 def held_text(gpus: float, model: str, replicas: float) -> str:
     """What a pod held: `2 GPUs (H100 80GB HBM3)`, or on a GPU shared by time-slicing or MPS
-    `a replica of a L40S shared 4 ways (0.25 GPU)`; `model` is the short model name."""
+    `a replica of an L40S shared 4 ways (0.25 GPU)`; `model` is the short model name."""
     if replicas > 1:
-        return f"a replica of a {model} shared {int(replicas)} ways ({gpu_word(gpus)})"
+        return f"a replica of an {model} shared {int(replicas)} ways ({gpu_word(gpus)})"
     return f"{gpu_word(gpus)} ({model})"
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.checks.base import WASTE, gpu_word, held_text, short_model
 from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
@@ -103,7 +103,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             else (f"{gpu_word(gpus)} ({model})")
         )
         if replicas > 1:
-            what = f"a replica of a {model} shared {replicas} ways ({gpu_word(gpus)})"
+            what = held_text(gpus, model, replicas)
         message = (
             f"Pod {ns}/{pod} held {what} for {hours:.0f} h at {mean * 100:.1f} % average "
             f"engine activity"
