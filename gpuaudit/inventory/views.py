@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import attribution, derived, grouped, queue_usage, sharing
+from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
 from gpuaudit.inventory.feasibility import Placement
@@ -58,7 +59,10 @@ class Views:
         the reason (`attribution.unattributed`, the ledger's unattributed side)."""
         inv = self.inv
         window = (inv.window_start, inv.window_end)
-        return attribution.unattributed(inv.holdings, inv.pods, inv.nodes, window, self.sharing)
+        # Without the pods at the window's end (not read, or --end before they were read) the
+        # unattributed side is unknown, not empty (the ledger says so).
+        pods = inv.pods if Capability.KUBERNETES_PODS in inv.capabilities else inv.pods.iloc[:0]
+        return attribution.unattributed(inv.holdings, pods, inv.nodes, window, self.sharing)
 
     @functools.cached_property
     def per_pod(self) -> pd.DataFrame:
