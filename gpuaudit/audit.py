@@ -18,12 +18,13 @@ from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.ledger import Ledger, ledger
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
 from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class AuditResult:
     nothing_audited: tuple[str, ...] = ()
     """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
     audited something. Each reason is also one of `incomplete_reasons`."""
+    attribution: Ledger | None = None
+    """The attribution ledger: allocated GPU-hours by method, unattributed ones by reason."""
     capacity: CapacityPlan | None = None
     """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
     same after releasing the idle reservations found."""
@@ -100,6 +103,7 @@ class AuditResult:
             "breakdown": self._breakdown_dict(),
             "comparison": self.comparison.to_dict() if self.comparison else None,
             "capacity": self.capacity.to_dict() if self.capacity else None,
+            "attribution": self.attribution.to_dict() if self.attribution else None,
             "warnings": list(self.warnings),
         }
 
@@ -204,6 +208,7 @@ def run_checks(
         comparison=comparison,
         nothing_audited=nothing,
         capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
+        attribution=ledger(views),
     )
 
 

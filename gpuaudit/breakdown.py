@@ -95,7 +95,10 @@ def _groups(
         idle_w = wg[is_idle]
         idle_h = series_sum(idle_w)
         cost = series_sum(idle_w * price[rows][is_idle])
-        mean = series_sum(ag * wg) / alloc if alloc > 0 else None
+        # Activity unknown (a MIG instance with GPU_UTIL only) is left out of the mean.
+        known = np.isfinite(ag)
+        w_known = series_sum(wg[known])
+        mean = series_sum(ag[known] * wg[known]) / w_known if w_known > 0 else None
         out.append(Group(names[k], alloc, idle_h, cost, mean))
     out.sort(key=lambda grp: (-grp.wasted_cost, -grp.idle_gpu_hours, grp.key))
     return tuple(out)
@@ -230,7 +233,9 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     if group_label:
         label_of, label_names = _label_codes(inv, held_at, group_label)
         by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
-    wa = act * w
+    known = np.isfinite(act)
+    wa = np.where(known, act * w, 0.0)
+    w = np.where(known, w, 0.0)  # the weights of activity means from here on
     allocated, activity = _fleet_series(rows, frac, w, wa, hours)
     top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
     top = top[:HEATMAP_ROWS]

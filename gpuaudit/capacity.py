@@ -461,6 +461,8 @@ def _holdings(views: Views) -> _Holdings:
     reps = _replicas(views)
     frac = h[C.FRACTION].to_numpy(dtype="float64")
     rep = np.array([reps.get(n, 1.0) for n in node], dtype="float64")
+    # Held holdings of shared devices already count their share (`inventory.sharing`).
+    rep = np.where(h[C.REPLICAS].to_numpy(dtype="float64") > 1, 1.0, rep)
     return _Holdings(
         unit=unit.astype(np.intp),
         unit_label=[str(x) for x in uniques],

@@ -8,6 +8,7 @@ from typing import Any
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import held_hours, series_sum
+from gpuaudit.ledger import ledger
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,8 @@ class Summary:
     """The fleet at a glance."""
 
     gpus_total: int
-    """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count."""
+    """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count
+    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs)."""
     gpus_allocated_now: float
     """GPU equivalents held by pods in the last bucket of the window."""
     gpus_allocated_avg: float
@@ -26,8 +28,9 @@ class Summary:
     """Mean engine activity over allocated GPU-hours (ratio): every activity sample of a held
     GPU weighted by the time it stands for (its scrape interval) and the GPU fraction."""
     allocated_gpu_hours: float
-    """GPU-hours held by pods: each holding's activity samples x the scrape interval x its
-    fraction of a GPU."""
+    """GPU-hours held by pods: measured ones (each holding's activity samples x the scrape
+    interval x its fraction of a GPU) plus those the Kubernetes API says pods held where no
+    DCGM series names them (the attribution ledger's unattributed side, `gpuaudit.ledger`)."""
     idle_gpu_hours: float
     """Allocated GPU-hours held in buckets whose mean activity was below the idle threshold
     (the held time in those buckets, not whole buckets)."""
@@ -85,15 +88,18 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         for counts in (phys, no_uuid):
             for node, n in counts.to_dict().items():
                 per_node[str(node)] = per_node.get(str(node), 0) + float(n)
+    shared = views.sharing
     for node, count, cap in zip(
         inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], inv.nodes[C.CAPACITY_GPU], strict=True
     ):
-        advertised = max(float(count), float(cap))
+        # A time-sliced node advertises each GPU once per replica.
+        reps = shared[node].replicas if node in shared else 1
+        advertised = max(float(count), float(cap) / reps)
         per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
     total = int(round(sum(per_node.values())))
 
     held = h[h[C.HELD]] if not h.empty else h
-    allocated = float(held[C.GPU_HOURS].sum()) if not held.empty else 0.0
+    allocated = ledger(views).allocated_gpu_hours
     now = 0.0
     mean_act: float | None = None
     idle = 0.0
@@ -107,8 +113,10 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         ts = hr[C.TS].to_numpy(dtype="float64")[rows.rows]
         # Each row weighs the GPU-hours held in it: its samples x the scrape interval.
         weights = frac * held_hours(inv)[rows.rows]
-        if series_sum(weights) > 0:
-            mean_act = series_sum(act * weights) / series_sum(weights)
+        # Rows of unknown activity (MIG instances with GPU_UTIL only) weigh nothing in the mean.
+        known = np.isfinite(act)
+        if series_sum(weights[known]) > 0:
+            mean_act = series_sum(act[known] * weights[known]) / series_sum(weights[known])
         now = series_sum(frac[ts >= inv.window_end - 1e-6])
         is_idle = act < idle_activity
         idle = series_sum(weights[is_idle])

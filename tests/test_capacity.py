@@ -27,6 +27,7 @@ from tests.factories import (
     make_node,
     make_pod,
 )
+from tests.raw_attribution import joined_mig, replicas_of
 from tests.test_demo import claimed_since
 
 runner = CliRunner()
@@ -228,16 +229,22 @@ def _raw_units(
     )
     step = doc["manifest"]["window"]["step"]
     dra = claimed_since(doc, step)
-    for item in doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]:
+    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
+    replicas = replicas_of(nodes)
+    series = doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]
+    named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
+    joined = joined_mig(doc, series, named)
+    for item in series:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
         since = 0.0
         if not pod and m["UUID"] in dra:  # held through a DRA claim since the pod started
             since, ns, pod = dra[m["UUID"]]
-        if not pod:
+        if not pod and (host, m["UUID"], m.get("GPU_I_ID", "")) not in joined:
             continue
         mig = "GPU_I_PROFILE" in m
-        frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1.0
+        # A replica of a time-sliced GPU counts its share.
+        frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1 / replicas.get(host, 1)
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
         for ts, val in item["values"]:
             if float(ts) > gone.get((ns, pod), math.inf) or float(ts) < since:
@@ -245,7 +252,7 @@ def _raw_units(
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)
-            cell[2] = 1.0 if mig else cell[2] + 1.0
+            cell[2] = 1.0 if mig else cell[2] + frac
     return out
 
 

@@ -21,7 +21,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "448 GPUs" in out
+    assert "460 GPUs" in out
     assert "findings, worst first" in out
     assert "GPU001" in out
     assert "canary-0" in out  # the name folds in the resource column at 80 columns
@@ -31,7 +31,7 @@ def test_json_stdout_is_only_json() -> None:
     res = runner.invoke(app, ["scan", "--demo", "--format", "json"])
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert set(doc) >= {"summary", "findings", "skipped", "warnings", "suppressed", "comparison"}
     f = doc["findings"][0]
     assert set(f) == {

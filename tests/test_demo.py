@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
+from tests.raw_attribution import joined_mig, replicas_of
 
 runner = CliRunner()
 
@@ -83,13 +84,19 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
         for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
             gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
     held_from = claimed_since(doc, step)
-    for item in body["data"]["result"]:
+    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
+    replicas = replicas_of(nodes)
+    series = body["data"]["result"]
+    named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
+    joined = joined_mig(doc, series, named)
+    for item in series:
         m = item["metric"]
+        key = (m["Hostname"], m["UUID"], m.get("GPU_I_ID", ""))
         claimed = held_from.get(m["UUID"]) if not m.get("exported_pod") else None
         since = claimed[0] if claimed else None
-        if not m.get("exported_pod") and since is None:
+        if not m.get("exported_pod") and key not in joined and since is None:
             continue
-        frac = 1.0
+        frac = 1.0 / replicas.get(m["Hostname"], 1) if m.get("exported_pod") else 1.0
         if "GPU_I_PROFILE" in m:
             frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7
         price = next(v for k, v in prices.items() if k in m["modelName"])
@@ -115,10 +122,23 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
         for node in set(gpus_by_node) | set(advertised)
     )
     s = report["summary"]
+    ledger = report["attribution"]
+    unattributed = sum(v["gpu_hours"] for v in ledger["unattributed"].values())
+    measured = alloc
+    assert ledger["attributed"]["kubernetes_join"]["gpu_hours"] > 0
+    assert ledger["attributed"]["shared_split"]["gpu_hours"] > 0
+    assert ledger["unattributed"]["time_slicing_without_virtual_gpus"]["gpu_hours"] > 0
     assert s["gpus_total"] == total
-    assert s["allocated_gpu_hours"] == pytest.approx(alloc, abs=0.01)
-    assert s["gpus_allocated_avg"] == pytest.approx(alloc / hours, abs=0.01)
-    assert s["allocation_rate"] == pytest.approx(alloc / hours / s["gpus_total"], abs=1e-4)
+    # Allocated: measured GPU-hours plus the unattributed ones; the ledger adds up to it.
+    assert s["allocated_gpu_hours"] == pytest.approx(measured + unattributed, abs=0.02)
+    parts = [
+        v["gpu_hours"] for side in ("attributed", "unattributed") for v in ledger[side].values()
+    ]
+    assert round(sum(parts), 2) == s["allocated_gpu_hours"]
+    assert s["gpus_allocated_avg"] == pytest.approx(s["allocated_gpu_hours"] / hours, abs=0.01)
+    assert s["allocation_rate"] == pytest.approx(
+        s["allocated_gpu_hours"] / hours / s["gpus_total"], abs=1e-4
+    )
     assert s["mean_activity"] == pytest.approx(wsum / alloc, abs=1e-4)
     assert s["idle_gpu_hours"] == pytest.approx(idle, abs=0.01)
     assert s["wasted_cost"] == pytest.approx(cost, abs=0.01)

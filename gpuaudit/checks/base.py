@@ -48,6 +48,25 @@ def gpu_word(n: float) -> str:
     return f"{n:.2f} GPU"
 
 
+def held_text(gpus: float, model: str, replicas: float) -> str:
+    """What a pod held: `2 GPUs (H100 80GB HBM3)`, or on a GPU shared by time-slicing or MPS
+    `a replica of an L40S shared 4 ways (0.25 GPU)`; `model` is the short model name."""
+    if replicas > 1:
+        return f"a replica of an {model} shared {int(replicas)} ways ({gpu_word(gpus)})"
+    return f"{gpu_word(gpus)} ({model})"
+
+
+def shared_note(replicas: float) -> str:
+    """The sentence a finding about one pod on a shared GPU adds (empty otherwise): its
+    activity is the device's, and what it wastes is its replica."""
+    if replicas <= 1:
+        return ""
+    return (
+        " The GPU is shared: its activity is the device's (every pod holding a replica of it), "
+        "and an idle pod on it wastes its replica, not the GPU."
+    )
+
+
 def counted(n: float, noun: str, many: str = "") -> str:
     """A whole count with its noun in the right number: `1 row`, `8 rows`, `1,024 rows`
     (`many` for a noun whose plural is not the noun and an `s`)."""

@@ -19,7 +19,10 @@ How it decides
       `DCGM_FI_DEV_GPU_UTIL` / 100; the mean is taken over every sample of every GPU the pod
       held (weighted by sample counts).
     Impact: the GPU-hours held (each GPU's held hours x its share of a GPU, a MIG slice
-    counting its share, e.g. 1g of 7 = 1/7), priced per GPU model. Severity: high from 100
+    counting its share, e.g. 1g of 7 = 1/7, a replica of a GPU shared by time-slicing or MPS
+    its share over the replicas), priced per GPU model. On a shared GPU the activity is the
+    device's (DCGM cannot tell its tenants apart): a pod is idle only when the whole GPU is,
+    and it wastes its replica, not the GPU. Severity: high from 100
     GPU-hours, medium from 24, low below.
 
 What to do
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.checks.base import WASTE, gpu_word, held_text, short_model
 from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
@@ -93,14 +96,22 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
         model = short_model(str(getattr(row, C.MODEL)))
         profile = str(getattr(row, C.MIG_PROFILE) or "")
+        replicas = int(getattr(row, C.REPLICAS) or 1)
         what = (
             f"a {profile} MIG slice of an {model}"
             if profile and gpus < 1
             else (f"{gpu_word(gpus)} ({model})")
         )
+        if replicas > 1:
+            what = held_text(gpus, model, replicas)
         message = (
             f"Pod {ns}/{pod} held {what} for {hours:.0f} h at {mean * 100:.1f} % average "
-            f"engine activity."
+            f"engine activity"
+            + (
+                " of the shared GPU: an idle pod on a shared GPU wastes its replica, not the GPU."
+                if replicas > 1
+                else "."
+            )
         )
         out.append(
             Finding(
@@ -114,7 +125,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     str(getattr(row, C.OWNER_NAME)),
                     ns,
                     pod,
-                    on_mig=bool(profile),
+                    on_mig=bool(profile) or replicas > 1,
                 ),
                 evidence={
                     "hours_held": round(hours, 2),
@@ -128,6 +139,14 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "owner": f"{getattr(row, C.OWNER_KIND)}/{getattr(row, C.OWNER_NAME)}"
                     if getattr(row, C.OWNER_KIND)
                     else "",
+                    **(
+                        {
+                            "shared_replicas": replicas,
+                            "activity_of": "the shared GPU (every pod holding a replica of it)",
+                        }
+                        if replicas > 1
+                        else {}
+                    ),
                     "threshold_activity": cfg.idle_activity,
                     "threshold_hours": cfg.idle_min_hours,
                 },

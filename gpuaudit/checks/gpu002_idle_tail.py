@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from gpuaudit.checks.base import WASTE, gpu_word, short_model
+from gpuaudit.checks.base import WASTE, held_text, shared_note, short_model
 from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
@@ -151,10 +151,11 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         tail_h = float(held[len(acts) - tail :].sum())
         cost = gpu_hours * views.price(model)
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
+        replicas = float(info[C.REPLICAS] or 1)
         message = (
-            f"Pod {ns}/{pod} has held {gpu_word(gpus)} ({short_model(model)}) idle for the last "
-            f"{tail_h:.0f} h after working earlier (busiest hour {peak * 100:.0f} % engine "
-            f"activity); it still holds them."
+            f"Pod {ns}/{pod} has held {held_text(gpus, short_model(model), replicas)} idle for "
+            f"the last {tail_h:.0f} h after working earlier (busiest hour {peak * 100:.0f} % "
+            f"engine activity); it still holds them.{shared_note(replicas)}"
         )
         out.append(
             Finding(

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from gpuaudit.checks.base import MODEST_WASTE, gpu_word, short_model
+from gpuaudit.checks.base import MODEST_WASTE, held_text, shared_note, short_model
 from gpuaudit.checks.contract import days, fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
@@ -178,10 +178,12 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         spans = _ranges(window)
         when = ", ".join(_fmt(r) for r in spans)
         first = spans[0][0] % 24
+        replicas = float(info[C.REPLICAS] or 1)
         message = (
-            f"Pod {ns}/{pod} held {gpu_word(gpus)} ({short_model(model)}) around the clock for "
-            f"{held_h / 24:.1f} days but worked only {when} UTC; it was idle "
+            f"Pod {ns}/{pod} held {held_text(gpus, short_model(model), replicas)} around the "
+            f"clock for {held_h / 24:.1f} days but worked only {when} UTC; it was idle "
             f"({outside_mean * 100:.1f} % activity) the other {24 - len(window)} hours a day."
+            f"{shared_note(replicas)}"
         )
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         target = f"{kind} {ns}/{owner}" if kind and owner else f"pod {ns}/{pod}"

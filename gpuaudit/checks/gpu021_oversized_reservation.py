@@ -10,8 +10,8 @@ Why it matters
     time-slicing puts several such workloads on one card.
 
 How it decides
-    For each pod holding exactly one whole GPU for at least `checks.oversized_min_hours`
-    (default 24 h):
+    For each pod holding exactly one whole GPU (not a replica of a shared one) for at least
+    `checks.oversized_min_hours` (default 24 h):
     - need = peak framebuffer use (`DCGM_FI_DEV_FB_USED` max) plus `checks.fb_headroom`
       (default 20 %);
     - the smallest MIG profile of the model (REFERENCE.md §3) whose memory (a profile named
@@ -60,7 +60,13 @@ class Thresholds:
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
     h = views.held
-    h = h[(h[C.MIG_PROFILE] == "") & h[C.FB_USED_MAX].notna() & h[C.ACT_P95].notna()]
+    # A replica of a shared GPU is not a whole GPU: it is already what this check recommends.
+    h = h[
+        (h[C.MIG_PROFILE] == "")
+        & ~(h[C.REPLICAS] > 1)
+        & h[C.FB_USED_MAX].notna()
+        & h[C.ACT_P95].notna()
+    ]
     if h.empty:
         return []
     counts = h.groupby([C.NAMESPACE, C.POD])[C.SLOT].transform("nunique")

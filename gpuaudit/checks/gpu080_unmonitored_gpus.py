@@ -10,14 +10,17 @@ Why it matters
     vouch for, and often the ones where waste hides longest.
 
 How it decides
-    Pods in phase Running with a node, requesting `nvidia.com/gpu` or `nvidia.com/mig-*` or
-    holding devices of NVIDIA's DRA driver through ResourceClaims, whose namespace/name
-    appears on no DCGM series in the window (a series joined to a pod through its claim names
-    that pod). Their GPU-hours count from
-    the later of the pod's start and the window's start to the window's end (a MIG slice
-    counts its share of a GPU); holdings shorter than `checks.unmonitored_min_hours`
-    (default 1 h) are left out. When a node has such pods and no DCGM series at all, one
-    finding names the node (no exporter there); otherwise one finding per pod.
+    The attribution ledger's unattributed side: pods in phase Running with a node, requesting
+    `nvidia.com/gpu`, `nvidia.com/gpu.shared` or `nvidia.com/mig-*` or holding devices of
+    NVIDIA's DRA driver through ResourceClaims, whose namespace/name appears on no DCGM series in
+    the window (a series joined to a pod through its claim names that pod) and that no
+    Kubernetes-side join gave a device. Their GPU-hours count from the later of the pod's start
+    and the window's start to the window's end (a MIG slice counts its share of a GPU, a shared
+    replica its share over the node's replicas); holdings shorter than
+    `checks.unmonitored_min_hours` (default 1 h) are left out. The finding says why: no
+    exporter, no pod label, MIG instances without labels or profiling, or a shared GPU labelled
+    with one pod only. When a node has such pods and no DCGM series at all, one finding names
+    the node (no exporter there); otherwise one finding per pod.
     Impact: the GPU-hours that could not be audited, priced per GPU model (from the node's
     `nvidia.com/gpu.product` label). Severity: medium.
 
@@ -33,12 +36,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit import mig
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.checks.contract import hours
 from gpuaudit.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.attribution import Reason
 
 CODE = "GPU080"
 TITLE = "Unmonitored GPUs"
@@ -51,114 +54,116 @@ class Thresholds:
     """Shortest GPU holding without DCGM data worth reporting."""
 
 
-def _gpus(gpu_request: Any, mig_request: Any, model: str) -> float:
-    total = float(gpu_request)
-    for part in str(mig_request).split(","):
-        if "=" in part:
-            prof, n = part.split("=", 1)
-            total += float(n) * mig.slice_fraction(prof, model)
-    return total
-
-
 def _pods(n: int) -> str:
     return f"{n} pod" if n == 1 else f"{n} pods"
 
 
+_WHY = {
+    Reason.NO_POD_LABEL.value: "no DCGM series names it",
+    Reason.NO_LIMIT.value: "no DCGM series names it",
+    Reason.PROFILING_ABSENT.value: (
+        "its MIG instances have neither pod labels nor profiling series (GPU_UTIL reads 0 on MIG)"
+    ),
+    Reason.SHARED_WITHOUT_VIRTUAL_GPUS.value: (
+        "it holds replicas of a shared GPU and dcgm-exporter labels each shared GPU with one "
+        "pod only (no --kubernetes-virtual-gpus)"
+    ),
+}
+"""Why a pod on a node with DCGM series is unaudited, by ledger reason."""
+
+
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
-    inv = views.inv
-    pods = inv.pods
-    if pods.empty:
+    un = views.unattributed
+    if un.empty:
         return []
-    held = views.held
-    # Columns are read as lists: iterating a string column value by value is slow.
-    monitored = set(zip(held[C.NAMESPACE].tolist(), held[C.POD].tolist(), strict=True))
-    dcgm_nodes = set(inv.holdings[C.NODE].tolist()) if not inv.holdings.empty else set()
-    products = dict(zip(inv.nodes[C.NODE].tolist(), inv.nodes[C.PRODUCT].tolist(), strict=True))
-    cand = pods[
-        (pods[C.PHASE] == "Running")
-        & (pods[C.NODE] != "")
-        & ((pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != ""))
-    ]
-    per_node: dict[str, list[tuple[str, str, float, float, str]]] = defaultdict(list)
-    cols = [C.NAMESPACE, C.POD, C.STARTED, C.NODE, C.GPU_REQUEST, C.MIG_REQUEST]
-    for ns_v, pod_v, started, node_v, gpu_request, mig_request in zip(
-        *(cand[c].tolist() for c in cols), strict=True
-    ):
-        ns, pod = str(ns_v), str(pod_v)
-        if (ns, pod) in monitored:
-            continue
-        begin = (
-            inv.window_start
-            if started != started or started is None
-            else max(float(started), inv.window_start)
-        )
-        hours = max(0.0, (inv.window_end - begin) / 3600.0)
+    per_node: dict[str, list[tuple[str, str, float, float, str, list[str]]]] = defaultdict(list)
+    no_exporter: set[str] = set()
+    by_pod: dict[tuple[str, str, str], list[dict[Any, Any]]] = defaultdict(list)
+    for row in un.to_dict("records"):
+        by_pod[(str(row[C.NODE]), str(row[C.NAMESPACE]), str(row[C.POD]))].append(row)
+    for (node, ns, pod), rows in sorted(by_pod.items()):
+        hours = float(rows[0][C.HOURS])
         if hours < cfg.unmonitored_min_hours:
             continue
-        node = str(node_v)
-        model = products.get(node, "") or "unknown"
-        gpus = _gpus(gpu_request, mig_request, model)
-        if gpus <= 0:
-            continue
-        per_node[node].append((ns, pod, gpus, hours, model))
+        gpus = sum(float(r["gpus"]) for r in rows)
+        reasons = sorted({str(r["reason"]) for r in rows})
+        if Reason.NO_EXPORTER.value in reasons:
+            no_exporter.add(node)
+        per_node[node].append((ns, pod, gpus, hours, str(rows[0][C.MODEL]), reasons))
     out: list[Finding] = []
     for node, items in sorted(per_node.items()):
         model = items[0][4]
         price = views.price(model)
-        if node not in dcgm_nodes:
-            gpu_hours = sum(g * h for _, _, g, h, _ in items)
-            gpus = sum(g for _, _, g, _, _ in items)
-            names = ", ".join(f"{ns}/{p}" for ns, p, _, _, _ in items[:5])
-            more = f" and {len(items) - 5} more" if len(items) > 5 else ""
-            out.append(
-                Finding(
-                    code=CODE,
-                    severity=Severity.MEDIUM,
-                    resource=Resource("Node", "", node, node, gpus),
-                    message=(
-                        f"Node {node} has {gpu_word(gpus)} held by {_pods(len(items))} "
-                        f"({names}{more}) but no DCGM series at all: {gpu_hours:,.0f} "
-                        "GPU-hours could not be audited."
-                    ),
-                    impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
-                    pods=tuple(f"{ns}/{p}" for ns, p, _, _, _ in items),
-                    recommendation=(
-                        f"Run dcgm-exporter on {node} (check the GPU Operator's "
-                        "DaemonSet node selectors and tolerations) and that "
-                        "Prometheus scrapes it."
-                    ),
-                    evidence={
-                        "pods": [f"{ns}/{p}" for ns, p, _, _, _ in items],
-                        "gpus": round(gpus, 4),
-                        "unaudited_gpu_hours": round(gpu_hours, 2),
-                        "gpu_product": model,
-                    },
-                )
-            )
+        if node in no_exporter:
+            out.append(_node_finding(node, items, price))
             continue
-        for ns, pod, gpus, hours, _ in items:
-            gpu_hours = gpus * hours
-            out.append(
-                Finding(
-                    code=CODE,
-                    severity=Severity.MEDIUM,
-                    resource=Resource("Pod", ns, pod, node, gpus),
-                    message=(
-                        f"Pod {ns}/{pod} holds {gpu_word(gpus)} on {node} but no DCGM series "
-                        f"names it: {gpu_hours:,.0f} GPU-hours could not be audited."
-                    ),
-                    impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
-                    recommendation=(
-                        "Enable dcgm-exporter's Kubernetes pod mapping on this node "
-                        "(kubelet pod-resources socket mounted) and list custom GPU "
-                        "resource names in NVIDIA_RESOURCE_NAMES."
-                    ),
-                    evidence={
-                        "gpus": round(gpus, 4),
-                        "unaudited_gpu_hours": round(gpu_hours, 2),
-                        "hours": round(hours, 2),
-                        "gpu_product": model,
-                    },
-                )
-            )
+        out.extend(_pod_finding(node, item, price) for item in items)
     return out
+
+
+def _node_finding(
+    node: str, items: list[tuple[str, str, float, float, str, list[str]]], price: float
+) -> Finding:
+    gpu_hours = sum(g * h for _, _, g, h, _, _ in items)
+    gpus = sum(g for _, _, g, _, _, _ in items)
+    names = ", ".join(f"{ns}/{p}" for ns, p, *_ in items[:5])
+    more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+    return Finding(
+        code=CODE,
+        severity=Severity.MEDIUM,
+        resource=Resource("Node", "", node, node, gpus),
+        message=(
+            f"Node {node} has {gpu_word(gpus)} held by {_pods(len(items))} "
+            f"({names}{more}) but no DCGM series at all: {gpu_hours:,.0f} "
+            "GPU-hours could not be audited."
+        ),
+        impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
+        pods=tuple(f"{ns}/{p}" for ns, p, *_ in items),
+        recommendation=(
+            f"Run dcgm-exporter on {node} (check the GPU Operator's "
+            "DaemonSet node selectors and tolerations) and that "
+            "Prometheus scrapes it."
+        ),
+        evidence={
+            "pods": [f"{ns}/{p}" for ns, p, *_ in items],
+            "gpus": round(gpus, 4),
+            "unaudited_gpu_hours": round(gpu_hours, 2),
+            "gpu_product": items[0][4],
+            "attribution": Reason.NO_EXPORTER.value,
+        },
+    )
+
+
+def _pod_finding(
+    node: str, item: tuple[str, str, float, float, str, list[str]], price: float
+) -> Finding:
+    ns, pod, gpus, hours, model, reasons = item
+    gpu_hours = gpus * hours
+    why = "; ".join(dict.fromkeys(_WHY.get(r, "no DCGM series names it") for r in reasons))
+    shared = Reason.SHARED_WITHOUT_VIRTUAL_GPUS.value in reasons
+    fix = (
+        "Set dcgm-exporter's --kubernetes-virtual-gpus (KUBERNETES_VIRTUAL_GPUS=true) so that "
+        "every pod sharing a GPU gets its series."
+        if shared
+        else "Enable dcgm-exporter's Kubernetes pod mapping on this node "
+        "(kubelet pod-resources socket mounted) and list custom GPU "
+        "resource names in NVIDIA_RESOURCE_NAMES."
+    )
+    return Finding(
+        code=CODE,
+        severity=Severity.MEDIUM,
+        resource=Resource("Pod", ns, pod, node, gpus),
+        message=(
+            f"Pod {ns}/{pod} holds {gpu_word(gpus)} on {node} but {why}: "
+            f"{gpu_hours:,.0f} GPU-hours could not be audited."
+        ),
+        impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
+        recommendation=fix,
+        evidence={
+            "gpus": round(gpus, 4),
+            "unaudited_gpu_hours": round(gpu_hours, 2),
+            "hours": round(hours, 2),
+            "gpu_product": model,
+            "attribution": ",".join(reasons),
+        },
+    )

@@ -3,12 +3,42 @@
 The names are the attribution ledger's contract: every report's `attribution` section counts
 allocated GPU-hours under `attributed.<Method>` and `unattributed.<Reason>`, and the two sides
 sum to the summary's allocated GPU-hours. A holding's `attribution` column (see
-`gpuaudit.inventory.columns.ATTRIBUTION`) holds its `Method` value.
+`gpuaudit.inventory.columns.ATTRIBUTION`) holds its `Method` value (empty for a GPU no pod
+held).
+
+Allocated GPU-hours are the GPU-hours held by pods: those DCGM measured (attributed, one of the
+methods) plus those the Kubernetes API says pods held where no DCGM series names the pod
+(unattributed, one of the reasons; counted from the pod's start, or the window's, to the
+window's end, at the GPUs it requests).
+
+The stages, run by `gpuaudit.inventory.build` in this order:
+
+1. `_identities` fills `ATTRIBUTION` with `Method.DCGM_POD_LABEL` for every labelled holding
+   and `Method.DRA_CLAIM` where ResourceClaims join a pod to the device
+   (`gpuaudit.inventory.claimed`);
+2. `kubernetes_join` labels DCGM series without pod labels from the Kubernetes side where one
+   pod is the only possible holder (`Method.KUBERNETES_JOIN`);
+3. `share` splits shared devices among their holders (`Method.SHARED_SPLIT`, see
+   `gpuaudit.inventory.sharing`).
+
+`unattributed` lists, per pod, the GPU-hours no DCGM series could be joined to, with the
+reason.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpuaudit import mig
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import sharing
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Method(str, enum.Enum):
@@ -17,12 +47,16 @@ class Method(str, enum.Enum):
     DCGM_POD_LABEL = "dcgm_pod_label"
     """The DCGM series carries the pod's labels (`pod`/`namespace`, or `exported_*`)."""
     SHARED_SPLIT = "shared_split"
-    """A shared (time-sliced or MPS) device's hours split among the pods holding replicas of it."""
+    """A shared (time-sliced or MPS) device's hours split among the pods holding replicas of it:
+    each holder counts its device's fraction over the replicas (`nvidia.com/gpu.replicas`, or
+    more when more pods held it at once), so the holders together never exceed the device."""
     DRA_CLAIM = "dra_claim"
     """The device was allocated to the pod through a DRA ResourceClaim (`resource.k8s.io`)."""
     KUBERNETES_JOIN = "kubernetes_join"
-    """The series had no pod labels; the holder was found from the Kubernetes side (the only
-    pod on the node holding such a device)."""
+    """The series had no pod labels; the holder was found from the Kubernetes side: the only
+    running pod on the node that requests such a device (a whole GPU, or a MIG profile) and is
+    named on no DCGM series, requesting exactly as many as the node has unlabelled, and running
+    since before the series began."""
 
 
 class Reason(str, enum.Enum):
@@ -31,10 +65,222 @@ class Reason(str, enum.Enum):
     NO_EXPORTER = "no_exporter"
     """The node's GPUs are requested by pods but no DCGM series came from the node."""
     NO_POD_LABEL = "no_pod_label"
-    """DCGM series exist but carry no pod labels and no Kubernetes-side join was possible."""
+    """DCGM series come from the node but none names the pod, and no Kubernetes-side join was
+    unambiguous (the exporter's pod mapping off, a resource name it does not map)."""
     NO_LIMIT = "no_limit"
-    """The pod holds GPUs without an `nvidia.com/gpu` limit, so the exporter never labels it."""
+    """The pod holds GPUs without an `nvidia.com/gpu` limit, so the exporter never labels it.
+    The API server refuses an extended-resource request without its limit, so these GPU-hours
+    are not visible from the Kubernetes side; the reason is kept for the contract and reads 0."""
     PROFILING_ABSENT = "profiling_absent"
-    """MIG instances without profiling series: GPU_UTIL reads 0 on MIG, so activity is unknown."""
+    """MIG instances that pods hold per the Kubernetes API, with neither pod labels nor
+    profiling series (GPU_UTIL reads 0 on MIG): no signal joins them to a pod."""
     SHARED_WITHOUT_VIRTUAL_GPUS = "time_slicing_without_virtual_gpus"
-    """A time-sliced device labelled with one pod only (no `--kubernetes-virtual-gpus`)."""
+    """Replicas of a time-sliced or MPS device held by pods the exporter does not label: without
+    `--kubernetes-virtual-gpus` it labels each device with one of its pods only."""
+
+
+GPU_SHARED = "nvidia.com/gpu.shared"
+"""The resource name of shared replicas when the device plugin renames them."""
+
+
+def base_method(held: bool) -> str:
+    """The `ATTRIBUTION` of a holding as read from its series: the DCGM pod label, or empty."""
+    return Method.DCGM_POD_LABEL.value if held else ""
+
+
+def _gpus_of(row: Mapping[Any, Any], model: str, replicas: float) -> tuple[float, float, float]:
+    """(whole GPUs, MIG GPUs, shared replicas in GPUs) a pod row requests."""
+    requests = row[C.REQUESTS] if isinstance(row[C.REQUESTS], Mapping) else {}
+    whole = float(row[C.GPU_REQUEST] or 0.0)
+    migs = 0.0
+    for part in str(row[C.MIG_REQUEST]).split(","):
+        if "=" in part:
+            prof, n = part.split("=", 1)
+            migs += float(n) * mig.slice_fraction(prof, model)
+    shared = float(requests.get(GPU_SHARED, 0.0) or 0.0)
+    if replicas > 1:
+        shared += whole
+        whole = 0.0
+    return whole, migs, shared / max(replicas, 1.0)
+
+
+def _candidates(inv_pods: pd.DataFrame, named: set[tuple[str, str]]) -> pd.DataFrame:
+    """Running pods on a node that request GPUs and no DCGM series names."""
+    pods = inv_pods
+    if pods.empty:
+        return pods
+    wants = (pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")
+    wants |= pods[C.REQUESTS].map(lambda r: isinstance(r, Mapping) and GPU_SHARED in r)
+    out: pd.DataFrame = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & wants]
+    keep = [
+        (ns, p) not in named
+        for ns, p in zip(out[C.NAMESPACE].tolist(), out[C.POD].tolist(), strict=True)
+    ]
+    result: pd.DataFrame = out[keep]
+    return result
+
+
+def _named(holdings: pd.DataFrame) -> set[tuple[str, str]]:
+    held = holdings[holdings[C.HELD]]
+    return set(zip(held[C.NAMESPACE].tolist(), held[C.POD].tolist(), strict=True))
+
+
+def kubernetes_join(
+    holdings: pd.DataFrame, pods: pd.DataFrame, replicas: Mapping[str, sharing.Sharing], step: int
+) -> None:
+    """Label, in place, unlabelled holdings whose holder the Kubernetes side names without
+    doubt (`Method.KUBERNETES_JOIN`). Per node and device kind (whole GPUs, or one MIG
+    profile): the unlabelled devices (no pod label on any series of theirs) are joined to the
+    one candidate pod (running, requesting that kind, named on no DCGM series) when it requests
+    exactly that many and started before their series began. Shared nodes are left alone: which
+    replica a pod holds is not in the API."""
+    if holdings.empty or pods.empty:
+        return
+    cand = _candidates(pods, _named(holdings))
+    if cand.empty:
+        return
+    labelled_slots = set(holdings.loc[holdings[C.HELD], C.SLOT].tolist())
+    free = holdings[~holdings[C.HELD] & ~holdings[C.SLOT].isin(labelled_slots)]
+    for node, group in cand.groupby(C.NODE, sort=True):
+        if replicas.get(str(node), sharing.NONE).replicas > 1:
+            continue
+        devices = free[free[C.NODE] == node]
+        if devices.empty:
+            continue
+        wants: dict[str, list[tuple[int, float]]] = {}
+        for i, row in enumerate(group.to_dict("records")):
+            if float(row[C.GPU_REQUEST] or 0) > 0:
+                wants.setdefault("", []).append((i, float(row[C.GPU_REQUEST])))
+            for part in str(row[C.MIG_REQUEST]).split(","):
+                if "=" in part:
+                    prof, n = part.split("=", 1)
+                    wants.setdefault(prof, []).append((i, float(n)))
+        rows = group.to_dict("records")
+        for kind, who in sorted(wants.items()):
+            same = devices[devices[C.MIG_PROFILE] == kind] if kind else devices
+            if kind == "":
+                same = same[same[C.MIG_ID] == ""]
+            slots = sorted(set(same[C.SLOT].tolist()))
+            if len(who) != 1 or who[0][1] != len(slots) or not slots:
+                continue
+            pod = rows[who[0][0]]
+            started = pod[C.STARTED]
+            first = float(same[C.FIRST_TS].min())
+            if started is None or started != started or float(started) > first + step:
+                continue
+            idx = same.index
+            holdings.loc[idx, C.NAMESPACE] = pod[C.NAMESPACE]
+            holdings.loc[idx, C.POD] = pod[C.POD]
+            holdings.loc[idx, C.HELD] = True
+            holdings.loc[idx, C.ATTRIBUTION] = Method.KUBERNETES_JOIN.value
+
+
+UNATTRIBUTED_COLUMNS = [
+    C.NAMESPACE,
+    C.POD,
+    C.NODE,
+    C.MODEL,
+    "gpus",
+    C.HOURS,
+    C.GPU_HOURS,
+    "reason",
+]
+"""The columns of `unattributed`: per pod, the GPUs (whole-GPU equivalents) it holds with no
+DCGM series naming it, the hours held in the window, their product, and the `Reason`."""
+
+
+def unattributed(
+    holdings: pd.DataFrame,
+    pods: pd.DataFrame,
+    nodes: pd.DataFrame,
+    window: tuple[float, float],
+    replicas: Mapping[str, sharing.Sharing],
+) -> pd.DataFrame:
+    """Per running pod that requests GPUs and is named on no DCGM series: its GPU-hours from
+    the later of its start and the window's start to the window's end, and the `Reason` no
+    series could be joined to it (see `Reason`)."""
+    import pandas as pd
+
+    start, end = window
+    cand = _candidates(pods, _named(holdings)) if not pods.empty else pods
+    if cand.empty:
+        empty: pd.DataFrame = pd.DataFrame(columns=UNATTRIBUTED_COLUMNS)
+        return empty
+    dcgm_nodes = set(holdings[C.NODE].tolist())
+    products = dict(zip(nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist(), strict=True))
+    unprofiled = _unprofiled_mig_nodes(holdings)
+    out: list[dict[str, Any]] = []
+    for row in cand.to_dict("records"):
+        node = str(row[C.NODE])
+        started = row[C.STARTED]
+        begin = start if started is None or started != started else max(float(started), start)
+        hours = max(0.0, (end - begin) / 3600.0)
+        model = products.get(node, "") or "unknown"
+        reps = replicas.get(node, sharing.NONE).replicas
+        whole, migs, shared = _gpus_of(row, model, float(reps))
+        parts: list[tuple[float, Reason]] = []
+        if node not in dcgm_nodes:
+            parts.append((whole + migs + shared, Reason.NO_EXPORTER))
+        else:
+            parts.append((whole, Reason.NO_POD_LABEL))
+            parts.append((shared, Reason.SHARED_WITHOUT_VIRTUAL_GPUS))
+            parts.append(
+                (migs, Reason.PROFILING_ABSENT if node in unprofiled else Reason.NO_POD_LABEL)
+            )
+        for gpus, reason in parts:
+            if gpus > 0:
+                out.append(
+                    {
+                        C.NAMESPACE: row[C.NAMESPACE],
+                        C.POD: row[C.POD],
+                        C.NODE: node,
+                        C.MODEL: model,
+                        "gpus": gpus,
+                        C.HOURS: hours,
+                        C.GPU_HOURS: gpus * hours,
+                        "reason": reason.value,
+                    }
+                )
+    table: pd.DataFrame = pd.DataFrame(out, columns=UNATTRIBUTED_COLUMNS)
+    return table
+
+
+def _unprofiled_mig_nodes(holdings: pd.DataFrame) -> set[str]:
+    """Nodes with unlabelled MIG instances that have no profiling activity (GPU_UTIL only,
+    which reads 0 on MIG, or nothing)."""
+    h = holdings[(holdings[C.MIG_ID] != "") & ~holdings[C.HELD]]
+    blind = h[h[C.ACT_MEAN].isna()]
+    return set(blind[C.NODE].tolist())
+
+
+def share(
+    holdings: pd.DataFrame,
+    hourly: Mapping[str, Any],
+    per_node: Mapping[str, sharing.Sharing],
+    step: int,
+) -> None:
+    """Split, in place, the devices shared by time-slicing or MPS among their holders: each
+    held holding on a shared device counts its fraction over the device's replicas
+    (`Method.SHARED_SPLIT`), with `REPLICAS` set to them. See `gpuaudit.inventory.sharing`."""
+    if holdings.empty:
+        return
+    at_once = sharing.holders_at_once(
+        holdings, hourly[C.HOLDING], hourly[C.TS], hourly[C.HELD_H], step
+    )
+    of_node = {k: float(v.replicas) for k, v in per_node.items()}
+    reps = np.maximum(
+        holdings[C.NODE].map(of_node).fillna(1.0).to_numpy(dtype="float64"),
+        holdings[C.SLOT].map(at_once).fillna(1.0).to_numpy(dtype="float64"),
+    )
+    held = holdings[C.HELD].to_numpy(dtype=bool)
+    split = held & (reps > 1)
+    holdings[C.REPLICAS] = reps
+    if not split.any():
+        return
+    frac = holdings[C.FRACTION].to_numpy(dtype="float64").copy()
+    frac[split] /= reps[split]
+    holdings[C.FRACTION] = frac
+    holdings[C.GPU_HOURS] = holdings[C.HOURS].to_numpy(dtype="float64") * frac
+    method = holdings[C.ATTRIBUTION].to_numpy(dtype=object).copy()
+    method[split] = Method.SHARED_SPLIT.value
+    holdings[C.ATTRIBUTION] = method

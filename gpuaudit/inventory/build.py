@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuaudit import limits, mig
 from gpuaudit.gcpause import without_gc
-from gpuaudit.inventory import claimed, dra, held, kube, prom, queues
+from gpuaudit.inventory import attribution, claimed, dra, held, kube, prom, queues, sharing
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
@@ -99,7 +99,11 @@ class _Series:
     has_prof: Arr
     """Keys with a profiling activity series (window statistics or hourly)."""
     has_util: Arr
-    """Keys without one, but with `DCGM_FI_DEV_GPU_UTIL`."""
+    """Keys without one, but with `DCGM_FI_DEV_GPU_UTIL`, that are not MIG instances."""
+    mig_blind: Arr
+    """MIG instances without a profiling activity series but with `DCGM_FI_DEV_GPU_UTIL`, which
+    reads 0 on MIG whatever the work (dcgm-exporter #216): their activity is unknown (NaN), their
+    samples still count held time."""
 
 
 def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
@@ -149,6 +153,8 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     in_util_h = np.zeros(n, dtype=bool)
     in_util_h[util_h[0]] = True
     has_prof = act.mean.present | in_act_h
+    is_mig = np.array([bool(p.ident[k].mig_id) for k in range(n)], dtype=bool)
+    util_only = ~has_prof & (util.mean.present | in_util_h)
     return _Series(
         n=n,
         act_h=act_h,
@@ -172,7 +178,8 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
             C.PCIE_BPS: _traffic(p, "pcie", n) if cut is None else _missing_metric(n).mean,
         },
         has_prof=has_prof,
-        has_util=~has_prof & (util.mean.present | in_util_h),
+        has_util=util_only & ~is_mig,
+        mig_blind=util_only & is_mig,
     )
 
 
@@ -432,7 +439,7 @@ def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Span
     uk, ut, upos = regroup(util_h[0], util_h[1], np.arange(len(util_h[0])), hid_of)
     # The hourly table: a holding's activity series (GPU_UTIL / 100 where it has no profiling
     # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it.
-    use_util = s.has_util[util_h[0]]
+    use_util = (s.has_util | s.mig_blind)[util_h[0]]
     keys = np.concatenate([act_h[0], util_h[0][use_util]])
     base_k, base_t, perm = regroup(
         keys,
@@ -440,7 +447,8 @@ def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Span
         np.arange(len(keys), dtype=np.int64),
         hid_of,
     )
-    base_v = np.concatenate([act_h[2], util_h[2][use_util] / 100.0])[perm]
+    util_act = np.where(s.mig_blind[util_h[0][use_util]], np.nan, util_h[2][use_util] / 100.0)
+    base_v = np.concatenate([act_h[2], util_act])[perm]
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
     util_hit = np.zeros(len(base_k), dtype=bool)
     for col, src, scale in (
@@ -564,6 +572,7 @@ def _holdings(
         **{c: cols[c] for c in IDENTITY_COLUMNS if c not in (C.XID_CODES, C.XID_MSG, C.XID_EVENTS)},
         C.HELD: np.array(cols[C.HELD], dtype=bool),
         C.FRACTION: fractions,
+        C.REPLICAS: np.ones(len(order)),
         C.FIRST_TS: span.first - step,
         C.LAST_TS: span.last,
         C.HOURS: hours,
@@ -779,6 +788,11 @@ def build(
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
+    pods = pd.DataFrame(k.pod_rows, columns=POD_COLUMNS)
+    gpus = _gpus(holdings)
+    shared = sharing.by_node(nodes, holdings)
+    attribution.kubernetes_join(holdings, pods, shared, step)
+    attribution.share(holdings, hourly_data, shared, step)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
     narrowed = () if cut is None else (cut.note(),)
@@ -787,10 +801,10 @@ def build(
         window_end=end,
         step_s=step,
         cluster=str(man.get("cluster", "")),
-        gpus=_gpus(holdings),
+        gpus=gpus,
         holdings=holdings,
         hourly=_frame(hourly_data),
-        pods=pd.DataFrame(k.pod_rows, columns=POD_COLUMNS),
+        pods=pods,
         nodes=nodes,
         capabilities=frozenset(caps | k_caps),
         missing={**missing, **k_missing},

@@ -20,7 +20,11 @@ CONTAINER = "container"
 HELD = "held"
 HOLDING = "holding"
 ATTRIBUTION = "attribution"
-"""How the holding was joined to its pod: a `gpuaudit.inventory.attribution.Method` value."""
+"""How the holding was joined to its pod: a `gpuaudit.inventory.attribution.Method` value
+(empty for a GPU no pod held)."""
+REPLICAS = "replicas"
+"""Replicas the holding's device is shared into by time-slicing or MPS (1: not shared); a held
+holding's `FRACTION` is its device's over them (see `gpuaudit.inventory.sharing`)."""
 
 # holding time
 FIRST_TS = "first_ts"

@@ -39,7 +39,8 @@ def held(inv: Inventory) -> pd.DataFrame:
 
 
 def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
-    """One row per holder pod: GPUs, hours, GPU-hours, cost, activity and owner.
+    """One row per holder pod: GPUs, hours, GPU-hours, cost, activity and owner, and the most
+    replicas a device it held was shared into (`REPLICAS`, 1: none shared).
 
     Mean activity is weighted by sample counts where known (exactly the mean over every
     sample of every GPU the pod held), else by GPU-hours.
@@ -66,6 +67,7 @@ def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
                 C.FIRST_TS,
                 C.LAST_TS,
                 C.MIG_PROFILE,
+                C.REPLICAS,
             ]
         )
         return empty
@@ -89,6 +91,7 @@ def per_pod(inv: Inventory, prices: Mapping[str, float]) -> pd.DataFrame:
         first_ts=(C.FIRST_TS, "min"),
         last_ts=(C.LAST_TS, "max"),
         mig_profile=(C.MIG_PROFILE, "first"),
+        replicas=(C.REPLICAS, "max"),
     ).reset_index()
     out[C.ACT_MEAN] = (out["_wa"] / out["_w"]).where(out["_w"] > 0)
     out = out.drop(columns=["_wa", "_w"])

@@ -13,12 +13,14 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gpuaudit.inventory import derived, grouped, queue_usage
+from gpuaudit.inventory import attribution, derived, grouped, queue_usage, sharing
+from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
 from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import PodOnNode, WholeRows
 from gpuaudit.inventory.model import Inventory
+from gpuaudit.inventory.sharing import Sharing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +47,22 @@ class Views:
     def held(self) -> pd.DataFrame:
         """Holdings a pod held for some time (`inv.holdings` rows)."""
         return derived.held(self.inv)
+
+    @functools.cached_property
+    def sharing(self) -> dict[str, Sharing]:
+        """Nodes that share their GPUs by time-slicing or MPS (see `inventory.sharing`)."""
+        return sharing.by_node(self.inv.nodes, self.inv.holdings)
+
+    @functools.cached_property
+    def unattributed(self) -> pd.DataFrame:
+        """Per running pod holding GPUs no DCGM series names: its GPU-hours in the window and
+        the reason (`attribution.unattributed`, the ledger's unattributed side)."""
+        inv = self.inv
+        window = (inv.window_start, inv.window_end)
+        # Without the pods at the window's end (not read, or --end before they were read) the
+        # unattributed side is unknown, not empty (the ledger says so).
+        pods = inv.pods if Capability.KUBERNETES_PODS in inv.capabilities else inv.pods.iloc[:0]
+        return attribution.unattributed(inv.holdings, pods, inv.nodes, window, self.sharing)
 
     @functools.cached_property
     def per_pod(self) -> pd.DataFrame:

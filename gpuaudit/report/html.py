@@ -22,8 +22,10 @@ from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
     DELTA_LABELS,
     MAX_LISTED,
+    attribution_rows,
     count,
     delta_text,
+    hours_text,
     num,
     pct,
     plural,
@@ -440,6 +442,33 @@ def _group_table(sid: str, title: str, key_name: str, groups: tuple[Group, ...],
     )
 
 
+def _attribution(result: AuditResult) -> str:
+    """The attribution ledger: allocated GPU-hours by method, unattributed by reason."""
+    rows = attribution_rows(result)
+    if not rows:
+        return ""
+    ledger = result.attribution
+    unknown = (
+        f'<p class="note">Unattributed GPU-hours are unknown: {h(ledger.unknown, 300)}.</p>'
+        if ledger is not None and ledger.unknown
+        else ""
+    )
+    body = "".join(
+        f"<tr><td>{h(side, 20)}</td><td>{h(words, 80)}</td>"
+        f'<td class="num">{h(hours_text(value), 30)}</td>'
+        f'<td class="num">{"" if pods is None else h(count(pods), 20)}</td></tr>'
+        for side, words, value, pods in rows
+    )
+    return (
+        '<section id="attribution"><h2>Attribution of allocated GPU-hours</h2>'
+        '<p class="note">How the allocated GPU-hours were joined to pods, and the ones no DCGM '
+        "series could be joined to, with the reason.</p>"
+        "<table><thead><tr><th>Attribution</th><th>How or why</th>"
+        '<th class="num">GPU-hours</th><th class="num">Pods</th></tr></thead>'
+        f"<tbody>{body}</tbody></table>{unknown}</section>"
+    )
+
+
 def _breakdown(result: AuditResult) -> str:
     b = result.breakdown
     if b is None:
@@ -617,6 +646,7 @@ def render(result: AuditResult) -> str:
             _header(result),
             _incomplete(result),
             _kpis(result),
+            _attribution(result),
             _charts(result),
             _trend(result),
             _findings(result),

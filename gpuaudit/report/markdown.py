@@ -22,8 +22,10 @@ from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
     DELTA_LABELS,
     MAX_LISTED,
+    attribution_rows,
     count,
     delta_text,
+    hours_text,
     money,
     num,
     pct,
@@ -109,7 +111,27 @@ def _summary(result: AuditResult) -> list[str]:
         f"| Allocated GPU-hours | {num(s.allocated_gpu_hours)} |",
         f"| Idle GPU-hours | {num(s.idle_gpu_hours)} |",
         f"| Wasted cost | {money(s.wasted_cost, cur)} |",
+        *_attribution(result),
     ]
+
+
+def _attribution(result: AuditResult) -> list[str]:
+    """The attribution ledger: allocated GPU-hours by method, unattributed by reason."""
+    rows = attribution_rows(result)
+    if not rows:
+        return []
+    out = [
+        "",
+        "### Attribution of allocated GPU-hours",
+        "",
+        "| Attribution | How or why | GPU-hours | Pods |",
+        "|---|---|---:|---:|",
+    ]
+    for side, words, value, pods in rows:
+        out.append(_row([side, words, hours_text(value), "" if pods is None else count(pods)]))
+    if result.attribution is not None and result.attribution.unknown:
+        out += ["", f"Unattributed GPU-hours are unknown: {md(result.attribution.unknown, 300)}."]
+    return out
 
 
 def _trend(result: AuditResult) -> list[str]:

@@ -26,7 +26,16 @@ from gpuaudit.capacity import Stat
 from gpuaudit.checks import discover
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.interface import ReportFormat
-from gpuaudit.report.text import count, money, num, pct, plural, terminal, window_text
+from gpuaudit.report.text import (
+    attribution_sentence,
+    count,
+    money,
+    num,
+    pct,
+    plural,
+    terminal,
+    window_text,
+)
 
 TOP_DETAILS = 5
 """Rows whose findings are written out in full after the table (every row with `--all`)."""
@@ -125,6 +134,9 @@ def header(result: AuditResult, rows: Sequence[Row], width: int) -> list[Text]:
         ],
         width,
     )
+    ledger = attribution_sentence(result)
+    if ledger:
+        lines += _wrap(ledger, width, 0)
     lines += _flow(_status(result, rows), width)
     if not result.complete:
         why = "; ".join(result.incomplete_reasons) or "some data is missing"

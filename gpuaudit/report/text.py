@@ -141,3 +141,56 @@ def resolved_fields(item: Mapping[str, Any]) -> tuple[str, str, str, float | Non
     impact = item.get("impact")
     hours = impact.get("gpu_hours") if isinstance(impact, Mapping) else None
     return str(item.get("code") or "?"), str(item.get("severity") or "?"), ref, json_number(hours)
+
+
+ATTRIBUTION_WORDS = {
+    "dcgm_pod_label": "DCGM pod label",
+    "shared_split": "shared-GPU split",
+    "dra_claim": "DRA claim",
+    "kubernetes_join": "Kubernetes-side join",
+    "no_exporter": "no exporter",
+    "no_pod_label": "no pod label",
+    "no_limit": "no GPU limit",
+    "profiling_absent": "MIG without labels or profiling",
+    "time_slicing_without_virtual_gpus": "time-slicing without virtual GPUs",
+}
+"""The attribution ledger's methods and reasons in words (`gpuaudit.inventory.attribution`)."""
+
+
+def hours_text(x: float) -> str:
+    """GPU-hours as a ledger shows them: whole above 10, else to a tenth (`0.4`)."""
+    return num(x) if abs(x) >= 10 else num(x, 1)
+
+
+def attribution_rows(result: AuditResult) -> list[tuple[str, str, float, int | None]]:
+    """The attribution ledger's non-zero parts, attributed ones first: (side, words, GPU-hours
+    rounded as in the JSON report, pods or None); side is `attributed` or `unattributed`."""
+    ledger = result.attribution
+    if ledger is None:
+        return []
+    parts = ledger.rounded()
+    out: list[tuple[str, str, float, int | None]] = []
+    for (side, name), value in parts.items():
+        if value > 0:
+            pods = ledger.unattributed_pods.get(name) if side == "unattributed" else None
+            out.append((side, ATTRIBUTION_WORDS.get(name, name), value, pods))
+    return out
+
+
+def attribution_sentence(result: AuditResult) -> str:
+    """The ledger in one sentence: `Allocated GPU-hours by attribution: 1,200 DCGM pod label,
+    48 shared-GPU split; unattributed: 96 no exporter (1 pod).`"""
+    rows = attribution_rows(result)
+    if not rows:
+        return ""
+    done = [f"{hours_text(v)} {w}" for side, w, v, _ in rows if side == "attributed"]
+    left = [
+        f"{hours_text(v)} {w} ({plural(p or 0, 'pod')})"
+        for side, w, v, p in rows
+        if side != "attributed"
+    ]
+    text = "Allocated GPU-hours by attribution: " + (", ".join(done) or "none")
+    unknown = result.attribution.unknown if result.attribution else ""
+    if unknown:
+        return f"{text}; unattributed: unknown ({terminal(unknown, 300)})."
+    return text + ("; unattributed: " + ", ".join(left) if left else "; none unattributed") + "."

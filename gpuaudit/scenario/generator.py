@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.gcpause import without_gc
-from gpuaudit.scenario import cases, gangs, hardware, nodes, queues, truth, workloads
+from gpuaudit.scenario import attribution, cases, gangs, hardware, nodes, queues, truth, workloads
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
 
@@ -74,6 +74,7 @@ def _build(b: Builder) -> None:
     hardware.plant_placement(b)
     queues.plant_queues(b)
     cases.plant_dra(b)
+    attribution.plant_attribution(b)
     cases.plant_pending(b)
     hardware.plant_spread(b)
     b.free_rest()

@@ -32,6 +32,9 @@ class NodeSpec:
     dra: bool = False
     """Whether NVIDIA's DRA driver publishes its GPUs (ResourceSlices) instead of the device
     plugin (`nvidia.com/gpu`)."""
+    pod_labels: bool = True
+    """Whether its dcgm-exporter labels series with the pods holding them (its Kubernetes
+    mapping works)."""
 
 
 @dataclass
@@ -107,6 +110,9 @@ class PodSpec:
     """Whether it holds its GPUs through a DRA ResourceClaim (driver `gpu.nvidia.com`) rather
     than an `nvidia.com/gpu` request: dcgm-exporter (without its DRA mapping) labels none of
     its series with it."""
+    dcgm_hidden: bool = False
+    """It holds a replica of a time-sliced GPU that dcgm-exporter labels with another pod (no
+    `--kubernetes-virtual-gpus`): no series names it."""
 
 
 @dataclass

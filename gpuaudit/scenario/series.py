@@ -104,7 +104,7 @@ def raw_labels(h: Holding, style: str) -> dict[str, str]:
     }
     # dcgm-exporter maps pod-resources devices only: a device held through a DRA claim keeps
     # no pod labels (unless the exporter's own DRA mapping is on).
-    p = h.pod if h.pod is not None and not h.pod.dra else None
+    p = h.pod if n.pod_labels and h.pod is not None and not h.pod.dra else None
     if style == "helm":
         if p:
             lab.update(
@@ -406,7 +406,7 @@ class Table:
     def __init__(self, sc: Scenario, style: str) -> None:
         groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
         for h in sc.holdings:
-            if not h.slot.node.exporter:
+            if not h.slot.node.exporter or (h.pod is not None and h.pod.dcgm_hidden):
                 continue
             key = tuple(sorted(raw_labels(h, style).items()))
             groups.setdefault(key, []).append(h)

@@ -54,8 +54,11 @@ def test_a_narrowed_window_keeps_exactly_the_buckets_inside_it(
     held = h[C.HELD].to_numpy()[inside[C.HOLDING].to_numpy()]
     frac = h[C.FRACTION].to_numpy()[inside[C.HOLDING].to_numpy()]
     want_alloc = float((inside[C.HELD_H].to_numpy() * frac)[held].sum())
-    got = summarise(Views(part, {}), idle_activity=0.05, currency="USD")
-    assert got.allocated_gpu_hours == pytest.approx(want_alloc, rel=1e-12)
+    views = Views(part, {})
+    got = summarise(views, idle_activity=0.05, currency="USD")
+    # Allocated: the measured GPU-hours plus the unattributed ones (pods without DCGM series).
+    unattributed = float(views.unattributed[C.GPU_HOURS].sum())
+    assert got.allocated_gpu_hours == pytest.approx(want_alloc + unattributed, rel=1e-12)
     assert got.window_hours == pytest.approx(72.0)
     # Each holding's mean activity is the mean over its samples inside the window (the demo is
     # scraped every 60 s: a bucket's samples are its held hours x 60).
