@@ -52,6 +52,8 @@ class Series(Protocol):
     @property
     def power(self) -> Metric: ...
     @property
+    def mig_blind(self) -> Arr: ...
+    @property
     def health(self) -> Mapping[str, Stat | None]: ...
     @property
     def traffic(self) -> Mapping[str, Stat]: ...
@@ -176,4 +178,5 @@ def _split(s: Series, splits: list[tuple[int, float]], grow: Callable[..., Any])
         traffic={c: stat(t) for c, t in s.traffic.items()},
         has_prof=np.concatenate([s.has_prof[:n0], s.has_prof[src]]),
         has_util=np.concatenate([s.has_util[:n0], s.has_util[src]]),
+        mig_blind=np.concatenate([s.mig_blind[:n0], s.mig_blind[src]]),
     )
