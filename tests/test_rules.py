@@ -142,8 +142,9 @@ def test_alerts_fire_and_stay_quiet_under_promtool_test(tmp_path: Path) -> None:
 
 
 def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
-    names = [record_name(m, a) for m in RECORDED for a in AGGS]
+    names = [record_name(m, a) for m in RECORDED for a in AGGS] + [queries.HEARTBEAT]
     seen: list[str] = []
+    end = 1_795_392_000
 
     def handler(req: httpx.Request) -> httpx.Response:
         path = req.url.path
@@ -170,24 +171,42 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
             return httpx.Response(200, json={"status": "success", "data": ["exported_pod"]})
         if path.endswith("buildinfo"):
             return httpx.Response(200, json={"status": "success", "data": {"version": "2.42"}})
-        seen.append(httpx.QueryParams(req.content.decode())["query"])
+        form = httpx.QueryParams(req.content.decode())
+        seen.append(form["query"])
         rtype = "matrix" if path.endswith("query_range") else "vector"
+        result: list[dict[str, object]] = []
+        if form["query"] == f"timestamp({queries.HEARTBEAT})":
+            # Evaluations 7 s past each 5-minute mark: the last one before the window's end.
+            result = [{"metric": {}, "value": [end, str(end - 300 + 7)]}]
+        elif queries.HEARTBEAT in form["query"]:
+            lo, hi = float(form["start"]), float(form["end"])
+            points = [[lo + i * 300, "1"] for i in range(int((hi - lo) // 300) + 1)]
+            result = [{"metric": {}, "values": points}]
         return httpx.Response(
-            200, json={"status": "success", "data": {"resultType": rtype, "result": []}}
+            200, json={"status": "success", "data": {"resultType": rtype, "result": result}}
         )
 
     client = PromClient(PromConfig(url="http://p.test"), transport=httpx.MockTransport(handler))
-    got = collect_prometheus(client, make_window(86400, 3600, 1_795_392_000))
-    assert got.capabilities.to_dict()["recording_rules"] == sorted(
-        [queries.ACT_PROF, queries.FB_USED]
-    )
-    sums = [q for q in seen if "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m" in q]
-    assert sums, seen
-    # Held time reads the recorded sample counts too: no raw series behind the hourly counts.
-    counts = queries.BY_ID["act_count_hourly"].promql(
-        3600, "exported", "", recorded=True, first=1_795_392_000 - 86400 + 3600
-    )
-    assert "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count5m[3600s])" in counts
-    assert "count_over_time" not in counts
-    assert counts in seen
+    got = collect_prometheus(client, make_window(86400, 3600, end))
+    caps = got.capabilities.to_dict()
+    assert caps["recording_rules"] == sorted([queries.ACT_PROF, queries.FB_USED])
+    assert caps["recorded"] == {
+        "metrics": caps["recording_rules"],
+        "phase_ms": 7000,
+        "since": end - 86400 - 293,
+        "covers": "whole",
+    }
+    # Two discovery queries find where the recorded series hold, whatever the cluster size.
+    assert sum(queries.HEARTBEAT in q for q in seen) == 2
+    # Held time reads the recorded sample counts of the 11 evaluations inside each hour
+    # (7 s past each 5-minute mark), and the raw samples of the 7 s and 293 s at its edges
+    # (before Prometheus 3, ranges are closed: a millisecond less on the left of each piece).
+    counts = next(q for q in seen if "count5m" in q and "unless" in q)
+    rec = "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count5m[3299999ms] offset 293s)"
+    assert rec in counts
+    assert "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[6999ms] offset 3593001ms)" in counts
+    assert "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[292999ms]))" in counts
     assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)
+    reads = {q["id"]: q["reads"] for q in got.queries}
+    assert reads["act_sum"] == reads["act_hourly"] == "recorded and raw"
+    assert reads["act_p95"] == "raw"
