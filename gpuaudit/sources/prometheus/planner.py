@@ -27,6 +27,7 @@ from gpuaudit.sources.prometheus import stats
 from gpuaudit.sources.prometheus.catalogue import Part, QuerySpec
 from gpuaudit.sources.prometheus.client import PromClient, PromError, Response
 from gpuaudit.sources.prometheus.discovery import Capabilities
+from gpuaudit.sources.prometheus.recorded import INTERVAL_MS
 
 MAX_POINTS = 11_000
 """Prometheus's fixed cap on points per series in a range query."""
@@ -199,9 +200,13 @@ class Collector:
         return jobs
 
     def _parts(self, metric: str, s: int, t: int) -> tuple[Part, ...] | None:
-        """How `metric` is read over `(s, t]` (seconds): pieces, or None for the raw series."""
+        """How `metric` is read over `(s, t]` (seconds): pieces, or None for the raw series.
+        Buckets of a step that is not a whole number of evaluation intervals would each be
+        cut differently, one query each: those are read raw."""
         cov = self.caps.coverage
         if cov is None or metric not in cov.metrics:
+            return None
+        if t - s == self.w.step and (self.w.step * 1000) % INTERVAL_MS:
             return None
         return cov.parts(s * 1000, t * 1000)
 

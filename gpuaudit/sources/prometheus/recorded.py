@@ -63,16 +63,22 @@ class Coverage:
     def parts(self, s_ms: int, t_ms: int) -> tuple[Part, ...] | None:
         """The pieces that read the range `(s, t]` (`[s, t]` before Prometheus 3.0) at time
         `t`, or None when no recorded point fits in it (read it raw)."""
+        eps = 0 if self.left_open else 1
         a = max(self.ceil(s_ms), self.since_ms)
         b = self.floor(t_ms)
+        # A raw edge a millisecond long cannot be written as a closed range: read one
+        # evaluation's 5 minutes raw instead.
+        if 0 < a - s_ms <= eps:
+            a += INTERVAL_MS
+        if 0 < t_ms - b <= eps:
+            b -= INTERVAL_MS
         if b <= a:
             return None
-        eps = 0 if self.left_open else 1
         out: list[Part] = []
-        if a > s_ms and a - s_ms - eps > 0:
+        if a > s_ms:
             out.append(Part(False, a - s_ms - eps, t_ms - a + eps))
         out.append(Part(True, b - a - eps, t_ms - b))
-        if t_ms > b and t_ms - b - eps > 0:
+        if t_ms > b:
             out.append(Part(False, t_ms - b - eps, 0))
         return tuple(out)
 

@@ -14,6 +14,7 @@ from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
+from gpuaudit.sources.prometheus.recorded import INTERVAL_MS
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ def _described(
 
     def parts(metric: str) -> tuple[catalogue.Part, ...] | None:
         if cov is None or metric not in cov.metrics or q.stat in ("p95", "onsets"):
+            return None
+        if q.kind == "hourly" and (w.step * 1000) % INTERVAL_MS:
             return None
         return cov.parts(s * 1000, w.end * 1000)
 
