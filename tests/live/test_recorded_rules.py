@@ -112,14 +112,18 @@ def test_recorded_series_give_exactly_the_raw_figures(
     # promtool puts its evaluations where it likes: anywhere on the 5-minute grid will do.
     assert 0 <= caps["recorded"]["phase_ms"] < 300_000
     reads = {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}
-    assert reads["act_sum"] == reads["act_count_hourly"] == "recorded and raw"
+    assert reads["act_sum"] == reads["act_count"] == reads["act_max"] == "recorded and raw"
     assert reads["act_p95"] == reads["util_sum"] == "raw"
-    counts = doc["prometheus"]["act_count_hourly"][0]["query"]
+    counts = doc["prometheus"]["act_count"][0]["query"]
     assert "gpuaudit:dcgm_fi_prof_gr_engine_active:count5m" in counts
+    # The hourly buckets read the recorded series only where the evaluations fall on their
+    # edges (`recorded.hourly_parts`).
+    phase = caps["recorded"]["phase_ms"]
+    assert reads["act_hourly"] == ("recorded" if phase == 0 else "raw")
     _same_figures(raw, recorded)
     shown = describe(tmp_path / "recorded.json")
     assert "read recorded series over the whole window" in shown
-    assert "act_count_hourly" in shown.split("recorded ", 1)[1]
+    assert "act_count" in shown.split("recorded ", 1)[1]
 
 
 def test_rules_that_began_within_the_window_are_read_after_they_began(
@@ -137,10 +141,11 @@ def test_rules_that_began_within_the_window_are_read_after_they_began(
     assert cov["covers"] == "part"
     first = begun + (cov["phase_ms"] - begun * 1000) % 300_000 / 1000
     assert cov["since"] == first - 300
-    plan = doc["manifest"]["plan"]["act_hourly"]
-    # The hours before the rules began, the hour they began in, the hours after.
-    assert len(plan) == 3 and plan[-1][1] == b.end
-    entries = doc["prometheus"]["act_hourly"]
-    assert "sum5m" not in entries[0]["query"] and "sum5m" in entries[2]["query"]
+    # Raw samples up to the first evaluation, the recorded points after it.
+    query = doc["prometheus"]["act_sum"][0]["query"]
+    assert "sum5m" in query and "sum_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
+    assert {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}["act_sum"] == (
+        "recorded and raw"
+    )
     _same_figures(raw, recorded)
     assert "raw series before" in describe(tmp_path / "recorded.json")

@@ -27,7 +27,7 @@ from gpuaudit.sources.prometheus import stats
 from gpuaudit.sources.prometheus.catalogue import Part, QuerySpec
 from gpuaudit.sources.prometheus.client import PromClient, PromError, Response
 from gpuaudit.sources.prometheus.discovery import Capabilities
-from gpuaudit.sources.prometheus.recorded import INTERVAL_MS
+from gpuaudit.sources.prometheus.recorded import hourly_parts
 
 MAX_POINTS = 11_000
 """Prometheus's fixed cap on points per series in a range query."""
@@ -199,16 +199,13 @@ class Collector:
             i = j
         return jobs
 
-    def _parts(self, metric: str, s: int, t: int) -> tuple[Part, ...] | None:
-        """How `metric` is read over `(s, t]` (seconds): pieces, or None for the raw series.
-        Buckets of a step that is not a whole number of evaluation intervals would each be
-        cut differently, one query each: those are read raw."""
+    def _parts(self, metric: str, s: int, t: int, bucket: bool = True) -> tuple[Part, ...] | None:
+        """How `metric` is read over `(s, t]` (seconds): pieces, or None for the raw series
+        (see `hourly_parts` for the buckets of a range query)."""
         cov = self.caps.coverage
         if cov is None or metric not in cov.metrics:
             return None
-        if t - s == self.w.step and (self.w.step * 1000) % INTERVAL_MS:
-            return None
-        return cov.parts(s * 1000, t * 1000)
+        return hourly_parts(cov, s, t, self.w.step if bucket else 0)
 
     def _bucket_parts(self, spec: QuerySpec, t: int) -> tuple[object, ...]:
         s = t - self.w.step
@@ -239,8 +236,9 @@ class Collector:
         spec = job.spec
         # A range query's buckets are read alike (`_hourly_jobs`): its first bucket says how.
         s, t = job.start, job.end if spec.kind == "window" else job.start + self.w.step
-        parts = None if spec.stat in ("p95", "onsets") else self._parts(spec.metric, s, t)
-        unless = self._parts(spec.unless, s, t) if spec.unless else None
+        bucket = spec.kind == "hourly"
+        parts = None if spec.stat in ("p95", "onsets") else self._parts(spec.metric, s, t, bucket)
+        unless = self._parts(spec.unless, s, t, bucket) if spec.unless else None
         began = time.monotonic()
         if spec.kind == "window":
             expr = spec.promql(job.end - job.start, spelling, sel, parts, unless)

@@ -187,3 +187,18 @@ def _since(client: PromClient, w: Window, cov: Coverage, notes: list[str]) -> in
                 break
         lo = hi + INTERVAL_MS
     return missing
+
+
+def hourly_parts(cov: Coverage, s: int, t: int, step: int) -> tuple[Part, ...] | None:
+    """How `(s, t]` (seconds) is read: pieces for a window or a chunk (`step` 0); for a bucket
+    of a range query (`t - s == step`) only the recorded points, or None (raw). A raw edge
+    of a bucket is read at every step, and Prometheus decodes a raw chunk from its start to
+    reach the edge: edges at every bucket cost as much as reading the raw series whole. So
+    the buckets read the recorded series only where the evaluations fall on their edges (the
+    window's end on the evaluation grid, a step of whole evaluation intervals)."""
+    parts = cov.parts(s * 1000, t * 1000)
+    if t - s != step or parts is None:
+        return parts
+    if (step * 1000) % INTERVAL_MS or any(not p.recorded for p in parts):
+        return None
+    return parts

@@ -14,7 +14,7 @@ from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.client import PromClient
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
-from gpuaudit.sources.prometheus.recorded import INTERVAL_MS
+from gpuaudit.sources.prometheus.recorded import hourly_parts
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,7 @@ def _described(
     def parts(metric: str) -> tuple[catalogue.Part, ...] | None:
         if cov is None or metric not in cov.metrics or q.stat in ("p95", "onsets"):
             return None
-        if q.kind == "hourly" and (w.step * 1000) % INTERVAL_MS:
-            return None
-        return cov.parts(s * 1000, w.end * 1000)
+        return hourly_parts(cov, s, w.end, w.step if q.kind == "hourly" else 0)
 
     text = q.promql(
         w.end - s,
