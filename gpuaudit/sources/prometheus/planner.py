@@ -244,7 +244,11 @@ class Collector:
             expr = spec.promql(job.end - job.start, spelling, sel, parts, unless)
             ans = self.client.query(expr, job.end, stats.PARAMS)
         else:
-            first = self.w.start + self.w.step
+            # A count answered only where it changes compares with the bucket before, read
+            # the same way: where that bucket was read otherwise (raw, before the recorded
+            # series began), every series is answered at the job's first bucket instead.
+            recorded = parts is not None or unless is not None
+            first = (job.start if recorded else self.w.start) + self.w.step
             expr = spec.promql(self.w.step, spelling, sel, parts, unless, first)
             ans = self.client.query_range(
                 expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
