@@ -142,7 +142,7 @@ def test_alerts_fire_and_stay_quiet_under_promtool_test(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def _collect(phase_s: int) -> tuple[list[str], Any]:
+def _collect(phase_s: int, since: int = 0) -> tuple[list[str], Any]:
     """A collection from a server whose recording rules evaluate `phase_s` past each
     5-minute mark; the queries it was asked and the collection."""
     names = [record_name(m, a) for m in RECORDED for a in AGGS] + [queries.HEARTBEAT]
@@ -183,7 +183,11 @@ def _collect(phase_s: int) -> tuple[list[str], Any]:
             result = [{"metric": {}, "value": [end, str(end - 300 + phase_s)]}]
         elif queries.HEARTBEAT in form["query"]:
             lo, hi = float(form["start"]), float(form["end"])
-            points = [[lo + i * 300, "1"] for i in range(int((hi - lo) // 300) + 1)]
+            points = [
+                [lo + i * 300, "1"]
+                for i in range(int((hi - lo) // 300) + 1)
+                if lo + i * 300 > since
+            ]
             result = [{"metric": {}, "values": points}]
         return httpx.Response(
             200, json={"status": "success", "data": {"resultType": rtype, "result": result}}
@@ -233,3 +237,20 @@ def test_buckets_on_the_evaluations_read_the_recorded_series_alone() -> None:
     assert "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in counts
     reads = {q["id"]: q["reads"] for q in got.queries}
     assert reads["act_hourly"] == reads["act_sum"] == reads["act_count_hourly"] == "recorded"
+
+
+def test_rules_that_began_within_the_window_are_read_after_they_began() -> None:
+    began = END - 43200  # the first evaluation covers the 5 minutes before it
+    seen, got = _collect(0, since=began)
+    cov = got.capabilities.to_dict()["recorded"]
+    assert cov["covers"] == "part" and cov["since"] == began
+    assert [c[:2] for c in got.plan["act_hourly"]] == [[END - 86400, began], [began, END]]
+    raw, rec = got.answers["act_count_hourly"]
+    assert "count5m" not in raw["query"] and "count5m" in rec["query"]
+    # The recorded counts answer every series at their first bucket: the bucket before it
+    # was read raw, and a count is otherwise answered only where it changes.
+    assert rec["query"].endswith(f"(vector(time()) > {began + 3600}))")
+    assert raw["query"].endswith(f"(vector(time()) > {END - 86400 + 3600}))")
+    sums = next(q for q in seen if "sum5m" in q and "fb_used" in q)
+    assert "sum_over_time(DCGM_FI_DEV_FB_USED[43199999ms] offset 43200001ms)" in sums
+    assert "sum_over_time(gpuaudit:dcgm_fi_dev_fb_used:sum5m[43199999ms])" in sums
