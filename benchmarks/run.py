@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--sizes 1000,10000,50000] [--days 7] [--side-file]
     python benchmarks/run.py --live [--live-gpus 1000] [--live-days 7] [--scrape 60]
+    python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 1] [--scrape 60]
 
 The snapshot benchmark generates each scenario once with `gpuaudit scenario` (cached under
 benchmarks/.cache), audits it with `gpuaudit scan --snapshot`, and prints wall time, peak RSS and
@@ -9,6 +10,11 @@ the time of each stage (load, inventory, checks, render; from GPUAUDIT_TIMINGS).
 benchmark backfills a real Prometheus with promtool, times a whole `gpuaudit scan
 --prometheus-url` against it, and replays the same queries with plain httpx to show the time
 Prometheus alone needs.
+The recorded-series benchmark backfills the same way, evaluates `gpuaudit rules`' recording
+group over the history with `promtool tsdb create-blocks-from rules` (the series the rules
+compute), and times the scan and its bare replay three times each against the raw series alone
+and against raw plus recorded series, with Prometheus' default limits; it prints the median,
+min and max, the manifest's backend timings and how the queries were cut.
 It prints figures; it asserts nothing.
 """
 
@@ -230,6 +236,93 @@ def live_bench(gpus: int, days: int, scrape: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _timed_scan(url: str, live: list[str], out: Path) -> tuple[list[float], list[float], Any]:
+    """Three whole `gpuaudit scan` processes and three bare replays of the requests one
+    `snapshot save` made; the wall times and the saved manifest."""
+    from gpuaudit import snapshot  # noqa: PLC0415
+
+    run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])
+    snap = snapshot.read(out)
+    requests = [e["params"] for entries in snap.prometheus.values() for e in entries]
+    import httpx  # noqa: PLC0415
+
+    scans, bare = [], []
+    for _ in range(3):
+        args = [*live, "--no-kubernetes", "-f", "json", "-o", os.devnull, "-q", "--fail-on", "none"]
+        scans.append(run([*GPUAUDIT, "scan", *args])[0])
+        start = time.perf_counter()
+        with httpx.Client(base_url=url, timeout=600) as client:
+            for params in requests:
+                path = "/api/v1/query_range" if "step" in params else "/api/v1/query"
+                client.post(path, data=params).raise_for_status().read()
+        bare.append(time.perf_counter() - start)
+    return sorted(scans), sorted(bare), snap.manifest
+
+
+def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
+    plan = manifest.get("plan") or {}
+    cut = {q: len(c) for q, c in plan.items() if len(c) > 1}
+    reads: dict[str, int] = {}
+    for q in manifest.get("queries") or []:
+        reads[q.get("reads", "raw")] = reads.get(q.get("reads", "raw"), 0) + 1
+    print(
+        f"{what}: scan median {scans[1]:.2f} s (min {scans[0]:.2f}, max {scans[2]:.2f}); "
+        f"bare replay median {bare[1]:.2f} s (min {bare[0]:.2f}, max {bare[2]:.2f}); "
+        f"ratio {scans[1] / bare[1]:.2f}; {manifest.get('http_requests')} requests; "
+        f"reads {reads}; chunked {cut or 'none'}"
+    )
+    print(f"  backend timings: {json.dumps(manifest.get('backend_timings'))}")
+    print(f"  load: {os.getloadavg()}")
+    sys.stdout.flush()
+
+
+def recorded_bench(gpus: int, days: int, scrape: int) -> None:
+    """Raw series alone against raw plus recorded series, same scenario, default limits."""
+    sys.path.insert(0, str(ROOT))
+    import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+
+    from gpuaudit.sources.prometheus.rules import recording_rules  # noqa: PLC0415
+    from tests.promserver import backfill, prometheus, require  # noqa: PLC0415
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-recorded-"))
+    try:
+        t0 = time.perf_counter()
+        b = backfill(tmp, gpus=gpus, days=days, seed=1, scrape_s=scrape, by_day=True)
+        took = time.perf_counter() - t0
+        print(f"backfilled {gpus} GPUs x {days} d at {scrape} s in {took:.0f} s")
+        live = ["--window", f"{days}d", "--end", str(b.end)]
+        rules = tmp / "rules.yml"
+        rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
+        with prometheus(b.tsdb) as url:
+            scans, bare, m = _timed_scan(url, ["--prometheus-url", url, *live], tmp / "raw.json")
+            _report("raw series", scans, bare, m)
+            t0 = time.perf_counter()
+            subprocess.run(
+                [
+                    require("promtool"),
+                    "tsdb",
+                    "create-blocks-from",
+                    "rules",
+                    "-q",
+                    f"--start={b.end - days * 86400 - 3600}",
+                    f"--end={b.end + 600}",
+                    f"--url={url}",
+                    f"--output-dir={tmp / 'blocks'}",
+                    str(rules),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            print(f"rules evaluated by promtool in {time.perf_counter() - t0:.0f} s")
+        for block in (tmp / "blocks").iterdir():
+            shutil.move(str(block), str(b.tsdb / block.name))
+        with prometheus(b.tsdb, rule_files=(rules,)) as url:
+            scans, bare, m = _timed_scan(url, ["--prometheus-url", url, *live], tmp / "rec.json")
+            _report("recorded series", scans, bare, m)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -246,8 +339,11 @@ def main() -> None:
     ap.add_argument("--live-gpus", type=int, default=1000)
     ap.add_argument("--live-days", type=int, default=7)
     ap.add_argument("--scrape", type=int, default=60)
+    ap.add_argument("--live-recorded", action="store_true")
     args = ap.parse_args()
-    if args.live:
+    if args.live_recorded:
+        recorded_bench(args.live_gpus, args.live_days, args.scrape)
+    elif args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)
     else:
         snapshot_bench(

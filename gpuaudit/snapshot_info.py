@@ -58,6 +58,12 @@ def text(snap: Snapshot, name: str) -> str:
         + (f"; missing metrics: {', '.join(m.missing_metrics)}" if m.missing_metrics else ""),
     )
     lines += ["  " + _query_line(q, snap.prometheus[q], m.queries) for q in sorted(snap.prometheus)]
+    rec = _recorded(m.capabilities, m.queries)
+    if rec:
+        field("recorded", rec)
+    if m.backend_timings:
+        field("backend", "time per query kind, as gpuaudit waited and as the backend said:")
+        lines += [f"  {_timing_line(k, v)}" for k, v in sorted(m.backend_timings.items())]
     field("kubernetes", _kube_summary(snap.kubernetes, m.objects))
     for res in sorted(set(m.objects) | set(snap.kubernetes)):
         state = m.objects.get(res, "not recorded")
@@ -107,10 +113,59 @@ def _query_line(qid: str, entries: list[dict[str, Any]], queries: tuple[Any, ...
     meta = next((q for q in queries if isinstance(q, Mapping) and q.get("id") == qid), {})
     series = sum(len(e["answer"].metrics) for e in entries if isinstance(e.get("answer"), Answer))
     what = terminal(str(meta.get("metric") or ""), 60)
+    reads = meta.get("reads")
+    if isinstance(reads, str) and reads != "raw":
+        what += f" ({terminal(reads, 30)} series)"
     return (
         f"{terminal(qid, 40):<24}{terminal(str(meta.get('kind') or ''), 10):<8}"
         f"{plural(len(entries), 'answer'):>11}{plural(series, 'series', 'series'):>14}  {what}"
     ).rstrip()
+
+
+def _recorded(caps: Mapping[str, Any], queries: tuple[Any, ...]) -> str:
+    """Which queries read gpuaudit's recorded series, and from when; empty when none did
+    and discovery said nothing about them."""
+    used = [
+        str(q.get("id"))
+        for q in queries
+        if isinstance(q, Mapping) and q.get("reads") in ("recorded", "recorded and raw")
+    ]
+    cov = caps.get("recorded") if isinstance(caps, Mapping) else None
+    if not used:
+        notes = caps.get("notes") if isinstance(caps, Mapping) else None
+        why = [n for n in notes if isinstance(n, str) and "recorded series" in n] if notes else []
+        return terminal(why[0], 300) if isinstance(notes, list) and why else ""
+    text = f"{plural(len(used), 'query', 'queries')} read recorded series"
+    if isinstance(cov, Mapping) and isinstance(cov.get("since"), (int, float)):
+        whole = cov.get("covers") == "whole"
+        text += (
+            " over the whole window"
+            if whole
+            else f" from {_utc(float(cov['since']))} UTC, raw series before"
+        )
+    return text + ": " + terminal(", ".join(sorted(used)), 400)
+
+
+def _timing_line(kind: str, t: Any) -> str:
+    if not isinstance(t, Mapping):
+        return terminal(kind, 20)
+
+    def sec(key: str) -> str:
+        v = t.get(key)
+        return f"{v:.1f} s" if isinstance(v, (int, float)) else "not given"
+
+    n = int(t["queries"]) if isinstance(t.get("queries"), int) else 0
+    have = int(t["with_stats"]) if isinstance(t.get("with_stats"), int) else 0
+    backend = (
+        f"backend evaluating {sec('evalTotalTime')} ({have} of {n} answers with stats)"
+        if have
+        else "the backend gave no stats"
+    )
+    samples = t.get("totalQueryableSamples")
+    extra = f", {count(int(samples))} samples read" if isinstance(samples, (int, float)) else ""
+    return f"{terminal(kind, 20):<10}{plural(n, 'query', 'queries')}, {sec('wall_s')} " + (
+        f"waited, {backend}{extra}"
+    )
 
 
 def _kube_summary(pages: Mapping[str, list[dict[str, Any]]], objects: Mapping[str, str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml  # type: ignore[import-untyped,unused-ignore]
@@ -141,9 +142,12 @@ def test_alerts_fire_and_stay_quiet_under_promtool_test(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
-    names = [record_name(m, a) for m in RECORDED for a in AGGS]
+def _collect(phase_s: int, since: int = 0) -> tuple[list[str], Any]:
+    """A collection from a server whose recording rules evaluate `phase_s` past each
+    5-minute mark; the queries it was asked and the collection."""
+    names = [record_name(m, a) for m in RECORDED for a in AGGS] + [queries.HEARTBEAT]
     seen: list[str] = []
+    end = END
 
     def handler(req: httpx.Request) -> httpx.Response:
         path = req.url.path
@@ -170,24 +174,83 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
             return httpx.Response(200, json={"status": "success", "data": ["exported_pod"]})
         if path.endswith("buildinfo"):
             return httpx.Response(200, json={"status": "success", "data": {"version": "2.42"}})
-        seen.append(httpx.QueryParams(req.content.decode())["query"])
+        form = httpx.QueryParams(req.content.decode())
+        seen.append(form["query"])
         rtype = "matrix" if path.endswith("query_range") else "vector"
+        result: list[dict[str, object]] = []
+        if form["query"] == f"timestamp({queries.HEARTBEAT})":
+            # Evaluations 7 s past each 5-minute mark: the last one before the window's end.
+            result = [{"metric": {}, "value": [end, str(end - 300 + phase_s)]}]
+        elif queries.HEARTBEAT in form["query"]:
+            lo, hi = float(form["start"]), float(form["end"])
+            points = [
+                [lo + i * 300, "1"]
+                for i in range(int((hi - lo) // 300) + 1)
+                if lo + i * 300 > since
+            ]
+            result = [{"metric": {}, "values": points}]
         return httpx.Response(
-            200, json={"status": "success", "data": {"resultType": rtype, "result": []}}
+            200, json={"status": "success", "data": {"resultType": rtype, "result": result}}
         )
 
     client = PromClient(PromConfig(url="http://p.test"), transport=httpx.MockTransport(handler))
-    got = collect_prometheus(client, make_window(86400, 3600, 1_795_392_000))
-    assert got.capabilities.to_dict()["recording_rules"] == sorted(
-        [queries.ACT_PROF, queries.FB_USED]
-    )
-    sums = [q for q in seen if "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m" in q]
-    assert sums, seen
-    # Held time reads the recorded sample counts too: no raw series behind the hourly counts.
-    counts = queries.BY_ID["act_count_hourly"].promql(
-        3600, "exported", "", recorded=True, first=1_795_392_000 - 86400 + 3600
-    )
-    assert "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count5m[3600s])" in counts
-    assert "count_over_time" not in counts
-    assert counts in seen
+    return seen, collect_prometheus(client, make_window(86400, 3600, end))
+
+
+END = 1_795_392_000
+
+
+def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
+    seen, got = _collect(7)
+    caps = got.capabilities.to_dict()
+    assert caps["recording_rules"] == sorted([queries.ACT_PROF, queries.FB_USED])
+    assert caps["recorded"] == {
+        "metrics": caps["recording_rules"],
+        "phase_ms": 7000,
+        "since": END - 86400 - 293,
+        "covers": "whole",
+    }
+    # Two discovery queries find where the recorded series hold, whatever the cluster size.
+    assert sum(queries.HEARTBEAT in q for q in seen) == 2
+    # The window's sums read the recorded points of the evaluations inside it (7 s past each
+    # 5-minute mark), and the raw samples of the 7 s and 293 s at its edges (before
+    # Prometheus 3, ranges are closed: a millisecond less on the left of each piece).
+    sums = next(q for q in seen if "sum5m" in q and "fb_used" in q)
+    rec = "sum_over_time(gpuaudit:dcgm_fi_dev_fb_used:sum5m[86099999ms] offset 293s)"
+    assert rec in sums, sums
+    assert "sum_over_time(DCGM_FI_DEV_FB_USED[6999ms] offset 86393001ms)" in sums
+    assert "sum_over_time(DCGM_FI_DEV_FB_USED[292999ms]))" in sums
     assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)
+    reads = {q["id"]: q["reads"] for q in got.queries}
+    assert reads["act_sum"] == reads["fb_used_max"] == "recorded and raw"
+    # Raw edges at every hourly bucket would cost the raw series whole: raw buckets.
+    assert reads["act_hourly"] == reads["act_count_hourly"] == reads["act_p95"] == "raw"
+    assert not any("count5m" in q and "unless" in q for q in seen)
+
+
+def test_buckets_on_the_evaluations_read_the_recorded_series_alone() -> None:
+    seen, got = _collect(0)
+    assert got.capabilities.to_dict()["recorded"]["phase_ms"] == 0
+    counts = next(q for q in seen if "count5m" in q and "unless" in q)
+    rec = "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count5m[3599999ms])"
+    assert rec in counts
+    assert "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in counts
+    reads = {q["id"]: q["reads"] for q in got.queries}
+    assert reads["act_hourly"] == reads["act_sum"] == reads["act_count_hourly"] == "recorded"
+
+
+def test_rules_that_began_within_the_window_are_read_after_they_began() -> None:
+    began = END - 43200  # the first evaluation covers the 5 minutes before it
+    seen, got = _collect(0, since=began)
+    cov = got.capabilities.to_dict()["recorded"]
+    assert cov["covers"] == "part" and cov["since"] == began
+    assert [c[:2] for c in got.plan["act_hourly"]] == [[END - 86400, began], [began, END]]
+    raw, rec = got.answers["act_count_hourly"]
+    assert "count5m" not in raw["query"] and "count5m" in rec["query"]
+    # The recorded counts answer every series at their first bucket: the bucket before it
+    # was read raw, and a count is otherwise answered only where it changes.
+    assert rec["query"].endswith(f"(vector(time()) > {began + 3600}))")
+    assert raw["query"].endswith(f"(vector(time()) > {END - 86400 + 3600}))")
+    sums = next(q for q in seen if "sum5m" in q and "fb_used" in q)
+    assert "sum_over_time(DCGM_FI_DEV_FB_USED[43199999ms] offset 43200001ms)" in sums
+    assert "sum_over_time(gpuaudit:dcgm_fi_dev_fb_used:sum5m[43199999ms])" in sums

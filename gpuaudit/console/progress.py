@@ -22,6 +22,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from gpuaudit import progress
@@ -51,7 +52,12 @@ class TerminalProgress:
             columns.append(DownloadColumn())
         elif unit:
             columns += [MofNCompleteColumn(), TextColumn(unit, markup=False)]
-        columns += [TimeElapsedColumn(), TextColumn("{task.fields[note]}", markup=False)]
+        columns.append(TimeElapsedColumn())
+        if unit:
+            # The estimate of the time left, from the pace so far: a large live scan's
+            # queries take minutes, and the user should know whether to wait.
+            columns += [TextColumn("left"), TimeRemainingColumn(compact=True)]
+        columns.append(TextColumn("{task.fields[note]}", markup=False))
         # stdout is left alone: only the report goes there, after the stage.
         with Progress(*columns, transient=True, console=self.console, redirect_stdout=False) as bar:
             yield _Stage(bar, bar.add_task(label, total=None, note=""))

@@ -28,6 +28,7 @@ def from_collection(raw: LiveCollection) -> Snapshot:
         missing_metrics=tuple(prom.missing_metrics),
         plan=prom.plan,
         http_requests=prom.http_requests,
+        backend_timings=prom.backend_timings,
         complete=not raw.incomplete_reasons,
         incomplete_reasons=tuple(raw.incomplete_reasons),
         warnings=tuple(raw.warnings),

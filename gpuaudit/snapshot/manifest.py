@@ -117,6 +117,10 @@ class Manifest(Mapping[str, Any]):
     plan: Mapping[str, Any] = field(default_factory=dict)
     """How the window was cut into chunks, per query."""
     http_requests: int | None = None
+    backend_timings: Mapping[str, Any] = field(default_factory=dict)
+    """Per query kind (`window`, `hourly`): queries, the seconds gpuaudit waited for their
+    answers, and the backend's own statistics (Prometheus `stats`: `evalTotalTime` ...) where
+    it gave them."""
     complete: bool = True
     """Whether every source answered in full."""
     incomplete_reasons: tuple[str, ...] = ()
@@ -150,6 +154,8 @@ class Manifest(Mapping[str, Any]):
         doc["plan"] = dict(self.plan)
         if self.http_requests is not None:
             doc["http_requests"] = self.http_requests
+        if self.backend_timings:
+            doc["backend_timings"] = dict(self.backend_timings)
         doc["complete"] = self.complete
         doc["incomplete_reasons"] = list(self.incomplete_reasons)
         doc["warnings"] = list(self.warnings)
@@ -253,6 +259,7 @@ _READERS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any]]] = {
     "queries": (lambda v: isinstance(v, list) and all(isinstance(q, dict) for q in v), tuple),
     "missing_metrics": (_is_texts, tuple),
     "http_requests": (_is_int, _same),
+    "backend_timings": (lambda v: isinstance(v, dict), _same),
     "format_version": (_is_int, _same),
 }
 """Per manifest key: whether a value read fits the field, and how it becomes the field's."""

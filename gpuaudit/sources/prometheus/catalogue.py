@@ -143,9 +143,67 @@ def record_name(metric: str, agg: str) -> str:
     return f"gpuaudit:{metric.lower()}:{agg}5m"
 
 
+HEARTBEAT = "gpuaudit:recording_rules:evaluated5m"
+"""A series the recording group writes at every evaluation (value 1, last in the group): where
+it has a point at every 5-minute evaluation of a window, the recorded series cover it."""
+
+
 def usable_metrics(rule_names: set[str]) -> set[str]:
     """Metrics whose every recording rule exists on the server."""
     return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a range read at an evaluation time: the raw series, or the recorded
+    5-minute aggregates, over `range_ms` milliseconds ending `offset_ms` before it."""
+
+    recorded: bool
+    range_ms: int
+    offset_ms: int = 0
+
+
+def _duration(ms: int) -> str:
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+_RAW_FN = {"sum": "sum_over_time", "count": "count_over_time", "max": "max_over_time"}
+
+
+def _piece(agg: str, metric: str, part: Part, by: str, selector: str, offset: int) -> str:
+    """`agg` (sum, count or max) of `metric` over one piece, grouped `by`."""
+    name = record_name(metric, agg) if part.recorded else metric
+    sel = f"{name}{{{selector}}}" if selector else name
+    off = part.offset_ms + offset * 1000
+    rng = f"[{_duration(part.range_ms)}]" + (f" offset {_duration(off)}" if off else "")
+    # Recorded sums and counts add up; recorded maxima are maxima of maxima.
+    fn = ("max_over_time" if agg == "max" else "sum_over_time") if part.recorded else _RAW_FN[agg]
+    outer = "max" if agg == "max" else "sum"
+    return f"{outer} by ({by}) ({fn}({sel}{rng}))"
+
+
+def _combined(agg: str, metric: str, parts: tuple[Part, ...], by: str, sel: str, off: int) -> str:
+    """`agg` over every piece together. Each piece is told apart by a label of its own
+    before `or`, so that a series found in several pieces is kept from each, then the pieces
+    are added up (maxed for `max`)."""
+    texts = [_piece(agg, metric, p, by, sel, off) for p in parts]
+    if len(texts) == 1:
+        return texts[0]
+    tagged = " or ".join(
+        f'label_replace({t}, "gpuaudit_part", "{i}", "", "")' for i, t in enumerate(texts)
+    )
+    return f"{'max' if agg == 'max' else 'sum'} by ({by}) ({tagged})"
+
+
+def _pieced(
+    stat: Stat, metric: str, parts: tuple[Part, ...], by: str, selector: str, offset: int
+) -> str:
+    if stat == "mean":
+        return (
+            f"{_combined('sum', metric, parts, by, selector, offset)} / "
+            f"{_combined('count', metric, parts, by, selector, offset)}"
+        )
+    return _combined(stat, metric, parts, by, selector, offset)
 
 
 @dataclass(frozen=True)
@@ -174,26 +232,27 @@ class QuerySpec:
         range_s: int,
         pod_spelling: str,
         selector: str = "",
-        recorded: bool = False,
-        unless_recorded: bool = False,
+        parts: tuple[Part, ...] | None = None,
+        unless_parts: tuple[Part, ...] | None = None,
         first: int | None = None,
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
-        With `recorded`, sums, counts and maxima read gpuaudit's 5-minute recording rules
-        (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
-        `unless_recorded` says the same of the `unless` metric. `first` is the end of the
-        window's first bucket, at which a `changes` query answers every series (`T0` in its
-        text when not given, as the documentation writes it).
+        `parts` cuts the range into pieces read from the raw series or from gpuaudit's 5-minute
+        recording rules (`gpuaudit rules`; see `recorded`), which add up exactly to the range;
+        None reads the raw series over the whole range. p95 and XID onsets always read the
+        raw series. `unless_parts` says the same of the `unless` metric. `first` is the end of
+        the window's first bucket, at which a `changes` query answers every series (`T0` in
+        its text when not given, as the documentation writes it).
         """
+        if self.stat in ("p95", "onsets"):
+            parts = None
 
         def text(offset: int = 0) -> str:
-            own = self._promql(self.metric, range_s, pod_spelling, selector, recorded, offset)
+            own = self._promql(self.metric, range_s, pod_spelling, selector, parts, offset)
             if not self.unless:
                 return own
-            other = self._promql(
-                self.unless, range_s, pod_spelling, selector, unless_recorded, offset
-            )
+            other = self._promql(self.unless, range_s, pod_spelling, selector, unless_parts, offset)
             return f"{own} unless {other}"
 
         if not self.changes:
@@ -210,25 +269,13 @@ class QuerySpec:
         range_s: int,
         pod_spelling: str,
         selector: str,
-        recorded: bool,
+        parts: tuple[Part, ...] | None,
         offset: int = 0,
     ) -> str:
         by = ", ".join(self.by_labels(pod_spelling))
+        if parts is not None:
+            return _pieced(self.stat, metric, parts, by, selector, offset)
         rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
-        if recorded and self.stat != "p95":
-
-            def rec(agg: str) -> str:
-                name = record_name(metric, agg)
-                return f"{name}{{{selector}}}" if selector else name
-
-            if self.stat == "mean":
-                return (
-                    f"sum by ({by}) (sum_over_time({rec('sum')}{rng})) / "
-                    f"sum by ({by}) (sum_over_time({rec('count')}{rng}))"
-                )
-            if self.stat == "max":
-                return f"max by ({by}) (max_over_time({rec('max')}{rng}))"
-            return f"sum by ({by}) (sum_over_time({rec(self.stat)}{rng}))"
         sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "onsets":
             return _onsets(sel, range_s, by)

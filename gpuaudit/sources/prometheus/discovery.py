@@ -30,6 +30,7 @@ import httpx
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError
+from gpuaudit.sources.prometheus.recorded import Coverage, find
 
 POD_LABEL_NAMES = ("exported_pod", "pod", "pod_name")
 """The labels that name a workload pod, in any exporter setup."""
@@ -56,6 +57,9 @@ class Capabilities:
     kube_state_metrics: bool = False
     recorded: list[str] = field(default_factory=list)
     """Metrics read through gpuaudit's recording rules (`gpuaudit rules`)."""
+    coverage: Coverage | None = None
+    """Where their recorded series stand in for the raw ones (`recorded`)."""
+    window: Window | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """The backend's warnings on the metadata calls, as `discovery <call>: <text>`."""
@@ -78,6 +82,11 @@ class Capabilities:
             "profiling": self.profiling,
             "kube_state_metrics": self.kube_state_metrics,
             "recording_rules": sorted(self.recorded),
+            **(
+                {"recorded": self.coverage.to_dict(self.window)}
+                if self.coverage and self.window
+                else {}
+            ),
             "notes": list(self.notes),
         }
 
@@ -125,14 +134,32 @@ def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
     if counted:
         _interval(client, w, selector, counted, caps)
     if not selector:
-        try:
-            names = client.recording_rule_names()
-            caps.recorded = sorted(catalogue.usable_metrics(names) & set(caps.metrics))
-        except PromError as exc:
-            caps.notes.append(f"rules API unavailable ({str(exc)[:80]}); reading raw series")
+        _recorded(client, w, caps)
     else:
         caps.notes.append("recording rules not used: --cluster-label needs the raw series")
     return caps
+
+
+def _recorded(client: PromClient, w: Window, caps: Capabilities) -> None:
+    """Which metrics the recorded series stand in for, and over which part of the window."""
+    try:
+        names = client.recording_rule_names()
+    except PromError as exc:
+        caps.notes.append(f"rules API unavailable ({str(exc)[:80]}); reading raw series")
+        return
+    usable = catalogue.usable_metrics(names) & set(caps.metrics)
+    if not usable:
+        return
+    if catalogue.HEARTBEAT not in names:
+        caps.notes.append(
+            f"recorded series not used: the server's gpuaudit rules lack {catalogue.HEARTBEAT} "
+            "(written by an older gpuaudit; apply `gpuaudit rules` again); raw series read"
+        )
+        return
+    cov = find(client, w, usable, caps.version, caps.notes)
+    if cov is not None:
+        caps.coverage, caps.window = cov, w
+        caps.recorded = sorted(cov.metrics)
 
 
 def _backend(client: PromClient, caps: Capabilities) -> None:

@@ -15,6 +15,7 @@ pieces), is refused with one clear error before the excess is sent.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +23,11 @@ from typing import Any
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Progress, Window
 from gpuaudit.sources.limits import DEFAULT_QUERIES
-from gpuaudit.sources.prometheus.catalogue import QuerySpec
+from gpuaudit.sources.prometheus import stats
+from gpuaudit.sources.prometheus.catalogue import Part, QuerySpec
 from gpuaudit.sources.prometheus.discovery import Capabilities
 from gpuaudit.sources.prometheus.http import PromClient, PromError, Response
+from gpuaudit.sources.prometheus.recorded import hourly_parts
 
 MAX_POINTS = 11_000
 """Prometheus's fixed cap on points per series in a range query."""
@@ -98,6 +101,10 @@ class Collector:
         self.warnings: list[str] = []
         self.incomplete: list[str] = []
         self.plan: dict[str, list[list[Any]]] = {}
+        self.reads: dict[str, set[str]] = {}
+        """Query id -> what its chunks read: `raw`, `recorded` (recorded series alone) or
+        `recorded and raw` (cut into pieces, see `recorded`)."""
+        self.timings = stats.BackendTimings()
 
     def _tick(self, added: int = 0) -> None:
         self.total += added
@@ -171,15 +178,45 @@ class Collector:
         check_plan(self.w, specs, self.max_queries)
 
     def _hourly_jobs(self, spec: QuerySpec) -> list[_Job]:
+        """Range queries of at most `MAX_POINTS` points, each of buckets read the same way (the
+        raw series before the recorded ones begin, one bucket across that point, then the
+        recorded ones)."""
         n = self.w.seconds // self.w.step
         per = max(1, MAX_POINTS - 1)
-        jobs = []
+        step = self.w.step
+        jobs: list[_Job] = []
         i = 0
         while i < n:
-            j = min(n, i + per)
-            jobs.append(_Job(spec, self.w.start + i * self.w.step, self.w.start + j * self.w.step))
+            j = i + 1
+            key = self._bucket_parts(spec, self.w.start + (i + 1) * step)
+            while (
+                j < n
+                and j - i < per
+                and self._bucket_parts(spec, self.w.start + (j + 1) * step) == key
+            ):
+                j += 1
+            jobs.append(_Job(spec, self.w.start + i * step, self.w.start + j * step))
             i = j
         return jobs
+
+    def _parts(self, metric: str, s: int, t: int, bucket: bool = True) -> tuple[Part, ...] | None:
+        """How `metric` is read over `(s, t]` (seconds): pieces, or None for the raw series
+        (see `hourly_parts` for the buckets of a range query)."""
+        cov = self.caps.coverage
+        if cov is None or metric not in cov.metrics:
+            return None
+        return hourly_parts(cov, s, t, self.w.step if bucket else 0)
+
+    def _bucket_parts(self, spec: QuerySpec, t: int) -> tuple[object, ...]:
+        s = t - self.w.step
+        return (self._parts(spec.metric, s, t), self._parts(spec.unless, s, t))
+
+    def _note_reads(self, qid: str, *parts: tuple[Part, ...] | None) -> None:
+        pieces = [p for ps in parts if ps is not None for p in ps]
+        rec = any(p.recorded for p in pieces)
+        raw = any(parts_ is None for parts_ in parts) or not all(p.recorded for p in pieces)
+        what = "recorded and raw" if rec and raw else "recorded" if rec else "raw"
+        self.reads.setdefault(qid, set()).add(what)
 
     def _split(self, job: _Job) -> list[_Job]:
         steps = (job.end - job.start) // self.w.step
@@ -196,15 +233,28 @@ class Collector:
     def _run_one(self, job: _Job) -> dict[str, Any]:
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
         spelling = self.caps.pod_label
-        rec = job.spec.metric in self.caps.recorded
-        rec_unless = job.spec.unless in self.caps.recorded
-        if job.spec.kind == "window":
-            expr = job.spec.promql(job.end - job.start, spelling, sel, rec, rec_unless)
-            ans = self.client.query(expr, job.end)
+        spec = job.spec
+        # A range query's buckets are read alike (`_hourly_jobs`): its first bucket says how.
+        s, t = job.start, job.end if spec.kind == "window" else job.start + self.w.step
+        bucket = spec.kind == "hourly"
+        parts = None if spec.stat in ("p95", "onsets") else self._parts(spec.metric, s, t, bucket)
+        unless = self._parts(spec.unless, s, t, bucket) if spec.unless else None
+        began = time.monotonic()
+        if spec.kind == "window":
+            expr = spec.promql(job.end - job.start, spelling, sel, parts, unless)
+            ans = self.client.query(expr, job.end, stats.PARAMS)
         else:
-            first = self.w.start + self.w.step
-            expr = job.spec.promql(self.w.step, spelling, sel, rec, rec_unless, first)
-            ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
+            # A count answered only where it changes compares with the bucket before, read
+            # the same way: where that bucket was read otherwise (raw, before the recorded
+            # series began), every series is answered at the job's first bucket instead.
+            recorded = parts is not None or unless is not None
+            first = (job.start if recorded else self.w.start) + self.w.step
+            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first)
+            ans = self.client.query_range(
+                expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
+            )
+        self.timings.add(spec.kind, ans.body, time.monotonic() - began)
+        self._note_reads(spec.id, parts, *((unless,) if spec.unless else ()))
         self._record_warnings(job.spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]
         self.series += len(result)

@@ -6,7 +6,7 @@ backend's warnings and why the answers may be incomplete."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
@@ -15,6 +15,7 @@ from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.http import PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
+from gpuaudit.sources.prometheus.recorded import hourly_parts
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class PromCollection:
     incomplete_reasons: list[str]
     """Why the answers may be incomplete (partial responses)."""
     http_requests: int
+    backend_timings: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    """Per query kind: queries, the seconds gpuaudit waited for them (`wall_s`) and the
+    backend's own statistics where it gave them (`stats.BackendTimings`)."""
 
 
 class PrometheusSource(Source[PromCollection]):
@@ -81,22 +85,7 @@ class PrometheusSource(Source[PromCollection]):
         incomplete = caps.incomplete + col.incomplete
         if not col.series:
             incomplete.append(_no_series(window, selector, caps))
-        queries = [
-            {
-                "id": q.id,
-                "kind": q.kind,
-                "metric": q.metric,
-                "query": q.promql(
-                    window.seconds if q.kind == "window" else window.step,
-                    caps.pod_label,
-                    selector,
-                    q.metric in caps.recorded,
-                    q.unless in caps.recorded,
-                    window.start + window.step,
-                ),
-            }
-            for q in specs
-        ]
+        queries = [_described(q, window, caps, selector, col.reads) for q in specs]
         return PromCollection(
             answers=answers,
             capabilities=caps,
@@ -106,7 +95,43 @@ class PrometheusSource(Source[PromCollection]):
             warnings=caps.warnings + col.warnings,
             incomplete_reasons=incomplete,
             http_requests=self.client.requests,
+            backend_timings=col.timings.to_dict(),
         )
+
+
+def _described(
+    q: catalogue.QuerySpec,
+    w: Window,
+    caps: Capabilities,
+    selector: str,
+    reads: dict[str, set[str]],
+) -> dict[str, Any]:
+    """A query as the manifest lists it: its PromQL over the whole window (over the window's
+    last bucket for an hourly query) and what it read: `raw`, `recorded` or `recorded and
+    raw` (the recorded series where they cover the window, the raw ones elsewhere)."""
+    cov = caps.coverage
+    s = w.start if q.kind == "window" else w.end - w.step
+
+    def parts(metric: str) -> tuple[catalogue.Part, ...] | None:
+        if cov is None or metric not in cov.metrics or q.stat in ("p95", "onsets"):
+            return None
+        return hourly_parts(cov, s, w.end, w.step if q.kind == "hourly" else 0)
+
+    text = q.promql(
+        w.end - s,
+        caps.pod_label,
+        selector,
+        parts(q.metric),
+        parts(q.unless) if q.unless else None,
+        w.start + w.step,
+    )
+    done = reads.get(q.id, set())
+    read = (
+        "recorded and raw"
+        if "recorded and raw" in done or len(done) > 1
+        else next(iter(done), "raw")
+    )
+    return {"id": q.id, "kind": q.kind, "metric": q.metric, "query": text, "reads": read}
 
 
 def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
