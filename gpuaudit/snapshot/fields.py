@@ -100,6 +100,8 @@ _RESOURCES: Tree = {
     "restartPolicy": ALL,
 }
 """What a pod template's containers keep: their GPU requests (no env, no command)."""
+_FLAVOR_USAGE: Tree = {"name": ALL, "resources": {"name": ALL, "total": ALL}}
+"""A ClusterQueue's `status.flavorsReservation` / `flavorsUsage` entries."""
 _QUOTA_SPEC: Tree = {
     "cohort": ALL,
     "cohortName": ALL,
@@ -252,7 +254,12 @@ KEEP: dict[str, Tree] = {
             "conditions": _CONDITIONS,
         },
     },
-    "kueue_clusterqueues": {"metadata": _NAME, "spec": _QUOTA_SPEC},
+    "kueue_clusterqueues": {
+        "metadata": _NAME,
+        "spec": _QUOTA_SPEC,
+        # What its Workloads reserve now, in every namespace: a floor for what it admitted.
+        "status": {"flavorsReservation": _FLAVOR_USAGE, "flavorsUsage": _FLAVOR_USAGE},
+    },
     "kueue_cohorts": {"metadata": _NAME, "spec": _QUOTA_SPEC},
     "kueue_resourceflavors": {
         "metadata": _NAME,
