@@ -26,7 +26,7 @@ How it decides
     `DCGM_FI_DEV_POWER_MGMT_LIMIT` where exported, else the model's board power), and the
     framebuffer in use. Confidence is high when the draw lies at most
     `checks.idle_power_margin` (default 0.25) of the span from the model's approximate idle
-    draw to its maximum above idle; low when above it (with `checks.idle_power_drop = 1` such
+    draw to its maximum above idle; low when above it (with `checks.idle_power_drop` at 1 such
     a pod is not reported at all; default 0, reported); medium when the power cannot tell (not
     measured, model figures unknown, a MIG instance or a shared GPU). Missing power data is
     never read as idle power.
