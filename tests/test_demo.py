@@ -42,6 +42,27 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
+def test_planted_confidences(report: dict) -> None:  # type: ignore[type-arg]
+    """Cases planted with a confidence (GPU001's power corroboration: an idle-looking pod at
+    high power, and its near-miss at idle power) are reported with it."""
+    truth = json.loads(DEMO_TRUTH.read_text())
+    graded = [
+        (code, p["namespace"], p["name"], p["confidence"])
+        for code, entries in truth["planted"].items()
+        for p in entries
+        if p.get("confidence")
+    ]
+    assert {c for *_, c in graded} >= {"low", "high"}
+    by_key = {
+        (f["code"], f["resource"]["namespace"], f["resource"]["name"]): f
+        for f in report["findings"]
+    }
+    for code, ns, name, confidence in graded:
+        f = by_key[(code, ns, name)]
+        assert f["confidence"] == confidence, (name, f["message"])
+        assert f["evidence"]["power_mean_w"] is not None
+
+
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)

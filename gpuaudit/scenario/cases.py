@@ -60,11 +60,13 @@ class Truth:
     code: str
     near_miss: str = ""
     min_hours: int = 0
+    confidence: str = ""
+    """The confidence the finding must have (`high`, `medium`, `low`); empty: any."""
 
 
-def finds(code: str, min_hours: int = 0) -> Truth:
-    """The check `code` must report the case."""
-    return Truth(code, min_hours=min_hours)
+def finds(code: str, min_hours: int = 0, confidence: str = "") -> Truth:
+    """The check `code` must report the case (with that `confidence`, when given)."""
+    return Truth(code, min_hours=min_hours, confidence=confidence)
 
 
 def near_miss(code: str, why: str) -> Truth:
@@ -173,6 +175,9 @@ class Plant:
     truth: tuple[Truth, ...]
     hours: Hours = Hours()
     min_hours: int = 0
+    power: float | None = None
+    """A flat power draw as a share of the GPUs' board power, whatever the activity (work the
+    activity reading misses); None: the draw follows the activity."""
 
 
 # ---- the cases ---------------------------------------------------------------------------
@@ -346,6 +351,26 @@ BASE: tuple[tuple[Plant, ...], ...] = (
             min_hours=DAILY_H,
         ),
     ),
+    # GPU001's power corroboration: an idle-looking server drawing 45 % of its board power
+    # (on an H100, whose exporter exports its power limit), and its near-miss, an idle server
+    # at idle power (on an L40S: the model table's figures).
+    (
+        Plant(
+            name="rerank-warm-{i}",
+            on=H100_2,
+            workload=Inference(gpus=1, namespace="search"),
+            activity=pattern("idle"),
+            power=0.45,
+            truth=(finds("GPU001", confidence="low"), finds("GPU021")),
+        ),
+        Plant(
+            name="rerank-cold-{i}",
+            on=L40S_0,
+            workload=Inference(gpus=1, namespace="search"),
+            activity=pattern("idle"),
+            truth=(finds("GPU001", confidence="high"),),
+        ),
+    ),
 )
 """The base cases, in groups; each group is placed once per copy before the next group."""
 
@@ -377,9 +402,11 @@ def plant(b: Builder, by_kind: Mapping[str, list[NodeSpec]], case: Plant, copy: 
     p = case.workload.place(b, node, name, case.activity, case.hours.first(b.H))
     if p is None:
         return
+    if case.power is not None:
+        b.draw_power(p, case.power)
     for t in case.truth:
         if b.H >= t.min_hours:
-            b.plant(t.code, p, t.near_miss)
+            b.plant(t.code, p, t.near_miss, t.confidence)
 
 
 def plant_monitoring_gaps(b: Builder) -> None:
