@@ -112,3 +112,18 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     assert s["idle_gpu_hours"] == pytest.approx(idle, abs=0.01)
     assert s["wasted_cost"] == pytest.approx(cost, abs=0.01)
     assert s["gpus_allocated_now"] == pytest.approx(now, abs=0.01)
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_confidence_shows_with_the_findings_text(fmt: str) -> None:
+    """The terminal, Markdown and HTML reports show an idle finding's confidence and second
+    signals where they show its message."""
+    res = runner.invoke(
+        app, ["scan", "--demo", "--format", fmt, "--quiet", "--all"], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert (
+        "Confidence low: its GPUs drew 158 W on average (45 % of their 350 W board power)" in text
+    )
+    assert "Confidence high: its GPUs drew" in text

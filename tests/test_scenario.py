@@ -65,12 +65,13 @@ def test_scale_and_node_types() -> None:
     kinds = {n.kind for n in sc.nodes}
     assert kinds == {"h100", "a100-mig", "l40s", "gb200"}
     total = sum(n.gpu_count for n in sc.nodes)
-    # The base layout is about the number asked for (400 here); the planted cases add 44: the
+    # The base layout is about the number asked for (400 here); the planted cases add 48: the
     # health case an L40S node (4), the placement cases three GB200 trays (12), two L40S nodes
-    # (8) and a tainted H100 node (8), and the queue cases three GB200 pool nodes (12: two
-    # research, one weekday, the latter only in windows of a week or more).
-    assert 380 <= total <= 450
-    assert 40 <= len(sc.nodes) <= 70
+    # (8) and a tainted H100 node (8), the queue cases three GB200 pool nodes (12: two
+    # research, one weekday, the latter only in windows of a week or more), and the power
+    # cases an L40S node (4).
+    assert 380 <= total <= 454
+    assert 40 <= len(sc.nodes) <= 72
     assert any(s.profile == "1g.10gb" for s in sc.slots)
 
 

@@ -1,7 +1,7 @@
 """The planted cases of the base scenario, one declaration each: GPU001, GPU002, GPU003,
 GPU020, GPU021 and GPU040 (and their near-misses), planted before the background fills the
-cluster; GPU080, planted after it; and the pods pending for GPUs (GPU050, GPU051), planted
-after every other case.
+cluster; GPU080, planted after it; GPU001's power corroboration (`POWER_CASES`) on a node of its
+own; and the pods pending for GPUs (GPU050, GPU051), planted after every other case.
 
 A `Plant` names the workload it places, the node it goes on, its hours and activity, and what
 the audit must say about it (`finds` a code, or a `near_miss` of one that must stay quiet).
@@ -351,26 +351,6 @@ BASE: tuple[tuple[Plant, ...], ...] = (
             min_hours=DAILY_H,
         ),
     ),
-    # GPU001's power corroboration: an idle-looking server drawing 45 % of its board power
-    # (on an H100, whose exporter exports its power limit), and its near-miss, an idle server
-    # at idle power (on an L40S: the model table's figures).
-    (
-        Plant(
-            name="rerank-warm-{i}",
-            on=H100_2,
-            workload=Inference(gpus=1, namespace="search"),
-            activity=pattern("idle"),
-            power=0.45,
-            truth=(finds("GPU001", confidence="low"), finds("GPU021")),
-        ),
-        Plant(
-            name="rerank-cold-{i}",
-            on=L40S_0,
-            workload=Inference(gpus=1, namespace="search"),
-            activity=pattern("idle"),
-            truth=(finds("GPU001", confidence="high"),),
-        ),
-    ),
 )
 """The base cases, in groups; each group is placed once per copy before the next group."""
 
@@ -430,6 +410,38 @@ def plant_monitoring_gaps(b: Builder) -> None:
             priority=1000,
         )
         b.plant("GPU080", pend, "pending, holds no GPU")
+
+
+# ---- GPU001's power corroboration, planted after the other cases --------------------------
+POWER_CASES = (
+    Plant(
+        name="rerank-warm-{i}",
+        on=On("l40s"),
+        workload=Inference(gpus=2, namespace="search"),
+        activity=pattern("idle"),
+        power=0.45,
+        truth=(finds("GPU001", confidence="low"),),
+    ),
+    Plant(
+        name="rerank-cold-{i}",
+        on=On("l40s"),
+        workload=Inference(gpus=2, namespace="search"),
+        activity=pattern("idle"),
+        truth=(finds("GPU001", confidence="high"),),
+    ),
+)
+"""An idle-looking server drawing 45 % of its GPUs' board power (GPU001 with low confidence),
+and its near-miss, an idle server at idle power (GPU001 with high confidence)."""
+
+
+def plant_power(b: Builder) -> None:
+    """`POWER_CASES`, once, on one more L40S node that they fill (so that no pending pod's
+    room changes), after every other case but the pending pods: the cases before stay exactly
+    as they were. An L40S exports no power limit here (`nodes.LIMIT_EXPORTED`): its figures
+    come from `gpuaudit.power`."""
+    node = b.add_node("l40s", len(b.of_kind("l40s")))
+    for case in POWER_CASES:
+        plant(b, {"l40s": [node]}, case, 0)
 
 
 # ---- pods pending for GPUs, planted last -------------------------------------------------

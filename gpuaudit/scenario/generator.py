@@ -73,6 +73,7 @@ def _build(b: Builder) -> None:
     hardware.plant_health(b)
     hardware.plant_placement(b)
     queues.plant_queues(b)
+    cases.plant_power(b)
     cases.plant_pending(b)
     b.free_rest()
     truth.from_state(b)

@@ -1,6 +1,6 @@
 """GPU001's power corroboration live, through a real Prometheus: where dcgm-exporter exports
 `DCGM_FI_DEV_POWER_MGMT_LIMIT` (the scenario's H100 nodes) the GPU's own limit is the maximum,
-elsewhere the model's board power; and a Prometheus that holds no limit series at all."""
+elsewhere (its L40S nodes) the model's board power; and a Prometheus with no limit series."""
 
 from __future__ import annotations
 
@@ -42,19 +42,24 @@ def test_limit_where_exported_board_power_elsewhere(
     prom_url: str, kubeconfig: Path, scenario_tsdb: Backfilled
 ) -> None:
     doc = _scan(prom_url, scenario_tsdb, "--kubeconfig", str(kubeconfig))
+    # H100s export their power limit here: it is the maximum.
+    canary = _gpu001(doc, "llm-canary-0")
+    assert canary["confidence"] == "high"
+    assert canary["evidence"]["power_max_source"] == LIMIT
+    assert canary["evidence"]["power_max_w"] == 700.0
+    assert canary["evidence"]["power_above_idle"] == 0.0  # 0.098 x 700 = 68.6 W, under 70
+    # L40S export none: their board power, 350 W, from gpuaudit.power. 45 % of it is
+    # (157.5 - 35) / (350 - 35) = 0.389 above idle, over the 0.25 margin.
     warm = _gpu001(doc, "rerank-warm-0")
-    # 45 % of the H100's 700 W limit: (315 - 70) / (700 - 70) = 0.389 above idle.
     assert warm["confidence"] == "low"
-    assert warm["evidence"]["power_max_source"] == LIMIT
-    assert warm["evidence"]["power_max_w"] == 700.0
-    assert warm["evidence"]["power_mean_w"] == pytest.approx(315.0, abs=0.5)
-    assert warm["evidence"]["power_above_idle"] == pytest.approx(245 / 630, abs=1e-3)
+    assert warm["evidence"]["power_max_source"] == BOARD
+    assert warm["evidence"]["power_max_w"] == 350.0
+    assert warm["evidence"]["power_mean_w"] == pytest.approx(157.5, abs=0.5)
+    assert warm["evidence"]["power_above_idle"] == pytest.approx(122.5 / 315, abs=1e-3)
     assert "Confidence low" in warm["message"]
     cold = _gpu001(doc, "rerank-cold-0")
-    # An L40S exports no limit here: its board power, 350 W, from gpuaudit.power.
     assert cold["confidence"] == "high"
     assert cold["evidence"]["power_max_source"] == BOARD
-    assert cold["evidence"]["power_max_w"] == 350.0
     assert cold["evidence"]["fb_used_mib"] > 0
     # The setting drops the contradicted finding, and only it.
     dropped = _scan(
@@ -80,9 +85,10 @@ def test_without_any_limit_series_the_board_power_serves(
 ) -> None:
     url, b = no_limit
     doc = _scan(url, b, "--no-kubernetes")
-    warm = _gpu001(doc, "rerank-warm-0")
-    assert warm["confidence"] == "low"
-    assert warm["evidence"]["power_max_source"] == BOARD
-    assert warm["evidence"]["power_max_w"] == 700.0
+    canary = _gpu001(doc, "llm-canary-0")
+    assert canary["confidence"] == "high"
+    assert canary["evidence"]["power_max_source"] == BOARD
+    assert canary["evidence"]["power_max_w"] == 700.0
+    assert _gpu001(doc, "rerank-warm-0")["confidence"] == "low"
     every = [f for f in doc["findings"] if f["code"] == "GPU001"]
     assert every and all(f["evidence"]["power_max_source"] != LIMIT for f in every)
