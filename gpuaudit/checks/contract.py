@@ -88,7 +88,7 @@ DAYS = SettingKind("days", "a positive number of days", 0.0, False)
 COUNT = SettingKind("count", "a whole number of at least 1", 1.0, True, whole=True)
 RATE = SettingKind("rate", "a rate in GB/s of at least 0", 0.0, True)
 GPUS = SettingKind("gpus", "a number of GPUs of at least 0", 0.0, True)
-SWITCH = SettingKind("switch", "0 (off) or 1 (on)", 0.0, True, 1.0, whole=True)
+SWITCH = SettingKind("switch", "0 for off or 1 for on", 0.0, True, 1.0, whole=True)
 KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE, GPUS, SWITCH)
 """Every kind a check setting can declare."""
 _KIND = "gpuaudit.kind"

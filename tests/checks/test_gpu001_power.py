@@ -132,3 +132,11 @@ def test_noise_floor_never_turns_missing_data_into_idle() -> None:
     assert f.evidence["hours_held"] == 4 and f.evidence["mean_activity"] == 0.0
     assert np.isnan(idle.floored(np.array([np.nan, 0.01, 0.2]), 0.05)[0])
     assert idle.floored(np.array([np.nan, 0.01, 0.2]), 0.05)[1:].tolist() == [0.0, 0.2]
+
+
+def test_the_switch_takes_zero_or_one() -> None:
+    from gpuaudit.checks.contract import SWITCH
+
+    assert SWITCH.problem(0.0) is None and SWITCH.problem(1.0) is None
+    assert SWITCH.problem(0.5) == "is 0 for off or 1 for on, got 0.5"
+    assert SWITCH.problem(2.0) is not None
