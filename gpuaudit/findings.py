@@ -53,6 +53,16 @@ _COLOUR = {
 }
 
 
+class Confidence(enum.Enum):
+    """How sure a finding is, where its check weighs a second signal (an idle finding's power
+    draw): `high` when the second signal agrees, `medium` when it is unavailable (the finding
+    rests on one signal), `low` when it disagrees."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
 @dataclass(frozen=True)
 class Resource:
     """The thing a finding is about."""
@@ -157,6 +167,9 @@ class Finding:
     counted: bool = True
     """Whether the impact counts toward the report's total (set by the coherence pass): of
     findings whose GPU-hours overlap, only the largest counts."""
+    confidence: Confidence | None = None
+    """How sure the finding is (see `Confidence`); None where the check weighs no second
+    signal."""
 
     def fingerprint(self) -> str:
         """A stable identity across runs: code, kind, namespace and the owning workload when
@@ -196,6 +209,7 @@ class Finding:
             "primary": self.primary,
             "related": list(self.related),
             "counted_in_total": self.counted,
+            "confidence": self.confidence.value if self.confidence else None,
             "targets": list(self.targets),
             "drains": [{"node": d.node, "gpu": d.gpu} for d in self.drains],
         }

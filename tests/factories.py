@@ -39,6 +39,10 @@ class Series:
     samples: list[int] | None = None
     """Samples per hour (default `SAMPLES_PER_HOUR` in every hour with data): a series that
     started or stopped within an hour has fewer there."""
+    power: float | None = None
+    """Power draw (W) in every hour with activity data (`DCGM_FI_DEV_POWER_USAGE`)."""
+    power_limit: float | None = None
+    """Power management limit (W), `DCGM_FI_DEV_POWER_MGMT_LIMIT`; None: not exported."""
 
 
 def gpu_labels(
@@ -133,6 +137,11 @@ def snapshot(
                 if s.fb_free is None:
                     continue
                 per_hour = [s.fb_free if v is not None else None for v in s.act]
+            elif q.metric in (queries.POWER, queries.POWER_LIMIT):
+                level = s.power if q.metric == queries.POWER else s.power_limit
+                if level is None:
+                    continue
+                per_hour = [level if v is not None else None for v in s.act]
             else:
                 continue
             counts = _counts(s, per_hour)

@@ -24,7 +24,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     assert "460 GPUs" in out
     assert "findings, worst first" in out
     assert "GPU001" in out
-    assert "canary-0" in out  # the name folds in the resource column at 80 columns
+    assert "llm-canary-" in out  # the name folds in the resource column at 80 columns
 
 
 def test_json_stdout_is_only_json() -> None:
@@ -47,6 +47,7 @@ def test_json_stdout_is_only_json() -> None:
         "primary",
         "related",
         "counted_in_total",
+        "confidence",
         "targets",
         "drains",
     }

@@ -70,6 +70,27 @@ def claimed_since(doc: dict, step: int) -> dict[str, tuple[float, str, str]]:  #
     return out
 
 
+def test_planted_confidences(report: dict) -> None:  # type: ignore[type-arg]
+    """Cases planted with a confidence (GPU001's power corroboration: an idle-looking pod at
+    high power, and its near-miss at idle power) are reported with it."""
+    truth = json.loads(DEMO_TRUTH.read_text())
+    graded = [
+        (code, p["namespace"], p["name"], p["confidence"])
+        for code, entries in truth["planted"].items()
+        for p in entries
+        if p.get("confidence")
+    ]
+    assert {c for *_, c in graded} >= {"low", "high"}
+    by_key = {
+        (f["code"], f["resource"]["namespace"], f["resource"]["name"]): f
+        for f in report["findings"]
+    }
+    for code, ns, name, confidence in graded:
+        f = by_key[(code, ns, name)]
+        assert f["confidence"] == confidence, (name, f["message"])
+        assert f["evidence"]["power_mean_w"] is not None
+
+
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)
@@ -143,3 +164,18 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     assert s["idle_gpu_hours"] == pytest.approx(idle, abs=0.01)
     assert s["wasted_cost"] == pytest.approx(cost, abs=0.01)
     assert s["gpus_allocated_now"] == pytest.approx(now, abs=0.01)
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_confidence_shows_with_the_findings_text(fmt: str) -> None:
+    """The terminal, Markdown and HTML reports show an idle finding's confidence and second
+    signals where they show its message."""
+    res = runner.invoke(
+        app, ["scan", "--demo", "--format", fmt, "--quiet", "--all"], env={"COLUMNS": "200"}
+    )
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert (
+        "Confidence low: its GPUs drew 158 W on average (45 % of their 350 W board power)" in text
+    )
+    assert "Confidence high: its GPUs drew" in text

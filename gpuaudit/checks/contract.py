@@ -10,7 +10,7 @@ A check is one module `gpuaudit/checks/gpuNNN_<name>.py` that defines:
   skips it, with the reason, when one is missing);
 - `Thresholds`, a `@dataclass(frozen=True)` whose fields are its settings: each a `float` whose
   default declares its kind (`idle_activity: float = fraction(0.05)`, or `hours`, `minutes`,
-  `days`, `count`; see `SettingKind`) and a docstring (`--set NAME=VALUE`, `[checks]` in
+  `days`, `count`, `switch`; see `SettingKind`) and a docstring (`--set NAME=VALUE`, `[checks]` in
   `gpuaudit.toml`; a name several checks declare is one setting, with one default and one
   kind). The kind says which values the setting takes, so `gpuaudit.config` validates every
   setting of every check the same way;
@@ -53,7 +53,7 @@ class SettingKind:
     range, a whole one where `whole`."""
 
     name: str
-    """`fraction`, `hours`, `minutes`, `days`, `count`, `rate` or `gpus`."""
+    """`fraction`, `hours`, `minutes`, `days`, `count`, `rate`, `gpus` or `switch`."""
     what: str
     """The values it takes, as a phrase: `a fraction between 0 and 1`."""
     low: float
@@ -88,7 +88,8 @@ DAYS = SettingKind("days", "a positive number of days", 0.0, False)
 COUNT = SettingKind("count", "a whole number of at least 1", 1.0, True, whole=True)
 RATE = SettingKind("rate", "a rate in GB/s of at least 0", 0.0, True)
 GPUS = SettingKind("gpus", "a number of GPUs of at least 0", 0.0, True)
-KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE, GPUS)
+SWITCH = SettingKind("switch", "0 for off or 1 for on", 0.0, True, 1.0, whole=True)
+KINDS = (FRACTION, HOURS, MINUTES, DAYS, COUNT, RATE, GPUS, SWITCH)
 """Every kind a check setting can declare."""
 _KIND = "gpuaudit.kind"
 """The key of a `Thresholds` field's metadata that holds its kind."""
@@ -132,6 +133,11 @@ def rate(default: float) -> float:
 def gpus(default: float) -> float:
     """A `Thresholds` field holding a number of GPUs (a MIG slice a fraction of one), at least 0."""
     return _declared(default, GPUS)
+
+
+def switch(default: float) -> float:
+    """A `Thresholds` field that turns a behaviour off (0) or on (1)."""
+    return _declared(default, SWITCH)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,12 @@ How it decides
     - some earlier bucket reached `checks.active_activity` (default 0.20): it did work before;
     - the tail is longer than every earlier idle run of the pod, so a recurring pattern (a
       nightly batch idle 21 hours a day, which GPU003 reports) is not mistaken for an end.
+    With `checks.activity_noise_floor` above 0 (default 0, off), a bucket whose activity was
+    measured under it counts as 0; a bucket without a value is never idle (it ends the tail).
+    Second signals (see `gpuaudit.checks.idle`): the message and evidence state the pod's
+    GPUs' mean power draw (W, and as a share of the power limit or board power) and the
+    framebuffer in use. The power mean covers the whole holding, its active hours included,
+    so it cannot speak for the tail: the confidence is medium.
     Impact: the GPU-hours held in the idle tail (its GPUs' samples x the scrape interval),
     priced per GPU model; the hours shown are the hours held in the tail. Severity: high from
     100 GPU-hours, medium from 24, low below.
@@ -33,10 +39,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import numpy as np
+import numpy.typing as npt
 
+from gpuaudit.checks import idle
 from gpuaudit.checks.base import WASTE, held_text, shared_note, short_model
 from gpuaudit.checks.contract import fraction, hours
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.views import PodHours
@@ -54,6 +62,9 @@ class Thresholds:
     """Idle hours at the end of a holding that make an idle tail."""
     active_activity: float = fraction(0.20)
     """Mean engine activity (ratio) from which an hour counts as active."""
+    activity_noise_floor: float = fraction(0.0)
+    """Hourly mean engine activity (ratio) under which a measured bucket counts as 0 activity
+    (background noise); 0 turns it off. Buckets without data never count as idle."""
 
 
 _TRAINING = {"Job", "PyTorchJob", "MPIJob", "JobSet", "TFJob", "TrainJob", "RayJob"}
@@ -82,7 +93,7 @@ def recommendation(kind: str, name: str, ns: str, pod: str) -> str:
 
 
 def _candidates(
-    ph: PodHours, end: float, idle: float, min_tail: float
+    ph: PodHours, act: npt.NDArray[np.float64], end: float, idle: float, min_tail: float
 ) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that can qualify (still holding at the
     end, an idle tail at least `min_tail` buckets long after an active bucket), found without a
@@ -93,7 +104,7 @@ def _candidates(
     pos = np.arange(len(ph.pod))
     last_pos = ends - 1
     # NaN activity counts as idle here, as it did in the grouped filter; `run` decides exactly.
-    busy_pos = np.maximum.reduceat(np.where(ph.act >= idle, pos, -1), starts)
+    busy_pos = np.maximum.reduceat(np.where(act >= idle, pos, -1), starts)
     tail = last_pos - busy_pos
     ok = (busy_pos >= 0) & (tail >= min_tail) & (np.abs(ph.ts[last_pos] - end) <= 1e-6)
     keep = np.flatnonzero(ok)
@@ -113,17 +124,21 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     ph = views.pod_hours
     if len(ph.pod) == 0:
         return []
-    candidates = _candidates(ph, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h)
+    act = idle.floored(ph.act, cfg.activity_noise_floor)
+    candidates = _candidates(
+        ph, act, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h
+    )
     if not candidates:
         return []
     pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
+    signals = idle.pod_signals(views, whole_holding=False)
     out: list[Finding] = []
     last_ts = inv.window_end
     for number, start, stop in candidates:
         ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
         if abs(float(ph.ts[stop - 1]) - last_ts) > 1e-6:
             continue  # no longer holding at the end of the window
-        acts = ph.act[start:stop].tolist()
+        acts = act[start:stop].tolist()
         tail = 0
         for a in reversed(acts):
             if a < cfg.idle_activity:
@@ -157,6 +172,9 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             f"the last {tail_h:.0f} h after working earlier (busiest hour {peak * 100:.0f} % "
             f"engine activity); it still holds them.{shared_note(replicas)}"
         )
+        sig = signals.get((ns, pod))
+        if sig is not None:
+            message += " " + sig.sentence(short_model(model), None)
         out.append(
             Finding(
                 code=CODE,
@@ -179,7 +197,14 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "threshold_idle_activity": cfg.idle_activity,
                     "threshold_tail_hours": cfg.idle_tail_hours,
                     "threshold_active_activity": cfg.active_activity,
+                    **(
+                        {"activity_noise_floor": cfg.activity_noise_floor}
+                        if cfg.activity_noise_floor > 0
+                        else {}
+                    ),
+                    **(sig.evidence(None) if sig is not None else {}),
                 },
+                confidence=Confidence.MEDIUM,
             )
         )
     return out

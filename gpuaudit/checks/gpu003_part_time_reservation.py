@@ -16,6 +16,12 @@ How it decides
       0.20) on at least `checks.part_time_recurrence` (default 80 %) of the days held;
     - the active hours number between 1 and `checks.part_time_max_hours` (default 8);
     - outside them the mean activity is below `checks.idle_activity` (default 0.05).
+    With `checks.activity_noise_floor` above 0 (default 0, off), an hour whose activity was
+    measured under it counts as 0 (hours without a value stay out of every figure).
+    Second signals (see `gpuaudit.checks.idle`): the message and evidence state the pod's
+    GPUs' mean power draw (W, and as a share of the power limit or board power) and the
+    framebuffer in use. The power mean covers the whole holding, the active window included,
+    so it cannot speak for the idle hours: the confidence is medium.
     Days held are the hours its GPUs' samples cover (samples x the scrape interval), not the
     buckets they fall in. Impact: the GPU-hours held outside the daily window, priced per GPU
     model. Severity: medium from 24 GPU-hours, low below.
@@ -31,10 +37,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import numpy as np
+import numpy.typing as npt
 
+from gpuaudit.checks import idle
 from gpuaudit.checks.base import MODEST_WASTE, held_text, shared_note, short_model
 from gpuaudit.checks.contract import days, fraction, hours
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import sorted_sums
@@ -57,6 +65,9 @@ class Thresholds:
     """Longest daily active window (hours) that still counts as part-time."""
     part_time_recurrence: float = fraction(0.8)
     """Share of days on which the active window must recur."""
+    activity_noise_floor: float = fraction(0.0)
+    """Hourly mean engine activity (ratio) under which a measured bucket counts as 0 activity
+    (background noise); 0 turns it off. Buckets without data never count as idle."""
 
 
 def _ranges(hours: list[int]) -> list[tuple[int, int]]:
@@ -78,7 +89,9 @@ def _fmt(r: tuple[int, int]) -> str:
     return f"{r[0] % 24:02d}:00-{r[1] % 24:02d}:00"
 
 
-def _candidates(ph: PodHours, cfg: Thresholds) -> list[tuple[int, int, int]]:
+def _candidates(
+    ph: PodHours, all_act: npt.NDArray[np.float64], cfg: Thresholds
+) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that pass the rule, found with array
     arithmetic rather than a Python loop per pod; `run` then describes each of them."""
     starts, ends = ph.spans()
@@ -93,7 +106,7 @@ def _candidates(ph: PodHours, cfg: Thresholds) -> list[tuple[int, int, int]]:
     local = np.repeat(np.arange(len(long)), size[long])
     hod_of_bucket = ((ph.bucket_ts - 3600) // 3600 % 24).astype(np.int64)
     hod = hod_of_bucket[ph.bucket[entries]]
-    act = ph.act[entries]
+    act = all_act[entries]
     cell = local * 24 + hod
     cells = len(long) * 24
     seen = np.bincount(cell, minlength=cells)
@@ -135,10 +148,12 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     ph = views.pod_hours
     if len(ph.pod) == 0:
         return []
-    candidates = _candidates(ph, cfg)
+    all_act = idle.floored(ph.act, cfg.activity_noise_floor)
+    candidates = _candidates(ph, all_act, cfg)
     if not candidates:
         return []
     pods = views.per_pod.set_index([C.NAMESPACE, C.POD])
+    signals = idle.pod_signals(views, whole_holding=False)
     # A bucket ending at t covers (t - 1 h, t]: its hour of day is that of t - 1 h.
     hour_of = [datetime.fromtimestamp(float(t) - 3600, timezone.utc).hour for t in ph.bucket_ts]
     out: list[Finding] = []
@@ -149,7 +164,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         if held_h < cfg.part_time_min_days * 24:
             continue
         hod = [hour_of[b] for b in ph.bucket[start:stop].tolist()]
-        acts = ph.act[start:stop].tolist()
+        acts = all_act[start:stop].tolist()
         days_seen: dict[int, int] = {}
         days_active: dict[int, int] = {}
         for h, a in zip(hod, acts, strict=True):
@@ -164,7 +179,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         if not 1 <= len(window) <= cfg.part_time_max_hours:
             continue
         at = [i for i, h in enumerate(hod) if h not in window]
-        outside = [acts[i] for i in at]
+        outside = [acts[i] for i in at if acts[i] == acts[i]]  # hours without a value: out
         if not outside:
             continue
         outside_mean = sum(outside) / len(outside)
@@ -185,6 +200,9 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             f"({outside_mean * 100:.1f} % activity) the other {24 - len(window)} hours a day."
             f"{shared_note(replicas)}"
         )
+        sig = signals.get((ns, pod))
+        if sig is not None:
+            message += " " + sig.sentence(short_model(model), None)
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         target = f"{kind} {ns}/{owner}" if kind and owner else f"pod {ns}/{pod}"
         rec = (
@@ -209,7 +227,14 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "threshold_active_activity": cfg.active_activity,
                     "threshold_recurrence": cfg.part_time_recurrence,
                     "threshold_max_hours": cfg.part_time_max_hours,
+                    **(
+                        {"activity_noise_floor": cfg.activity_noise_floor}
+                        if cfg.activity_noise_floor > 0
+                        else {}
+                    ),
+                    **(sig.evidence(None) if sig is not None else {}),
                 },
+                confidence=Confidence.MEDIUM,
             )
         )
     return out

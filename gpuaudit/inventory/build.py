@@ -86,6 +86,8 @@ class _Series:
     fb_used: Metric
     fb_free: Metric
     power: Metric
+    power_limit: Stat
+    """The highest power management limit per key, where it is exported."""
     health: Mapping[str, Stat | None]
     """Holding column -> its window maxima, None where the query is not in the catalogue."""
     xid_max: Mapping[int, float]
@@ -140,6 +142,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
             for col, qid in HEALTH_QUERIES.items()
         }
         p2p = p2p_rows(p)
+        power_limit = reduce_stat(*p.window("power_limit_max"), n, "max")
     else:
         # Window statistics cover the recorded window: only what the buckets give is kept.
         act, util = from_hourly(act_h, n), from_hourly(util_h, n)
@@ -148,6 +151,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         xid_max, xid_codes, xid_msgs = {}, {}, {}
         events = None
         p2p = []
+        power_limit = _missing_metric(n).mx
     in_act_h = np.zeros(n, dtype=bool)
     in_act_h[act_h[0]] = True
     in_util_h = np.zeros(n, dtype=bool)
@@ -167,6 +171,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         fb_used=fb_used,
         fb_free=fb_free,
         power=power,
+        power_limit=power_limit,
         health=health,
         xid_max=xid_max,
         xid_codes=xid_codes,
@@ -590,6 +595,7 @@ def _holdings(
         C.FB_FREE_MEAN: by_hid(free_mean),
         C.MEM_TOTAL_MIB: by_hid(used_mean + free_mean),
         C.POWER_MEAN: by_hid(s.power.mean.get(n)),
+        C.POWER_LIMIT: by_hid(s.power_limit.get(n)),
         C.XID_MAX: by_hid(np.array([s.xid_max.get(k, np.nan) for k in range(n)], dtype=np.float64)),
         C.XID_CODES: cols[C.XID_CODES],
         C.XID_MSG: cols[C.XID_MSG],

@@ -53,6 +53,11 @@ FB_USED_MAX = "fb_used_max"
 FB_USED_P95 = "fb_used_p95"
 FB_FREE_MEAN = "fb_free_mean"
 POWER_MEAN = "power_mean"
+"""Mean power draw (W) over the holding's samples of `DCGM_FI_DEV_POWER_USAGE` (the whole GPU's
+draw, also on a MIG instance)."""
+POWER_LIMIT = "power_limit"
+"""The highest power management limit (W) in the window (`DCGM_FI_DEV_POWER_MGMT_LIMIT`); NaN
+where it is not exported."""
 # GPU health over the window (largest value seen; 0 = none)
 XID_MAX = "xid_max"
 XID_CODES = "xid_codes"

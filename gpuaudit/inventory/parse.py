@@ -246,12 +246,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     queries.FB_USED: (0.0, 2.0**30),
     queries.FB_FREE: (0.0, 2.0**30),
     queries.POWER: (0.0, 1e6),
+    queries.POWER_LIMIT: (0.0, 1e6),
     queries.XID: (0.0, 2.0**31),
     queries.P2P_STATUS: (0.0, 2.0**31),
 }
 """What each metric can read (REFERENCE.md §1): the profiling activities are ratios from 0 to 1,
-`DCGM_FI_DEV_GPU_UTIL` a percentage, the framebuffer MiB (at most 1 PiB), the power W (at most
-1 MW); XID codes and P2P statuses are small whole numbers; error counters are not negative."""
+`DCGM_FI_DEV_GPU_UTIL` a percentage, the framebuffer MiB (at most 1 PiB), the power and its
+limit W (at most 1 MW); XID codes and P2P statuses are small whole numbers; error counters are
+not negative."""
 _COUNTER = (0.0, 2.0**53)
 _TOLERANCE = 1e-6
 """Relative slack for rounding (a mean of ones that comes out 1.0000000000000002): values this

@@ -8,6 +8,7 @@ callers draw is part of the output: the same calls in the same order give the sa
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -203,6 +204,15 @@ class Builder:
             spans = self.used[h.slot.key]
             spans[spans.index((h.h0, h.h1))] = (h.h0 + hours, h.h1)
 
+    def draw_power(self, pod: PodSpec, share: float) -> None:
+        """The pod's GPUs draw a flat `share` of their board power (`nodes.TDP`), whatever
+        their activity (work the activity reading misses), without a random draw."""
+        for i, h in enumerate(self.holdings):
+            if h.pod is pod:
+                level = nodes.TDP[h.slot.node.model] * share * h.slot.fraction
+                power = _round(np.full(h.h1 - h.h0, level), 3)
+                self.holdings[i] = dataclasses.replace(h, power=power)
+
     def hold_free(self, slot: SlotSpec, h0: int, h1: int) -> None:
         """What `hold(slot, None, h0, h1, np.zeros(h1 - h0), 0.0)` holds, without its random
         draws (they change nothing: the framebuffer is 0 whatever they are, and nothing draws
@@ -288,14 +298,24 @@ class Builder:
         )
 
     # ---- truth -----------------------------------------------------------------------
-    def plant(self, code: str, pod: PodSpec, near_miss: str = "") -> None:
-        """Record that the check `code` must report the pod (or, with a reason in
-        `near_miss`, must stay quiet about it)."""
-        self.plant_name(code, "Pod", pod.namespace, pod.name, near_miss)
+    def plant(self, code: str, pod: PodSpec, near_miss: str = "", confidence: str = "") -> None:
+        """Record that the check `code` must report the pod (with that `confidence`, when
+        given), or, with a reason in `near_miss`, must stay quiet about it."""
+        self.plant_name(code, "Pod", pod.namespace, pod.name, near_miss, confidence)
 
-    def plant_name(self, code: str, kind: str, ns: str, name: str, near_miss: str = "") -> None:
+    def plant_name(
+        self,
+        code: str,
+        kind: str,
+        ns: str,
+        name: str,
+        near_miss: str = "",
+        confidence: str = "",
+    ) -> None:
         """`plant` for any kind of object."""
         entry = {"kind": kind, "namespace": ns, "name": name}
+        if confidence:
+            entry["confidence"] = confidence
         if near_miss:
             entry["why"] = near_miss
             self.truth["near_misses"].setdefault(code, []).append(entry)

@@ -1,7 +1,7 @@
 """The planted cases of the base scenario, one declaration each: GPU001, GPU002, GPU003,
 GPU020, GPU021 and GPU040 (and their near-misses), planted before the background fills the
-cluster; GPU080, planted after it; and the pods pending for GPUs (GPU050, GPU051), planted
-after every other case.
+cluster; GPU080, planted after it; GPU001's power corroboration (`POWER_CASES`) on a node of its
+own; and the pods pending for GPUs (GPU050, GPU051), planted after every other case.
 
 A `Plant` names the workload it places, the node it goes on, its hours and activity, and what
 the audit must say about it (`finds` a code, or a `near_miss` of one that must stay quiet).
@@ -60,11 +60,13 @@ class Truth:
     code: str
     near_miss: str = ""
     min_hours: int = 0
+    confidence: str = ""
+    """The confidence the finding must have (`high`, `medium`, `low`); empty: any."""
 
 
-def finds(code: str, min_hours: int = 0) -> Truth:
-    """The check `code` must report the case."""
-    return Truth(code, min_hours=min_hours)
+def finds(code: str, min_hours: int = 0, confidence: str = "") -> Truth:
+    """The check `code` must report the case (with that `confidence`, when given)."""
+    return Truth(code, min_hours=min_hours, confidence=confidence)
 
 
 def near_miss(code: str, why: str) -> Truth:
@@ -177,6 +179,9 @@ class Plant:
     truth: tuple[Truth, ...]
     hours: Hours = Hours()
     min_hours: int = 0
+    power: float | None = None
+    """A flat power draw as a share of the GPUs' board power, whatever the activity (work the
+    activity reading misses); None: the draw follows the activity."""
 
 
 # ---- the cases ---------------------------------------------------------------------------
@@ -381,9 +386,11 @@ def plant(b: Builder, by_kind: Mapping[str, list[NodeSpec]], case: Plant, copy: 
     p = case.workload.place(b, node, name, case.activity, case.hours.first(b.H))
     if p is None:
         return
+    if case.power is not None:
+        b.draw_power(p, case.power)
     for t in case.truth:
         if b.H >= t.min_hours:
-            b.plant(t.code, p, t.near_miss)
+            b.plant(t.code, p, t.near_miss, t.confidence)
 
 
 def plant_monitoring_gaps(b: Builder) -> None:
@@ -440,6 +447,38 @@ def plant_dra(b: Builder) -> None:
     node.dra = True
     for case in DRA:
         plant(b, {"l40s-dra": [node]}, case, 0)
+
+
+# ---- GPU001's power corroboration, planted after the other cases --------------------------
+POWER_CASES = (
+    Plant(
+        name="rerank-warm-{i}",
+        on=On("l40s"),
+        workload=Inference(gpus=2, namespace="search"),
+        activity=pattern("idle"),
+        power=0.45,
+        truth=(finds("GPU001", confidence="low"),),
+    ),
+    Plant(
+        name="rerank-cold-{i}",
+        on=On("l40s"),
+        workload=Inference(gpus=2, namespace="search"),
+        activity=pattern("idle"),
+        truth=(finds("GPU001", confidence="high"),),
+    ),
+)
+"""An idle-looking server drawing 45 % of its GPUs' board power (GPU001 with low confidence),
+and its near-miss, an idle server at idle power (GPU001 with high confidence)."""
+
+
+def plant_power(b: Builder) -> None:
+    """`POWER_CASES`, once, on one more L40S node that they fill (so that no pending pod's
+    room changes), after every other case but the pending pods: the cases before stay exactly
+    as they were. An L40S exports no power limit here (`nodes.LIMIT_EXPORTED`): its figures
+    come from `gpuaudit.power`."""
+    node = b.add_node("l40s", len(b.of_kind("l40s")))
+    for case in POWER_CASES:
+        plant(b, {"l40s": [node]}, case, 0)
 
 
 # ---- pods pending for GPUs, planted last -------------------------------------------------

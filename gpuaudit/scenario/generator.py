@@ -75,6 +75,7 @@ def _build(b: Builder) -> None:
     queues.plant_queues(b)
     cases.plant_dra(b)
     attribution.plant_attribution(b)
+    cases.plant_power(b)
     cases.plant_pending(b)
     hardware.plant_spread(b)
     b.free_rest()

@@ -19,6 +19,9 @@ MEM = {H100: 81559, A100: 81920, L40S: 46068, GB200: 189471}
 """Framebuffer size in MiB, by model."""
 TDP = {H100: 700.0, A100: 400.0, L40S: 350.0, GB200: 1200.0}
 """Board power limit in watts, by model."""
+LIMIT_EXPORTED = frozenset({H100})
+"""Models whose exporters export `DCGM_FI_DEV_POWER_MGMT_LIMIT` (at `TDP`): it is not a default
+counter, so scans of a scenario see both a GPU's own limit and the model-table fallback."""
 MIG_LAYOUT = (
     ("3g.40gb", "2", 40192),
     ("2g.20gb", "3", 19968),

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpuaudit import xid
+from gpuaudit.scenario import nodes
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.model import Holding, SlotSpec
 from gpuaudit.sources.prometheus import catalogue as queries
@@ -46,6 +47,7 @@ METRICS = (
     queries.NVLINK_TX,
     queries.NVLINK_RX,
     queries.REMAP_PENDING,
+    queries.POWER_LIMIT,
 )
 INT_METRICS = {
     queries.UTIL,
@@ -493,6 +495,10 @@ class Table:
             keep = np.array([carries_link(s, m) for s in self.slots], dtype=bool)
             if not keep.any():
                 return None
+        if m == queries.POWER_LIMIT:
+            keep = np.array([s.node.model in nodes.LIMIT_EXPORTED for s in self.slots], dtype=bool)
+            if not keep.any():
+                return None
         if self.n == 0:
             return None
         idx, off, mask = self._subset(keep)
@@ -517,6 +523,8 @@ class Table:
         elif m in LINK_OF:
             hi = round6(self._fill(lambda h: link_bps(h, m), keep))
             lo = hi
+        elif m == queries.POWER_LIMIT:
+            hi = lo = self._fill(lambda h: np.full(h.h1 - h.h0, nodes.TDP[h.slot.node.model]), keep)
         else:  # GPU health, constant within each hour
             vals = np.zeros(len(hours))
             for i, slot in enumerate(self.slots):

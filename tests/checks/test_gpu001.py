@@ -23,7 +23,9 @@ def test_fires_on_idle_pod_with_impact_and_message() -> None:
     assert f.impact.cost == pytest.approx(20 * 6.88)
     assert f.severity is Severity.LOW
     assert f.message == (
-        "Pod ml/idle-0 held 2 GPUs (H100 80GB HBM3) for 10 h at 1.5 % average engine activity."
+        "Pod ml/idle-0 held 2 GPUs (H100 80GB HBM3) for 10 h at 1.5 % average engine activity. "
+        "Confidence medium: no power draw was measured on its GPUs (framebuffer use not "
+        "measured)."
     )
     assert f.evidence["mean_activity"] == pytest.approx(0.015)
 

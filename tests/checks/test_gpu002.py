@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu002_idle_tail as gpu002
-from gpuaudit.findings import Finding, Severity
+from gpuaudit.findings import Confidence, Finding, Severity
 from tests.factories import START, STEP, Series, gpu_labels, inventory, iso, make_pod, run_check
 
 
@@ -25,8 +25,10 @@ def test_a_finished_job_that_keeps_its_gpu_is_reported() -> None:
     assert f.impact.cost == pytest.approx(8 * 6.88)
     assert f.message == (
         "Pod ml/ft-0 has held 1 GPU (H100 80GB HBM3) idle for the last 8 h after working "
-        "earlier (busiest hour 80 % engine activity); it still holds them."
+        "earlier (busiest hour 80 % engine activity); it still holds them. Confidence medium: "
+        "no power draw was measured on its GPUs (framebuffer use not measured)."
     )
+    assert f.confidence is Confidence.MEDIUM
     assert f.recommendation.startswith("Stop Job ml/ft now;")
     assert f.evidence["idle_tail_hours"] == 8 and f.evidence["owner"] == "Job/ft"
     # The tail starts with the 11th hour of the window: the capacity plan releases from there.
@@ -65,3 +67,27 @@ def test_thresholds_are_settings() -> None:
     (f,) = run_check(gpu002, inv, idle_tail_hours=4)
     assert f.impact.gpu_hours == pytest.approx(5)
     assert run_check(gpu002, inv, idle_tail_hours=4, active_activity=0.9) == []
+
+
+def test_power_is_stated_but_cannot_speak_for_the_tail() -> None:
+    s = _pod([0.8] * 10 + [0.01] * 8)
+    s.power, s.fb_used, s.fb_free = 400.0, 1000.0, 80559.0
+    (f,) = _run([s], 18)
+    assert f.confidence is Confidence.MEDIUM
+    assert f.evidence["power_mean_w"] == 400.0
+    assert f.evidence["power_share_of_max"] == pytest.approx(400 / 700, abs=1e-4)
+    assert "active hours included" in f.evidence["power_corroboration"]
+    assert "its GPUs drew 400 W on average (57 % of their 700 W board power)" in f.message
+
+
+def test_noise_floor_and_missing_hours() -> None:
+    # A tail at 6 % is not idle; under a 10 % floor it counts as 0 and is.
+    s = _pod([0.8] * 10 + [0.06] * 8)
+    assert _run([s], 18) == []
+    (f,) = run_check(gpu002, inventory([s], 18), activity_noise_floor=0.1)
+    assert f.evidence["tail_mean_activity"] == 0.0
+    # An hour without data is never counted as idle, whatever the floor: 7 of the last 8.
+    gap = _pod([0.8] * 10 + [0.06] * 4 + [None] + [0.06] * 3)
+    (f,) = run_check(gpu002, inventory([gap], 18), activity_noise_floor=0.1)
+    assert f.evidence["idle_tail_hours"] == 7
+    assert f.impact.gpu_hours == pytest.approx(7)

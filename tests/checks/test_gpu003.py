@@ -27,7 +27,9 @@ def test_a_nightly_job_held_all_day_is_reported() -> None:
     assert f.impact.cost == pytest.approx(84 * 6.88)
     assert f.message == (
         "Pod batch/nightly-0 held 1 GPU (H100 80GB HBM3) around the clock for 4.0 days but "
-        "worked only 01:00-04:00 UTC; it was idle (1.0 % activity) the other 21 hours a day."
+        "worked only 01:00-04:00 UTC; it was idle (1.0 % activity) the other 21 hours a day. "
+        "Confidence medium: no power draw was measured on its GPUs (framebuffer use not "
+        "measured)."
     )
     assert f.recommendation.startswith(
         "Replace StatefulSet batch/nightly with a CronJob scheduled `0 1 * * *`"
@@ -63,3 +65,14 @@ def test_thresholds_are_settings() -> None:
     assert run_check(gpu003, inv) == []
     (f,) = run_check(gpu003, inv, part_time_min_days=2)
     assert f.impact.gpu_hours == pytest.approx(42) and f.severity is Severity.MEDIUM
+
+
+def test_noise_floor_counts_background_hours_as_zero() -> None:
+    # Outside the window at 6 %: not idle; under a 10 % floor those hours count as 0.
+    act = _day({1, 2, 3}, 4, off=0.06)
+    assert _run(act) == []
+    s = Series(gpu_labels(pod="nightly-0", namespace="batch"), act=act, power=90.0)
+    (f,) = run_check(gpu003, inventory([s], len(act)), activity_noise_floor=0.1)
+    assert f.evidence["outside_mean_activity"] == 0.0
+    assert f.confidence is not None and f.confidence.value == "medium"
+    assert f.evidence["power_mean_w"] == 90.0

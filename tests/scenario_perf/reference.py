@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from gpuaudit.scenario import nodes
 from gpuaudit.scenario.emit import (
     _envelope,
     _esc,
@@ -75,6 +76,11 @@ def series(sc: Scenario, style: str) -> list[_Series]:
         hi[queries.POWER] = cat(lambda h: h.power)
         lo[queries.POWER] = hi[queries.POWER]
         slot = hs[0].slot
+        if slot.node.model in nodes.LIMIT_EXPORTED:
+            tdp = nodes.TDP[slot.node.model]
+            hi[queries.POWER_LIMIT] = lo[queries.POWER_LIMIT] = cat(
+                lambda h, tdp=tdp: np.full(h.h1 - h.h0, tdp)
+            )
         for m in HEALTH:
             hi[m] = lo[m] = slot.health_at(m, hours)
         for m in LINK_OF:

@@ -37,6 +37,10 @@ FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+POWER_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+"""The GPU's power management limit (W): not in dcgm-exporter's default counters; where it is
+exported, the maximum power an idle finding's draw is measured against (else the model's board
+power from `gpuaudit.power`)."""
 XID = "DCGM_FI_DEV_XID_ERRORS"
 REMAP_UNCORR = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
@@ -60,6 +64,7 @@ DCGM_METRICS = (
     FB_USED,
     FB_FREE,
     POWER,
+    POWER_LIMIT,
     XID,
     REMAP_UNCORR,
     REMAP_FAILURE,
@@ -327,6 +332,8 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(FB_USED, "fb_used", ("sum", "count", "max", "p95")),
     *_window(FB_FREE, "fb_free", ("sum", "count")),
     *_window(POWER, "power", ("sum", "count")),
+    # The highest power management limit in force in the window, where it is exported.
+    QuerySpec("power_limit_max", "window", POWER_LIMIT, "max"),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
     # Samples per bucket of the activity series: held time is samples x the scrape interval.
