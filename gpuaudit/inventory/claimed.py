@@ -54,6 +54,8 @@ class Series(Protocol):
     @property
     def mig_blind(self) -> Arr: ...
     @property
+    def power_limit(self) -> Stat: ...
+    @property
     def health(self) -> Mapping[str, Stat | None]: ...
     @property
     def traffic(self) -> Mapping[str, Stat]: ...
@@ -179,4 +181,9 @@ def _split(s: Series, splits: list[tuple[int, float]], grow: Callable[..., Any])
         has_prof=np.concatenate([s.has_prof[:n0], s.has_prof[src]]),
         has_util=np.concatenate([s.has_util[:n0], s.has_util[src]]),
         mig_blind=np.concatenate([s.mig_blind[:n0], s.mig_blind[src]]),
+        # The device's power limit holds for both parts of a split.
+        power_limit=Stat(
+            np.concatenate([s.power_limit.values[:n0], s.power_limit.values[src]]),
+            np.concatenate([s.power_limit.present[:n0], s.power_limit.present[src]]),
+        ),
     )
