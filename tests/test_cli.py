@@ -21,7 +21,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "460 GPUs" in out
+    assert "468 GPUs" in out
     assert "findings, worst first" in out
     assert "GPU001" in out
     assert "llm-canary-" in out  # the name folds in the resource column at 80 columns

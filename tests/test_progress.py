@@ -116,7 +116,7 @@ def test_no_progress_when_quiet_or_not_a_terminal() -> None:
     assert term == "" and out.startswith("{")
     res = runner.invoke(app, ["scan", "--demo", "-f", "json"])
     assert res.exit_code == 0
-    assert res.stderr.startswith("gpuaudit: 62 findings") and "loading" not in res.stderr
+    assert res.stderr.startswith("gpuaudit: 69 findings") and "loading" not in res.stderr
 
 
 class _Recording(BaseHTTPRequestHandler):

@@ -99,8 +99,8 @@ def test_every_line_fits_and_none_ends_in_a_space(captures: dict[int, str], widt
     assert max(len(line) for line in lines) <= width
     assert [line for line in lines if line != line.rstrip()] == []
     # The stderr summary comes last, wrapped at the terminal's width.
-    summary = next(i for i, line in enumerate(lines) if line.startswith("gpuaudit: 62 findings"))
-    assert lines[summary].startswith("gpuaudit: 62 findings, 3,244 idle GPU-hours")
+    summary = next(i for i, line in enumerate(lines) if line.startswith("gpuaudit: 69 findings"))
+    assert lines[summary].startswith("gpuaudit: 69 findings, 4,084 idle GPU-hours")
     assert lines[-1].endswith("15 checks ran, 0 skipped")
 
 
@@ -122,12 +122,14 @@ def _table_rows(text: str) -> list[list[str]]:
 
 def test_at_80_columns_a_finding_takes_one_to_three_lines(captures: dict[int, str]) -> None:
     rows = _table_rows(captures[80])
-    assert len(rows) == 39
+    assert len(rows) == 45
     assert all(1 <= len(r) <= 3 for r in rows)
     assert sum(len(r) == 1 for r in rows) >= 10
-    assert len(captures[80].splitlines()) < 200  # with the capacity plan and its assumptions
+    assert (
+        len(captures[80].splitlines()) < 230
+    )  # with the ledger, the capacity plan and its assumptions
     wide = _table_rows(captures[200])
-    assert len(wide) == 39 and sum(len(r) for r in wide) == 43  # only the folds take two
+    assert len(wide) == 45 and sum(len(r) for r in wide) == 43  # only the folds take two
 
 
 def test_uuids_are_short_in_the_table_and_whole_in_json(captures: dict[int, str]) -> None:
@@ -159,7 +161,7 @@ def test_alike_findings_fold_into_one_row_with_count_and_sum(demo: AuditResult) 
     row = next(line for line in text.splitlines() if " GPU003 " in line)
     assert "batch/*" in row and f"{batch.gpu_hours:,.1f}" in row and "Part-time reservation" in row
     assert "13 Pods" in text
-    assert "62 findings in 39 rows" in text and "alike ones folded into one row (--all" in text
+    assert "69 findings in 45 rows" in text and "alike ones folded into one row (--all" in text
     # The fold's other members are named below the table.
     alone = " ".join(table_text(dataclasses.replace(demo, findings=batch.findings)).split())
     assert (
@@ -171,11 +173,11 @@ def test_alike_findings_fold_into_one_row_with_count_and_sum(demo: AuditResult) 
 def test_all_lists_every_finding_in_full(demo: AuditResult) -> None:
     text = table_text(demo, width=120, every=True)
     # One row per resource: the 3 findings on a resource another one names are under it.
-    assert len(_table_rows(text)) == len(demo.primaries) == 59
+    assert len(_table_rows(text)) == len(demo.primaries) == 65
     assert "Every finding in full" in text
-    assert text.count("\n#") == 59
+    assert text.count("\n#") == 65
     res = runner.invoke(app, ["scan", "--demo", "--all"], env={"COLUMNS": "120"})
-    assert res.exit_code == 0 and len(_table_rows(res.stdout)) == 59
+    assert res.exit_code == 0 and len(_table_rows(res.stdout)) == 65
 
 
 def test_folding_keeps_the_order_and_critical_findings_apart(demo: AuditResult) -> None:
@@ -206,12 +208,12 @@ def test_the_header_states_waived_skipped_and_incomplete(demo: AuditResult) -> N
     )
     text = table_text(partial, width=100)
     head = "\n".join(text.splitlines()[:10])
-    assert "49 findings in 38 rows, 13 waived, 1 of 16 checks skipped, data INCOMPLETE" in head
+    assert "56 findings in 44 rows, 13 waived, 1 of 16 checks skipped, data INCOMPLETE" in head
     assert "INCOMPLETE: Kubernetes pods: forbidden" in head
     assert "Waived (13 findings):" in text and "GPU003 namespace=batch: 13 findings" in text
     assert "Skipped checks (their data is missing):\n  GPU030: no topology files" in text
     res = runner.invoke(app, ["scan", "--demo"], env={"COLUMNS": "100"})
-    assert "62 findings in 39 rows, 0 waived, 0 of 15 checks skipped, data complete" in res.stdout
+    assert "69 findings in 45 rows, 0 waived, 0 of 15 checks skipped, data complete" in res.stdout
 
 
 def test_the_stderr_summary_mentions_waived_and_skipped(tmp_path: Path) -> None:
@@ -220,7 +222,7 @@ def test_the_stderr_summary_mentions_waived_and_skipped(tmp_path: Path) -> None:
         '[[waivers]]\ncode = "GPU003"\nnamespace = "batch"\nreason = "pool"\nexpires = 2099-01-01\n'
     )
     res = runner.invoke(app, ["scan", "--demo", "-f", "json", "--config", str(cfg)])
-    assert res.stderr.startswith("gpuaudit: 49 findings (13 waived), 3,244 idle GPU-hours")
+    assert res.stderr.startswith("gpuaudit: 56 findings (13 waived), 4,084 idle GPU-hours")
 
 
 def test_the_readme_shows_the_80_column_capture(

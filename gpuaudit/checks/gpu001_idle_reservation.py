@@ -21,7 +21,7 @@ How it decides
       0, off), the hourly buckets whose mean activity of the pod's GPUs was measured under it
       count as 0: their part of the mean is taken out. Buckets without a value stay out of
       the mean; a pod without activity data is never judged.
-    Second signals (see `gpuaudit.checks.idle`): the message and evidence state the pod's
+    Second signals: the message and evidence state the pod's
     GPUs' mean power draw in W and as a share of their maximum (the power management limit
     `DCGM_FI_DEV_POWER_MGMT_LIMIT` where exported, else the model's board power), and the
     framebuffer in use. Confidence is high when the draw lies at most

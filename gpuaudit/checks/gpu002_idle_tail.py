@@ -19,7 +19,7 @@ How it decides
       nightly batch idle 21 hours a day, which GPU003 reports) is not mistaken for an end.
     With `checks.activity_noise_floor` above 0 (default 0, off), a bucket whose activity was
     measured under it counts as 0; a bucket without a value is never idle (it ends the tail).
-    Second signals (see `gpuaudit.checks.idle`): the message and evidence state the pod's
+    Second signals: the message and evidence state the pod's
     GPUs' mean power draw (W, and as a share of the power limit or board power) and the
     framebuffer in use. The power mean covers the whole holding, its active hours included,
     so it cannot speak for the tail: the confidence is medium.

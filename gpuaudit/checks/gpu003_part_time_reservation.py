@@ -18,7 +18,7 @@ How it decides
     - outside them the mean activity is below `checks.idle_activity` (default 0.05).
     With `checks.activity_noise_floor` above 0 (default 0, off), an hour whose activity was
     measured under it counts as 0 (hours without a value stay out of every figure).
-    Second signals (see `gpuaudit.checks.idle`): the message and evidence state the pod's
+    Second signals: the message and evidence state the pod's
     GPUs' mean power draw (W, and as a share of the power limit or board power) and the
     framebuffer in use. The power mean covers the whole holding, the active window included,
     so it cannot speak for the idle hours: the confidence is medium.

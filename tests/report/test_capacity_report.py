@@ -115,7 +115,7 @@ def test_markdown_capacity_section(demo_md: str) -> None:
     assert (
         "would have let" not in section and "idle reservation gpuaudit found on it" not in section
     )
-    assert "Run with --what-if release-idle to see the plan after releasing the 5 idle" in section
+    assert "Run with --what-if release-idle to see the plan after releasing the 13 idle" in section
 
 
 def test_what_if_release_idle_in_markdown() -> None:
