@@ -129,7 +129,7 @@ def test_at_80_columns_a_finding_takes_one_to_three_lines(captures: dict[int, st
         len(captures[80].splitlines()) < 230
     )  # with the ledger, the capacity plan and its assumptions
     wide = _table_rows(captures[200])
-    assert len(wide) == 45 and sum(len(r) for r in wide) == 43  # only the folds take two
+    assert len(wide) == 45 and sum(len(r) for r in wide) == 49  # only the folds take two
 
 
 def test_uuids_are_short_in_the_table_and_whole_in_json(captures: dict[int, str]) -> None:
