@@ -206,7 +206,7 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
     assert re.search(
         r"^  act_sum +window +1 answer +914 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
     )
-    assert re.search(r"^  pods +463  ok$", out, re.M)
+    assert re.search(r"^  pods +489  ok$", out, re.M)
     help_text = runner.invoke(app, ["snapshot", "--help"], env={"COLUMNS": "200"}).output
     assert "save" in help_text and "show" in help_text
 

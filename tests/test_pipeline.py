@@ -241,7 +241,7 @@ def test_namespace_narrows_a_snapshot_to_its_kubernetes_objects() -> None:
     # (xid63-solo, xid-app, xid-stale, remap-done).
     assert Counter(
         i["metadata"]["namespace"] for p in narrow.kubernetes["pods"] for i in p["items"]
-    ) == {"ml-train": 47, "batch": 14}
+    ) == {"ml-train": 51, "batch": 14}
     # The queue kinds too: namespaced Workloads and PodGroups narrowed (checked above), and
     # ClusterQueues, ResourceFlavors, Cohorts and Volcano Queues, cluster-scoped, kept whole.
     for key in ("kueue_clusterqueues", "kueue_resourceflavors", "volcano_queues"):

@@ -152,6 +152,7 @@ def test_every_declared_setting_is_checked_by_its_kind() -> None:
         "count": ["0", "1.5"],
         "rate": ["-1", "inf"],
         "gpus": ["-1", "nan"],
+        "switch": ["2", "0.5"],
     }
     for name, setting in checks.settings().items():
         assert setting.kind in contract.KINDS

@@ -285,6 +285,19 @@ class _Kube:
     """Devices pods hold through DRA ResourceClaims."""
 
 
+def _unique(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`rows` with only the first of each key: a list that repeated itself (a server handing out
+    the same page again) must not count an object twice."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for r in rows:
+        k = tuple(r[c] for c in key)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
 def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     """Pods, nodes and gangs from the objects (by list key), and what the lists say about
     the data: which were read, and which were cut short."""
@@ -314,8 +327,12 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
             missing[cap_of] = str(states.get(key) or f"{key} were not read")
     notes: list[str] = []
     limit = limits.NODE_GPUS.value()
-    pod_rows = [kube.pod_row(o, notes, limit) for o in objects.get("pods", ())]
-    node_rows = [kube.node_row(o, notes, limit) for o in objects.get("nodes", ())]
+    pod_rows = _unique(
+        [kube.pod_row(o, notes, limit) for o in objects.get("pods", ())], (C.NAMESPACE, C.POD)
+    )
+    node_rows = _unique(
+        [kube.node_row(o, notes, limit) for o in objects.get("nodes", ())], (C.NODE,)
+    )
     gang_list, pod_gang = gang_mod.build(objects, notes)
     queue_caps, queue_missing = queues.capabilities(snap.kubernetes, states)
     caps |= queue_caps

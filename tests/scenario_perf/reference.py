@@ -49,7 +49,8 @@ class _Series:
 def series(sc: Scenario, style: str) -> list[_Series]:
     groups: dict[tuple[tuple[str, str], ...], list[Holding]] = {}
     for h in sc.holdings:
-        if not h.slot.node.exporter:
+        # No exporter, or a replica the exporter labels with another pod: no series.
+        if not h.slot.node.exporter or (h.pod is not None and h.pod.dcgm_hidden):
             continue
         key = tuple(sorted(raw_labels(h, style).items()))
         groups.setdefault(key, []).append(h)
