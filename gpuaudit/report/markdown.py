@@ -20,8 +20,10 @@ from gpuaudit.findings import Finding
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
+    CLUSTER_HEAD,
     DELTA_LABELS,
     MAX_LISTED,
+    cluster_rows,
     count,
     delta_text,
     money,
@@ -110,6 +112,27 @@ def _summary(result: AuditResult) -> list[str]:
         f"| Idle GPU-hours | {num(s.idle_gpu_hours)} |",
         f"| Wasted cost | {money(s.wasted_cost, cur)} |",
     ]
+
+
+def _clusters(result: AuditResult) -> list[str]:
+    """A scan of every cluster: a row per cluster, then the fleet total (their sums)."""
+    rows = cluster_rows(result)
+    if not rows:
+        return []
+    cur = md(result.summary.currency, 10)
+    head = [*CLUSTER_HEAD[:6], f"Wasted ({cur})", *CLUSTER_HEAD[7:]]
+    lines = [
+        "",
+        f"## Clusters (by {md(result.cluster_label, 60)})",
+        "",
+        _row(head),
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    for i, (name, *cells) in enumerate(rows):
+        first = "**fleet total**" if i == len(rows) - 1 else md(name, 80)
+        cells[5] = cells[5].removesuffix(f" {result.summary.currency}")
+        lines.append(_row([first, *cells]))
+    return lines
 
 
 def _trend(result: AuditResult) -> list[str]:
@@ -424,6 +447,7 @@ def render(result: AuditResult) -> str:
     for part in (
         _incomplete,
         _summary,
+        _clusters,
         _trend,
         _findings,
         _breakdown,

@@ -22,12 +22,18 @@ Two kinds exist:
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
 exporter's own target labels and driver-version labels that would split a holding into pieces.
+A scan of every cluster of a central backend (`--cluster-label NAME` without a value) adds the
+cluster label to every `by` clause: the same queries, each answering every cluster at once, with
+series of different clusters kept apart (`ClusterLabel`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
+
+from gpuaudit.errors import ConfigError
 
 ACT_PROF = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -136,6 +142,46 @@ def usable_metrics(rule_names: set[str]) -> set[str]:
     return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}
 
 
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""A Prometheus label name (the data model's rule): only such a name is written into PromQL."""
+
+
+@dataclass(frozen=True)
+class ClusterLabel:
+    """`--cluster-label`: the label a central backend tells clusters apart by, and the one
+    cluster to read (`NAME=VALUE`), or every cluster at once (`NAME`, `value` None)."""
+
+    name: str
+    value: str | None = None
+
+    @property
+    def grouped(self) -> bool:
+        """Every cluster in one scan, grouped by the label."""
+        return self.value is None
+
+    def selector(self) -> str:
+        """The label matcher: the one cluster's series, or every series that has the label."""
+        if self.value is None:
+            return f'{self.name}!=""'
+        esc = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.name}="{esc}"'
+
+    @classmethod
+    def parse(cls, text: str | None) -> ClusterLabel | None:
+        """`NAME=VALUE` or `NAME`; `ConfigError` for a name PromQL cannot hold."""
+        if text is None or not text.strip():
+            return None
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not LABEL_NAME.fullmatch(name):
+            raise ConfigError(
+                f"--cluster-label {text[:80]!r} does not start with a label name (letters, digits "
+                "and underscores, not starting with a digit); write NAME=VALUE for one cluster "
+                "or NAME for every cluster the backend holds"
+            )
+        return cls(name, value.strip() if sep else None)
+
+
 @dataclass(frozen=True)
 class QuerySpec:
     """One query of the catalogue."""
@@ -165,6 +211,7 @@ class QuerySpec:
         recorded: bool = False,
         unless_recorded: bool = False,
         first: int | None = None,
+        group: str = "",
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
@@ -172,15 +219,18 @@ class QuerySpec:
         (`gpuaudit rules`) instead of the raw series; p95 always reads the raw series.
         `unless_recorded` says the same of the `unless` metric. `first` is the end of the
         window's first bucket, at which a `changes` query answers every series (`T0` in its
-        text when not given, as the documentation writes it).
+        text when not given, as the documentation writes it). `group` is the cluster label a
+        scan of every cluster groups by besides the identity labels.
         """
 
         def text(offset: int = 0) -> str:
-            own = self._promql(self.metric, range_s, pod_spelling, selector, recorded, offset)
+            own = self._promql(
+                self.metric, range_s, pod_spelling, selector, recorded, offset, group
+            )
             if not self.unless:
                 return own
             other = self._promql(
-                self.unless, range_s, pod_spelling, selector, unless_recorded, offset
+                self.unless, range_s, pod_spelling, selector, unless_recorded, offset, group
             )
             return f"{own} unless {other}"
 
@@ -200,8 +250,9 @@ class QuerySpec:
         selector: str,
         recorded: bool,
         offset: int = 0,
+        group: str = "",
     ) -> str:
-        by = ", ".join(self.by_labels(pod_spelling))
+        by = ", ".join(self.by_labels(pod_spelling, group))
         rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
         if recorded and self.stat != "p95":
 
@@ -233,9 +284,11 @@ class QuerySpec:
             return f"max by ({by}) (quantile_over_time(0.95, {sel}{rng}))"
         return f"sum by ({by}) (count_over_time({sel}{rng}))"
 
-    def by_labels(self, pod_spelling: str) -> tuple[str, ...]:
-        """The labels of the `by` clause: identity, pod labels, then `extra_by`."""
-        return IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+    def by_labels(self, pod_spelling: str, group: str = "") -> tuple[str, ...]:
+        """The labels of the `by` clause: the cluster label `group` when given, identity, pod
+        labels, then `extra_by`."""
+        first = (group,) if group else ()
+        return first + IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
 
 
 ONSET_STEP_S = 300

@@ -199,11 +199,15 @@ class Collector:
         rec = job.spec.metric in self.caps.recorded
         rec_unless = job.spec.unless in self.caps.recorded
         if job.spec.kind == "window":
-            expr = job.spec.promql(job.end - job.start, spelling, sel, rec, rec_unless)
+            expr = job.spec.promql(
+                job.end - job.start, spelling, sel, rec, rec_unless, group=self.caps.cluster_label
+            )
             ans = self.client.query(expr, job.end)
         else:
             first = self.w.start + self.w.step
-            expr = job.spec.promql(self.w.step, spelling, sel, rec, rec_unless, first)
+            expr = job.spec.promql(
+                self.w.step, spelling, sel, rec, rec_unless, first, self.caps.cluster_label
+            )
             ans = self.client.query_range(expr, job.start + self.w.step, job.end, self.w.step)
         self._record_warnings(job.spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]

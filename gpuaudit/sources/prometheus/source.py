@@ -45,7 +45,7 @@ class PrometheusSource(Source[PromCollection]):
     def __init__(
         self,
         client: PromClient,
-        cluster_label: tuple[str, str] | None = None,
+        cluster_label: catalogue.ClusterLabel | None = None,
         progress: Progress | None = None,
         keep: Keep = keep_body,
         max_queries: int = DEFAULT_QUERIES,
@@ -60,15 +60,13 @@ class PrometheusSource(Source[PromCollection]):
 
     def collect(self, window: Window) -> PromCollection:
         """Discover, plan and run every query the backend has the metric for."""
-        selector = ""
-        if self.cluster_label:
-            name, value = self.cluster_label
-            esc = value.replace("\\", "\\\\").replace('"', '\\"')
-            selector = f'{name}="{esc}"'
+        label = self.cluster_label
+        selector = label.selector() if label else ""
+        group = label.name if label and label.grouped else ""
         # Before anything is sent: a window that every metric's queries could not cover in
         # `max_queries` is refused whatever the backend holds.
         check_plan(window, catalogue.CATALOGUE, self.max_queries)
-        caps = discover(self.client, window, selector)
+        caps = discover(self.client, window, selector, group)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         missing = sorted({q.metric for q in catalogue.CATALOGUE} - set(caps.metrics))
         col = Collector(
@@ -90,6 +88,7 @@ class PrometheusSource(Source[PromCollection]):
                     q.metric in caps.recorded,
                     q.unless in caps.recorded,
                     window.start + window.step,
+                    group,
                 ),
             }
             for q in specs
@@ -122,7 +121,7 @@ def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
 def collect_prometheus(
     client: PromClient,
     w: Window,
-    cluster_label: tuple[str, str] | None = None,
+    cluster_label: catalogue.ClusterLabel | None = None,
     progress: Progress | None = None,
     keep: Keep = keep_body,
 ) -> PromCollection:
