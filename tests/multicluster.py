@@ -18,19 +18,16 @@ from pathlib import Path
 
 import httpx
 
-from gpuaudit.scenario import Scenario, generate, write_openmetrics, write_snapshot
+from gpuaudit.scenario import Scenario, generate, write_openmetrics
 from tests.promserver import free_port, require, server
 
 
 @dataclass(frozen=True)
 class Fleet:
-    """The clusters loaded: name -> the seed of its scenario, and each seed's snapshot."""
+    """The clusters loaded: name -> the seed of its scenario."""
 
     url: str
     clusters: dict[str, int]
-    snapshots: dict[int, Path]
-    """Seed -> the scenario's snapshot as a scan of that one cluster without Kubernetes
-    would record it (`style="helm"`)."""
     end: int
     days: int
     samples: int
@@ -93,14 +90,11 @@ def load(
     """Import every cluster's scenario into the VictoriaMetrics at `url` and wait until every
     sample is searchable."""
     scenarios: dict[int, Scenario] = {}
-    snaps: dict[int, Path] = {}
     oms: dict[int, Path] = {}
     for _, seed in clusters:
         if seed in scenarios:
             continue
         sc = scenarios[seed] = generate(gpus, days, seed, scrape_s=scrape_s)
-        snaps[seed] = tmp / f"seed{seed}.snapshot.json.gz"
-        write_snapshot(sc, snaps[seed], "helm", "test")
         oms[seed] = tmp / f"seed{seed}.om"
         with open(oms[seed], "w", encoding="utf-8") as fh:
             write_openmetrics(sc, fh, "helm")
@@ -114,7 +108,7 @@ def load(
         om.unlink()
     end = next(iter(scenarios.values())).end
     _wait(url, samples, end, days)
-    return Fleet(url, dict(clusters), snaps, end, days, samples)
+    return Fleet(url, dict(clusters), end, days, samples)
 
 
 class _counting(Iterator[str]):
