@@ -91,7 +91,7 @@ def main() -> None:
             fleet = load(url, tmp, names, a.gpus, a.days, a.scrape)
             print(
                 f"imported {a.clusters} clusters x {a.gpus} GPUs x {a.days} d at {a.scrape} s "
-                f"({fleet.samples:,} samples) in {time.perf_counter() - t0:.0f} s"
+                f"({fleet.samples:,} samples of one metric) in {time.perf_counter() - t0:.0f} s"
             )
             live = ["--prometheus-url", url, "--window", f"{a.days}d", "--end", str(fleet.end)]
             for label in ("cluster", "cluster=c00"):

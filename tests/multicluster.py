@@ -31,6 +31,7 @@ class Fleet:
     end: int
     days: int
     samples: int
+    """Samples of `PROBE` imported."""
 
 
 def _lines(om: Path, labels: str) -> Iterator[str]:
@@ -111,27 +112,34 @@ def load(
     return Fleet(url, dict(clusters), end, days, samples)
 
 
+PROBE = "DCGM_FI_DEV_FB_USED"
+"""The metric whose samples are counted to know the import is searchable (one metric: a query
+over every DCGM series of a large fleet passes VictoriaMetrics' series limit)."""
+
+
 class _counting(Iterator[str]):
-    """The lines passed through, counted."""
+    """The lines passed through, with those of `PROBE` counted."""
 
     def __init__(self, lines: Iterator[str]) -> None:
         self.lines, self.n = lines, 0
 
     def __next__(self) -> str:
         line = next(self.lines)
-        self.n += 1
+        if line.startswith(PROBE + "{"):
+            self.n += 1
         return line
 
 
 def _wait(url: str, samples: int, end: int, days: int) -> None:
     """Imported rows become searchable asynchronously: wait until every sample is there."""
     deadline = time.monotonic() + 300
-    query = f'sum(count_over_time({{__name__=~"DCGM_.+"}}[{days + 1}d]))'
+    query = f"sum(count_over_time({PROBE}[{days + 1}d]))"
     while True:
         httpx.get(f"{url}/internal/force_flush", timeout=60)
         q = httpx.post(
             f"{url}/api/v1/query", data={"query": query, "time": str(end)}, timeout=60
         ).json()
+        assert q.get("status") == "success", q
         got = q["data"]["result"]
         if got and float(got[0]["value"][1]) >= samples:
             return
