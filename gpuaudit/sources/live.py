@@ -147,7 +147,8 @@ def collect(
             reasons.append(f"Kubernetes {key}: {state}")
     if cluster_label and cluster_label.grouped:
         n = len(prom.capabilities.clusters)
-        cluster = f"{n} cluster{'' if n == 1 else 's'} by {cluster_label.name}"
+        many = f"{n} cluster{'' if n == 1 else 's'}" if n else "every cluster"
+        cluster = f"{many} by {cluster_label.name}"
     else:
         cluster = (cluster_label.value if cluster_label else "") or kube_cluster
     return LiveCollection(
