@@ -104,6 +104,12 @@ def main() -> None:
                     "load average {:.1f} {:.1f} {:.1f}".format(*f["load"])
                 )
     finally:
+        # The backend's own words on a refused query (gpuaudit's message cuts a long one).
+        log = tmp / "vm.log"
+        if log.is_file():
+            errors = [x for x in log.read_text(errors="replace").splitlines() if "error" in x]
+            for line in errors[-3:]:
+                print("victoria-metrics:", line[-800:])
         shutil.rmtree(tmp, ignore_errors=True)
 
 
