@@ -18,6 +18,7 @@ from gpuaudit.compare import Comparison, compare
 from gpuaudit.findings import Finding, Severity, Skipped
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.prom import cluster_of
 from gpuaudit.ledger import Ledger, ledger
 from gpuaudit.settings import Settings
 from gpuaudit.summary import Summary, summarise
@@ -25,6 +26,20 @@ from gpuaudit.waivers import Suppressed, Waiver
 from gpuaudit.waivers import apply as apply_waivers
 
 SCHEMA_VERSION = "1.3"
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    """One cluster of a scan of every cluster: the fleet summary's figures over its GPUs and
+    findings alone. The clusters' sums are the fleet's."""
+
+    name: str
+    summary: Summary
+    findings: int
+    """Findings on the cluster's resources (primary and related, waived ones not counted)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary.to_dict(), "findings": self.findings}
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,10 @@ class AuditResult:
     capacity: CapacityPlan | None = None
     """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
     same after releasing the idle reservations found."""
+    cluster_label: str = ""
+    """The label a scan of every cluster kept clusters apart by; empty for one cluster."""
+    clusters: tuple[ClusterSection, ...] = ()
+    """Per cluster of a scan of every cluster, by name; empty for one cluster."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -105,6 +124,15 @@ class AuditResult:
             "capacity": self.capacity.to_dict() if self.capacity else None,
             "attribution": self.attribution.to_dict() if self.attribution else None,
             "warnings": list(self.warnings),
+            # Only in a scan of every cluster (schema 1.3): other reports stay as they were.
+            **(
+                {
+                    "cluster_label": self.cluster_label,
+                    "clusters": {c.name: c.to_dict() for c in self.clusters},
+                }
+                if self.cluster_label
+                else {}
+            ),
         }
 
     def _finding(self, f: Finding) -> dict[str, Any]:
@@ -173,6 +201,7 @@ def run_checks(
     if progress is not None:
         progress(len(todo), len(todo))
     nothing = nothing_audited(inv, ran, skipped)
+    findings = _with_clusters(inv, findings)
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
     unmatched = label_warning(inv, group_label)
     if unmatched:
@@ -185,6 +214,7 @@ def run_checks(
         findings_gpu_hours=totals.gpu_hours,
         findings_cost=totals.cost,
     )
+    sections = _sections(views, idle, settings.currency, ranked)
     comparison = None
     if previous is not None:
         comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
@@ -209,7 +239,49 @@ def run_checks(
         nothing_audited=nothing,
         capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
         attribution=ledger(views),
+        cluster_label=inv.cluster_label,
+        clusters=sections,
     )
+
+
+def _with_clusters(inv: Inventory, findings: list[Finding]) -> list[Finding]:
+    """The findings of a scan of every cluster, each naming its cluster (`Resource.cluster`):
+    the cluster its namespace, node, or (a node or GPU) its own name is qualified by."""
+    if not inv.cluster_label:
+        return findings
+    known = set(inv.clusters)
+    out = []
+    for f in findings:
+        r = f.resource
+        where = r.namespace or r.node or (r.name if r.kind in ("Node", "GPU") else "")
+        cluster = cluster_of(where)
+        out.append(
+            dataclasses.replace(f, resource=dataclasses.replace(r, cluster=cluster))
+            if cluster in known
+            else f
+        )
+    return out
+
+
+def _sections(
+    views: Views, idle: float, currency: str, ranked: tuple[Finding, ...]
+) -> tuple[ClusterSection, ...]:
+    """Per cluster of a scan of every cluster: the summary over its GPUs, with the counted
+    impact of its findings (each finding belongs to one cluster, so the sums are the fleet's)."""
+    inv = views.inv
+    if not inv.cluster_label:
+        return ()
+    out = []
+    for name in inv.clusters:
+        mine = [f for f in ranked if f.resource.cluster == name]
+        counted = [f for f in mine if f.counted]
+        summary = dataclasses.replace(
+            summarise(views, idle, currency, name),
+            findings_gpu_hours=sum(f.impact.gpu_hours for f in counted),
+            findings_cost=sum(f.impact.cost for f in counted),
+        )
+        out.append(ClusterSection(name, summary, len(mine)))
+    return tuple(out)
 
 
 RELEASE_CODES = ("GPU001", "GPU002")

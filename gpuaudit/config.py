@@ -55,6 +55,7 @@ from gpuaudit.settings import (
 from gpuaudit.sources.interface import span as _span
 from gpuaudit.sources.live import (
     LiveOptions,
+    check_cluster_scope,
     check_url,
     parse_cluster_label,
     parse_headers,
@@ -615,6 +616,7 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         no_kubernetes=opts.flag("no_kubernetes"),
     )
     parse_cluster_label(live.cluster_label)
+    check_cluster_scope(live)
     parse_headers(live.headers)
     live.limits()
     check_url(url)

@@ -77,6 +77,10 @@ class Resource:
     """Node the resource ran on, when there is one."""
     gpus: float = 0.0
     """GPUs concerned, in whole-GPU equivalents (a 1g MIG slice of 7 counts 1/7)."""
+    cluster: str = ""
+    """The cluster of a scan of every cluster (`--cluster-label NAME`), whose name also
+    qualifies `namespace`, `node` and a GPU's UUID; empty otherwise, and for a resource of no
+    one cluster."""
 
     def ref(self) -> str:
         """`namespace/name`, or `name` for cluster-scoped resources."""
@@ -89,6 +93,8 @@ class Resource:
             "name": self.name,
             "node": self.node,
             "gpus": round(self.gpus, 4),
+            # Only in a scan of every cluster: other reports stay as they were.
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
 
@@ -182,7 +188,8 @@ class Finding:
         """What this finding's GPU-hours are made of: its resource, and the pods of `pods`.
         Findings sharing a key may count the same GPU-hours."""
         own = f"{self.resource.kind}|{self.resource.namespace}|{self.resource.name}"
-        pods = {f"Pod|{p.partition('/')[0]}|{p.partition('/')[2]}" for p in self.pods if "/" in p}
+        # The last `/`: a scan of every cluster writes `cluster/namespace/pod`.
+        pods = {f"Pod|{p.rpartition('/')[0]}|{p.rpartition('/')[2]}" for p in self.pods if "/" in p}
         return frozenset({own, *pods})
 
     def sort_key(self) -> tuple[int, float, str, str, str, str]:

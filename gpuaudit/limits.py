@@ -71,5 +71,19 @@ REPORT_BYTES = Limit(
     "the size of an earlier JSON report read by --baseline or --previous, in bytes",
 )
 
-ALL = (SNAPSHOT_BYTES, SNAPSHOT_LINE_BYTES, WINDOW_BUCKETS, NODE_GPUS, GANG_SIZE, REPORT_BYTES)
+CLUSTERS = Limit(
+    "GPUAUDIT_MAX_CLUSTERS",
+    500,
+    "the clusters one scan of every cluster (--cluster-label NAME) or its snapshot may hold",
+)
+
+ALL = (
+    SNAPSHOT_BYTES,
+    SNAPSHOT_LINE_BYTES,
+    WINDOW_BUCKETS,
+    NODE_GPUS,
+    GANG_SIZE,
+    REPORT_BYTES,
+    CLUSTERS,
+)
 """Every limit, in the order README lists them."""

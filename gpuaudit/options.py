@@ -359,8 +359,12 @@ OPTIONS: tuple[Option, ...] = (
         "--cluster-label",
         Kind.TEXT,
         PROM,
-        "NAME=VALUE selecting one cluster's series in a central Prometheus.",
-        value="NAME=VALUE",
+        "NAME=VALUE reads one cluster's series in a central Prometheus, Thanos, Mimir or "
+        "VictoriaMetrics; NAME alone audits every cluster it holds in one scan (the same "
+        "queries, grouped by the label; a section per cluster in every report). A scan of "
+        "every cluster does not read Kubernetes (one kubeconfig context is one cluster): "
+        "--kubeconfig, --context and --namespace are refused with it.",
+        value="NAME[=VALUE]",
         live_only=True,
     ),
     Option(

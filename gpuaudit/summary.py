@@ -8,6 +8,7 @@ from typing import Any
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import held_hours, series_sum
+from gpuaudit.inventory.prom import cluster_of
 from gpuaudit.ledger import ledger
 
 
@@ -72,14 +73,25 @@ class Summary:
         }
 
 
-def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
+def summarise(
+    views: Views, idle_activity: float, currency: str, cluster: str | None = None
+) -> Summary:
     """The fleet figures of the shared views' inventory; GPU-hours count as idle in buckets
-    whose mean activity is below `idle_activity`."""
+    whose mean activity is below `idle_activity`. With `cluster`, the same figures of that one
+    cluster of a scan of every cluster: its holdings and nodes only, so that the clusters'
+    sums are the fleet's (the window and scrape interval stay the fleet's)."""
     import numpy as np
 
     inv = views.inv
     h = inv.holdings
     hr = inv.hourly
+    mine = np.ones(len(h), dtype=bool)
+    nodes = inv.nodes
+    if cluster is not None:
+        mine = (h[C.CLUSTER] == cluster).to_numpy(dtype=bool) if not h.empty else mine
+        h = h[mine]
+        ours = np.array([cluster_of(str(n)) == cluster for n in nodes[C.NODE]], dtype=bool)
+        nodes = nodes[ours]
     # GPUs per node: DCGM physical GPUs vs the node's advertised count.
     per_node: dict[str, float] = {}
     if not h.empty:
@@ -90,7 +102,7 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
                 per_node[str(node)] = per_node.get(str(node), 0) + float(n)
     shared = views.sharing
     for node, count, cap in zip(
-        inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], inv.nodes[C.CAPACITY_GPU], strict=True
+        nodes[C.NODE], nodes[C.GPU_COUNT], nodes[C.CAPACITY_GPU], strict=True
     ):
         # A time-sliced node advertises each GPU once per replica.
         reps = shared[node].replicas if node in shared else 1
@@ -99,7 +111,11 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
     total = int(round(sum(per_node.values())))
 
     held = h[h[C.HELD]] if not h.empty else h
-    allocated = ledger(views).allocated_gpu_hours
+    if cluster is None:
+        allocated = ledger(views).allocated_gpu_hours
+    else:
+        # A scan of every cluster reads no Kubernetes side: the measured hours are all there is.
+        allocated = float(held[C.GPU_HOURS].sum()) if not held.empty else 0.0
     now = 0.0
     mean_act: float | None = None
     idle = 0.0
@@ -108,11 +124,16 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         # The held hourly rows as arrays, holding attributes looked up by holding row; sums
         # run over the rows in table order, as over the joined frame.
         rows = views.held_rows
-        frac = h[C.FRACTION].to_numpy(dtype="float64")[rows.holding]
-        act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
-        ts = hr[C.TS].to_numpy(dtype="float64")[rows.rows]
+        holding, hrows = rows.holding, rows.rows
+        if cluster is not None:
+            keep = mine[holding]
+            holding, hrows = holding[keep], hrows[keep]
+        all_h = inv.holdings
+        frac = all_h[C.FRACTION].to_numpy(dtype="float64")[holding]
+        act = hr[C.ACT].to_numpy(dtype="float64")[hrows]
+        ts = hr[C.TS].to_numpy(dtype="float64")[hrows]
         # Each row weighs the GPU-hours held in it: its samples x the scrape interval.
-        weights = frac * held_hours(inv)[rows.rows]
+        weights = frac * held_hours(inv)[hrows]
         # Rows of unknown activity (MIG instances with GPU_UTIL only) weigh nothing in the mean.
         known = np.isfinite(act)
         if series_sum(weights[known]) > 0:
@@ -120,10 +141,10 @@ def summarise(views: Views, idle_activity: float, currency: str) -> Summary:
         now = series_sum(frac[ts >= inv.window_end - 1e-6])
         is_idle = act < idle_activity
         idle = series_sum(weights[is_idle])
-        idle_models = h[C.MODEL].take(np.unique(rows.holding[is_idle]))
+        idle_models = all_h[C.MODEL].take(np.unique(holding[is_idle]))
         unit = {m: views.price(str(m)) for m in idle_models.unique()}
-        price = h[C.MODEL].map(unit).to_numpy(dtype="float64", na_value=np.nan)
-        cost = series_sum(weights[is_idle] * price[rows.holding[is_idle]])
+        price = all_h[C.MODEL].map(unit).to_numpy(dtype="float64", na_value=np.nan)
+        cost = series_sum(weights[is_idle] * price[holding[is_idle]])
     hours = inv.window_hours
     avg = allocated / hours if hours > 0 else 0.0
     return Summary(

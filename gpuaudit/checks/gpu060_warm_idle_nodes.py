@@ -41,7 +41,7 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import hourly_with
+from gpuaudit.inventory.derived import hourly_with, physical_slot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -170,7 +170,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         return []
     # Node sizes and models for the nodes found idle only.
     h = h[h[C.NODE].isin(list(idle_pods))]
-    base = h[C.UUID].where(h[C.UUID] != "", h[C.SLOT].str.split("/").str[0])
+    base = h[C.UUID].where(h[C.UUID] != "", physical_slot(h))
     physical = base.groupby(h[C.NODE]).nunique()
     labelled = (
         dict(zip(inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], strict=True))

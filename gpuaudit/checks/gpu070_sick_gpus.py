@@ -72,6 +72,7 @@ from gpuaudit.checks.base import short_model
 from gpuaudit.findings import Drain, Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import physical_slot
 
 CODE = "GPU070"
 TITLE = "Sick GPUs in use"
@@ -226,7 +227,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     if h.empty:
         return []
     h = h.copy()
-    h["_gpu"] = h[C.UUID].where(h[C.UUID] != "", h[C.SLOT].str.split("/").str[0])
+    h["_gpu"] = h[C.UUID].where(h[C.UUID] != "", physical_slot(h))
     signal = h[C.XID_CODES] != ""
     for col in _SIGNALS:
         signal |= h[col].fillna(0) > 0
@@ -299,8 +300,12 @@ def _advice(
     action: Action, node: str, index: str, gpu: str, holders: str, single: bool
 ) -> tuple[str, tuple[Drain, ...]]:
     them, finish = ("it", "finishes") if single else ("them", "finish")
+    # A scan of every cluster names the node `cluster/node`; kubectl wants the node's own name,
+    # run against that cluster.
+    cluster, _, bare = node.rpartition("/")
+    where = f" against cluster {cluster}" if cluster else ""
     cordon = (
-        f"Cordon node {node} (`kubectl cordon {node}`), drain it (`kubectl drain {node} "
+        f"Cordon node {node} (`kubectl cordon {bare}`{where}), drain it (`kubectl drain {bare} "
         "--ignore-daemonsets`)"
     )
     if action is Action.RMA:

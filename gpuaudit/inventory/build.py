@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpuaudit import limits, mig
+from gpuaudit.errors import SnapshotError
 from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import attribution, claimed, dra, held, kube, prom, queues, sharing
 from gpuaudit.inventory import columns as C
@@ -550,6 +551,7 @@ def _identities(
             (C.CONTAINER, ident.container),
             (C.HELD, ident.held),
             (C.ATTRIBUTION, methods.get(k, "")),
+            (C.CLUSTER, ident.cluster),
             (C.XID_CODES, ",".join(str(c) for c in sorted(s.xid_codes.get(k, ())))),
             (
                 C.XID_MSG,
@@ -840,7 +842,26 @@ def build(
         queues=k.queues,
         scrape_interval_s=span.intervals.fleet,
         held_time_rounded=span.rounded > 0,
+        cluster_label=p.cluster_label,
+        clusters=_clusters(man, p),
     )
+
+
+def _clusters(man: Manifest, p: Parser) -> tuple[str, ...]:
+    """The clusters of a scan of every cluster: those discovery listed, and those the series
+    name (a cluster whose series all fell outside the window is still listed, with nothing)."""
+    if not p.cluster_label:
+        return ()
+    caps = man.get("capabilities", {})
+    listed = caps.get("clusters") if isinstance(caps, Mapping) else None
+    names = {c for c in listed if isinstance(c, str) and c} if isinstance(listed, list) else set()
+    names |= p.clusters
+    if len(names) > limits.CLUSTERS.value():
+        raise SnapshotError(
+            f"the snapshot lists {len(names):,} clusters, more than the "
+            f"{limits.CLUSTERS.value():,} one audit holds ({limits.CLUSTERS.env})"
+        )
+    return tuple(sorted(names))
 
 
 def _alive(s: _Series, cut: Narrowed | None) -> range | list[int]:

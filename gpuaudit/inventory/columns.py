@@ -15,6 +15,8 @@ MEM_TOTAL_MIB = "mem_total_mib"
 
 # holder identity
 NAMESPACE = "namespace"
+CLUSTER = "cluster"
+"""The cluster of a scan of every cluster (`--cluster-label NAME`); empty otherwise."""
 POD = "pod"
 CONTAINER = "container"
 HELD = "held"

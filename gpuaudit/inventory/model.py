@@ -28,6 +28,7 @@ LABEL_COLUMNS = [
     C.CONTAINER,
     C.HELD,
     C.ATTRIBUTION,
+    C.CLUSTER,
 ]
 IDENTITY_COLUMNS = [*LABEL_COLUMNS, C.XID_CODES, C.XID_MSG, C.XID_EVENTS]
 """Holding columns taken from each series' labels (and the pods' nodes)."""
@@ -197,6 +198,12 @@ class Inventory:
     scrape_interval_s: float | None = None
     """The scrape interval detected from the samples per bucket (seconds); None when it could
     not be (see `gpuaudit.inventory.held`)."""
+    cluster_label: str = ""
+    """The label a scan of every cluster kept clusters apart by (`--cluster-label NAME`); empty
+    for a scan of one cluster."""
+    clusters: tuple[str, ...] = ()
+    """The clusters of a scan of every cluster, sorted: those discovery listed and those the
+    series name."""
     held_time_rounded: bool = False
     """Whether some held time is counted in whole buckets (no sample counts, or no interval
     known) rather than as samples x the scrape interval; a warning says why."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuaudit import limits
 from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import prom
@@ -17,6 +18,7 @@ from gpuaudit.inventory.arrays import Arr, distinct, join_at, regroup
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.snapshot.answers import Answer, Interner, from_bytes, parse
 from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus.catalogue import LABEL_NAME
 
 Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
@@ -80,6 +82,13 @@ class Parser:
                 else "pod"
             )
         self.spelling = str(spelling)
+        label = caps.get("cluster_label") if isinstance(caps, Mapping) else None
+        self.cluster_label = label if isinstance(label, str) and LABEL_NAME.fullmatch(label) else ""
+        """The label a scan of every cluster grouped by (empty for one cluster)."""
+        self._read = prom.READ_LABELS + ((self.cluster_label,) if self.cluster_label else ())
+        self.clusters: set[str] = set()
+        """The clusters the series name (a scan of every cluster)."""
+        self._max_clusters = limits.CLUSTERS.value()
         self.keys: list[Key] = []
         self.ident: list[prom.Identity] = []
         self._kid: dict[Key, int] = {}
@@ -96,7 +105,7 @@ class Parser:
 
     def identity(self, labels: Mapping[str, Any]) -> prom.Identity:
         """One series' identity, in the snapshot's pod label spelling."""
-        return prom.identity(labels, self.spelling, self.exporters)
+        return prom.identity(labels, self.spelling, self.exporters, self.cluster_label)
 
     def _bounded(self, qid: str, a: Answer) -> Answer:
         """`a` without the values its metric cannot read, and for a range answer without the
@@ -139,9 +148,7 @@ class Parser:
         # Series that differ only in labels `identity` does not read (`err_code`, `pci_bus_id`)
         # have one identity: normalise each distinct identity only once. (`identity` reads
         # string values only; anything else counts as absent.)
-        items = tuple(
-            [v if isinstance(v := labels.get(n), str) else None for n in prom.READ_LABELS]
-        )
+        items = tuple([v if isinstance(v := labels.get(n), str) else None for n in self._read])
         k = self._by_items.get(items)
         if k is None:
             ident = self.identity(labels)
@@ -151,10 +158,22 @@ class Parser:
                 k = self._kid[key] = len(self.keys)
                 self.keys.append(key)
                 self.ident.append(ident)
+                self._count_cluster(ident.cluster)
             self._by_items[items] = k
         # The answers hold the label objects for the whole build, so ids are not reused.
         self._by_obj[id(labels)] = k
         return k
+
+    def _count_cluster(self, cluster: str) -> None:
+        if not cluster or cluster in self.clusters:
+            return
+        self.clusters.add(cluster)
+        if len(self.clusters) > self._max_clusters:
+            raise SnapshotError(
+                f"the snapshot's series name more than {self._max_clusters:,} values of "
+                f"{self.cluster_label}, the clusters one audit holds "
+                f"({limits.CLUSTERS.env}); raise it if the snapshot is genuine"
+            )
 
     def kids(self, answer: Answer) -> Arr:
         known = self._by_obj.get

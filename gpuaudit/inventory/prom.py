@@ -10,6 +10,13 @@ The spelling `any` (a backend holding series of both kinds, `gpuaudit.sources.pr
 discovery`) takes each series by its own: `exported_*` where it carries `exported_pod`, else
 the old `pod_name` spelling where it carries that, else `pod`, unless that `pod` is an exporter's
 own (it appears next to `exported_pod` on other series, or is named like dcgm-exporter).
+
+In a scan of every cluster (`--cluster-label NAME`), node names, GPU indexes, exporter addresses
+and pod names repeat from cluster to cluster: each identity names its cluster, and its UUID,
+slot, node, scrape target and namespace are qualified by it (`prod/ml`, `prod/node-1`;
+`qualify`), so that nothing downstream can merge two clusters' GPUs, nodes or pods, and every
+finding that names a namespace or node names its cluster. Kubernetes names hold no `/`, so the
+cluster is what comes before the last one (`cluster_of`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ class Identity:
     claim: str = ""
     """`namespace/name` of the DRA ResourceClaim dcgm-exporter labels the series with
     (`dra_claim_namespace`, `dra_claim_name`, with its DRA mapping on), or empty."""
+    cluster: str = ""
+    """The value of the cluster label of a scan of every cluster; empty otherwise."""
 
     @property
     def held(self) -> bool:
@@ -84,13 +93,26 @@ READ_LABELS = (
 """Every label `identity` reads: series that agree on these have the same identity."""
 
 
+def qualify(cluster: str, name: str) -> str:
+    """`name` (a node, namespace, slot or scrape target) as one of `cluster`'s: `cluster/name`;
+    `name` itself outside a scan of every cluster (`cluster` empty)."""
+    return f"{cluster}/{name}" if cluster else name
+
+
+def cluster_of(qualified: str) -> str:
+    """The cluster a qualified node or namespace name belongs to (empty when unqualified)."""
+    return qualified.rpartition("/")[0]
+
+
 def identity(
     labels: Mapping[str, Any],
     spelling: str,
     exporters: frozenset[tuple[str, str]] = frozenset(),
+    cluster_label: str = "",
 ) -> Identity:
     """Normalise one series' labels. `exporters` are the (namespace, pod) of exporters seen as
-    `pod` next to an `exported_pod` (used by the spelling `any`)."""
+    `pod` next to an `exported_pod` (used by the spelling `any`). `cluster_label` is the label
+    a scan of every cluster groups by: the identity is that cluster's (see `qualify`)."""
     if spelling == "any":
         if _s(labels, "exported_pod"):
             spelling = "exported"
@@ -118,7 +140,17 @@ def identity(
         if _EXPORTER_RE.search(pod) or _EXPORTER_RE.search(container):
             pod = ns = container = ""
     claim_ns = _s(labels, "dra_claim_namespace")
+    instance = _s(labels, "instance")
+    cluster = _s(labels, cluster_label) if cluster_label else ""
+    if cluster:
+        # A UUID too: two clusters' copies of one GPU's series (a relabelling slip) stay two.
+        uuid, instance = qualify(cluster, uuid) if uuid else "", qualify(cluster, instance)
+        host = qualify(cluster, host) if host else ""
+        ns = qualify(cluster, ns) if pod else ns
+        claim_ns = qualify(cluster, claim_ns) if claim_ns else ""
     base = uuid or f"{host}:gpu{gpu}"
+    if cluster and not uuid and not host:
+        base = qualify(cluster, base)
     slot = f"{base}/{mig_id}" if mig_id else base
     return Identity(
         slot=slot,
@@ -129,9 +161,10 @@ def identity(
         mig_profile=_s(labels, "GPU_I_PROFILE"),
         model=_s(labels, "modelName", "model_name"),
         host=host,
-        instance=_s(labels, "instance"),
+        instance=instance,
         namespace=ns if pod else "",
         pod=pod,
         container=container if pod else "",
         claim=f"{claim_ns}/{claim}" if (claim := _s(labels, "dra_claim_name")) and claim_ns else "",
+        cluster=cluster,
     )

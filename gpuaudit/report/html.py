@@ -20,9 +20,11 @@ from gpuaudit.findings import Finding
 from gpuaudit.report import charts
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
+    CLUSTER_HEAD,
     DELTA_LABELS,
     MAX_LISTED,
     attribution_rows,
+    cluster_rows,
     count,
     delta_text,
     hours_text,
@@ -406,6 +408,29 @@ def _findings(result: AuditResult) -> str:
     )
 
 
+def _clusters(result: AuditResult) -> str:
+    """A scan of every cluster: a row per cluster, then the fleet total (their sums)."""
+    rows = cluster_rows(result)
+    if not rows:
+        return ""
+    head = "".join(
+        f"<th>{c}</th>" if i == 0 else f'<th class="num">{c}</th>'
+        for i, c in enumerate(CLUSTER_HEAD)
+    )
+    body = []
+    for i, (name, *cells) in enumerate(rows):
+        first = "<strong>fleet total</strong>" if i == len(rows) - 1 else h(name, 80)
+        tds = "".join(f'<td class="num">{h(c, 40)}</td>' for c in cells)
+        body.append(f'<tr><td class="res">{first}</td>{tds}</tr>')
+    return (
+        f'<section id="clusters"><h2>Clusters (by {h(result.cluster_label, 60)})</h2>'
+        '<p class="note">Each cluster\'s figures over its own GPUs and findings; the fleet '
+        "total is their sum (mean activity is the fleet's weighted mean).</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        "</section>"
+    )
+
+
 def _group_table(sid: str, title: str, key_name: str, groups: tuple[Group, ...], cur: str) -> str:
     rows = []
     for g in groups[:MAX_GROUPS]:
@@ -647,6 +672,7 @@ def render(result: AuditResult) -> str:
             _incomplete(result),
             _kpis(result),
             _attribution(result),
+            _clusters(result),
             _charts(result),
             _trend(result),
             _findings(result),

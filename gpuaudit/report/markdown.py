@@ -20,9 +20,11 @@ from gpuaudit.findings import Finding
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
+    CLUSTER_HEAD,
     DELTA_LABELS,
     MAX_LISTED,
     attribution_rows,
+    cluster_rows,
     count,
     delta_text,
     hours_text,
@@ -132,6 +134,27 @@ def _attribution(result: AuditResult) -> list[str]:
     if result.attribution is not None and result.attribution.unknown:
         out += ["", f"Unattributed GPU-hours are unknown: {md(result.attribution.unknown, 300)}."]
     return out
+
+
+def _clusters(result: AuditResult) -> list[str]:
+    """A scan of every cluster: a row per cluster, then the fleet total (their sums)."""
+    rows = cluster_rows(result)
+    if not rows:
+        return []
+    cur = md(result.summary.currency, 10)
+    head = [*CLUSTER_HEAD[:6], f"Wasted ({cur})", *CLUSTER_HEAD[7:]]
+    lines = [
+        "",
+        f"## Clusters (by {md(result.cluster_label, 60)})",
+        "",
+        _row(head),
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    for i, (name, *cells) in enumerate(rows):
+        first = "**fleet total**" if i == len(rows) - 1 else md(name, 80)
+        cells[5] = cells[5].removesuffix(f" {result.summary.currency}")
+        lines.append(_row([first, *cells]))
+    return lines
 
 
 def _trend(result: AuditResult) -> list[str]:
@@ -481,6 +504,7 @@ def render(result: AuditResult) -> str:
     for part in (
         _incomplete,
         _summary,
+        _clusters,
         _trend,
         _findings,
         _breakdown,

@@ -28,6 +28,7 @@ from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.interface import ReportFormat
 from gpuaudit.report.text import (
     attribution_sentence,
+    cluster_rows,
     count,
     money,
     num,
@@ -75,6 +76,7 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     # under it (the coherence pass chose the primary one).
     rows = fold(result.primaries, every)
     lines = header(result, rows, width)
+    lines += _clusters(result, width)
     lines += _block(capacity_text(result), width)
     if rows:
         lines.append(Text())
@@ -141,6 +143,30 @@ def header(result: AuditResult, rows: Sequence[Row], width: int) -> list[Text]:
     if not result.complete:
         why = "; ".join(result.incomplete_reasons) or "some data is missing"
         lines += _wrap("INCOMPLETE: " + terminal(why, 2000), width, 0, "bold red")
+    return lines
+
+
+def _clusters(result: AuditResult, width: int) -> list[Text]:
+    """A scan of every cluster: one line per cluster with its figures, then the fleet total
+    (the clusters' sums)."""
+    rows = cluster_rows(result)
+    if not rows:
+        return []
+    label = terminal(result.cluster_label, 60)
+    lines = [Text(), Text(f"Clusters by {label}:", style="bold")]
+    for i, (name, gpus, avg, act, alloc, idle, wasted, found, found_h) in enumerate(rows):
+        total = i == len(rows) - 1
+        lines += _flow(
+            [
+                Text(f"  {terminal(name, 80)}: {gpus} GPUs", style="bold" if total else ""),
+                Text(f"on average {avg} allocated"),
+                Text(f"activity {act}"),
+                Text(f"idle GPU-hours {idle} of {alloc}"),
+                Text(f"wasted {wasted}"),
+                Text(f"{found} findings ({found_h} GPU-hours)"),
+            ],
+            width,
+        )
     return lines
 
 

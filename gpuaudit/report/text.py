@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuaudit.audit import AuditResult
 from gpuaudit.numbers import json_number
+from gpuaudit.summary import Summary
 
 MAX_LISTED = 25
 """Waived and resolved findings listed by name in the Markdown and HTML reports."""
@@ -194,3 +195,44 @@ def attribution_sentence(result: AuditResult) -> str:
     if unknown:
         return f"{text}; unattributed: unknown ({terminal(unknown, 300)})."
     return text + ("; unattributed: " + ", ".join(left) if left else "; none unattributed") + "."
+
+
+CLUSTER_HEAD = (
+    "Cluster",
+    "GPUs",
+    "Allocated on average",
+    "Mean activity",
+    "Allocated GPU-hours",
+    "Idle GPU-hours",
+    "Wasted",
+    "Findings",
+    "Findings GPU-hours",
+)
+"""The columns of the per-cluster section of a scan of every cluster (`cluster_rows`)."""
+
+
+def cluster_rows(result: AuditResult) -> list[tuple[str, ...]]:
+    """The per-cluster section of a scan of every cluster: one row per cluster (its name as
+    the cluster spelled it: escape it for the format), then `fleet total`, whose figures are
+    the clusters' sums (mean activity, a weighted mean, is the fleet's). Empty for a scan of
+    one cluster."""
+    if not result.cluster_label:
+        return []
+    cur = result.summary.currency
+
+    def row(name: str, s: Summary, findings: int) -> tuple[str, ...]:
+        return (
+            name,
+            count(s.gpus_total),
+            f"{num(s.gpus_allocated_avg, 1)} ({pct(s.allocation_rate)})",
+            pct(s.mean_activity),
+            num(s.allocated_gpu_hours),
+            num(s.idle_gpu_hours),
+            money(s.wasted_cost, cur),
+            count(findings),
+            num(s.findings_gpu_hours),
+        )
+
+    rows = [row(c.name, c.summary, c.findings) for c in result.clusters]
+    rows.append(row("fleet total", result.summary, len(result.findings)))
+    return rows

@@ -8,6 +8,12 @@ passed in decides (as the API returned it, by default).
 Kubernetes is read when a kubeconfig or the in-cluster service account is around (or asked for
 with `--kubeconfig`/`--context`), unless `--no-kubernetes`. When it was not asked for and cannot
 be read, the scan goes on without it and says why; when it was asked for, that is an error.
+
+A scan of every cluster of a central backend (`--cluster-label NAME`, no value) never reads
+Kubernetes: one kubeconfig context is one cluster, and its objects cannot be joined to the
+series of the others. Asking for it there (`--kubeconfig`, `--context`, `--namespace`) is
+refused (`check_cluster_scope`); a kubeconfig merely lying around is left unread, and the
+manifest says why. To join one cluster's API server, name that cluster (`NAME=VALUE`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from gpuaudit.sources.limits import (
     Limits,
     limits_from,
 )
+from gpuaudit.sources.prometheus.catalogue import ClusterLabel
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, check_headers
 from gpuaudit.sources.prometheus.planner import Keep, keep_body
 from gpuaudit.sources.prometheus.source import PromCollection, PrometheusSource
@@ -55,7 +62,8 @@ class LiveOptions:
     client_key: Path | None = None
     insecure: bool = False
     cluster_label: str | None = None
-    """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend)."""
+    """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend);
+    `NAME`: read every cluster at once, kept apart by the label."""
     timeout: float = DEFAULT_TIMEOUT_S
     """Seconds one request may take, from start to last byte, on either API."""
     max_answer_mib: float = DEFAULT_ANSWER_MIB
@@ -77,7 +85,8 @@ class LiveCollection:
 
     window: Window
     cluster: str
-    """The `--cluster-label` value, else the Kubernetes context, else the Prometheus URL."""
+    """The `--cluster-label` value, else the Kubernetes context, else the Prometheus URL; for a
+    scan of every cluster, `N clusters by <label>`."""
     prometheus_url: str
     """The Prometheus URL as recorded: without credentials, query or fragment."""
     prometheus: PromCollection
@@ -109,6 +118,7 @@ def collect(
     read (`preflight`), so that a wrong `--kubeconfig` is reported before a long Prometheus
     collection, not after it."""
     cluster_label = parse_cluster_label(live.cluster_label)
+    check_cluster_scope(live)
     limits = live.limits()
     cfg = PromConfig(
         url=live.prometheus_url,
@@ -135,7 +145,12 @@ def collect(
     for key, state in sorted(objects.items()):
         if state.startswith(("forbidden", "failed", "incomplete")):
             reasons.append(f"Kubernetes {key}: {state}")
-    cluster = (cluster_label[1] if cluster_label else "") or kube_cluster
+    if cluster_label and cluster_label.grouped:
+        n = len(prom.capabilities.clusters)
+        many = f"{n} cluster{'' if n == 1 else 's'}" if n else "every cluster"
+        cluster = f"{many} by {cluster_label.name}"
+    else:
+        cluster = (cluster_label.value if cluster_label else "") or kube_cluster
     return LiveCollection(
         window=w,
         cluster=cluster or url,
@@ -188,11 +203,15 @@ def _kubernetes(
     """The Kubernetes pages, the status per resource, the warnings and the context name;
     `note` gets a short line after every page."""
     if not _use_kubernetes(live):
-        why = (
-            "not read: --no-kubernetes"
-            if live.no_kubernetes
-            else "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
-        )
+        if live.no_kubernetes:
+            why = "not read: --no-kubernetes"
+        elif _every_cluster(live):
+            why = (
+                f"not read: --cluster-label {live.cluster_label} audits every cluster, and one "
+                "kubeconfig context is one cluster"
+            )
+        else:
+            why = "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
         return {}, {"pods": why, "nodes": why}, [], ""
     explicit = bool(live.kubeconfig or live.context)
     try:
@@ -215,13 +234,38 @@ def _kubernetes(
     return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
 
 
-def parse_cluster_label(text: str | None) -> tuple[str, str] | None:
-    if not text:
-        return None
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise ConfigError("--cluster-label must be NAME=VALUE")
-    return name.strip(), value.strip()
+def parse_cluster_label(text: str | None) -> ClusterLabel | None:
+    """`--cluster-label`: `NAME=VALUE` (one cluster) or `NAME` (every cluster, grouped by the
+    label); `ConfigError` for a name PromQL cannot hold."""
+    return ClusterLabel.parse(text)
+
+
+def check_cluster_scope(live: LiveOptions) -> None:
+    """Refuse, before anything is read, the Kubernetes options a scan of every cluster cannot
+    apply: one kubeconfig context is one cluster (`ConfigError`)."""
+    if not _every_cluster(live) or live.no_kubernetes:
+        return
+    asked = [
+        flag
+        for flag, given in (
+            ("--kubeconfig", live.kubeconfig),
+            ("--context", live.context),
+            ("--namespace", live.namespaces),
+        )
+        if given
+    ]
+    if asked:
+        raise ConfigError(
+            f"--cluster-label {live.cluster_label} audits every cluster the backend holds, but "
+            f"{' and '.join(asked)} name{'s' if len(asked) == 1 else ''} one cluster's "
+            "Kubernetes API: name that cluster (--cluster-label "
+            f"{live.cluster_label}=VALUE) to join its API server, or add --no-kubernetes"
+        )
+
+
+def _every_cluster(live: LiveOptions) -> bool:
+    label = parse_cluster_label(live.cluster_label)
+    return label is not None and label.grouped
 
 
 def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
@@ -244,7 +288,7 @@ def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
 
 
 def _use_kubernetes(live: LiveOptions) -> bool:
-    if live.no_kubernetes:
+    if live.no_kubernetes or _every_cluster(live):
         return False
     if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
         return True

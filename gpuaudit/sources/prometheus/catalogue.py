@@ -22,12 +22,18 @@ Two kinds exist:
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
 exporter's own target labels and driver-version labels that would split a holding into pieces.
+A scan of every cluster of a central backend (`--cluster-label NAME` without a value) adds the
+cluster label to every `by` clause: the same queries, each answering every cluster at once, with
+series of different clusters kept apart (`ClusterLabel`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
+
+from gpuaudit.errors import ConfigError
 
 ACT_PROF = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -158,6 +164,46 @@ def usable_metrics(rule_names: set[str]) -> set[str]:
     return {m for m in RECORDED if all(record_name(m, a) in rule_names for a in AGGS)}
 
 
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""A Prometheus label name (the data model's rule): only such a name is written into PromQL."""
+
+
+@dataclass(frozen=True)
+class ClusterLabel:
+    """`--cluster-label`: the label a central backend tells clusters apart by, and the one
+    cluster to read (`NAME=VALUE`), or every cluster at once (`NAME`, `value` None)."""
+
+    name: str
+    value: str | None = None
+
+    @property
+    def grouped(self) -> bool:
+        """Every cluster in one scan, grouped by the label."""
+        return self.value is None
+
+    def selector(self) -> str:
+        """The label matcher: the one cluster's series, or every series that has the label."""
+        if self.value is None:
+            return f'{self.name}!=""'
+        esc = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.name}="{esc}"'
+
+    @classmethod
+    def parse(cls, text: str | None) -> ClusterLabel | None:
+        """`NAME=VALUE` or `NAME`; `ConfigError` for a name PromQL cannot hold."""
+        if text is None or not text.strip():
+            return None
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not LABEL_NAME.fullmatch(name):
+            raise ConfigError(
+                f"--cluster-label {text[:80]!r} does not start with a label name (letters, digits "
+                "and underscores, not starting with a digit); write NAME=VALUE for one cluster "
+                "or NAME for every cluster the backend holds"
+            )
+        return cls(name, value.strip() if sep else None)
+
+
 @dataclass(frozen=True)
 class Part:
     """One piece of a range read at an evaluation time: the raw series, or the recorded
@@ -240,6 +286,7 @@ class QuerySpec:
         parts: tuple[Part, ...] | None = None,
         unless_parts: tuple[Part, ...] | None = None,
         first: int | None = None,
+        group: str = "",
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
@@ -248,16 +295,19 @@ class QuerySpec:
         None reads the raw series over the whole range. p95 and XID onsets always read the
         raw series. `unless_parts` says the same of the `unless` metric. `first` is the end of
         the window's first bucket, at which a `changes` query answers every series (`T0` in
-        its text when not given, as the documentation writes it).
+        its text when not given, as the documentation writes it). `group` is the cluster label
+        a scan of every cluster groups by besides the identity labels.
         """
         if self.stat in ("p95", "onsets"):
             parts = None
 
         def text(offset: int = 0) -> str:
-            own = self._promql(self.metric, range_s, pod_spelling, selector, parts, offset)
+            own = self._promql(self.metric, range_s, pod_spelling, selector, parts, offset, group)
             if not self.unless:
                 return own
-            other = self._promql(self.unless, range_s, pod_spelling, selector, unless_parts, offset)
+            other = self._promql(
+                self.unless, range_s, pod_spelling, selector, unless_parts, offset, group
+            )
             return f"{own} unless {other}"
 
         if not self.changes:
@@ -276,8 +326,9 @@ class QuerySpec:
         selector: str,
         parts: tuple[Part, ...] | None,
         offset: int = 0,
+        group: str = "",
     ) -> str:
-        by = ", ".join(self.by_labels(pod_spelling))
+        by = ", ".join(self.by_labels(pod_spelling, group))
         if parts is not None:
             return _pieced(self.stat, metric, parts, by, selector, offset)
         rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
@@ -297,9 +348,11 @@ class QuerySpec:
             return f"max by ({by}) (quantile_over_time(0.95, {sel}{rng}))"
         return f"sum by ({by}) (count_over_time({sel}{rng}))"
 
-    def by_labels(self, pod_spelling: str) -> tuple[str, ...]:
-        """The labels of the `by` clause: identity, pod labels, then `extra_by`."""
-        return IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+    def by_labels(self, pod_spelling: str, group: str = "") -> tuple[str, ...]:
+        """The labels of the `by` clause: the cluster label `group` when given, identity, pod
+        labels, then `extra_by`."""
+        first = (group,) if group else ()
+        return first + IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
 
 
 ONSET_STEP_S = 300

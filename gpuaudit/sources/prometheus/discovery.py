@@ -16,6 +16,11 @@ name a workload in `pod` or `pod_name` alone, and when there are any, both spell
 
 The scrape interval is measured with one query before the collection, whatever `--step` is, so
 that a step shorter than it is refused before anything heavy runs (`measure_interval`).
+
+A scan of every cluster (`--cluster-label NAME`) lists the label's values on the DCGM series
+(the clusters, recorded in the manifest and bounded by `GPUAUDIT_MAX_CLUSTERS`) and asks whether
+any DCGM series lacks the label (such series belong to no cluster and are left out, with a
+warning); recording rules are not used, as they do not keep the cluster label.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any
 
 import httpx
 
+from gpuaudit import limits
+from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError
@@ -60,6 +67,11 @@ class Capabilities:
     coverage: Coverage | None = None
     """Where their recorded series stand in for the raw ones (`recorded`)."""
     window: Window | None = None
+    cluster_label: str = ""
+    """The label every query groups by when the scan covers every cluster (`--cluster-label
+    NAME`); empty otherwise."""
+    clusters: list[str] = field(default_factory=list)
+    """The label's values on the DCGM series of the window, when `cluster_label` is set."""
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """The backend's warnings on the metadata calls, as `discovery <call>: <text>`."""
@@ -88,6 +100,12 @@ class Capabilities:
                 else {}
             ),
             "notes": list(self.notes),
+            # Only in a scan of every cluster: other manifests stay as they were.
+            **(
+                {"cluster_label": self.cluster_label, "clusters": sorted(self.clusters)}
+                if self.cluster_label
+                else {}
+            ),
         }
 
     def distrust(self, call: str, listing: Listing, consequence: str) -> None:
@@ -115,9 +133,11 @@ INTERVAL_RANGE_S = 3600
 is told to one sample in 12 at 300 s, in 60 at 60 s), short against the collection."""
 
 
-def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
-    """What the backend is and which DCGM data it holds, from cheap metadata calls."""
-    caps = Capabilities()
+def discover(client: PromClient, w: Window, selector: str, group: str = "") -> Capabilities:
+    """What the backend is and which DCGM data it holds, from cheap metadata calls. `group` is
+    the cluster label of a scan of every cluster (`selector` then selects the series that have
+    it)."""
+    caps = Capabilities(cluster_label=group)
     _backend(client, caps)
     _metrics(client, w, caps)
     caps.profiling = catalogue.ACT_PROF in caps.metrics
@@ -127,6 +147,8 @@ def discover(client: PromClient, w: Window, selector: str) -> Capabilities:
     )
     if probe:
         _labels(client, w, selector, probe, caps)
+        if group:
+            _clusters(client, w, group, probe, caps)
     counted = next(
         (m for m in (catalogue.ACT_PROF, catalogue.UTIL, catalogue.FB_USED) if m in caps.metrics),
         None,
@@ -160,6 +182,37 @@ def _recorded(client: PromClient, w: Window, caps: Capabilities) -> None:
     if cov is not None:
         caps.coverage, caps.window = cov, w
         caps.recorded = sorted(cov.metrics)
+
+
+def _clusters(client: PromClient, w: Window, group: str, probe: str, caps: Capabilities) -> None:
+    """The clusters of a scan of every cluster, refused beyond `GPUAUDIT_MAX_CLUSTERS`, and
+    a warning when DCGM series without the label exist (they are left out)."""
+    bound = limits.CLUSTERS.value()
+    try:
+        listing = client.label_values(group, f'{probe}{{{group}!=""}}', w.start, w.end)
+    except PromError as exc:
+        caps.notes.append(f"the values of {group} are unavailable ({str(exc)[:100]})")
+    else:
+        if not listing.trusted:
+            caps.distrust(f"list of {group} values", listing, "the clusters listed may be fewer")
+        if len(listing.names) > bound:
+            raise SourceError(
+                f"the backend holds {len(listing.names):,} values of {group} on {probe} in the "
+                f"window, more than the {bound:,} clusters one scan audits "
+                f"({limits.CLUSTERS.env}); audit fewer at a time with --cluster-label "
+                f"{group}=VALUE, or raise {limits.CLUSTERS.env} if it is genuine"
+            )
+        caps.clusters = sorted(listing.names)
+    try:
+        bare = client.labels(f'{probe}{{{group}=""}}', w.start, w.end)
+    except PromError as exc:
+        caps.notes.append(f"whether series lack {group} is unknown ({str(exc)[:100]})")
+        return
+    if bare.names:
+        caps.warnings.append(
+            f"discovery: some DCGM series ({probe}) have no {group} label; they belong to no "
+            f"cluster and were left out of this scan of every cluster (--cluster-label {group})"
+        )
 
 
 def _backend(client: PromClient, caps: Capabilities) -> None:

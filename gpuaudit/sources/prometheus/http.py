@@ -402,6 +402,16 @@ class PromClient:
         )
         return Listing.of(ans)
 
+    def label_values(self, name: str, match: str, start: float, end: float) -> Listing:
+        """The values of label `name` (a valid label name) on the series `match` selects in the
+        time range."""
+        ans = self._request(
+            "GET",
+            f"api/v1/label/{name}/values",
+            {"match[]": match, "start": _format_seconds(start), "end": _format_seconds(end)},
+        )
+        return Listing.of(ans)
+
     def recording_rule_names(self) -> set[str]:
         """Names of the recording rules the server evaluates (empty when it has no rules API)."""
         ans = self._request("GET", "api/v1/rules", {"type": "record"})

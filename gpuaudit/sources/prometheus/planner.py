@@ -234,6 +234,7 @@ class Collector:
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
         spelling = self.caps.pod_label
         spec = job.spec
+        group = self.caps.cluster_label
         # A range query's buckets are read alike (`_hourly_jobs`): its first bucket says how.
         s, t = job.start, job.end if spec.kind == "window" else job.start + self.w.step
         bucket = spec.kind == "hourly"
@@ -241,7 +242,7 @@ class Collector:
         unless = self._parts(spec.unless, s, t, bucket) if spec.unless else None
         began = time.monotonic()
         if spec.kind == "window":
-            expr = spec.promql(job.end - job.start, spelling, sel, parts, unless)
+            expr = spec.promql(job.end - job.start, spelling, sel, parts, unless, group=group)
             ans = self.client.query(expr, job.end, stats.PARAMS)
         else:
             # A count answered only where it changes compares with the bucket before, read
@@ -249,7 +250,7 @@ class Collector:
             # series began), every series is answered at the job's first bucket instead.
             recorded = parts is not None or unless is not None
             first = (job.start if recorded else self.w.start) + self.w.step
-            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first)
+            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first, group)
             ans = self.client.query_range(
                 expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
             )

@@ -50,7 +50,7 @@ class PrometheusSource(Source[PromCollection]):
     def __init__(
         self,
         client: PromClient,
-        cluster_label: tuple[str, str] | None = None,
+        cluster_label: catalogue.ClusterLabel | None = None,
         progress: Progress | None = None,
         keep: Keep = keep_body,
         max_queries: int = DEFAULT_QUERIES,
@@ -65,15 +65,13 @@ class PrometheusSource(Source[PromCollection]):
 
     def collect(self, window: Window) -> PromCollection:
         """Discover, plan and run every query the backend has the metric for."""
-        selector = ""
-        if self.cluster_label:
-            name, value = self.cluster_label
-            esc = value.replace("\\", "\\\\").replace('"', '\\"')
-            selector = f'{name}="{esc}"'
+        label = self.cluster_label
+        selector = label.selector() if label else ""
+        group = label.name if label and label.grouped else ""
         # Before anything is sent: a window that every metric's queries could not cover in
         # `max_queries` is refused whatever the backend holds.
         check_plan(window, catalogue.CATALOGUE, self.max_queries)
-        caps = discover(self.client, window, selector)
+        caps = discover(self.client, window, selector, group)
         if caps.interval is not None:  # refused before the collection, whatever it would cost
             check_step(window.step, caps.interval.seconds, caps.interval.at_least)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
@@ -85,7 +83,7 @@ class PrometheusSource(Source[PromCollection]):
         incomplete = caps.incomplete + col.incomplete
         if not col.series:
             incomplete.append(_no_series(window, selector, caps))
-        queries = [_described(q, window, caps, selector, col.reads) for q in specs]
+        queries = [_described(q, window, caps, selector, col.reads, group) for q in specs]
         return PromCollection(
             answers=answers,
             capabilities=caps,
@@ -105,6 +103,7 @@ def _described(
     caps: Capabilities,
     selector: str,
     reads: dict[str, set[str]],
+    group: str = "",
 ) -> dict[str, Any]:
     """A query as the manifest lists it: its PromQL over the whole window (over the window's
     last bucket for an hourly query) and what it read: `raw`, `recorded` or `recorded and
@@ -124,6 +123,7 @@ def _described(
         parts(q.metric),
         parts(q.unless) if q.unless else None,
         w.start + w.step,
+        group,
     )
     done = reads.get(q.id, set())
     read = (
@@ -150,7 +150,7 @@ def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
 def collect_prometheus(
     client: PromClient,
     w: Window,
-    cluster_label: tuple[str, str] | None = None,
+    cluster_label: catalogue.ClusterLabel | None = None,
     progress: Progress | None = None,
     keep: Keep = keep_body,
 ) -> PromCollection:
