@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import subprocess
@@ -120,10 +121,28 @@ def _import_lines(om: Path) -> Iterator[bytes]:
 
 
 @pytest.fixture(scope="session")
-def vm_url(tmp_path_factory: pytest.TempPathFactory, scenario_tsdb: Backfilled) -> Iterator[str]:
-    """A real VictoriaMetrics holding the same scenario as `prom_url`."""
+def vm_url(scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _victoria(scenario_tsdb, tmp_path_factory.mktemp("vm")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def small_vm_url(
+    scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """VictoriaMetrics holding the same data, refusing a query that selects more than 60
+    series (`-search.maxUniqueTimeseries`): every query over the scenario's GPUs is refused
+    whole and must be sharded by UUID."""
+    with _victoria(
+        scenario_tsdb, tmp_path_factory.mktemp("vmsmall"), "-search.maxUniqueTimeseries=60"
+    ) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _victoria(scenario_tsdb: Backfilled, tmp: Path, *flags: str) -> Iterator[str]:
+    """A real VictoriaMetrics fed the scenario through its import API."""
     binary = require("victoria-metrics")
-    tmp = tmp_path_factory.mktemp("vm")
     om = tmp / "s.om"
     with open(om, "w", encoding="utf-8") as fh:
         # The same scenario as the Prometheus fixture (see `scenario_tsdb`).
@@ -134,6 +153,7 @@ def vm_url(tmp_path_factory: pytest.TempPathFactory, scenario_tsdb: Backfilled) 
         f"-storageDataPath={tmp / 'data'}",
         f"-httpListenAddr=127.0.0.1:{port}",
         "-retentionPeriod=100y",
+        *flags,
     ]
     try:
         with server(cmd, f"http://127.0.0.1:{port}", "/health", tmp / "vm.log") as url:
@@ -157,17 +177,24 @@ def _wait_until_searchable(url: str, scenario_tsdb: Backfilled) -> None:
         for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]
     )
     deadline = time.monotonic() + 60
+    # One query per first hex digit of the UUID (and one for the rest): a server with a small
+    # series limit (`small_vm_url`) answers each.
+    shards = [f'UUID=~"GPU-[{d}{d.upper()}].*"' for d in "0123456789abcdef"]
+    shards.append('UUID!~"GPU-[0-9a-fA-F].*"')
     while True:
-        q = httpx.post(
-            f"{url}/api/v1/query",
-            data={
-                "query": "sum(count_over_time(DCGM_FI_DEV_FB_USED[3d]))",
-                "time": str(scenario_tsdb.end),
-            },
-            timeout=10,
-        ).json()
-        got = q["data"]["result"]
-        if got and float(got[0]["value"][1]) >= expected:
+        total = 0.0
+        for shard in shards:
+            q = httpx.post(
+                f"{url}/api/v1/query",
+                data={
+                    "query": f"sum(count_over_time(DCGM_FI_DEV_FB_USED{{{shard}}}[3d]))",
+                    "time": str(scenario_tsdb.end),
+                },
+                timeout=10,
+            ).json()
+            got = q["data"]["result"]
+            total += float(got[0]["value"][1]) if got else 0.0
+        if total >= expected:
             return
         assert time.monotonic() < deadline, "imported data never became searchable"
         httpx.get(f"{url}/internal/force_flush", timeout=30)

@@ -8,7 +8,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from gpuaudit import snapshot
 from gpuaudit.cli import app
+from gpuaudit.sources.prometheus.planner import SHARDS
 from tests.promserver import Backfilled
 
 runner = CliRunner()
@@ -38,3 +40,33 @@ def test_victoriametrics_gives_the_same_audit(
         doc.pop("generated_at")
         doc.pop("cluster")
     assert live == offline
+
+
+def test_a_series_limit_is_met_by_sharding(
+    small_vm_url: str, vm_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    """A VictoriaMetrics that refuses any query selecting more than 60 series (its
+    `-search.maxUniqueTimeseries`, whose 422 names the limit only at the end of a long text)
+    gives the same audit as one without the limit: each refused query is sharded by UUID at
+    once, never cut in time, and the manifest's plan says how."""
+    args = ["--window", "2d", "--end", str(scenario_tsdb.end), "--no-kubernetes"]
+    limited = _doc("--prometheus-url", small_vm_url, *args)
+    whole = _doc("--prometheus-url", vm_url, *args)
+    for doc in (limited, whole):
+        doc.pop("generated_at")
+        doc.pop("cluster")
+    assert limited == whole
+    out = tmp_path / "s.json"
+    res = runner.invoke(
+        app, ["snapshot", "save", "--prometheus-url", small_vm_url, *args, str(out), "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    plan = snapshot.read(out).manifest.plan
+    sharded = {qid: chunks for qid, chunks in plan.items() if any(c[2] for c in chunks)}
+    assert sharded, plan
+    for chunks in sharded.values():
+        # Sharded whole: every piece spans the query's whole range; none was cut in time.
+        assert len({(c[0], c[1]) for c in chunks}) == 1
+        # Finer than the first three shards somewhere (60 series are fewer than a third).
+        assert all(c[2] for c in chunks)
+    assert any(c[2] not in SHARDS for chunks in sharded.values() for c in chunks)

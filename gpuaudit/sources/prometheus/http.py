@@ -73,18 +73,47 @@ class PromConfig:
     """The largest answer read, after decompression."""
 
 
+SERIES_LIMIT_WORDS = (
+    "matching timeseries exceeds",  # VictoriaMetrics
+    "maximum number of series",  # Mimir
+    "max number of series",  # Cortex
+    "series limit",  # Thanos
+    "too many series",
+    "maxuniquetimeseries",
+)
+"""How backends say that a query selects more series than they allow."""
+REASON_CHARS = 4_000
+"""The most of a backend's error text kept for classifying it."""
+
+
 class PromError(SourceError):
     """The server answered with an error (or not at all)."""
 
-    def __init__(self, message: str, status: int = 0, error_type: str = "") -> None:
+    def __init__(
+        self, message: str, status: int = 0, error_type: str = "", reason: str = ""
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
+        self.reason = reason
+        """The backend's whole error text (bounded), which the message may shorten: what the
+        error is classified by."""
+
+    @property
+    def _text(self) -> str:
+        return f"{self} {self.reason}".lower()
+
+    @property
+    def series_limit(self) -> bool:
+        """The backend refused the query for the number of series it selects (VictoriaMetrics'
+        `-search.maxUniqueTimeseries`, Mimir's and Cortex's series limits, Thanos' series
+        limit): cutting it in time does not help, sharding it by GPU does."""
+        return self.too_big and any(w in self._text for w in SERIES_LIMIT_WORDS)
 
     @property
     def too_big(self) -> bool:
         """The query asked for more than the backend allows: cut it smaller and try again."""
-        text = str(self).lower()
+        text = self._text
         if self.status == 422 or self.error_type in ("execution", "422"):
             return any(
                 w in text
@@ -350,9 +379,15 @@ class PromClient:
             raise PromError(f"{where} answered JSON that is not an object", status)
         if body.get("status") != "success" or status >= 400:
             etype = str(body.get("errorType", ""))[:80]
-            etext = str(body.get("error", ""))[:500] or f"HTTP {status}"
-            text = self._scrub(f"{where}: {etype + ': ' if etype else ''}{etext}")
-            raise PromError(text, status, etype)
+            whole = str(body.get("error", ""))
+            # Some backends (VictoriaMetrics) write the whole query first and the reason last:
+            # keep both ends of a long text.
+            etext = whole if len(whole) <= 500 else f"{whole[:160]} ... {whole[-340:]}"
+            text = self._scrub(
+                f"{where}: {etype + ': ' if etype else ''}{etext or f'HTTP {status}'}"
+            )
+            reason = self._scrub(whole[: REASON_CHARS // 2] + " " + whole[-REASON_CHARS // 2 :])
+            raise PromError(text, status, etype, reason)
         return Response(
             params=dict(data or {}),
             body=body,

@@ -15,6 +15,7 @@ pieces), is refused with one clear error before the excess is sent.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,7 +37,61 @@ SHARDS = (
     '=~"GPU-[89a-fA-F].*"',
     '!~"GPU-[0-9a-fA-F].*"',
 )
-"""UUID label matchers that split all series into three disjoint parts."""
+"""UUID label matchers that split all series into three disjoint parts; `subshards` cuts the
+first two finer, down to `SHARD_DIGITS` hex digits of the UUID."""
+SHARD_DIGITS = 2
+"""The longest UUID prefix a shard is told by: at most 16 x 16 + 1 shards of a query."""
+_SHARD = re.compile(r'=~"GPU-((?:\[[0-9a-fA-F-]+\])+)\.\*"')
+_CLASS = re.compile(r"\[([0-9a-fA-F-]+)\]")
+_HEX = "0123456789abcdef"
+
+
+def _hex_class(digits: str) -> str:
+    """A regex character class of hex `digits` (lower case), in both cases."""
+    return "[" + digits + "".join(d.upper() for d in digits if d.isalpha()) + "]"
+
+
+def _digits(cls: str) -> str:
+    """The lower-case hex digits a character class like `0-7` or `89a-fA-F` holds."""
+    out: set[str] = set()
+    i = 0
+    while i < len(cls):
+        if i + 2 < len(cls) and cls[i + 1] == "-":
+            lo, hi = cls[i].lower(), cls[i + 2].lower()
+            out.update(d for d in _HEX if lo <= d <= hi)
+            i += 3
+        else:
+            out.add(cls[i].lower())
+            i += 1
+    return "".join(d for d in _HEX if d in out)
+
+
+def subshards(shard: str) -> list[str]:
+    """The disjoint shards that together hold `shard`'s series, or none when it cannot be cut
+    (the UUIDs that are not `GPU-` and hex, or one hex digit at each of `SHARD_DIGITS`)."""
+    if not shard:
+        return list(SHARDS)
+    m = _SHARD.fullmatch(shard)
+    if m is None:
+        return []
+    classes = [_digits(c) for c in _CLASS.findall(m.group(1))]
+    head, last = classes[:-1], classes[-1]
+    if len(last) > 1:
+        prefix = "".join(_hex_class(d) for d in head)
+        return [
+            f'=~"GPU-{prefix}{_hex_class(d)}.*"'
+            for d in (last[: len(last) // 2], last[len(last) // 2 :])
+        ]
+    if len(classes) >= SHARD_DIGITS:
+        return []
+    prefix = "".join(_hex_class(d) for d in classes)
+    # The UUIDs whose next character is not a hex digit, or that end here, stay whole.
+    return [
+        f'=~"GPU-{prefix}[0-7].*"',
+        f'=~"GPU-{prefix}[89a-fA-F].*"',
+        f'=~"GPU-{prefix}([^0-9a-fA-F].*)?"',
+    ]
+
 
 Keep = Callable[[str, Response], dict[str, Any]]
 """How an answer is kept: given the query id and the response, the fields its entry holds
@@ -155,11 +210,12 @@ class Collector:
             except PromError as exc:
                 if not exc.too_big:
                     raise
-                parts = self._split(job)
+                parts = self._split(job, by_series=exc.series_limit)
                 if not parts:
                     raise SourceError(
                         f"{job.spec.id}: the backend refuses even the smallest piece "
-                        f"({job.end - job.start} s of one UUID shard): {exc}"
+                        f"({job.end - job.start} s of one UUID shard, {job.shard or 'unsharded'})"
+                        f": {exc}"
                     ) from None
                 jobs[0:0] = parts
                 self._tick(len(parts) - 1)
@@ -218,17 +274,18 @@ class Collector:
         what = "recorded and raw" if rec and raw else "recorded" if rec else "raw"
         self.reads.setdefault(qid, set()).add(what)
 
-    def _split(self, job: _Job) -> list[_Job]:
+    def _split(self, job: _Job, by_series: bool = False) -> list[_Job]:
+        """`job` in smaller pieces: halves in time, then shards by UUID, ever finer. A job
+        refused for the number of series it selects (`by_series`) is sharded at once, since a
+        shorter range selects as many series."""
         steps = (job.end - job.start) // self.w.step
-        if steps >= 2:
+        if steps >= 2 and not by_series:
             mid = job.start + (steps // 2) * self.w.step
             return [
                 _Job(job.spec, job.start, mid, job.shard),
                 _Job(job.spec, mid, job.end, job.shard),
             ]
-        if not job.shard:
-            return [_Job(job.spec, job.start, job.end, s) for s in SHARDS]
-        return []
+        return [_Job(job.spec, job.start, job.end, s) for s in subshards(job.shard)]
 
     def _run_one(self, job: _Job) -> dict[str, Any]:
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
