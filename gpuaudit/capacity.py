@@ -26,6 +26,7 @@ from gpuaudit.checks.base import short_model
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
+from gpuaudit.inventory.prom import cluster_of
 from gpuaudit.inventory.queue_usage import QueueUsage
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ ASSUMPTIONS = (
     "a MIG GPU only onto a MIG node that admits every pod holding a slice of it, with its "
     "slices assumed available there; shared replicas only onto nodes shared as many ways; a "
     "pod whose spec Kubernetes did not return onto any node of its product offering GPUs the "
-    "same way; pod affinity, topology spread, volumes and DRA claims are not modelled.",
+    "same way; in a scan of every cluster, only onto nodes of its own cluster; pod affinity, "
+    "topology spread, volumes and DRA claims are not modelled.",
     "A node's room: allocatable nvidia.com/gpu (or nvidia.com/gpu.shared) over its "
     "nvidia.com/gpu.replicas; for a MIG node its nvidia.com/gpu.count label, else the GPUs "
     "DCGM saw on it; for a node Kubernetes did not list, the GPUs DCGM saw, and it refuses "
@@ -649,16 +651,26 @@ def _rooms(views: Views, product: str, seen: Mapping[str, int], mig_seen: set[st
 
 
 def _allowed(
-    views: Views, pods: set[PodKey], kind: str, rooms: Rooms, memo: dict[Any, frozenset[str]]
+    views: Views,
+    pods: set[PodKey],
+    kind: str,
+    rooms: Rooms,
+    memo: dict[Any, frozenset[str]],
+    cluster: str | None = None,
 ) -> frozenset[str]:
     """The schedulable nodes of the product a unit may go on: those offering GPUs the way
     the node it ran on did, that admit every pod of it whose spec is known (see
-    `gpuaudit.inventory.feasibility`), and the nodes only DCGM saw."""
+    `gpuaudit.inventory.feasibility`), and the nodes only DCGM saw. In a scan of every
+    cluster, only the nodes of the unit's own `cluster`: no pod moves between clusters."""
     pl = views.placement
     sets = frozenset(pl.allowed(p) for p in pods if p in pl.pods)
-    key = (kind, sets)
+    key = (kind, sets, cluster)
     if key not in memo:
-        ok = {n for n in rooms.room if rooms.kind[n] == kind}
+        ok = {
+            n
+            for n in rooms.room
+            if rooms.kind[n] == kind and (cluster is None or cluster_of(n) == cluster)
+        }
         for s in sets:
             ok &= s | rooms.unlisted
         memo[key] = frozenset(ok)
@@ -682,12 +694,14 @@ def _items(
     members: dict[str, list[int]] = {}
     unknown = 0
     memo: dict[Any, frozenset[str]] = {}
+    grouped = bool(views.inv.cluster_label)
     for i in at.tolist():
         node = hs.nodes[int(g.node[i])]
         kind = "mig" if hs.unit_mig[int(g.unit[i])] else rooms.kind.get(node, "whole")
         pods = pods_of[i]
         unknown += any(p not in pl.pods for p in pods)
-        allowed = _allowed(views, pods, kind, rooms, memo)
+        cluster = cluster_of(node) if grouped else None
+        allowed = _allowed(views, pods, kind, rooms, memo, cluster)
         items.append(Item(hs.unit_label[int(g.unit[i])], float(g.size[i]), allowed))
         gangs = {gang_of.get(p, "") for p in pods}
         if kind != "mig" and len(gangs) == 1 and "" not in gangs:

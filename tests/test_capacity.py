@@ -3,6 +3,7 @@ cases, and the demo's figures recomputed from the snapshot's raw answers with pl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -482,3 +483,23 @@ def test_a_pod_without_a_spec_may_go_on_any_node_of_its_product() -> None:
     h = _peak(_holding("p", "n2", 4), nodes, []).by_product[H100]
     # Kubernetes returned no pod: nothing is known to keep it off the tainted node.
     assert h.nodes_used == ("t1",) and h.units_without_spec == 1
+
+
+def test_in_a_scan_of_every_cluster_work_stays_in_its_cluster() -> None:
+    # Two clusters, one 8-GPU node each as DCGM alone saw them, each running a 2-GPU pod: in
+    # one cluster both pods would share a node; across clusters no pod can move.
+    series = []
+    for cluster, pod in (("a", "p"), ("b", "q")):
+        node = f"{cluster}/n1"
+        series += [
+            _series(f"GPU-{cluster}{i}", str(i), node, pod if i < 2 else "", [0.5] * HOURS)
+            for i in range(8)
+        ]
+    inv = inventory(series, HOURS)
+    one = plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", []).by_product
+    every = dataclasses.replace(inv, cluster_label="cluster", clusters=("a", "b"))
+    fleet = plan(Views(every, DEFAULT_PRICES), 0.05, "USD", []).by_product
+    (product,) = fleet
+    assert one[product].min_nodes_at_peak == 1
+    assert fleet[product].min_nodes_at_peak == 2
+    assert sorted(fleet[product].nodes_used) == ["a/n1", "b/n1"]
