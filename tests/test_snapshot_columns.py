@@ -168,3 +168,30 @@ def test_index_refuses_in_one_line(tmp_path: Path, demo: Path) -> None:
         reader.index(v1)
     res = runner.invoke(app, ["snapshot", "index", str(v1)])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def _read_without_text(path: Path, monkeypatch: pytest.MonkeyPatch) -> snapshot.Snapshot:
+    """The snapshot through its side-file; fails if any answer's text is parsed."""
+
+    def no_text(*_: object) -> None:
+        raise AssertionError("the answers' text was parsed")
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "from_record_line", no_text)
+        return snapshot.read(path)
+
+
+def test_scenario_writes_the_side_file_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "s.json.gz"
+    args = ["scenario", "--gpus", "24", "--days", "1", "--output", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert columns.side_path(out).is_file()
+    _same(snapshot.read(out, side_file=False), _read_without_text(out, monkeypatch))
+    bare = tmp_path / "bare.json.gz"
+    res = runner.invoke(app, [*args[:-1], str(bare), "--no-side-file"])
+    assert res.exit_code == 0, res.output
+    assert bare.read_bytes() == out.read_bytes()
+    assert not columns.side_path(bare).exists()
