@@ -150,14 +150,23 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     nodes, and the roomiest unused node is the next unopened one in one ordering of the set
     (an unused node's room never changes), so that a peak hour of 100,000 GPUs packs in the
     items times a logarithm of the nodes, not items times nodes."""
+    # Items of one spec share one set object: count them by object, then merge the objects
+    # that hold equal sets (comparing two large sets costs their size, so never per item).
+    per_object = Counter(id(i.nodes) for i in items)
+    objects = {id(i.nodes): i.nodes for i in items}
+    same: dict[frozenset[str] | None, frozenset[str] | None] = {}
+    counts: dict[frozenset[str] | None, int] = {}
+    for oid, nodes in objects.items():
+        canon = same.setdefault(nodes, nodes)
+        counts[canon] = counts.get(canon, 0) + per_object[oid]
     usable = dict.fromkeys(room, 0)
-    counts = Counter(i.nodes for i in items)
     for nodes, n_items in counts.items():
         for n in room if nodes is None else nodes:
             if n in usable:
                 usable[n] += n_items
     left = dict(room)
     sets = {nodes: _NodeSet(nodes, room, usable, n_items) for nodes, n_items in counts.items()}
+    set_of = {oid: sets[same[nodes]] for oid, nodes in objects.items()}
     member_of: dict[str, list[_NodeSet]] = {}
     for ns in sets.values():
         for n in ns.members:
@@ -167,7 +176,7 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     placed: dict[str, str] = {}
     unplaced: list[Item] = []
     for item in sorted(items, key=lambda i: (-i.size, i.key)):
-        ns = sets[item.nodes]
+        ns = set_of[id(item.nodes)]
         ns.remaining -= 1
         need = item.size - EPS
         node = None if item.whole_node else ns.first_open_with(need)
@@ -739,11 +748,13 @@ def _allowed(
     the node it ran on did, that admit every pod of it whose spec is known (see
     `gpuaudit.inventory.feasibility`), and the nodes only DCGM saw."""
     pl = views.placement
-    sets = frozenset(pl.allowed(p) for p in pods if p in pl.pods)
-    key = (kind, sets)
+    sets = {id(s): s for s in (pl.allowed(p) for p in pods if p in pl.pods)}
+    # By the sets' identities (`allowed` shares one set per spec and keeps it): comparing two
+    # equal sets of thousands of nodes would cost their size for every unit.
+    key = (kind, frozenset(sets))
     if key not in memo:
         ok = {n for n in rooms.room if rooms.kind[n] == kind}
-        for s in sets:
+        for s in sets.values():
             ok &= s | rooms.unlisted
         memo[key] = frozenset(ok)
     return memo[key]
