@@ -101,7 +101,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
         snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
     with progress.stage("building the inventory"):
-        inv = build(snap, config.settings.topology_dir, narrowing(config, snap))
+        inv = build(snap, config.settings.topology_dir, narrowing(config, snap), consume=True)
     if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
         check_step(config.settings.step_s, inv.scrape_interval_s)
     del snap  # the raw answers are no longer needed; free them before the checks run

@@ -131,6 +131,14 @@ class Parser:
         if n:
             self.refused.setdefault(what, Refused(metric, *bounds)).n += n
 
+    def release(self) -> None:
+        """Let go of the answers once every series is read (`build(consume=True)`); the key
+        numbers, identities and what was left out stay."""
+        self.answers = {}
+        self._windows.clear()
+        # Looked up by the label objects' ids, which are reused once the objects are freed.
+        self._by_obj.clear()
+
     def kid(self, labels: Mapping[str, Any]) -> int:
         """The key number of a series' labels."""
         k = self._by_obj.get(id(labels))
