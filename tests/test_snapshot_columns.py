@@ -195,3 +195,23 @@ def test_scenario_writes_the_side_file_unless_told_not_to(
     assert res.exit_code == 0, res.output
     assert bare.read_bytes() == out.read_bytes()
     assert not columns.side_path(bare).exists()
+
+
+def test_series_are_keyed_by_label_number_as_by_label_object(demo: Path) -> None:
+    """Answers read from a side-file carry their label-set numbers, and the inventory's parser
+    looks series up by them: every answer's key numbers, and the keys, must be those the text
+    gives."""
+    from gpuaudit.inventory.parse import Parser
+
+    from_text = Parser(snapshot.read(demo, side_file=False))
+    reader.index(demo)
+    side = snapshot.read(demo)
+    assert all(
+        e["answer"].numbers is not None for entries in side.prometheus.values() for e in entries
+    )
+    from_side = Parser(side)
+    for qid, answers in from_text.answers.items():
+        for a, b in zip(answers, from_side.answers[qid], strict=True):
+            assert from_text.kids(a).tolist() == from_side.kids(b).tolist(), qid
+    assert from_text.keys == from_side.keys
+    assert from_text.ident == from_side.ident
