@@ -76,6 +76,8 @@ def scenario(gpus: int, days: int) -> tuple[Path, float]:
                 "1",
                 "--output",
                 str(path),
+                # Indexed (or not) by the benchmark itself, timed apart.
+                "--no-side-file",
             ]
         )
     return path, gen

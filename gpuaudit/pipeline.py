@@ -101,7 +101,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
         snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
     with progress.stage("building the inventory"):
-        inv = build(snap, config.settings.topology_dir, narrowing(config, snap))
+        inv = build(snap, config.settings.topology_dir, narrowing(config, snap), consume=True)
     if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
         check_step(config.settings.step_s, inv.scrape_interval_s)
     del snap  # the raw answers are no longer needed; free them before the checks run
@@ -128,14 +128,26 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
     return Outcome(result, exit_code(config, result), clock.stages, _hint(config))
 
 
-def save_snapshot(config: Config, file: Path, *, progress: Progress = SILENT) -> int:
-    """Collect live data and write it as a snapshot file; returns how many answers it holds."""
+def save_snapshot(
+    config: Config, file: Path, *, progress: Progress = SILENT, side_file: bool = True
+) -> int:
+    """Collect live data and write it as a snapshot file; returns how many answers it holds.
+    `side_file`: write its columnar side-file beside it too (`snapshot.index`), so that the
+    first scan of it already skips parsing its text."""
     snap = load(config, progress, as_arrays=False)
     try:
         snapshot.write(snap, file)
     except OSError as exc:
         raise GpuauditError(f"cannot write {file}: {exc.strerror or exc}") from None
-    return sum(len(v) for v in snap.prometheus.values())
+    answers = sum(len(v) for v in snap.prometheus.values())
+    del snap  # the raw answers are on disk; the side-file is made from the file itself
+    if side_file:
+        with progress.stage("writing the columnar side-file"):
+            try:
+                snapshot.index(file)
+            except GpuauditError as exc:
+                raise GpuauditError(f"{file} was written, but not its side-file: {exc}") from None
+    return answers
 
 
 def load(config: Config, progress: Progress = SILENT, as_arrays: bool = False) -> Snapshot:

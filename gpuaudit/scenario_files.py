@@ -24,6 +24,7 @@ from gpuaudit.scenario import DEFAULT_END, generate, k8s_lists, write_openmetric
 from gpuaudit.scenario.emit import LABEL_STYLES
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import INT_METRICS, METRICS, Table
+from gpuaudit.snapshot import index
 
 OPENMETRICS_LIMIT = 10**9
 """Largest `--openmetrics` file written without `--yes` (bytes)."""
@@ -43,11 +44,14 @@ def write_scenario(
     label_style: str,
     large_ok: bool = False,
     say: Callable[[str], None] | None = None,
+    side_file: bool = True,
 ) -> None:
     """Generate a deterministic scenario and write its snapshot and, where asked, its planted
     problems, OpenMetrics samples and Kubernetes objects (`gpuaudit scenario`). `say` gets the
     size of the OpenMetrics file before it is written; above `OPENMETRICS_LIMIT` it is refused
-    (`ConfigError`, before any file is written) unless `large_ok`."""
+    (`ConfigError`, before any file is written) unless `large_ok`. `side_file`: write the
+    snapshot's columnar side-file too (`snapshot.index`), from the file once the scenario is
+    let go of, so that the first scan of it skips parsing its text."""
     if label_style not in LABEL_STYLES:
         raise ConfigError(f"--label-style must be one of {', '.join(LABEL_STYLES)}")
     end_ts = parse_end(end)
@@ -76,6 +80,9 @@ def write_scenario(
                 write_text(k8s_dir / f"{name}.json", json.dumps(lst, indent=1, sort_keys=True))
     except OSError as exc:
         raise GpuauditError(f"cannot write scenario output: {exc}") from None
+    if side_file:
+        del sc  # the side-file is read from the file: the scenario's memory is not needed
+        index(output)
 
 
 def _check_size(

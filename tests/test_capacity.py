@@ -11,9 +11,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuaudit.capacity import RELEASE_IDLE, Item, Release, Stat, pack_ffd, plan
+from gpuaudit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, pack_ffd, plan
 from gpuaudit.cli import app
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.pricing import DEFAULT_PRICES
@@ -61,6 +63,68 @@ def test_packer_constraints_and_what_fits_nowhere() -> None:
     # The whole-node member opens n2 and closes it; the pinned pod and the small one share n1.
     assert p.placed == {"gang": "n2", "pinned": "n1", "small": "n1"}
     assert p.used == ("n2", "n1")
+
+
+def _pack_by_scanning(items: list[Item], room: dict[str, float]) -> Packing:
+    """The packer's rule read literally: every node looked at for every item."""
+    eps = 1e-9
+    usable = {n: sum(1 for i in items if i.nodes is None or n in i.nodes) for n in room}
+    left = dict(room)
+    opened: list[str] = []
+    closed: set[str] = set()
+    placed: dict[str, str] = {}
+    unplaced: list[Item] = []
+    for item in sorted(items, key=lambda i: (-i.size, i.key)):
+
+        def may(node: str, it: Item = item) -> bool:
+            return it.nodes is None or node in it.nodes
+
+        node = None
+        if not item.whole_node:
+            fits = [n for n in opened if n not in closed and may(n) and left[n] >= item.size - eps]
+            node = fits[0] if fits else None
+        if node is None:
+            spare = [n for n in left if n not in opened and may(n) and left[n] >= item.size - eps]
+            if not spare:
+                unplaced.append(item)
+                continue
+            sign = -1 if item.whole_node else 1
+            node = max(spare, key=lambda n: (left[n], sign * usable[n], n))
+            opened.append(node)
+            if item.whole_node:
+                closed.add(node)
+        left[node] -= item.size
+        placed[item.key] = node
+    return Packing(tuple(opened), placed, tuple(unplaced))
+
+
+_ROOMS = st.sampled_from(
+    [0.0, 0.5, 1.0, 1 - 1e-9, 2.0, 2.5, 4.0, 7.0, 8.0, 8.0, math.nan, math.inf]
+)
+_SIZES = st.sampled_from([0.0, 1.0, 2.0, 4.0, 8.0, 0.5, 1 / 3, 3.0, 9.0, 1 - 1e-10, math.inf])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_packer_places_as_the_literal_rule(data: st.DataObject) -> None:
+    """The packer searches per distinct node set in trees; it must place every item where
+    the rule read literally places it: selectors (node sets, some naming nodes without
+    room), whole-node gang members, rooms that are not numbers."""
+    names = [f"n{i:02d}" for i in range(data.draw(st.integers(0, 16)))]
+    room = {n: data.draw(_ROOMS) for n in names}
+    pool = [*names, "gone"]
+    sets = data.draw(st.lists(st.frozensets(st.sampled_from(pool)), min_size=1, max_size=4))
+    items = [
+        Item(
+            f"i{i:03d}",
+            data.draw(_SIZES),
+            nodes=data.draw(st.sampled_from([None, *sets])),
+            whole_node=data.draw(st.booleans()) and data.draw(st.booleans()),
+        )
+        for i in range(data.draw(st.integers(0, 60)))
+    ]
+    fast, literal = pack_ffd(items, room), _pack_by_scanning(items, room)
+    assert fast == literal
 
 
 def test_nearest_rank_p95() -> None:

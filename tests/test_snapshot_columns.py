@@ -168,3 +168,50 @@ def test_index_refuses_in_one_line(tmp_path: Path, demo: Path) -> None:
         reader.index(v1)
     res = runner.invoke(app, ["snapshot", "index", str(v1)])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def _read_without_text(path: Path, monkeypatch: pytest.MonkeyPatch) -> snapshot.Snapshot:
+    """The snapshot through its side-file; fails if any answer's text is parsed."""
+
+    def no_text(*_: object) -> None:
+        raise AssertionError("the answers' text was parsed")
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "from_record_line", no_text)
+        return snapshot.read(path)
+
+
+def test_scenario_writes_the_side_file_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "s.json.gz"
+    args = ["scenario", "--gpus", "24", "--days", "1", "--output", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert columns.side_path(out).is_file()
+    _same(snapshot.read(out, side_file=False), _read_without_text(out, monkeypatch))
+    bare = tmp_path / "bare.json.gz"
+    res = runner.invoke(app, [*args[:-1], str(bare), "--no-side-file"])
+    assert res.exit_code == 0, res.output
+    assert bare.read_bytes() == out.read_bytes()
+    assert not columns.side_path(bare).exists()
+
+
+def test_series_are_keyed_by_label_number_as_by_label_object(demo: Path) -> None:
+    """Answers read from a side-file carry their label-set numbers, and the inventory's parser
+    looks series up by them: every answer's key numbers, and the keys, must be those the text
+    gives."""
+    from gpuaudit.inventory.parse import Parser
+
+    from_text = Parser(snapshot.read(demo, side_file=False))
+    reader.index(demo)
+    side = snapshot.read(demo)
+    assert all(
+        e["answer"].numbers is not None for entries in side.prometheus.values() for e in entries
+    )
+    from_side = Parser(side)
+    for qid, answers in from_text.answers.items():
+        for a, b in zip(answers, from_side.answers[qid], strict=True):
+            assert from_text.kids(a).tolist() == from_side.kids(b).tolist(), qid
+    assert from_text.keys == from_side.keys
+    assert from_text.ident == from_side.ident

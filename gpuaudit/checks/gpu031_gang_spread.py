@@ -72,6 +72,7 @@ from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.comms import Communication
+from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import is_na
 from gpuaudit.topology import Topology
 
@@ -193,15 +194,16 @@ Reason = tuple[str, dict[str, Any]]
 
 
 def _tighter_domain(
-    sizes: list[int], used: list[str], fitting: dict[str, int], cliques: dict[str, str]
+    sizes: list[int], used: list[str], at: RoomAt, own: dict[str, int], products: set[str]
 ) -> Reason | None:
     """The job spans several NVLink domains while one had room for all of it."""
+    cliques = at.cliques
     used_cliques = sorted({cliques.get(n, "") for n in used})
     if len(used) < 2 or not all(cliques.get(n) for n in used) or len(used_cliques) < 2:
         return None
-    for clique in sorted(set(cliques.values())):
-        inside = {n: r for n, r in fitting.items() if cliques.get(n) == clique}
-        placed = pack(sizes, inside)
+    # Domains without a fitting node place nothing: only those with one are tried, in order.
+    for clique in sorted(at.domains(own, min(sizes), products)):
+        placed = pack(sizes, at.fitting(own, len(sizes), min(sizes), products, clique))
         if placed is not None:
             reason = (
                 f"spans {len(used_cliques)} NVLink domains (gpu.clique "
@@ -241,28 +243,26 @@ class Move:
 
 
 def _nvlink_move(
-    views: Views, cfg: Thresholds, job: Job, room: dict[str, int], gpu_hours: float
+    views: Views, cfg: Thresholds, job: Job, at: RoomAt, gpu_hours: float
 ) -> Move | None:
-    """The NVLink node with room for the whole job that saves the most, if any saves."""
-    topos = views.inv.topologies
+    """The NVLink node with room for the whole job that saves the most, if any saves (among
+    equal savings, the first by name)."""
     sizes = [m.gpus for m in job.members]
     here_model = job.members[0].model
     price_here = views.price(here_model)
-    products = views.node_products
     best: Move | None = None
-    for node in sorted(room):
-        topo = topos.get(node)
-        if node in job.used or topo is None or not topo.all_nvlink:
+    # Whether the job fits a node depends on its room alone: each room once per product.
+    for model, by_room in at.nvlink().items():
+        fits = [(node, r) for r, node in by_room.items() if pack(sizes, {node: r}) is not None]
+        if not fits:
             continue
-        if pack(sizes, {node: room[node]}) is None:
-            continue
-        model = products.get(node, "")
+        node, r = min(fits)
         price_there = views.price(model) if model else price_here
         saving = gpu_hours * price_here - gpu_hours * (1 - cfg.placement_slowdown) * price_there
         if saving <= 0:
             continue
-        if best is None or saving > best.saving:
-            best = Move(node, room[node], model, price_here, price_there, saving)
+        if best is None or saving > best.saving or (saving == best.saving and node < best.node):
+            best = Move(node, r, model, price_here, price_there, saving)
     return best
 
 
@@ -287,47 +287,147 @@ def _move_reason(job: Job, move: Move) -> Reason:
     return reason, evidence
 
 
-def _candidates(views: Views, job: Job) -> tuple[set[str], str]:
-    """The nodes the job could have gone to (see the module docstring), and in words where
-    they come from."""
+def _candidates(
+    views: Views, job: Job, memo: dict[frozenset[frozenset[str]], frozenset[str]]
+) -> tuple[frozenset[str], str]:
+    """The nodes offering whole GPUs that every member may run on (see the module docstring;
+    the nodes the job runs on come on top of them), and in words where they come from.
+    `memo`: pods of one spec share their set of allowed nodes, so each distinct combination
+    of sets is intersected and filtered once, not once per job."""
     pl = views.placement
-    used = set(job.used)
     if not pl.nodes:
-        return used, "only the nodes it runs on (node objects were not read)"
-    allowed: set[str] | None = None
-    for m in job.members:
-        key = (job.namespace, m.pod)
-        if key not in pl.pods:
-            continue
-        ok = pl.allowed(key)
-        allowed = set(ok) if allowed is None else allowed & ok
-    if allowed is None:
-        return used, "only the nodes it runs on (its pods' specs are unknown)"
-    whole = {n for n in allowed if pl.nodes[n].whole_gpus > 0}
-    return whole | used, "the nodes every member may run on (taints, selectors, affinity)"
+        return frozenset(), "only the nodes it runs on (node objects were not read)"
+    keys = [(job.namespace, m.pod) for m in job.members]
+    sets = frozenset(pl.allowed(key) for key in keys if key in pl.pods)
+    if not sets:
+        return frozenset(), "only the nodes it runs on (its pods' specs are unknown)"
+    if sets not in memo:
+        allowed = frozenset.intersection(*sets)
+        memo[sets] = frozenset(n for n in allowed if pl.nodes[n].whole_gpus > 0)
+    return memo[sets], "the nodes every member may run on (taints, selectors, affinity)"
 
 
 FreeAt = Mapping[float, Mapping[str, set[str]]]
 """Bucket end -> node -> GPU indices no pod held in that bucket."""
 
+Ranked = list[tuple[int, str]]
+"""(room, node), descending: the order in which `pack` opens unused nodes."""
 
-def _room(views: Views, job: Job, nodes: set[str], free: FreeAt) -> dict[str, int]:
-    """Room at the job's start per node with any: free GPU indices and the job's own, each
-    once, capped at the node's allocatable whole GPUs."""
-    pl = views.placement
-    own: dict[str, set[str]] = {}
-    for m in job.members:
-        own.setdefault(m.node, set()).update(m.indices)
-    at = free.get(job.start, {})
-    room: dict[str, int] = {}
-    for node in (nodes & at.keys()) | own.keys():
-        count = len(at.get(node, set()) | own.get(node, set()))
-        facts = pl.nodes.get(node)
-        if facts is not None:
-            cap = facts.allocatable.get("nvidia.com/gpu", 0.0) / max(1, facts.replicas)
-            count = min(count, int(cap))
-        room[node] = count
-    return room
+
+def _capped(pl: Placement, node: str, count: int) -> int:
+    """`count` GPUs of room on `node`, never more than its allocatable whole GPUs."""
+    facts = pl.nodes.get(node)
+    if facts is None:
+        return count
+    cap = facts.allocatable.get("nvidia.com/gpu", 0.0) / max(1, facts.replicas)
+    return min(count, int(cap))
+
+
+class RoomAt:
+    """Room at one bucket end on the nodes of one candidate set that had free GPUs then,
+    made once for all the jobs starting then with that set: per node its free GPU indices
+    counted and capped at its allocatable whole GPUs, ranked per GPU product and per (product,
+    NVLink domain). `pack` opens the roomiest unused node first and at most one node per pod,
+    so a job of k pods packs exactly as on all the nodes when given the k roomiest of those
+    that fit: a job reads those, not every node."""
+
+    def __init__(
+        self,
+        views: Views,
+        free_at: Mapping[str, set[str]],
+        capped: Mapping[str, int],
+        allowed: frozenset[str],
+        cliques: Mapping[str, str],
+    ) -> None:
+        self.views, self.free_at, self.cliques = views, free_at, cliques
+        few, many = (allowed, capped) if len(allowed) < len(capped) else (capped, allowed)
+        self.room = {n: capped[n] for n in few if n in many}
+        """Room per candidate node with free GPUs, not counting any job's own GPUs."""
+        products = views.node_products
+        self.by_product: dict[str, Ranked] = {}
+        self.by_domain: dict[tuple[str, str], Ranked] = {}
+        for r, n in sorted(((r, n) for n, r in self.room.items()), reverse=True):
+            p = products.get(n, "")
+            self.by_product.setdefault(p, []).append((r, n))
+            if cliques.get(n):
+                self.by_domain.setdefault((p, cliques[n]), []).append((r, n))
+        self._nvlink: dict[str, dict[int, str]] | None = None
+
+    def own(self, job: Job) -> dict[str, int]:
+        """Room on the nodes the job runs on: the free GPU indices and its own, each once."""
+        held: dict[str, set[str]] = {}
+        for m in job.members:
+            held.setdefault(m.node, set()).update(m.indices)
+        pl, free_at = self.views.placement, self.free_at
+        return {n: _capped(pl, n, len(free_at.get(n, set()) | idx)) for n, idx in held.items()}
+
+    def every(self, own: Mapping[str, int]) -> dict[str, int]:
+        """Room on every node the job could use (see the module docstring)."""
+        return {**self.room, **own}
+
+    def fitting(
+        self, own: Mapping[str, int], k: int, least: int, products: set[str], domain: str = ""
+    ) -> dict[str, int]:
+        """The `k` roomiest nodes, by room then name, with room for `least` GPUs or more, of
+        `products` (and in NVLink `domain`, when given); `own`: room on the job's nodes."""
+        ranked: Ranked = []
+        for p in products:
+            rows = self.by_domain.get((p, domain), []) if domain else self.by_product.get(p, [])
+            taken = 0
+            for r, n in rows:
+                if r < least or taken == k:
+                    break
+                if n not in own:
+                    ranked.append((r, n))
+                    taken += 1
+        products_of = self.views.node_products
+        for n, r in own.items():
+            if r >= least and products_of.get(n, "") in products:
+                if not domain or self.cliques.get(n) == domain:
+                    ranked.append((r, n))
+        ranked.sort(reverse=True)
+        return {n: r for r, n in ranked[:k]}
+
+    def domains(self, own: Mapping[str, int], least: int, products: set[str]) -> set[str]:
+        """NVLink domains with a node of `products` that may have room for `least` GPUs."""
+        out = {
+            c for (p, c), rows in self.by_domain.items() if p in products and rows[0][0] >= least
+        }
+        return out | {self.cliques[n] for n in own if self.cliques.get(n)}
+
+    def nvlink(self) -> dict[str, dict[int, str]]:
+        """Per GPU product of the nodes whose GPUs are all NVLink-connected: per room, the
+        first such node by name. A job judged for the PCIe rule runs on PCIe-only nodes, none
+        of them here, so its own GPUs never count."""
+        if self._nvlink is None:
+            topos, products = self.views.inv.topologies, self.views.node_products
+            out: dict[str, dict[int, str]] = {}
+            for n, r in sorted(self.room.items()):
+                topo = topos.get(n)
+                if topo is not None and topo.all_nvlink:
+                    out.setdefault(products.get(n, ""), {}).setdefault(r, n)
+            self._nvlink = out
+        return self._nvlink
+
+
+class Rooms:
+    """The `RoomAt` of each (bucket end, candidate set) a job asks for, each made once."""
+
+    def __init__(self, views: Views, free: FreeAt, cliques: Mapping[str, str]) -> None:
+        self.views, self.free, self.cliques = views, free, cliques
+        self._capped: dict[float, dict[str, int]] = {}
+        self._at: dict[tuple[float, frozenset[str]], RoomAt] = {}
+
+    def at(self, ts: float, allowed: frozenset[str]) -> RoomAt:
+        if (ts, allowed) not in self._at:
+            free_at = self.free.get(ts, {})
+            if ts not in self._capped:
+                pl = self.views.placement
+                self._capped[ts] = {n: _capped(pl, n, len(i)) for n, i in free_at.items()}
+            self._at[(ts, allowed)] = RoomAt(
+                self.views, free_at, self._capped[ts], allowed, self.cliques
+            )
+        return self._at[(ts, allowed)]
 
 
 def _finding(
@@ -400,11 +500,14 @@ class Judged:
     job: Job
     pcie: bool
     comm: Communication
-    nodes: set[str]
+    allowed: frozenset[str]
+    """Nodes it could have gone to besides its own (see `_candidates`)."""
     where: str
 
 
-def _prepare(views: Views, cfg: Thresholds, job: Job) -> Judged | None:
+def _prepare(
+    views: Views, cfg: Thresholds, job: Job, memo: dict[frozenset[frozenset[str]], frozenset[str]]
+) -> Judged | None:
     """The job, when a rule can hold for it: it exchanges data between its GPUs, and it spans
     several nodes or runs on PCIe-only GPUs."""
     topos = views.inv.topologies
@@ -415,54 +518,54 @@ def _prepare(views: Views, cfg: Thresholds, job: Job) -> Judged | None:
     comm = views.comms.judge(keys, job.gang_kind, cfg.link_traffic_min_gb_s)
     if not comm.communicates:
         return None
-    nodes, where = _candidates(views, job)
-    return Judged(job, pcie, comm, nodes, where)
+    allowed, where = _candidates(views, job, memo)
+    return Judged(job, pcie, comm, allowed, where)
 
 
-def _judge(
-    views: Views, cfg: Thresholds, j: Judged, free: FreeAt, cliques: Mapping[str, str]
-) -> Finding | None:
+def _judge(views: Views, cfg: Thresholds, j: Judged, rooms: Rooms) -> Finding | None:
     job, used = j.job, j.job.used
-    room = _room(views, job, j.nodes, free)
+    at = rooms.at(job.start, j.allowed)
+    own = at.own(job)
     sizes = [m.gpus for m in job.members]
     # Tighter placements on the job's own GPU product only (another product is a move with a
     # price, the PCIe rule's); nodes with less room than the smallest pod: packing never opens
     # them.
     products = views.node_products
-    own = {products.get(n, "") for n in used}
-    fitting = {n: r for n, r in room.items() if r >= min(sizes) and products.get(n, "") in own}
+    mine = {products.get(n, "") for n in used}
+    fitting = at.fitting(own, len(sizes), min(sizes), mine)
     # The first rule that holds, in this order: domains, nodes, PCIe.
-    why = _tighter_domain(sizes, used, fitting, dict(cliques)) or _fewer_nodes(sizes, used, fitting)
+    why = _tighter_domain(sizes, used, at, own, mine) or _fewer_nodes(sizes, used, fitting)
     move = None
     if why is None and j.pcie:
         gpu_hours = sum(m.buckets for m in job.members) * (views.inv.step_s / 3600.0)
-        move = _nvlink_move(views, cfg, job, room, gpu_hours)
+        move = _nvlink_move(views, cfg, job, at, gpu_hours)
         why = _move_reason(job, move) if move is not None else None
     if why is None:
         return None
-    return _finding(views, cfg, job, room, why, j.comm, j.where, move)
+    return _finding(views, cfg, job, at.every(own), why, j.comm, j.where, move)
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
     inv = views.inv
     if inv.holdings.empty or inv.hourly.empty:
         return []
+    memo: dict[frozenset[frozenset[str]], frozenset[str]] = {}
     judged = [
         j
         for job in sorted(_jobs(views), key=lambda j: (j.namespace, j.name))
-        if (j := _prepare(views, cfg, job)) is not None
+        if (j := _prepare(views, cfg, job, memo)) is not None
     ]
     if not judged:
         return []
     # The free GPUs at every job's start on every node any of them could use, in one pass.
     free: dict[float, dict[str, set[str]]] = {}
-    every = set().union(*(j.nodes for j in judged))
+    every: set[str] = set().union(*{j.allowed for j in judged}, *(j.job.used for j in judged))
     for (node, ts), idx in views.free_sets({j.job.start for j in judged}, every).items():
         free.setdefault(ts, {})[node] = idx
-    cliques = _cliques(views)
+    rooms = Rooms(views, free, _cliques(views))
     out: list[Finding] = []
     for j in judged:
-        f = _judge(views, cfg, j, free, cliques)
+        f = _judge(views, cfg, j, rooms)
         if f is not None:
             out.append(f)
     return out

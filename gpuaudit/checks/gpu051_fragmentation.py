@@ -137,14 +137,20 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     waiting = waiting[waiting[C.GPU_REQUEST] >= 2]
     holders = _holders(views)
     out: list[Finding] = []
+    # Pods of one spec have one list of candidates: the free GPUs of its nodes are read once
+    # per distinct list, not once per waiting pod.
+    frees: dict[tuple[str, ...], tuple[dict[str, float], float, float]] = {}
     for w in waiting.itertuples(index=False):
         need = float(getattr(w, C.GPU_REQUEST))
         ns, name = str(getattr(w, C.NAMESPACE)), str(getattr(w, C.POD))
         fit, refused = pl.candidates((ns, name))
         if not fit:
             continue
-        free = {n: pl.free(n) for n in fit}
-        total, most = sum(free.values()), max(free.values())
+        nodes = tuple(fit)
+        if nodes not in frees:
+            got = {n: pl.free(n) for n in fit}
+            frees[nodes] = (got, sum(got.values()), max(got.values()))
+        free, total, most = frees[nodes]
         if most >= need or total < need:
             continue
         best = _consolidation(pl, fit, need, holders)

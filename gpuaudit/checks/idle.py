@@ -28,7 +28,7 @@ Power corroboration
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,10 +136,12 @@ class Signals:
         )
 
 
-def pod_signals(views: Views, whole_holding: bool = True) -> dict[tuple[str, str], Signals]:
-    """The second signals of every holder pod, by (namespace, pod), over the GPUs it held.
-    `whole_holding` False: the judgement covers only some hours of the holdings, which the
-    window's power mean cannot speak for (the power is stated, its corroboration unavailable)."""
+def pod_signals(views: Views, whole_holding: bool = True) -> Mapping[tuple[str, str], Signals]:
+    """The second signals of every holder pod, by (namespace, pod), over the GPUs it held,
+    each worked out when first asked for (a check asks for the few pods it reports, of
+    thousands). `whole_holding` False: the judgement covers only some hours of the holdings,
+    which the window's power mean cannot speak for (the power is stated, its corroboration
+    unavailable)."""
     h = views.held
     if h.empty:
         return {}
@@ -160,7 +162,35 @@ def pod_signals(views: Views, whole_holding: bool = True) -> dict[tuple[str, str
             C.FB_FREE_MEAN,
         )
     }
-    return {key: _signals(cols, rows, replicas, whole_holding) for key, rows in groups.items()}
+    return _Signals(groups, cols, replicas, whole_holding)
+
+
+class _Signals(Mapping[tuple[str, str], Signals]):
+    """`pod_signals`: each pod's signals made on first look-up, then kept."""
+
+    def __init__(
+        self,
+        groups: dict[tuple[str, str], list[int]],
+        cols: Mapping[str, np.ndarray[Any, Any]],
+        replicas: Mapping[str, float],
+        whole_holding: bool,
+    ) -> None:
+        self._groups, self._cols = groups, cols
+        self._replicas, self._whole = replicas, whole_holding
+        self._made: dict[tuple[str, str], Signals] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> Signals:
+        made = self._made.get(key)
+        if made is None:
+            rows = self._groups[key]
+            made = self._made[key] = _signals(self._cols, rows, self._replicas, self._whole)
+        return made
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
 
 
 def _replicas(views: Views) -> Mapping[str, float]:

@@ -93,6 +93,8 @@ class Parser:
         self.ident: list[prom.Identity] = []
         self._kid: dict[Key, int] = {}
         self._by_obj: dict[int, int] = {}
+        self._by_number = np.zeros(0, dtype=np.int64)
+        """Side-file label-set number -> key number (-1: not seen yet); see `kids`."""
         self._by_items: dict[tuple[Any, ...], int] = {}
         self._windows: dict[str, tuple[Arr, Arr]] = {}
         recorded = snap.manifest.get("window")
@@ -121,7 +123,8 @@ class Parser:
                 keep = ok.tolist()
                 metrics = [m for m, k in zip(a.metrics, keep, strict=True) if k]
                 ts = a.ts[ok] if len(a.ts) == len(ok) else a.ts
-                return replace(a, metrics=metrics, values=vals[ok], ts=ts)
+                numbers = a.numbers[ok] if a.numbers is not None else None
+                return replace(a, metrics=metrics, values=vals[ok], ts=ts, numbers=numbers)
             return replace(a, values=vals) if vals is not a.values else a
         inside = (a.ts > self._start) & (a.ts <= self._end)
         vals, ok = _in_range(a.vs, lo, hi)
@@ -139,6 +142,14 @@ class Parser:
         """Count `n` values of `what` left out for lying outside `bounds`."""
         if n:
             self.refused.setdefault(what, Refused(metric, *bounds)).n += n
+
+    def release(self) -> None:
+        """Let go of the answers once every series is read (`build(consume=True)`); the key
+        numbers, identities and what was left out stay."""
+        self.answers = {}
+        self._windows.clear()
+        # Looked up by the label objects' ids, which are reused once the objects are freed.
+        self._by_obj.clear()
 
     def kid(self, labels: Mapping[str, Any]) -> int:
         """The key number of a series' labels."""
@@ -176,12 +187,34 @@ class Parser:
             )
 
     def kids(self, answer: Answer) -> Arr:
+        numbers = answer.numbers
+        if numbers is not None and len(numbers) == len(answer.metrics):
+            return self._kids_by_number(answer, numbers)
         known = self._by_obj.get
         kid = self.kid
         return np.array(
             [k if (k := known(id(m))) is not None else kid(m) for m in answer.metrics],
             dtype=np.int64,
         )
+
+    def _kids_by_number(self, answer: Answer, numbers: Arr) -> Arr:
+        """`kids` of an answer read from a side-file: a series is looked up by its label set's
+        number (one label object per number), and `kid` asked once per number, not per row."""
+        table = self._by_number
+        top = int(numbers.max()) + 1 if len(numbers) else 0
+        if top > len(table):
+            table = self._by_number = np.concatenate(
+                [table, np.full(top - len(table), -1, dtype=np.int64)]
+            )
+        got = table[numbers]
+        new = np.flatnonzero(got < 0)
+        if len(new):
+            for i in new.tolist():
+                number = int(numbers[i])
+                if table[number] < 0:
+                    table[number] = self.kid(answer.metrics[i])
+            got = table[numbers]
+        return got
 
     def window(self, qid: str) -> tuple[Arr, Arr]:
         """(key numbers, values) of every row of a window query's chunks, in order."""

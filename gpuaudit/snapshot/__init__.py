@@ -21,7 +21,8 @@ Kubernetes list response as the API server returned it, its objects reduced to t
 gpuaudit reads (`fields`: no `env`, no annotations beyond the gang ones). Live scans, replays,
 the demo and test scenarios all go through the same parsing code (`answers`).
 
-The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`), `writer`
+The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`, and `index`
+for the columnar side-file of `columns`), `writer`
 (`write`, and `write_records` for streaming), `answers` (answer parsing into arrays), `live`
 (what a snapshot makes of a live collection; `collect_live` below composes the two), `fields`
 (what is kept of the Kubernetes objects: the fields gpuaudit reads), `format` (name and
@@ -36,7 +37,7 @@ from gpuaudit.progress import SILENT, Progress
 from gpuaudit.snapshot.format import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow
 from gpuaudit.snapshot.model import Snapshot
-from gpuaudit.snapshot.reader import MAX_BYTES, from_json, read
+from gpuaudit.snapshot.reader import MAX_BYTES, from_json, index, read
 from gpuaudit.snapshot.writer import write, write_records
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "Snapshot",
     "collect_live",
     "from_json",
+    "index",
     "read",
     "write",
     "write_records",

@@ -77,6 +77,10 @@ class Answer:
     """Sample values left out: NaN, infinite or malformed."""
     malformed: int = 0
     """Series left out: no label object, or no list of points."""
+    numbers: Arr | None = None
+    """Read from a columnar side-file (`columns`): each series' number in the side-file's table
+    of distinct label sets (one label object per number, shared by every answer), so that a
+    reader may look series up by number; None otherwise."""
 
     def series(self, i: int) -> tuple[Arr, Arr]:
         """Series i's (timestamps, values) of a matrix."""

@@ -203,6 +203,7 @@ def _answer(meta: dict[str, Any], cut: dict[str, Any], metrics: list[Any]) -> An
             vs=cut["vs"],
             dropped=dropped,
             malformed=malformed,
+            numbers=cut["metric"],
         )
     if rtype != "matrix" or len(offsets) != len(metrics) + 1 or len(cut["ts"]) != len(cut["vs"]):
         raise Stale("a matrix's sizes")
@@ -217,4 +218,5 @@ def _answer(meta: dict[str, Any], cut: dict[str, Any], metrics: list[Any]) -> An
         vs=cut["vs"],
         dropped=dropped,
         malformed=malformed,
+        numbers=cut["metric"],
     )

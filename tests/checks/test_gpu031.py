@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks.base import pack
 from gpuaudit.findings import Severity
+from gpuaudit.inventory.feasibility import NodeFacts, Placement
 from tests.factories import (
     SAMPLES_PER_HOUR,
     Series,
@@ -261,3 +265,106 @@ def test_fewer_nodes_only_on_the_jobs_own_product() -> None:
     series[-4:] = _gpus("t", H100, [""] * 4)
     (f,) = run_check(gpu031, inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists))
     assert f.evidence["tighter_nodes"] == ["t"]
+
+
+def _literal_fitting(
+    room: dict[str, int],
+    least: int,
+    products: set[str],
+    product_of: dict[str, str],
+    clique_of: dict[str, str],
+    domain: str,
+) -> dict[str, int]:
+    """The rule read literally: every node with room for the smallest pod, of the products
+    (and the domain)."""
+    return {
+        n: r
+        for n, r in room.items()
+        if r >= least
+        and product_of.get(n, "") in products
+        and (not domain or clique_of.get(n) == domain)
+    }
+
+
+def _stub_views(
+    product_of: dict[str, str], alloc: dict[str, int], nvlink: dict[str, SimpleNamespace]
+) -> Any:
+    """What `RoomAt` and `_nvlink_move` read of the views: products, node facts, topologies
+    and prices."""
+    facts = [NodeFacts(n, allocatable={"nvidia.com/gpu": float(a)}) for n, a in alloc.items()]
+    return SimpleNamespace(
+        node_products=product_of,
+        placement=Placement(facts, {}),
+        inv=SimpleNamespace(topologies=nvlink),
+        price=lambda model: {"A": 2.0, "B": 1.0, "C": 1.0}.get(model, 3.0),
+    )
+
+
+def test_an_nvlink_move_among_equal_savings_names_the_first_node() -> None:
+    nodes = {"n1": "B", "n2": "C", "p1": "A"}
+    nvlink = {n: SimpleNamespace(all_nvlink=n != "p1") for n in nodes}
+    views = _stub_views(nodes, dict.fromkeys(nodes, 8), nvlink)
+    free_at = {n: {str(i) for i in range(8)} for n in ("n2", "n1")}
+    capped = {n: gpu031._capped(views.placement, n, 8) for n in free_at}
+    at = gpu031.RoomAt(views, free_at, capped, frozenset(nodes), {})
+    job = gpu031.Job("Pod", "ml", "j", "", [gpu031.Member("p", "p1", 2, frozenset(), 0, 1, "A")])
+    move = gpu031._nvlink_move(views, gpu031.Thresholds(), job, at, 10.0)
+    assert move is not None and move.node == "n1" and move.saving == pytest.approx(11.0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_roomiest_nodes_pack_a_job_as_all_of_them_do(data: st.DataObject) -> None:
+    """`RoomAt` hands a job only the k roomiest fitting nodes; packing them must give what
+    packing every node gives, for every rule (nodes, NVLink domains, an NVLink move)."""
+    names = [f"n{i:02d}" for i in range(data.draw(st.integers(1, 14)))]
+    product_of = {n: data.draw(st.sampled_from(["A", "B", "C", ""])) for n in names}
+    clique_of = {n: c for n in names if (c := data.draw(st.sampled_from(["", "c1", "c2"])))}
+    alloc = {n: data.draw(st.sampled_from([0, 1, 2, 4, 8])) for n in names}
+    free_at = {
+        n: {str(i) for i in range(data.draw(st.integers(0, 8)))}
+        for n in names
+        if data.draw(st.booleans())
+    }
+    nvlink = {n: SimpleNamespace(all_nvlink=data.draw(st.booleans())) for n in names}
+    views = _stub_views(product_of, alloc, nvlink)
+    allowed = frozenset(data.draw(st.lists(st.sampled_from(names), unique=True)))
+    capped = {n: gpu031._capped(views.placement, n, len(i)) for n, i in free_at.items()}
+    at = gpu031.RoomAt(views, free_at, capped, allowed, clique_of)
+    members = [
+        gpu031.Member(f"p{i}", node, data.draw(st.integers(0, 8)), frozenset({str(i)}), 0.0, 1, "A")
+        for i, node in enumerate(
+            data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=6))
+        )
+    ]
+    job = gpu031.Job("Pod", "ml", "j", "", members)
+    own = at.own(job)
+    every = at.every(own)
+    held = {m.node: set().union(*(x.indices for x in members if x.node == m.node)) for m in members}
+    assert every == {
+        **{n: min(len(i), alloc[n]) for n, i in free_at.items() if n in allowed},
+        **{n: min(len(free_at.get(n, set()) | i), alloc[n]) for n, i in held.items()},
+    }
+    sizes = [m.gpus for m in members]
+    products = {product_of[n] for n in own}
+    for domain in ["", *sorted(set(clique_of.values()))]:
+        literal = _literal_fitting(every, min(sizes), products, product_of, clique_of, domain)
+        fast = at.fitting(own, len(sizes), min(sizes), products, domain)
+        roomiest = sorted(((r, n) for n, r in literal.items()), reverse=True)[: len(sizes)]
+        assert fast == {n: r for r, n in roomiest}
+        assert pack(sizes, fast) == pack(sizes, literal)
+        if domain and pack(sizes, literal) is not None:
+            assert domain in at.domains(own, min(sizes), products)
+    # The PCIe rule judges jobs on PCIe-only nodes: none of them is all NVLink.
+    for n in own:
+        nvlink[n].all_nvlink = False
+    gpu_hours = 10.0
+    move = gpu031._nvlink_move(views, gpu031.Thresholds(), job, at, gpu_hours)
+    best: tuple[float, str] | None = None
+    for node in sorted(every):
+        if node in own or not nvlink[node].all_nvlink or pack(sizes, {node: every[node]}) is None:
+            continue
+        saving = gpu_hours * 2.0 - gpu_hours * 0.9 * views.price(product_of[node] or "A")
+        if saving > 0 and (best is None or saving > best[0]):
+            best = (saving, node)
+    assert (move.node if move else None) == (best[1] if best else None)

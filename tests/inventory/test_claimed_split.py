@@ -1,0 +1,71 @@
+"""A key split at a pod's start (`claimed._split`, DRA claims) must rebuild every per-key field
+of the builder's series: a field added to `build._Series` and left out of the split would keep
+arrays one key short, or give the new key another key's values. This test reads the fields off
+the dataclass, so it fails for a new field until the split handles it or it is listed below
+with the reason it needs no split."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+import numpy as np
+
+from gpuaudit import snapshot
+from gpuaudit.inventory import claimed
+from gpuaudit.inventory.parse import Metric, Parser, Stat
+from tests.conftest import DEMO
+
+# The package exports the function `build` under the module's name.
+build = importlib.import_module("gpuaudit.inventory.build")
+
+NOT_SPLIT = {
+    "counted": "one flag for the whole snapshot, not per key",
+    "p2p": "GPU pairs per node, not per key",
+    "xid_max": "a window maximum by key number: stays with the time before, as health maxima do",
+    "xid_codes": "window-wide by key number: stays with the time before, as health maxima do",
+    "xid_msgs": "window-wide by key number: stays with the time before, as health maxima do",
+    "xid_events": "window-wide by key number: stays with the time before, as health maxima do",
+}
+
+
+def _lengths(value: Any) -> list[int]:
+    """The length of every per-key array a field holds (an hourly tuple's key numbers are
+    checked apart)."""
+    if isinstance(value, Stat):
+        return [len(value.values), len(value.present)]
+    if isinstance(value, Metric):
+        return [n for st in (value.mean, value.mx, value.p95, value.count) for n in _lengths(st)]
+    if isinstance(value, np.ndarray):
+        return [len(value)]
+    if isinstance(value, dict):
+        return [n for v in value.values() if v is not None for n in _lengths(v)]
+    raise AssertionError(f"a per-key field of an unknown kind: {type(value)}")
+
+
+def test_a_split_rebuilds_every_per_key_field_of_the_series() -> None:
+    s = build._read_series(Parser(snapshot.read(DEMO)), None)
+    assert s.n > 2
+    changed: dict[str, Any] = {}
+
+    def grow(series: Any, **changes: Any) -> Any:
+        changed.update(changes)
+        return dataclasses.replace(series, **changes)
+
+    first = float(np.nanmin(s.act_h[1]))
+    out = claimed._split(s, [(0, first + 3600.0), (1, first)], grow)
+    names = {f.name for f in dataclasses.fields(build._Series)}
+    assert set(NOT_SPLIT) <= names, "a field listed as not split is gone: drop it from the list"
+    assert not set(changed) & set(NOT_SPLIT)
+    assert set(changed) | set(NOT_SPLIT) == names, (
+        f"fields neither split nor listed: {sorted(names - set(changed) - set(NOT_SPLIT))}"
+    )
+    assert out.n == s.n + 2
+    for name, value in changed.items():
+        if name == "n":
+            continue
+        if name.endswith("_h"):  # hourly points: (key, bucket end, value, samples)
+            assert len({len(a) for a in value}) == 1 and (value[0] < out.n).all(), name
+            continue
+        assert set(_lengths(value)) == {out.n}, name
