@@ -28,6 +28,7 @@ Series = dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[int, float]]]
 def _series(text: str, names: tuple[str, ...] | None = None) -> Series:
     by = catalogue.IDENTITY_LABELS + catalogue.POD_LABELS["exported"]
     out: Series = defaultdict(list)
+    keys: dict[str, tuple[tuple[str, str], ...]] = {}
     for line in text.splitlines():
         if line.startswith("#") or (names is not None and not line.startswith(names)):
             continue
@@ -35,8 +36,10 @@ def _series(text: str, names: tuple[str, ...] | None = None) -> Series:
         name, _, labels = head.partition("{")
         if names is not None and name not in names:
             continue
-        d = dict(LABEL.findall(labels))
-        key = tuple((k, d[k]) for k in by if d.get(k))
+        key = keys.get(labels)
+        if key is None:
+            d = dict(LABEL.findall(labels))
+            key = keys[labels] = tuple((k, d[k]) for k in by if d.get(k))
         out[(name, key)].append((int(float(ts) * 1000), float(val)))
     return out
 
@@ -69,16 +72,18 @@ def test_recorded_series_follow_the_rules_definition(phase_ms: int, left_open: b
     first = sc.start * 1000 + (phase_ms - sc.start * 1000) % 300_000
     evals = range(first, sc.end * 1000 + 1, 300_000)
     want = _by_definition(raw.getvalue(), evals, left_open)
-    got = _series(rec.getvalue())
-    assert got.pop((catalogue.HEARTBEAT, ())) == [(t, 1.0) for t in evals]
-    assert n == sum(map(len, got.values())) + len(evals)
-    names = {catalogue.record_name(m, a) for m in catalogue.RECORDED for a in catalogue.AGGS}
-    assert {name for name, _ in got} == names
-    checked = {k: v for k, v in got.items() if k[0].split(":")[1].upper() in CHECKED}
+    text = rec.getvalue()
+    names = [catalogue.record_name(m, a) for m in catalogue.RECORDED for a in catalogue.AGGS]
+    families = [x.split()[2] for x in text.splitlines() if x.startswith("# TYPE ")]
+    assert families == [*names, catalogue.HEARTBEAT]
+    assert n == text.count("\n") - len(families) - 1
+    mine = tuple(catalogue.record_name(m, a) for m in CHECKED for a in catalogue.AGGS)
+    checked = _series(text, (*mine, catalogue.HEARTBEAT))
+    assert checked.pop((catalogue.HEARTBEAT, ())) == [(t, 1.0) for t in evals]
     assert checked.keys() == want.keys()
     for key, pts in want.items():
         assert [t for t, _ in checked[key]] == [t for t, _ in pts], key
-        assert [v for _, v in checked[key]] == pytest.approx([v for _, v in pts], rel=1e-12)
+        np.testing.assert_allclose([v for _, v in checked[key]], [v for _, v in pts], rtol=1e-12)
     # Samples on an evaluation count twice with closed ranges, once with left-open ones.
     counts = {v for (name, _), pts in want.items() if name.endswith("count5m") for _, v in pts}
     assert 5.0 in counts and (6.0 in counts) == (phase_ms == 30_000 and not left_open)
