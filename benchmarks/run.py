@@ -2,7 +2,8 @@
 
     python benchmarks/run.py [--sizes 1000,10000,50000] [--days 7] [--side-file]
     python benchmarks/run.py --live [--live-gpus 1000] [--live-days 7] [--scrape 60]
-    python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 1] [--scrape 60]
+    python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 7] [--scrape 60]
+                             [--phase-ms 67000]
 
 The snapshot benchmark generates each scenario once with `gpuaudit scenario` (cached under
 benchmarks/.cache), audits it with `gpuaudit scan --snapshot`, and prints wall time, peak RSS and
@@ -10,11 +11,12 @@ the time of each stage (load, inventory, checks, render; from GPUAUDIT_TIMINGS).
 benchmark backfills a real Prometheus with promtool, times a whole `gpuaudit scan
 --prometheus-url` against it, and replays the same queries with plain httpx to show the time
 Prometheus alone needs.
-The recorded-series benchmark backfills the same way, evaluates `gpuaudit rules`' recording
-group over the history with `promtool tsdb create-blocks-from rules` (the series the rules
-compute), and times the scan and its bare replay three times each against the raw series alone
-and against raw plus recorded series, with Prometheus' default limits; it prints the median,
-min and max, the manifest's backend timings and how the queries were cut.
+The recorded-series benchmark backfills, a day at a time, a scenario's raw series together with
+the series `gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded`,
+evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bare replay three
+times each against a server without the rules (raw series read) and one with them loaded (so
+that discovery finds them), with Prometheus' default limits; it prints the median, min and max,
+the manifest's backend timings, which queries read recorded series, and the costliest queries.
 It prints figures; it asserts nothing.
 """
 
@@ -238,89 +240,166 @@ def live_bench(gpus: int, days: int, scrape: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _uptime() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _timed_scan(url: str, live: list[str], out: Path) -> tuple[list[float], list[float], Any]:
-    """Three whole `gpuaudit scan` processes and three bare replays of the requests one
-    `snapshot save` made; the wall times and the saved manifest."""
+    """Three whole `gpuaudit scan` processes and three bare replays (plain httpx) of the
+    requests one `snapshot save` made; the sorted wall times and the saved manifest, with the
+    median bare seconds of each query id under `bare_by_query`."""
     from gpuaudit import snapshot  # noqa: PLC0415
 
     run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])
     snap = snapshot.read(out)
-    requests = [e["params"] for entries in snap.prometheus.values() for e in entries]
+    requests = [(q, e["params"]) for q, entries in snap.prometheus.items() for e in entries]
     import httpx  # noqa: PLC0415
 
     scans, bare = [], []
+    per_query: dict[str, list[float]] = {}
     for _ in range(3):
         args = [*live, "--no-kubernetes", "-f", "json", "-o", os.devnull, "-q", "--fail-on", "none"]
         scans.append(run([*GPUAUDIT, "scan", *args])[0])
         start = time.perf_counter()
+        took: dict[str, float] = {}
         with httpx.Client(base_url=url, timeout=600) as client:
-            for params in requests:
+            for qid, params in requests:
+                t0 = time.perf_counter()
                 path = "/api/v1/query_range" if "step" in params else "/api/v1/query"
                 client.post(path, data=params).raise_for_status().read()
+                took[qid] = took.get(qid, 0.0) + time.perf_counter() - t0
         bare.append(time.perf_counter() - start)
-    return sorted(scans), sorted(bare), snap.manifest
+        for qid, sec in took.items():
+            per_query.setdefault(qid, []).append(sec)
+    manifest = dict(snap.manifest)
+    manifest["bare_by_query"] = {q: sorted(v)[1] for q, v in per_query.items()}
+    return sorted(scans), sorted(bare), manifest
 
 
 def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
     plan = manifest.get("plan") or {}
     cut = {q: len(c) for q, c in plan.items() if len(c) > 1}
-    reads: dict[str, int] = {}
+    reads: dict[str, list[str]] = {}
     for q in manifest.get("queries") or []:
-        reads[q.get("reads", "raw")] = reads.get(q.get("reads", "raw"), 0) + 1
+        reads.setdefault(q.get("reads", "raw"), []).append(q["id"])
     print(
         f"{what}: scan median {scans[1]:.2f} s (min {scans[0]:.2f}, max {scans[2]:.2f}); "
         f"bare replay median {bare[1]:.2f} s (min {bare[0]:.2f}, max {bare[2]:.2f}); "
         f"ratio {scans[1] / bare[1]:.2f}; {manifest.get('http_requests')} requests; "
-        f"reads {reads}; chunked {cut or 'none'}"
+        f"chunked {cut or 'none'}; {_uptime()}"
     )
+    for how, ids in sorted(reads.items()):
+        print(f"  read {how} ({len(ids)}): {', '.join(sorted(ids))}")
     print(f"  backend timings: {json.dumps(manifest.get('backend_timings'))}")
-    print(f"  load: {os.getloadavg()}")
+    by_query = manifest.get("bare_by_query") or {}
+    top = sorted(by_query.items(), key=lambda kv: -kv[1])[:10]
+    print("  costliest queries (bare, median s): " + ", ".join(f"{q} {s:.2f}" for q, s in top))
     sys.stdout.flush()
 
 
-def recorded_bench(gpus: int, days: int, scrape: int) -> None:
-    """Raw series alone against raw plus recorded series, same scenario, default limits."""
+class _NoEOF:
+    """A text file that lets every write through but the OpenMetrics `# EOF` line, so that
+    a second family set can follow the first in one file."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def write(self, text: str) -> int:
+        return 0 if text == "# EOF\n" else int(self.fh.write(text))
+
+
+def _backfill_with_recorded(
+    tmp: Path, gpus: int, days: int, scrape: int, phase_ms: int
+) -> tuple[Path, int, float, float]:
+    """A TSDB holding a scenario's raw series and the series `gpuaudit rules`' recording group
+    would record over it (`scenario.recorded`, evaluated `phase_ms` past each 5-minute mark),
+    backfilled with promtool a day at a time, the raw and recorded series of a day in one file
+    (so that no blocks overlap and the server has nothing to merge while it is timed). Returns
+    the TSDB, the window's end, the seconds spent writing the text, and in promtool."""
+    sys.path.insert(0, str(ROOT))
+    from gpuaudit.scenario import generate, write_openmetrics  # noqa: PLC0415
+    from gpuaudit.scenario.recorded import write_recorded  # noqa: PLC0415
+    from tests.promserver import require  # noqa: PLC0415
+
+    promtool = require("promtool")
+    sc = generate(gpus, days, 1, scrape_s=scrape)
+    tsdb, om = tmp / "tsdb", tmp / "day.om"
+    write_s = promtool_s = 0.0
+    raw_n = rec_n = 0
+    for d in range(days):
+        t0 = time.perf_counter()
+        with open(om, "w", encoding="utf-8") as fh:
+            # The last day takes any hour after the window too.
+            hours = (24 * d, 24 * d + 24 if d < days - 1 else 1 << 30)
+            raw_n += write_openmetrics(sc, _NoEOF(fh), "helm", hours)  # type: ignore[arg-type]
+            lo = (sc.start + d * 86400) * 1000
+            hi = sc.end * 1000 + 1 if d == days - 1 else lo + 86_400_000
+            rec_n += write_recorded(sc, fh, "helm", phase_ms, (lo, hi))
+        size = om.stat().st_size
+        t1 = time.perf_counter()
+        subprocess.run(
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "-q",
+                "--max-block-duration=168h",
+                str(om),
+                str(tsdb),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        om.unlink()
+        write_s += t1 - t0
+        promtool_s += time.perf_counter() - t1
+        print(
+            f"  day {d + 1}/{days}: {size / 2**30:.2f} GiB of text; so far {raw_n / 1e6:.1f} M raw "
+            f"and {rec_n / 1e6:.1f} M recorded samples, {write_s:.0f} s writing, "
+            f"{promtool_s:.0f} s in promtool; {_uptime()}",
+            flush=True,
+        )
+    return tsdb, sc.end, write_s, promtool_s
+
+
+def recorded_bench(gpus: int, days: int, scrape: int, phase_ms: int) -> None:
+    """Raw series alone against raw plus recorded series, same scenario and server, default
+    query limits; the recorded series generated for the whole window the way the rules
+    compute them (`scenario.recorded`), the rules loaded so that discovery finds them."""
     sys.path.insert(0, str(ROOT))
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
     from gpuaudit.sources.prometheus.rules import recording_rules  # noqa: PLC0415
-    from tests.promserver import backfill, prometheus, require  # noqa: PLC0415
+    from tests.promserver import prometheus  # noqa: PLC0415
 
+    if phase_ms % 1000:
+        raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
     tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-recorded-"))
+    print(
+        f"{gpus} GPUs x {days} d at {scrape} s, evaluations {phase_ms / 1000:g} s past each "
+        f"5-minute mark; {shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
+        flush=True,
+    )
     try:
         t0 = time.perf_counter()
-        b = backfill(tmp, gpus=gpus, days=days, seed=1, scrape_s=scrape, by_day=True)
-        took = time.perf_counter() - t0
-        print(f"backfilled {gpus} GPUs x {days} d at {scrape} s in {took:.0f} s")
-        live = ["--window", f"{days}d", "--end", str(b.end)]
+        tsdb, end, write_s, promtool_s = _backfill_with_recorded(tmp, gpus, days, scrape, phase_ms)
+        size = sum(f.stat().st_size for f in tsdb.rglob("*") if f.is_file())
+        print(
+            f"backfilled in {time.perf_counter() - t0:.0f} s ({write_s:.0f} s writing text, "
+            f"{promtool_s:.0f} s promtool); TSDB {size / 2**30:.2f} GiB; {_uptime()}",
+            flush=True,
+        )
         rules = tmp / "rules.yml"
         rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
-        with prometheus(b.tsdb) as url:
-            scans, bare, m = _timed_scan(url, ["--prometheus-url", url, *live], tmp / "raw.json")
-            _report("raw series", scans, bare, m)
-            t0 = time.perf_counter()
-            subprocess.run(
-                [
-                    require("promtool"),
-                    "tsdb",
-                    "create-blocks-from",
-                    "rules",
-                    "-q",
-                    f"--start={b.end - days * 86400 - 3600}",
-                    f"--end={b.end + 600}",
-                    f"--url={url}",
-                    f"--output-dir={tmp / 'blocks'}",
-                    str(rules),
-                ],
-                check=True,
-                capture_output=True,
-            )
-            print(f"rules evaluated by promtool in {time.perf_counter() - t0:.0f} s")
-        for block in (tmp / "blocks").iterdir():
-            shutil.move(str(block), str(b.tsdb / block.name))
-        with prometheus(b.tsdb, rule_files=(rules,)) as url:
-            scans, bare, m = _timed_scan(url, ["--prometheus-url", url, *live], tmp / "rec.json")
-            _report("recorded series", scans, bare, m)
+        # min = max block duration: the server compacts nothing while it is timed.
+        frozen = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h")
+        with prometheus(tsdb, *frozen) as url:
+            live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
+            _report("raw series", *_timed_scan(url, live, tmp / "raw.json"))
+        with prometheus(tsdb, *frozen, rule_files=(rules,)) as url:
+            live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
+            _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -342,9 +421,15 @@ def main() -> None:
     ap.add_argument("--live-days", type=int, default=7)
     ap.add_argument("--scrape", type=int, default=60)
     ap.add_argument("--live-recorded", action="store_true")
+    ap.add_argument(
+        "--phase-ms",
+        type=int,
+        default=67_000,
+        help="where the recording group's evaluations fall past each 5-minute mark",
+    )
     args = ap.parse_args()
     if args.live_recorded:
-        recorded_bench(args.live_gpus, args.live_days, args.scrape)
+        recorded_bench(args.live_gpus, args.live_days, args.scrape, args.phase_ms)
     elif args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)
     else:
