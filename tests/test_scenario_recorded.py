@@ -14,7 +14,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gpuaudit.scenario import generate, write_openmetrics
+from gpuaudit.scenario import generate, recorded, write_openmetrics
 from gpuaudit.scenario.recorded import write_recorded
 from gpuaudit.sources.prometheus import catalogue
 
@@ -89,11 +89,13 @@ def test_recorded_series_follow_the_rules_definition(phase_ms: int, left_open: b
     assert 5.0 in counts and (6.0 in counts) == (phase_ms == 30_000 and not left_open)
 
 
-def test_span_keeps_the_evaluations_inside_it() -> None:
+def test_span_keeps_the_evaluations_inside_it(monkeypatch: pytest.MonkeyPatch) -> None:
     sc = generate(12, 1, 4, scrape_s=300)
     whole, first_half, second_half = io.StringIO(), io.StringIO(), io.StringIO()
     mid = (sc.start + 43_200) * 1000
     write_recorded(sc, whole)
+    # Small chunks: some hold series with no point in a half, and the figures stay the same.
+    monkeypatch.setattr(recorded, "CHUNK_POINTS", 30)
     write_recorded(sc, first_half, span_ms=(sc.start * 1000, mid))
     write_recorded(sc, second_half, span_ms=(mid, sc.end * 1000 + 1))
     halves = sorted(first_half.getvalue().splitlines() + second_half.getvalue().splitlines())

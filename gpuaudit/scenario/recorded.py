@@ -200,6 +200,8 @@ def write_recorded(
                 t = base + ev * EVERY_MS
                 keep = (t >= lo_ms) & (t < hi_ms)
                 g, t = g[keep], t[keep]
+                if not len(t):  # these series have no point in the span
+                    continue
                 vals = (s, c, m)[i][keep]
                 n += len(t)
                 n_texts = list(map(str, vals.tolist()))
