@@ -319,9 +319,8 @@ def _backfill_with_recorded(
     sys.path.insert(0, str(ROOT))
     from gpuaudit.scenario import generate, write_openmetrics  # noqa: PLC0415
     from gpuaudit.scenario.recorded import write_recorded  # noqa: PLC0415
-    from tests.promserver import require  # noqa: PLC0415
+    from tests.promserver import create_blocks  # noqa: PLC0415
 
-    promtool = require("promtool")
     sc = generate(gpus, days, 1, scrape_s=scrape)
     tsdb, om = tmp / "tsdb", tmp / "day.om"
     write_s = promtool_s = 0.0
@@ -337,20 +336,7 @@ def _backfill_with_recorded(
             rec_n += write_recorded(sc, fh, "helm", phase_ms, (lo, hi))
         size = om.stat().st_size
         t1 = time.perf_counter()
-        subprocess.run(
-            [
-                promtool,
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "-q",
-                "--max-block-duration=168h",
-                str(om),
-                str(tsdb),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        create_blocks(om, tsdb)
         om.unlink()
         write_s += t1 - t0
         promtool_s += time.perf_counter() - t1

@@ -45,6 +45,25 @@ class Backfilled:
     gpus: int
 
 
+def create_blocks(om: Path, tsdb: Path) -> None:
+    """Backfill the OpenMetrics file `om` into the TSDB folder `tsdb` with promtool, in blocks
+    of up to a week."""
+    subprocess.run(
+        [
+            require("promtool"),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "-q",
+            "--max-block-duration=168h",
+            str(om),
+            str(tsdb),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
 def backfill(
     tmp: Path,
     gpus: int,
@@ -56,7 +75,7 @@ def backfill(
 ) -> Backfilled:
     """`by_day` writes and backfills one day at a time (a week of 1,000 GPUs at 60 s is some
     60 GB of OpenMetrics text in one piece)."""
-    promtool = require("promtool")
+    require("promtool")
     sc = generate(gpus, days, seed, scrape_s=scrape_s)
     tmp.mkdir(parents=True, exist_ok=True)
     snap_path = tmp / "scenario.snapshot.json.gz"
@@ -67,20 +86,7 @@ def backfill(
         om = tmp / "scenario.om"
         with open(om, "w", encoding="utf-8") as fh:
             write_openmetrics(sc, fh, style, hours=span)
-        subprocess.run(
-            [
-                promtool,
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "-q",
-                "--max-block-duration=168h",
-                str(om),
-                str(tsdb),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        create_blocks(om, tsdb)
         om.unlink()
     k8s = tmp / "k8s"
     k8s.mkdir(exist_ok=True)
