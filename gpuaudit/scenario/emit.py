@@ -29,7 +29,7 @@ import numpy as np
 from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import DRIVER as DRIVER
-from gpuaudit.scenario.series import INT_METRICS, METRICS, Table, Values, distinct
+from gpuaudit.scenario.series import INT_METRICS, METRICS, Table, Values, distinct, levels
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
@@ -443,6 +443,48 @@ def write_openmetrics(
             n += len(vals)
     out.write("# EOF\n")
     return n
+
+
+SampleBatch = tuple[str, list[dict[str, str]], Arr, Arr, Arr]
+"""(metric name, each series' labels, offsets: series i's samples are [off[i], off[i + 1]),
+unix milliseconds, values)."""
+
+
+def openmetrics_samples(
+    sc: Scenario, style: str = "helm", hours: tuple[int, int] | None = None, batch: int = 1 << 21
+) -> Iterator[SampleBatch]:
+    """The samples `write_openmetrics` writes, as arrays (the values as Prometheus parses
+    that text), a metric at a time in batches of whole series of about `batch` samples; for
+    writing TSDB blocks directly (`tests.tsdbblocks`). `hours` as in `write_openmetrics`."""
+    table = Table(sc, style)
+    per_hour = 3600 // sc.scrape_s
+    offs = np.array([int(off) for off in (np.arange(per_hour) + 0.5) * sc.scrape_s], np.int64)
+    odd = (np.arange(per_hour) % 2).astype(bool)
+    for m in _METRICS:
+        v = table.values(m)
+        if v is None:
+            continue
+        hi, lo = levels(v)
+        keep = np.ones(len(v.hours), dtype=bool)
+        if hours is not None:
+            keep = (v.hours >= hours[0]) & (v.hours < hours[1])
+        n = len(v.labels)
+        per_series = np.bincount(np.repeat(np.arange(n), np.diff(v.off))[keep], minlength=n)
+        series = np.flatnonzero(per_series)
+        start = 0
+        while start < len(series):
+            # Whole series up to about `batch` samples.
+            sizes = np.cumsum(per_series[series[start:]]) * per_hour
+            end = start + max(1, int(np.searchsorted(sizes, batch, side="right")))
+            part = series[start:end]
+            pts = np.concatenate([np.arange(v.off[i], v.off[i + 1]) for i in part.tolist()])
+            pts = pts[keep[pts]]
+            t = (sc.start + v.hours[pts].astype(np.int64) * 3600)[:, None] + offs
+            vals = np.where(odd, lo[pts][:, None], hi[pts][:, None])
+            off = np.zeros(len(part) + 1, dtype=np.int64)
+            np.cumsum(per_series[part] * per_hour, out=off[1:])
+            yield m, [v.labels[i] for i in part.tolist()], off, t.ravel() * 1000, vals.ravel()
+            start = end
 
 
 def _esc(v: str) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 
 from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.series import INT_METRICS, Table, Values, distinct, spelling_of
+from gpuaudit.scenario.series import Table, Values, levels, spelling_of
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.rules import RULE_INTERVAL_S
 
@@ -45,20 +45,6 @@ DEFAULT_PHASE_MS = 67_000
 server's hashed offset puts them) and off every sample of an even scrape interval."""
 CHUNK_POINTS = 200_000
 """Hourly points of raw series handled at once (each makes about 13 contributions)."""
-
-
-def _levels(v: Values, metric: str) -> tuple[Arr, Arr]:
-    """`hi` and `lo` as Prometheus holds them: parsed from the text the OpenMetrics writer
-    wrote (`emit.write_openmetrics`: integers truncated, other values to 6 decimals)."""
-
-    def text(x: float) -> str:
-        return f"{int(x)}" if metric in INT_METRICS else f"{x:.6f}"
-
-    out = []
-    for arr in (v.hi, v.lo):
-        texts, codes = distinct(arr, text)
-        out.append(np.array([float(t) for t in texts], dtype=np.float64)[codes])
-    return out[0], out[1]
 
 
 def _window_counts(sc: Scenario, phase_ms: int, left_open: bool) -> list[tuple[int, int, int]]:
@@ -79,20 +65,20 @@ def _window_counts(sc: Scenario, phase_ms: int, left_open: bool) -> list[tuple[i
     return out
 
 
-def _groups(v: Values, by: tuple[str, ...]) -> tuple[Arr, list[str]]:
+def _groups(v: Values, by: tuple[str, ...]) -> tuple[Arr, list[dict[str, str]]]:
     """Each raw series' group of the rules' `by` labels (labels with empty values are no
-    labels to Prometheus) and each group's label text, in first-seen order."""
+    labels to Prometheus) and each group's labels, in first-seen order."""
     index: dict[tuple[tuple[str, str], ...], int] = {}
-    texts: list[str] = []
+    keys: list[dict[str, str]] = []
     gid = np.empty(len(v.labels), dtype=np.int64)
     for i, lab in enumerate(v.labels):
         key = tuple((k, lab[k]) for k in by if lab.get(k))
         g = index.get(key)
         if g is None:
-            g = index[key] = len(texts)
-            texts.append(",".join(f'{k}="{_esc(x)}"' for k, x in key))
+            g = index[key] = len(keys)
+            keys.append(dict(key))
         gid[i] = g
-    return gid, texts
+    return gid, keys
 
 
 def _chunks(gid: Arr, off: Arr) -> Iterator[Arr]:
@@ -158,6 +144,63 @@ def _stamp(t_ms: int) -> str:
     return f" {sec}\n" if ms == 0 else f" {sec}.{ms:03d}5\n"
 
 
+Batch = tuple[list[dict[str, str]], Arr, Arr, Arr]
+"""(each series' labels, offsets: series i's points are [off[i], off[i + 1]), unix
+milliseconds, values)."""
+
+
+def recorded_families(
+    sc: Scenario,
+    style: str = "helm",
+    phase_ms: int = DEFAULT_PHASE_MS,
+    span_ms: tuple[int, int] | None = None,
+    left_open: bool = False,
+) -> Iterator[tuple[str, Iterator[Batch]]]:
+    """Every point the recording group of `gpuaudit rules` (for `style`'s pod label spelling)
+    would record over the scenario's raw series (`emit.write_openmetrics` with the same
+    `style`), evaluated at `phase_ms` past each 5-minute mark, at the evaluations `span_ms`
+    (unix milliseconds, from inclusive to exclusive; default the scenario's window): each
+    family's name and its series in batches (each series in ascending time), the heartbeat
+    last. Memory is bounded by `CHUNK_POINTS`, not by the scenario's size; read each family's
+    batches before the next family."""
+    per_hour = 3600 // sc.scrape_s
+    if per_hour % 2 or HOUR_MS % EVERY_MS:
+        raise ValueError("scrape interval must be an even number of seconds dividing 30 min")
+    lo_ms, hi_ms = span_ms if span_ms is not None else (sc.start * 1000, sc.end * 1000 + 1)
+    table = Table(sc, style)
+    by = catalogue.IDENTITY_LABELS + catalogue.POD_LABELS[spelling_of(style)]
+    counts = _window_counts(sc, phase_ms, left_open)
+    per_hour_evals = HOUR_MS // EVERY_MS
+    base = sc.start * 1000 + (phase_ms - sc.start * 1000) % EVERY_MS
+
+    def batches(
+        v: Values, hi: Arr, lo: Arr, gid: Arr, keys: list[dict[str, str]], i: int
+    ) -> Iterator[Batch]:
+        for series in _chunks(gid, v.off):
+            g, ev, s, c, m = _aggregate(v, hi, lo, gid, series, counts, per_hour_evals)
+            t = base + ev * EVERY_MS
+            keep = (t >= lo_ms) & (t < hi_ms)
+            g, t = g[keep], t[keep]
+            if not len(t):  # these series have no point in the span
+                continue
+            cuts = np.flatnonzero(np.diff(g)) + 1
+            off = np.concatenate([[0], cuts, [len(g)]]).astype(np.int64)
+            yield [keys[int(x)] for x in g[off[:-1]].tolist()], off, t, (s, c, m)[i][keep]
+
+    for metric in catalogue.RECORDED:
+        v = table.values(metric)
+        if v is None:
+            continue
+        hi, lo = levels(v)
+        gid, keys = _groups(v, by)
+        for i, agg in enumerate(catalogue.AGGS):
+            yield catalogue.record_name(metric, agg), batches(v, hi, lo, gid, keys, i)
+    first = lo_ms + (phase_ms - lo_ms) % EVERY_MS
+    t = np.arange(first, hi_ms, EVERY_MS, dtype=np.int64)
+    beat: Batch = ([{}], np.array([0, len(t)], dtype=np.int64), t, np.ones(len(t), dtype=np.int64))
+    yield catalogue.HEARTBEAT, iter([beat] if len(t) else [])
+
+
 @without_gc
 def write_recorded(
     sc: Scenario,
@@ -167,55 +210,24 @@ def write_recorded(
     span_ms: tuple[int, int] | None = None,
     left_open: bool = False,
 ) -> int:
-    """Every point the recording group of `gpuaudit rules` (for `style`'s pod label spelling)
-    would record over the scenario's raw series (`emit.write_openmetrics` with the same
-    `style`), evaluated at `phase_ms` past each 5-minute mark, at the evaluations `span_ms`
-    (unix milliseconds, from inclusive to exclusive; default the scenario's window), as
-    OpenMetrics: one family after another, each series in ascending time, the heartbeat last,
-    `# EOF`. Returns the number of samples. Memory is bounded by `CHUNK_POINTS`, not by the
-    scenario's size."""
-    per_hour = 3600 // sc.scrape_s
-    if per_hour % 2 or HOUR_MS % EVERY_MS:
-        raise ValueError("scrape interval must be an even number of seconds dividing 30 min")
-    lo_ms, hi_ms = span_ms if span_ms is not None else (sc.start * 1000, sc.end * 1000 + 1)
-    first = lo_ms + (phase_ms - lo_ms) % EVERY_MS
-    table = Table(sc, style)
-    by = catalogue.IDENTITY_LABELS + catalogue.POD_LABELS[spelling_of(style)]
-    counts = _window_counts(sc, phase_ms, left_open)
-    per_hour_evals = HOUR_MS // EVERY_MS
-    base = sc.start * 1000 + (phase_ms - sc.start * 1000) % EVERY_MS
+    """`recorded_families` as OpenMetrics for `promtool tsdb create-blocks-from openmetrics`:
+    one family after another, `# EOF` last. Returns the number of samples."""
     stamps: dict[int, str] = {}
     n = 0
-    for metric in catalogue.RECORDED:
-        v = table.values(metric)
-        if v is None:
-            continue
-        hi, lo = _levels(v, metric)
-        gid, texts = _groups(v, by)
-        for i, agg in enumerate(catalogue.AGGS):
-            name = catalogue.record_name(metric, agg)
-            out.write(f"# TYPE {name} gauge\n")
-            for series in _chunks(gid, v.off):
-                g, ev, s, c, m = _aggregate(v, hi, lo, gid, series, counts, per_hour_evals)
-                t = base + ev * EVERY_MS
-                keep = (t >= lo_ms) & (t < hi_ms)
-                g, t = g[keep], t[keep]
-                if not len(t):  # these series have no point in the span
-                    continue
-                vals = (s, c, m)[i][keep]
-                n += len(t)
-                n_texts = list(map(str, vals.tolist()))
-                ts = [stamps.get(x) or stamps.setdefault(x, _stamp(x)) for x in t.tolist()]
-                cuts = np.flatnonzero(np.diff(g)) + 1
-                for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(g)], strict=True):
-                    prefix = f"{name}{{{texts[int(g[a])]}}} "
-                    for j in range(a, b, 128):
-                        e = min(b, j + 128)
-                        out.write(prefix.join(chain(("",), map(add, n_texts[j:e], ts[j:e]))))
-    out.write(f"# TYPE {catalogue.HEARTBEAT} gauge\n")
-    for t_ms in range(first, hi_ms, EVERY_MS):
-        out.write(f"{catalogue.HEARTBEAT} 1{_stamp(t_ms)}")
-        n += 1
+    for name, batches in recorded_families(sc, style, phase_ms, span_ms, left_open):
+        out.write(f"# TYPE {name} gauge\n")
+        for labels, off, t, vals in batches:
+            n += len(t)
+            n_texts = list(map(str, vals.tolist()))
+            ts = [stamps.get(x) or stamps.setdefault(x, _stamp(x)) for x in t.tolist()]
+            bounds = off.tolist()
+            for k, lab in enumerate(labels):
+                text = ",".join(f'{key}="{_esc(x)}"' for key, x in lab.items())
+                prefix = f"{name}{{{text}}} " if text else f"{name} "
+                a, b = bounds[k], bounds[k + 1]
+                for j in range(a, b, 128):
+                    e = min(b, j + 128)
+                    out.write(prefix.join(chain(("",), map(add, n_texts[j:e], ts[j:e]))))
     out.write("# EOF\n")
     return n
 

@@ -254,6 +254,20 @@ def window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
     return float(2 * k * len(hi))
 
 
+def levels(v: Values) -> tuple[Arr, Arr]:
+    """`hi` and `lo` as Prometheus holds them: parsed from the text `emit.write_openmetrics`
+    writes (integers truncated, other values to 6 decimals)."""
+
+    def text(x: float) -> str:
+        return f"{int(x)}" if v.metric in INT_METRICS else f"{x:.6f}"
+
+    out = []
+    for arr in (v.hi, v.lo):
+        texts, codes = distinct(arr, text)
+        out.append(np.array([float(t) for t in texts], dtype=np.float64)[codes])
+    return out[0], out[1]
+
+
 # ---- the table ---------------------------------------------------------------------------
 
 
