@@ -3,7 +3,8 @@
     python benchmarks/run.py [--sizes 1000,10000,50000] [--days 7] [--side-file]
     python benchmarks/run.py --live [--live-gpus 1000] [--live-days 7] [--scrape 60]
     python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 7] [--scrape 60]
-                             [--phase-ms 67000]
+                             [--phase-ms 67000] [--live-repeat 3] [--skip-raw-server]
+    python benchmarks/run.py --live-raw [--live-gpus 10000] [--live-days 7] [--scrape 15]
 
 The snapshot benchmark generates each scenario once with `gpuaudit scenario` (cached under
 benchmarks/.cache), audits it with `gpuaudit scan --snapshot`, and prints wall time, peak RSS and
@@ -11,12 +12,15 @@ the time of each stage (load, inventory, checks, render; from GPUAUDIT_TIMINGS).
 benchmark backfills a real Prometheus with promtool, times a whole `gpuaudit scan
 --prometheus-url` against it, and replays the same queries with plain httpx to show the time
 Prometheus alone needs.
-The recorded-series benchmark backfills, a day at a time, a scenario's raw series together with
-the series `gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded`,
-evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bare replay three
-times each against a server without the rules (raw series read) and one with them loaded (so
-that discovery finds them), with Prometheus' default limits; it prints the median, min and max,
-the manifest's backend timings, which queries read recorded series, and the costliest queries.
+The recorded-series benchmark writes TSDB blocks of a day (`tests.tsdbblocks`, equal to what
+promtool backfills from the same text) holding a scenario's raw series together with the series
+`gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded`,
+evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bare replay
+`--live-repeat` times each against a server without the rules (raw series read; left out with
+`--skip-raw-server`) and one with them loaded (so that discovery finds them), with Prometheus'
+default limits; it prints the median, min and max, the manifest's backend timings, which
+queries read recorded series, and the costliest queries. The raw benchmark does the same with
+raw series alone and prints how the planner cut each query under the default sample limit.
 It prints figures; it asserts nothing.
 """
 
@@ -244,8 +248,10 @@ def _uptime() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _timed_scan(url: str, live: list[str], out: Path) -> tuple[list[float], list[float], Any]:
-    """Three whole `gpuaudit scan` processes and three bare replays (plain httpx) of the
+def _timed_scan(
+    url: str, live: list[str], out: Path, repeat: int = 3
+) -> tuple[list[float], list[float], Any]:
+    """`repeat` whole `gpuaudit scan` processes and as many bare replays (plain httpx) of the
     requests one `snapshot save` made; the sorted wall times and the saved manifest, with the
     median bare seconds of each query id under `bare_by_query`."""
     from gpuaudit import snapshot  # noqa: PLC0415
@@ -257,7 +263,7 @@ def _timed_scan(url: str, live: list[str], out: Path) -> tuple[list[float], list
 
     scans, bare = [], []
     per_query: dict[str, list[float]] = {}
-    for _ in range(3):
+    for _ in range(repeat):
         args = [*live, "--no-kubernetes", "-f", "json", "-o", os.devnull, "-q", "--fail-on", "none"]
         scans.append(run([*GPUAUDIT, "scan", *args])[0])
         start = time.perf_counter()
@@ -272,20 +278,22 @@ def _timed_scan(url: str, live: list[str], out: Path) -> tuple[list[float], list
         for qid, sec in took.items():
             per_query.setdefault(qid, []).append(sec)
     manifest = dict(snap.manifest)
-    manifest["bare_by_query"] = {q: sorted(v)[1] for q, v in per_query.items()}
+    manifest["bare_by_query"] = {q: sorted(v)[len(v) // 2] for q, v in per_query.items()}
     return sorted(scans), sorted(bare), manifest
 
 
 def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
+    m = len(scans) // 2
     plan = manifest.get("plan") or {}
     cut = {q: len(c) for q, c in plan.items() if len(c) > 1}
     reads: dict[str, list[str]] = {}
     for q in manifest.get("queries") or []:
         reads.setdefault(q.get("reads", "raw"), []).append(q["id"])
     print(
-        f"{what}: scan median {scans[1]:.2f} s (min {scans[0]:.2f}, max {scans[2]:.2f}); "
-        f"bare replay median {bare[1]:.2f} s (min {bare[0]:.2f}, max {bare[2]:.2f}); "
-        f"ratio {scans[1] / bare[1]:.2f}; {manifest.get('http_requests')} requests; "
+        f"{what}: {len(scans)} runs; scan median {scans[m]:.2f} s (min {scans[0]:.2f}, max "
+        f"{scans[-1]:.2f}); bare replay median {bare[m]:.2f} s (min {bare[0]:.2f}, max "
+        f"{bare[-1]:.2f}); ratio {scans[m] / bare[m]:.2f}; "
+        f"{manifest.get('http_requests')} requests; "
         f"chunked {cut or 'none'}; {_uptime()}"
     )
     for how, ids in sorted(reads.items()):
@@ -297,59 +305,46 @@ def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> 
     sys.stdout.flush()
 
 
-class _NoEOF:
-    """A text file that lets every write through but the OpenMetrics `# EOF` line, so that
-    a second family set can follow the first in one file."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh = fh
-
-    def write(self, text: str) -> int:
-        return 0 if text == "# EOF\n" else int(self.fh.write(text))
-
-
-def _backfill_with_recorded(
-    tmp: Path, gpus: int, days: int, scrape: int, phase_ms: int
-) -> tuple[Path, int, float, float]:
-    """A TSDB holding a scenario's raw series and the series `gpuaudit rules`' recording group
-    would record over it (`scenario.recorded`, evaluated `phase_ms` past each 5-minute mark),
-    backfilled with promtool a day at a time, the raw and recorded series of a day in one file
-    (so that no blocks overlap and the server has nothing to merge while it is timed). Returns
-    the TSDB, the window's end, the seconds spent writing the text, and in promtool."""
+def _backfill(
+    tmp: Path, gpus: int, days: int, scrape: int, phase_ms: int | None
+) -> tuple[Path, int]:
+    """A TSDB holding a scenario's raw series and, with `phase_ms`, the series `gpuaudit
+    rules`' recording group would record over them (`scenario.recorded`, evaluated `phase_ms`
+    past each 5-minute mark), written as blocks of a day (raw and recorded series of a day in
+    one block, so that the server has nothing to merge while it is timed) by
+    `tests.tsdbblocks`, which writes exactly what promtool backfills from the same samples
+    (`tests/live/test_tsdbblocks.py`) in a fraction of the time. Returns the TSDB and the
+    window's end."""
     sys.path.insert(0, str(ROOT))
-    from gpuaudit.scenario import generate, write_openmetrics  # noqa: PLC0415
-    from gpuaudit.scenario.recorded import write_recorded  # noqa: PLC0415
-    from tests.promserver import create_blocks  # noqa: PLC0415
+    from gpuaudit.scenario import generate  # noqa: PLC0415
+    from tests.tsdbblocks import write_scenario  # noqa: PLC0415
 
+    t0 = time.perf_counter()
     sc = generate(gpus, days, 1, scrape_s=scrape)
-    tsdb, om = tmp / "tsdb", tmp / "day.om"
-    write_s = promtool_s = 0.0
-    raw_n = rec_n = 0
-    for d in range(days):
-        t0 = time.perf_counter()
-        with open(om, "w", encoding="utf-8") as fh:
-            # The last day takes any hour after the window too.
-            hours = (24 * d, 24 * d + 24 if d < days - 1 else 1 << 30)
-            raw_n += write_openmetrics(sc, _NoEOF(fh), "helm", hours)  # type: ignore[arg-type]
-            lo = (sc.start + d * 86400) * 1000
-            hi = sc.end * 1000 + 1 if d == days - 1 else lo + 86_400_000
-            rec_n += write_recorded(sc, fh, "helm", phase_ms, (lo, hi))
-        size = om.stat().st_size
-        t1 = time.perf_counter()
-        create_blocks(om, tsdb)
-        om.unlink()
-        write_s += t1 - t0
-        promtool_s += time.perf_counter() - t1
+    tsdb = tmp / "tsdb"
+
+    def progress(done: int, blocks: int) -> None:
         print(
-            f"  day {d + 1}/{days}: {size / 2**30:.2f} GiB of text; so far {raw_n / 1e6:.1f} M raw "
-            f"and {rec_n / 1e6:.1f} M recorded samples, {write_s:.0f} s writing, "
-            f"{promtool_s:.0f} s in promtool; {_uptime()}",
-            flush=True,
+            f"  block {done}/{blocks} at {time.perf_counter() - t0:.0f} s; {_uptime()}", flush=True
         )
-    return tsdb, sc.end, write_s, promtool_s
+
+    raw, rec = write_scenario(sc, tsdb, phase_ms=phase_ms, progress=progress, workers=2)
+    size = sum(f.stat().st_size for f in tsdb.rglob("*") if f.is_file())
+    print(
+        f"backfilled {raw / 1e6:.0f} M raw and {rec / 1e6:.0f} M recorded samples in "
+        f"{time.perf_counter() - t0:.0f} s; TSDB {size / 2**30:.2f} GiB; {_uptime()}",
+        flush=True,
+    )
+    return tsdb, sc.end
 
 
-def recorded_bench(gpus: int, days: int, scrape: int, phase_ms: int) -> None:
+# min = max block duration: the server compacts nothing while it is timed.
+_FROZEN = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h")
+
+
+def recorded_bench(
+    gpus: int, days: int, scrape: int, phase_ms: int, repeat: int, raw_too: bool
+) -> None:
     """Raw series alone against raw plus recorded series, same scenario and server, default
     query limits; the recorded series generated for the whole window the way the rules
     compute them (`scenario.recorded`), the rules loaded so that discovery finds them."""
@@ -368,24 +363,41 @@ def recorded_bench(gpus: int, days: int, scrape: int, phase_ms: int) -> None:
         flush=True,
     )
     try:
-        t0 = time.perf_counter()
-        tsdb, end, write_s, promtool_s = _backfill_with_recorded(tmp, gpus, days, scrape, phase_ms)
-        size = sum(f.stat().st_size for f in tsdb.rglob("*") if f.is_file())
-        print(
-            f"backfilled in {time.perf_counter() - t0:.0f} s ({write_s:.0f} s writing text, "
-            f"{promtool_s:.0f} s promtool); TSDB {size / 2**30:.2f} GiB; {_uptime()}",
-            flush=True,
-        )
+        tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
         rules = tmp / "rules.yml"
         rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
-        # min = max block duration: the server compacts nothing while it is timed.
-        frozen = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h")
-        with prometheus(tsdb, *frozen) as url:
+        if raw_too:
+            with prometheus(tsdb, *_FROZEN) as url:
+                live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
+                _report("raw series", *_timed_scan(url, live, tmp / "raw.json", repeat))
+        with prometheus(tsdb, *_FROZEN, rule_files=(rules,)) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            _report("raw series", *_timed_scan(url, live, tmp / "raw.json"))
-        with prometheus(tsdb, *frozen, rule_files=(rules,)) as url:
+            _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json", repeat))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def raw_bench(gpus: int, days: int, scrape: int, repeat: int) -> None:
+    """Raw series alone (no recorded series, no rules) under Prometheus' default limits
+    (`--query.max-samples` 50,000,000, `--query.timeout` 2 min): the scan, its bare replay,
+    and how the planner cut each query (`manifest.plan`)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.promserver import prometheus  # noqa: PLC0415
+
+    tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-raw-"))
+    print(
+        f"{gpus} GPUs x {days} d at {scrape} s, raw series only; "
+        f"{shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
+        flush=True,
+    )
+    try:
+        tsdb, end = _backfill(tmp, gpus, days, scrape, None)
+        with prometheus(tsdb, *_FROZEN) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json"))
+            scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
+            _report("raw series", scans, bare, manifest)
+            for qid, cuts in sorted((manifest.get("plan") or {}).items()):
+                print(f"  plan {qid}: {json.dumps(cuts)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -413,9 +425,27 @@ def main() -> None:
         default=67_000,
         help="where the recording group's evaluations fall past each 5-minute mark",
     )
+    ap.add_argument("--live-raw", action="store_true")
+    ap.add_argument(
+        "--live-repeat", type=int, default=3, help="scans (and bare replays) per server, live"
+    )
+    ap.add_argument(
+        "--skip-raw-server",
+        action="store_true",
+        help="--live-recorded: time only the server with the rules (not raw series alone)",
+    )
     args = ap.parse_args()
     if args.live_recorded:
-        recorded_bench(args.live_gpus, args.live_days, args.scrape, args.phase_ms)
+        recorded_bench(
+            args.live_gpus,
+            args.live_days,
+            args.scrape,
+            args.phase_ms,
+            args.live_repeat,
+            not args.skip_raw_server,
+        )
+    elif args.live_raw:
+        raw_bench(args.live_gpus, args.live_days, args.scrape, args.live_repeat)
     elif args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)
     else:

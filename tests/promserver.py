@@ -103,9 +103,10 @@ def prometheus(tsdb: Path, *extra: str, rule_files: tuple[Path, ...] = ()) -> It
     the rules API then lists); yields its URL."""
     binary = require("prometheus")
     port = free_port()
-    # Each server gets its own copy: Prometheus locks and writes its data directory.
+    # Each server gets its own directory: Prometheus locks and writes it. Block files are
+    # never changed in place (compaction writes new blocks), so they are hard links.
     data = tsdb.parent / f"data-{port}"
-    shutil.copytree(tsdb, data)
+    shutil.copytree(tsdb, data, copy_function=os.link)
     tsdb = data
     cfg = tsdb.parent / f"prom-{port}.yml"
     rules = "".join(f"  - {f}\n" for f in rule_files)

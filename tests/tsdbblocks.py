@@ -61,22 +61,10 @@ def _ulid() -> str:
 # ---- XOR chunks ------------------------------------------------------------------------------
 
 
-def _bit_length(x: Arr) -> Arr:
-    """Bit length of every uint64."""
-    n = np.zeros(len(x), dtype=np.int64)
-    y = x.copy()
-    for s in (32, 16, 8, 4, 2, 1):
-        big = y >= _U64(1 << s)
-        n[big] += s
-        y[big] >>= _U64(s)
-    n += (y > 0).astype(np.int64)
-    return n
-
-
 def _varint_field(x: Arr) -> tuple[Arr, Arr]:
     """(bits, value) of the uvarint of every uint64 below 2^56, its bytes as one big-endian
     number."""
-    nbytes = np.maximum(1, (_bit_length(x) + 6) // 7)
+    nbytes = np.maximum(1, (_bits(x) + 6) // 7)
     val = np.zeros(len(x), dtype=_U64)
     for i in range(8):
         byte = (x >> _U64(7 * i)) & _U64(0x7F)
@@ -85,6 +73,37 @@ def _varint_field(x: Arr) -> tuple[Arr, Arr]:
         at = nbytes - 1 - i
         val |= np.where(i < nbytes, byte << (_U64(8) * at.clip(0).astype(_U64)), _U64(0))
     return nbytes * 8, val
+
+
+def _varint_bytes(x: Arr) -> tuple[Arr, Arr]:
+    """The uvarints of every uint64, one after the other (uint8), and each one's length."""
+    nb = np.maximum(1, (_bits(x) + 6) // 7)
+    at = np.cumsum(nb) - nb
+    out = np.empty(int(nb.sum()), dtype=np.uint8)
+    for i in range(10):
+        m = nb > i
+        if not m.any():
+            break
+        byte = (x[m] >> _U64(7 * i)) & _U64(0x7F)
+        byte |= np.where(nb[m] - 1 > i, _U64(0x80), _U64(0))
+        out[at[m] + i] = byte
+    return out, nb
+
+
+def _zigzag(x: Arr) -> Arr:
+    x = x.astype(np.int64)
+    return np.where(x >= 0, x << 1, ((-x - 1) << 1) | 1).astype(_U64)
+
+
+def _gather(src: Arr, start: Arr, size: Arr, dst: Arr, out: Arr) -> None:
+    """Copy src[start[i] : start[i] + size[i]] to out[dst[i] : ...] for every i."""
+    total = int(size.sum())
+    if not total:
+        return
+    first = np.cumsum(size) - size
+    shift = np.repeat(start - first, size)
+    idx = np.arange(total, dtype=np.int64)
+    out[np.repeat(dst - first, size) + idx] = src[shift + idx]
 
 
 def _pack(chunk: Arr, bits: Arr, vals: Arr, n_chunks: int) -> tuple[bytes, Arr, Arr]:
@@ -120,6 +139,14 @@ def _pack(chunk: Arr, bits: Arr, vals: Arr, n_chunks: int) -> tuple[bytes, Arr, 
     return data, word0 * 8, (per_chunk + 7) // 8
 
 
+def _bits(x: Arr) -> Arr:
+    """Bit length of every uint64 (through float64's exponent, corrected where the conversion
+    rounded up to the next power of two)."""
+    bl = np.minimum(np.frexp(x.astype(np.float64))[1], 64).astype(np.int64)
+    high = (x >> np.maximum(bl - 1, 0).astype(_U64)) != 0
+    return np.where((bl > 0) & ~high, bl - 1, bl)
+
+
 def encode_chunks(off: Arr, t: Arr, v: Arr) -> tuple[bytes, Arr, Arr, Arr, Arr]:
     """XOR chunks of at most `SAMPLES_PER_CHUNK` samples of many series at once (series i's
     samples are [off[i], off[i + 1]), ascending in time). Returns the bytes, each chunk's
@@ -128,61 +155,67 @@ def encode_chunks(off: Arr, t: Arr, v: Arr) -> tuple[bytes, Arr, Arr, Arr, Arr]:
     lens = np.diff(off)
     per_series = (lens + SAMPLES_PER_CHUNK - 1) // SAMPLES_PER_CHUNK
     n_chunks = int(per_series.sum())
-    series = np.repeat(np.arange(len(lens)), lens)
-    q = np.arange(n) - off[:-1][series]  # index in its series
-    first_chunk = np.zeros(len(lens), dtype=np.int64)
-    np.cumsum(per_series[:-1], out=first_chunk[1:])
-    chunk = first_chunk[series] + q // SAMPLES_PER_CHUNK
+    first_chunk = np.cumsum(per_series) - per_series
+    q = np.arange(n, dtype=np.int64) - np.repeat(off[:-1], lens)  # index in its series
+    chunk = np.repeat(first_chunk, lens) + q // SAMPLES_PER_CHUNK
     q %= SAMPLES_PER_CHUNK
     count = np.bincount(chunk, minlength=n_chunks)
     t = t.astype(np.int64)
     vb = np.ascontiguousarray(v, dtype=np.float64).view(_U64)
-    dt = np.zeros(n, dtype=np.int64)
-    dt[1:] = t[1:] - t[:-1]
-    dod = np.zeros(n, dtype=np.int64)
-    dod[1:] = dt[1:] - dt[:-1]
-    xor = np.zeros(n, dtype=_U64)
-    xor[1:] = vb[1:] ^ vb[:-1]
-    first, second, rest = q == 0, q == 1, q >= 2
-    if (
-        (t[first] >= 1 << 54).any()
-        or (t[first] < -(1 << 54)).any()
-        or (dt[second] >= 1 << 56).any()
-    ):
+    dt = np.empty(n, dtype=np.int64)
+    dt[0] = 0
+    np.subtract(t[1:], t[:-1], out=dt[1:])
+    dod = np.empty(n, dtype=np.int64)
+    dod[0] = 0
+    np.subtract(dt[1:], dt[:-1], out=dod[1:])
+    xor = np.empty(n, dtype=_U64)
+    xor[0] = 0
+    np.bitwise_xor(vb[1:], vb[:-1], out=xor[1:])
+    i_first = np.flatnonzero(q == 0)
+    i_second = np.flatnonzero(q == 1)
+    if (np.abs(t[i_first]) >= 1 << 47).any() or (dt[i_second] >= 1 << 56).any():
         raise ValueError("timestamps out of range")
-    fields = np.zeros((n, 5), dtype=np.int64)  # bit widths
-    vals = np.zeros((n, 5), dtype=_U64)
-    # 0: the sample count (first sample of a chunk)
-    fields[first, 0] = 16
-    vals[first, 0] = count[chunk[first]].astype(_U64)
-    # 1: the first timestamp (varint), the first delta (uvarint), or the delta of deltas
-    zig = np.where(t >= 0, t << 1, ((-t - 1) << 1) | 1).astype(_U64)
-    fields[first, 1], vals[first, 1] = _varint_field(zig[first])
-    fields[second, 1], vals[second, 1] = _varint_field(dt[second].astype(_U64))
-    moved = rest & (dod != 0)
-    fields[rest, 1] = np.where(dod[rest] != 0, 4, 1)
-    vals[moved, 1] = _U64(0b1111)
-    fields[moved, 2] = 64
-    vals[moved, 2] = dod[moved].astype(_U64)
-    # 3, 4: the first value whole; after it, `0` (same value) or `11`, leading zeros,
-    # significant bits and the significant bits of the xor
-    fields[first, 3] = 64
-    vals[first, 3] = vb[first]
-    later = ~first
-    changed = later & (xor != 0)
-    fields[later, 3] = np.where(xor[later] != 0, 13, 1)
-    x = xor[changed]
-    lead = np.minimum(64 - _bit_length(x), 31)
-    trail = _bit_length(x & (~x + _U64(1))) - 1
-    sig = 64 - lead - trail
-    vals[changed, 3] = (
-        (_U64(0b11) << _U64(11)) | (lead.astype(_U64) << _U64(6)) | (sig.astype(_U64) & _U64(63))
+    # Field a: the delta of deltas (`0` or `1111`); the first sample's count and the second's
+    # delta are set below. Field b: a delta of deltas that is not 0, whole.
+    moved = dod != 0
+    wa = np.where(moved, 4, 1)
+    va = np.where(moved, _U64(0b1111), _U64(0))
+    wb = np.where(moved, 64, 0)
+    vb_ = dod.astype(_U64)
+    # Field c: `0` for a repeated value, else `11`, leading zeros, significant bits and (when
+    # they fit) the significant bits of the xor; field d: those bits when they do not fit.
+    changed = xor != 0
+    lead = np.minimum(64 - _bits(xor), 31)
+    trail = _bits(xor & (~xor + _U64(1))) - 1
+    sig = np.where(changed, 64 - lead - trail, 0)
+    body = xor >> np.maximum(trail, 0).astype(_U64)
+    head = (_U64(0b11) << _U64(11)) | (lead.astype(_U64) << _U64(6)) | (sig.astype(_U64) & _U64(63))
+    fits = sig <= 51
+    wc = np.where(changed, np.where(fits, 13 + sig, 13), 1)
+    vc = np.where(
+        changed, np.where(fits, (head << np.where(fits, sig, 0).astype(_U64)) | body, head), _U64(0)
     )
-    fields[changed, 4] = sig
-    vals[changed, 4] = x >> trail.astype(_U64)
-    data, start, size = _pack(np.repeat(chunk, 5), fields.ravel(), vals.ravel(), n_chunks)
-    last = np.zeros(n_chunks, dtype=np.int64)
-    np.cumsum(count, out=last)
+    wd = np.where(changed & ~fits, sig, 0)
+    vd = body
+    # The first sample of a chunk: its count, its timestamp (varint) and its value whole.
+    wa[i_first] = 16
+    va[i_first] = count[chunk[i_first]].astype(_U64)
+    wb[i_first], vb_[i_first] = _varint_field(_zigzag(t[i_first]))
+    wc[i_first] = 64
+    vc[i_first] = vb[i_first]
+    wd[i_first] = 0
+    # The second: its delta (uvarint) in field a.
+    wa[i_second], va[i_second] = _varint_field(dt[i_second].astype(_U64))
+    wb[i_second] = 0
+    # Most samples fit in one field: a and c together.
+    join = (wb == 0) & (wa + wc <= 64)
+    va = np.where(join, (va << np.where(join, wc, 0).astype(_U64)) | vc, va)
+    wa = np.where(join, wa + wc, wa)
+    wc = np.where(join, 0, wc)
+    widths = np.stack([wa, wb, wc, wd], axis=1).ravel()
+    values = np.stack([va, vb_, vc, vd], axis=1).ravel()
+    data, start, size = _pack(np.repeat(chunk, 4), widths, values, n_chunks)
+    last = np.cumsum(count)
     chunk_series = np.repeat(np.arange(len(lens)), per_series)
     return data, start, size, chunk_series, np.stack([t[last - count], t[last - 1]], axis=1)
 
@@ -215,25 +248,33 @@ class BlockWriter:
         if not len(chunk_series):
             return
         self.samples += len(t)
-        mv = memoryview(data)
+        src = np.frombuffer(data, dtype=np.uint8)
+        hdr, hlen = _varint_bytes(size.astype(_U64))
+        flen = hlen + 1 + size + 4
+        fpos = np.cumsum(flen) - flen
+        buf = np.empty(int(flen.sum()), dtype=np.uint8)
+        _gather(hdr, np.cumsum(hlen) - hlen, hlen, fpos, buf)
+        buf[fpos + hlen] = 1  # XOR encoding
+        _gather(src, start, size, fpos + hlen + 1, buf)
+        mv = memoryview(buf.data)
+        body_at = (fpos + hlen).tolist()
+        ends = (fpos + hlen + 1 + size).tolist()
+        crcs = np.array(
+            [crc32c.crc32c(mv[a:b]) for a, b in zip(body_at, ends, strict=True)], dtype=">u4"
+        )
+        cat = np.array(ends, dtype=np.int64)
+        crc_bytes = crcs.view(np.uint8).reshape(-1, 4)
+        for j in range(4):
+            buf[cat + j] = crc_bytes[:, j]
         bounds = np.flatnonzero(np.r_[True, chunk_series[1:] != chunk_series[:-1], True])
-        starts, sizes = start.tolist(), size.tolist()
+        fpos_l = np.r_[fpos, len(buf)].tolist()
         for k in range(len(bounds) - 1):
             a, b = int(bounds[k]), int(bounds[k + 1])
-            parts: list[bytes] = []
-            rel = []
-            pos = 0
-            for c in range(a, b):
-                body = b"\x01" + mv[starts[c] : starts[c] + sizes[c]]
-                frame = _uvarint(sizes[c]) + body + _crc(body)
-                rel.append(pos)
-                pos += len(frame)
-                parts.append(frame)
             i = int(chunk_series[a])
             lab = {"__name__": name, **{x: y for x, y in labels[i].items() if y}}
             self.keys.append(tuple(sorted(lab.items())))
-            self.framed.append(b"".join(parts))
-            self.metas.append(np.column_stack([times[a:b], np.array(rel, dtype=np.int64)]))
+            self.framed.append(bytes(mv[fpos_l[a] : fpos_l[b]]))
+            self.metas.append(np.column_stack([times[a:b], fpos[a:b] - fpos_l[a]]))
 
     def close(self) -> Path:
         tmp = self.dir.with_name(self.ulid + ".tmp")
@@ -304,24 +345,43 @@ def _write_index(
     postings: dict[tuple[str, str], list[int]] = {}
     out += b"\x00" * (-len(out) % 16)
     toc_series = len(out)
-    for key, meta, ref in zip(keys, metas, refs, strict=True):
+    # Every chunk's (mint, maxt, ref) as the series entries encode them, all at once.
+    counts = np.array([len(m) for m in metas], dtype=np.int64)
+    if len(metas):
+        times = np.concatenate([m[:, :2] for m in metas]).astype(np.int64)
+        ref = np.concatenate(refs).astype(np.int64)
+    else:
+        times, ref = np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first = np.zeros(len(ref), dtype=bool)
+    first[(np.cumsum(counts) - counts)[counts > 0]] = True
+    prev_t = np.r_[0, times[:-1, 1]]
+    prev_ref = np.r_[0, ref[:-1]]
+    cols = np.empty((len(ref), 3), dtype=_U64)
+    cols[:, 0] = np.where(first, _zigzag(times[:, 0]), (times[:, 0] - prev_t).astype(_U64))
+    cols[:, 1] = (times[:, 1] - times[:, 0]).astype(_U64)
+    cols[:, 2] = np.where(first, ref.astype(_U64), _zigzag(ref - prev_ref))
+    enc, enc_len = _varint_bytes(cols.ravel())
+    per_chunk = enc_len.reshape(-1, 3).sum(axis=1)
+    series_bytes = np.zeros(len(metas) + 1, dtype=np.int64)
+    np.cumsum(
+        np.bincount(np.repeat(np.arange(len(metas)), counts), per_chunk, len(metas)),
+        out=series_bytes[1:],
+    )
+    bounds = series_bytes.tolist()
+    enc_b = enc.tobytes()
+    pair_bytes: dict[tuple[str, str], bytes] = {}
+    for i, key in enumerate(keys):
         out += b"\x00" * (-len(out) % 16)
         sid = len(out) // 16
         postings.setdefault(("", ""), []).append(sid)
         entry = bytearray(_uvarint(len(key)))
-        for name, value in key:
-            entry += _uvarint(sym[name]) + _uvarint(sym[value])
-            postings.setdefault((name, value), []).append(sid)
-        rows = meta[:, :2].tolist()
-        rs = ref.tolist()
-        entry += _uvarint(len(rows))
-        prev_t = prev_ref = 0
-        for j, ((lo, hi), r) in enumerate(zip(rows, rs, strict=True)):
-            if j == 0:
-                entry += _varint(lo) + _uvarint(hi - lo) + _uvarint(r)
-            else:
-                entry += _uvarint(lo - prev_t) + _uvarint(hi - lo) + _varint(r - prev_ref)
-            prev_t, prev_ref = hi, r
+        for pair in key:
+            refs_of = pair_bytes.get(pair)
+            if refs_of is None:
+                refs_of = pair_bytes[pair] = _uvarint(sym[pair[0]]) + _uvarint(sym[pair[1]])
+            entry += refs_of
+            postings.setdefault(pair, []).append(sid)
+        entry += _uvarint(int(counts[i])) + enc_b[bounds[i] : bounds[i + 1]]
         out += _uvarint(len(entry)) + entry + _crc(entry)
     out += b"\x00" * (-len(out) % 4)
     toc_postings = len(out)
@@ -360,6 +420,10 @@ def write_blocks(
     return out
 
 
+_JOB: dict[str, Any] = {}
+"""The scenario and settings of `write_scenario`'s worker processes (inherited at fork)."""
+
+
 def write_scenario(
     sc: Any,
     tsdb: Path,
@@ -367,14 +431,14 @@ def write_scenario(
     phase_ms: int | None = None,
     block_hours: int = 24,
     progress: Any = None,
+    workers: int = 1,
 ) -> tuple[int, int]:
     """A scenario's raw series (`emit.openmetrics_samples`, the samples `write_openmetrics`
     writes) and, with `phase_ms`, the series the recording rules would record over them
     (`recorded.recorded_families`), as blocks of `block_hours` from the window's start, each
-    holding the raw and recorded series of its hours (so that no blocks overlap). Returns the
-    number of raw and recorded samples. `progress(block, blocks)` is called after each block."""
-    from gpuaudit.scenario.emit import openmetrics_samples  # noqa: PLC0415
-    from gpuaudit.scenario.recorded import recorded_families  # noqa: PLC0415
+    holding the raw and recorded series of its hours (so that no blocks overlap), written by
+    `workers` processes. Returns the number of raw and recorded samples. `progress(block,
+    blocks)` is called as each block is done."""
     from gpuaudit.scenario.series import Table  # noqa: PLC0415
 
     hours = Table(sc, style).hours
@@ -385,24 +449,45 @@ def write_scenario(
         end = sc.end * 1000
         last = end - (end - phase_ms) % 300_000
         blocks = max(blocks, (last - sc.start * 1000) // step + 1)
-    raw = rec = 0
     tsdb.mkdir(parents=True, exist_ok=True)
-    for k in range(blocks):
-        lo = sc.start * 1000 + k * step
-        w = BlockWriter(tsdb, lo, lo + step)
-        for name, labels, off, t, v in openmetrics_samples(
-            sc, style, (k * block_hours, (k + 1) * block_hours)
-        ):
-            w.add(name, labels, off, t, v)
-        before = w.samples
-        raw += before
-        if phase_ms is not None and lo <= sc.end * 1000:
-            span = (lo, min(lo + step, sc.end * 1000 + 1))
-            for name, batches in recorded_families(sc, style, phase_ms, span):
-                for labels, off, t, v in batches:
-                    w.add(name, labels, off, t, v)
-            rec += w.samples - before
-        w.close()
-        if progress is not None:
-            progress(k + 1, blocks)
+    _JOB.update(sc=sc, tsdb=tsdb, style=style, phase_ms=phase_ms, block_hours=block_hours)
+    raw = rec = 0
+    try:
+        if workers > 1:
+            import multiprocessing  # noqa: PLC0415
+
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for done, (r, c) in enumerate(pool.imap_unordered(_block, range(blocks)), 1):
+                    raw, rec = raw + r, rec + c
+                    if progress is not None:
+                        progress(done, blocks)
+        else:
+            for k in range(blocks):
+                r, c = _block(k)
+                raw, rec = raw + r, rec + c
+                if progress is not None:
+                    progress(k + 1, blocks)
+    finally:
+        _JOB.clear()
     return raw, rec
+
+
+def _block(k: int) -> tuple[int, int]:
+    """Block `k` of `_JOB`'s scenario: (raw, recorded) samples written."""
+    from gpuaudit.scenario.emit import openmetrics_samples  # noqa: PLC0415
+    from gpuaudit.scenario.recorded import recorded_families  # noqa: PLC0415
+
+    sc, style, phase_ms, bh = _JOB["sc"], _JOB["style"], _JOB["phase_ms"], _JOB["block_hours"]
+    step = bh * 3_600_000
+    lo = sc.start * 1000 + k * step
+    w = BlockWriter(_JOB["tsdb"], lo, lo + step)
+    for name, labels, off, t, v in openmetrics_samples(sc, style, (k * bh, (k + 1) * bh)):
+        w.add(name, labels, off, t, v)
+    raw = w.samples
+    if phase_ms is not None and lo <= sc.end * 1000:
+        span = (lo, min(lo + step, sc.end * 1000 + 1))
+        for name, batches in recorded_families(sc, style, phase_ms, span):
+            for labels, off, t, v in batches:
+                w.add(name, labels, off, t, v)
+    w.close()
+    return raw, w.samples - raw
