@@ -394,8 +394,24 @@ def raw_bench(gpus: int, days: int, scrape: int, repeat: int) -> None:
         tsdb, end = _backfill(tmp, gpus, days, scrape, None)
         with prometheus(tsdb, *_FROZEN) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
-            _report("raw series", scans, bare, manifest)
+            if repeat:
+                scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
+                _report("raw series", scans, bare, manifest)
+            else:  # one collection, timed: a scan less its audit
+                from gpuaudit import snapshot  # noqa: PLC0415
+
+                out = tmp / "raw.json"
+                wall, rss, _ = run(
+                    [*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "-q"]
+                )
+                manifest = dict(snapshot.read(out).manifest)
+                cut = {q: len(c) for q, c in (manifest.get("plan") or {}).items() if len(c) > 1}
+                print(
+                    f"raw series: one `snapshot save` (the collection of a scan) {wall:.1f} s, "
+                    f"{LAST_CPU[0]:.1f} s CPU, {rss:.0f} MiB; "
+                    f"{manifest.get('http_requests')} requests; chunked {cut or 'none'}; "
+                    f"{_uptime()}\n  backend timings: {json.dumps(manifest.get('backend_timings'))}"
+                )
             for qid, cuts in sorted((manifest.get("plan") or {}).items()):
                 print(f"  plan {qid}: {json.dumps(cuts)}")
     finally:
