@@ -322,6 +322,12 @@ def _backfill(
     t0 = time.perf_counter()
     sc = generate(gpus, days, 1, scrape_s=scrape)
     tsdb = tmp / "tsdb"
+    done = tmp / "backfilled.json"
+    what = {"gpus": gpus, "days": days, "scrape": scrape, "phase_ms": phase_ms, "end": sc.end}
+    if done.exists() and json.loads(done.read_text()) == what:
+        print(f"reusing the TSDB in {tsdb}", flush=True)
+        return tsdb, sc.end
+    shutil.rmtree(tsdb, ignore_errors=True)
 
     def progress(done: int, blocks: int) -> None:
         print(
@@ -329,6 +335,7 @@ def _backfill(
         )
 
     raw, rec = write_scenario(sc, tsdb, phase_ms=phase_ms, progress=progress, workers=2)
+    done.write_text(json.dumps(what))
     size = sum(f.stat().st_size for f in tsdb.rglob("*") if f.is_file())
     print(
         f"backfilled {raw / 1e6:.0f} M raw and {rec / 1e6:.0f} M recorded samples in "
@@ -343,7 +350,14 @@ _FROZEN = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-dur
 
 
 def recorded_bench(
-    gpus: int, days: int, scrape: int, phase_ms: int, repeat: int, raw_too: bool
+    gpus: int,
+    days: int,
+    scrape: int,
+    phase_ms: int,
+    repeat: int,
+    raw_too: bool,
+    keep: Path | None = None,
+    prepare_only: bool = False,
 ) -> None:
     """Raw series alone against raw plus recorded series, same scenario and server, default
     query limits; the recorded series generated for the whole window the way the rules
@@ -356,7 +370,8 @@ def recorded_bench(
 
     if phase_ms % 1000:
         raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
-    tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-recorded-"))
+    tmp = keep or Path(tempfile.mkdtemp(prefix="gpuaudit-recorded-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     print(
         f"{gpus} GPUs x {days} d at {scrape} s, evaluations {phase_ms / 1000:g} s past each "
         f"5-minute mark; {shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
@@ -364,6 +379,8 @@ def recorded_bench(
     )
     try:
         tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
+        if prepare_only:
+            return
         rules = tmp / "rules.yml"
         rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
         if raw_too:
@@ -374,17 +391,26 @@ def recorded_bench(
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
             _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json", repeat))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
-def raw_bench(gpus: int, days: int, scrape: int, repeat: int) -> None:
+def raw_bench(
+    gpus: int,
+    days: int,
+    scrape: int,
+    repeat: int,
+    keep: Path | None = None,
+    prepare_only: bool = False,
+) -> None:
     """Raw series alone (no recorded series, no rules) under Prometheus' default limits
     (`--query.max-samples` 50,000,000, `--query.timeout` 2 min): the scan, its bare replay,
     and how the planner cut each query (`manifest.plan`)."""
     sys.path.insert(0, str(ROOT))
     from tests.promserver import prometheus  # noqa: PLC0415
 
-    tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-raw-"))
+    tmp = keep or Path(tempfile.mkdtemp(prefix="gpuaudit-raw-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     print(
         f"{gpus} GPUs x {days} d at {scrape} s, raw series only; "
         f"{shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
@@ -392,6 +418,8 @@ def raw_bench(gpus: int, days: int, scrape: int, repeat: int) -> None:
     )
     try:
         tsdb, end = _backfill(tmp, gpus, days, scrape, None)
+        if prepare_only:
+            return
         with prometheus(tsdb, *_FROZEN) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
             if repeat:
@@ -415,7 +443,8 @@ def raw_bench(gpus: int, days: int, scrape: int, repeat: int) -> None:
             for qid, cuts in sorted((manifest.get("plan") or {}).items()):
                 print(f"  plan {qid}: {json.dumps(cuts)}")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
@@ -450,7 +479,17 @@ def main() -> None:
         action="store_true",
         help="--live-recorded: time only the server with the rules (not raw series alone)",
     )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="live: write (or reuse) the TSDB in this folder and keep it",
+    )
+    ap.add_argument(
+        "--prepare-only", action="store_true", help="live: backfill (into --keep) and stop"
+    )
     args = ap.parse_args()
+    if args.prepare_only and args.keep is None:
+        raise SystemExit("--prepare-only needs --keep")
     if args.live_recorded:
         recorded_bench(
             args.live_gpus,
@@ -459,9 +498,18 @@ def main() -> None:
             args.phase_ms,
             args.live_repeat,
             not args.skip_raw_server,
+            args.keep,
+            args.prepare_only,
         )
     elif args.live_raw:
-        raw_bench(args.live_gpus, args.live_days, args.scrape, args.live_repeat)
+        raw_bench(
+            args.live_gpus,
+            args.live_days,
+            args.scrape,
+            args.live_repeat,
+            args.keep,
+            args.prepare_only,
+        )
     elif args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)
     else:
