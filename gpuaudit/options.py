@@ -372,7 +372,8 @@ OPTIONS: tuple[Option, ...] = (
         Kind.NUMBER,
         PROM,
         "Seconds one request may take, last byte included, on Prometheus and on the "
-        "Kubernetes API (more than 0, at most 3600).",
+        "Kubernetes API (more than 0, at most 3600). Prometheus is asked to stop evaluating "
+        "a query at nine tenths of it; a query stopped so is cut smaller and sent again.",
         120.0,
         value="SECONDS",
         live_only=True,

@@ -221,3 +221,17 @@ def test_max_objects_cuts_a_list_and_marks_the_report_incomplete(
     assert doc["complete"] is False
     assert any("more than 1,000 pods (--max-objects)" in r for r in doc["incomplete_reasons"])
     assert served <= Limits(objects=1000).pages(500)
+
+
+def test_the_server_is_asked_to_stop_a_query_before_the_timeout(
+    fault: PromFaultServer, scenario_tsdb: Backfilled
+) -> None:
+    """Every query carries Prometheus' `timeout` at nine tenths of --timeout, which a real
+    server accepts: a query too heavy to finish is stopped by the server with a timeout error,
+    which the planner answers by cutting it smaller (`test_prometheus_faults`), before the
+    client's deadline would end the collection."""
+    code, out = _scan(fault.url, scenario_tsdb, "--timeout", "30")
+    assert code in (0, 1), out
+    queries = [c for c in fault.calls if c.path in QUERY_PATHS]
+    assert queries
+    assert all(c.params.get("timeout") == ["27000ms"] for c in queries)

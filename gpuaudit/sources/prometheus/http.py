@@ -397,8 +397,21 @@ class PromClient:
         )
 
     # -- API -------------------------------------------------------------------------------
+    @property
+    def eval_timeout(self) -> str:
+        """The evaluation timeout asked of the server with every query (`timeout`, which
+        Prometheus, Thanos, Mimir and VictoriaMetrics honour up to their own limit): nine
+        tenths of the request's deadline, so that a query too heavy to finish in time is
+        stopped by the server, which says so (a timeout error the planner answers by cutting
+        the query smaller), before gpuaudit's own deadline would end the whole collection."""
+        return f"{max(1, int(self.cfg.timeout_s * 900))}ms"
+
     def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Response:
-        params: dict[str, Any] = {"query": expr, "time": _format_seconds(at)}
+        params: dict[str, Any] = {
+            "query": expr,
+            "time": _format_seconds(at),
+            "timeout": self.eval_timeout,
+        }
         params.update(extra or {})
         ans = self._request("POST", "api/v1/query", params)
         _expect(ans, "vector")
@@ -417,6 +430,7 @@ class PromClient:
             "start": _format_seconds(start),
             "end": _format_seconds(end),
             "step": _format_seconds(step),
+            "timeout": self.eval_timeout,
         }
         params.update(extra or {})
         ans = self._request("POST", "api/v1/query_range", params)
