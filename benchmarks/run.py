@@ -253,19 +253,21 @@ def _timed_scan(
 ) -> tuple[list[float], list[float], Any]:
     """`repeat` whole `gpuaudit scan` processes and as many bare replays (plain httpx) of the
     requests one `snapshot save` made; the sorted wall times and the saved manifest, with the
-    median bare seconds of each query id under `bare_by_query`."""
+    median bare seconds of each query id under `bare_by_query`. `repeat` 0: the `snapshot
+    save` itself is timed (a scan's collection, without its audit) against one bare replay."""
     from gpuaudit import snapshot  # noqa: PLC0415
 
-    run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])
+    save = run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])[0]
+    print(f"  snapshot save {save:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
     snap = snapshot.read(out)
     requests = [(q, e["params"]) for q, entries in snap.prometheus.items() for e in entries]
     import httpx  # noqa: PLC0415
 
     scans, bare = [], []
     per_query: dict[str, list[float]] = {}
-    for _ in range(repeat):
+    for _ in range(max(repeat, 1)):
         args = [*live, "--no-kubernetes", "-f", "json", "-o", os.devnull, "-q", "--fail-on", "none"]
-        scans.append(run([*GPUAUDIT, "scan", *args])[0])
+        scans.append(run([*GPUAUDIT, "scan", *args])[0] if repeat else save)
         start = time.perf_counter()
         took: dict[str, float] = {}
         with httpx.Client(base_url=url, timeout=600) as client:
@@ -422,24 +424,8 @@ def raw_bench(
             return
         with prometheus(tsdb, *_FROZEN) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            if repeat:
-                scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
-                _report("raw series", scans, bare, manifest)
-            else:  # one collection, timed: a scan less its audit
-                from gpuaudit import snapshot  # noqa: PLC0415
-
-                out = tmp / "raw.json"
-                wall, rss, _ = run(
-                    [*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "-q"]
-                )
-                manifest = dict(snapshot.read(out).manifest)
-                cut = {q: len(c) for q, c in (manifest.get("plan") or {}).items() if len(c) > 1}
-                print(
-                    f"raw series: one `snapshot save` (the collection of a scan) {wall:.1f} s, "
-                    f"{LAST_CPU[0]:.1f} s CPU, {rss:.0f} MiB; "
-                    f"{manifest.get('http_requests')} requests; chunked {cut or 'none'}; "
-                    f"{_uptime()}\n  backend timings: {json.dumps(manifest.get('backend_timings'))}"
-                )
+            scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
+            _report("raw series", scans, bare, manifest)
             for qid, cuts in sorted((manifest.get("plan") or {}).items()):
                 print(f"  plan {qid}: {json.dumps(cuts)}")
     finally:
@@ -472,7 +458,11 @@ def main() -> None:
     )
     ap.add_argument("--live-raw", action="store_true")
     ap.add_argument(
-        "--live-repeat", type=int, default=3, help="scans (and bare replays) per server, live"
+        "--live-repeat",
+        type=int,
+        default=3,
+        help="scans (and bare replays) per server, live; 0: the snapshot save is timed, "
+        "against one bare replay",
     )
     ap.add_argument(
         "--skip-raw-server",
