@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import httpx
@@ -139,6 +140,36 @@ def test_query_timeout_is_not_retried_but_cut_smaller() -> None:
         [W.start, W.start + 43200, ""],
         [W.start + 43200, W.end, ""],
     ]
+
+
+def test_the_planner_learns_the_limit_once_per_collection() -> None:
+    """A backend that refuses any range over 12 hours as too many samples: the first window
+    query is refused once and answered in halves; every later one is cut to halves before it
+    is sent, so the backend refuses one query, not every one."""
+    refused: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            q = httpx.QueryParams(req.content.decode())["query"]
+            if any(int(r) > 43200 for r in re.findall(r"\[(\d+)s\]", q)):
+                refused.append(q)
+                return httpx.Response(
+                    422,
+                    json={
+                        "status": "error",
+                        "errorType": "execution",
+                        "error": "query processing would load too many samples into memory "
+                        "in query execution",
+                    },
+                )
+        return _ok(req)
+
+    got = collect_prometheus(_client(handler), W)
+    assert len(refused) == 1
+    halves = [[W.start, W.start + 43200, ""], [W.start + 43200, W.end, ""]]
+    window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
+    assert len(window) >= 5
+    assert all(got.plan[qid] == halves for qid in window)
 
 
 def test_persistent_5xx_ends_in_one_clear_error() -> None:

@@ -5,8 +5,10 @@ The plan is fixed by the catalogue (`catalogue.CATALOGUE`), not by the cluster: 
 covers every GPU at once. A query the backend refuses as too big (Prometheus's
 `--query.max-samples`, the 11,000-points-per-series cap, Mimir's chunk limit, a query timeout)
 is cut in two along time, and then, when one time chunk is still too big, sharded by the first
-hex digit of the GPU UUID. How each query was cut is recorded (`Collector.plan`) for the
-manifest.
+hex digit of the GPU UUID. The longest piece the backend answered after a refusal is
+remembered, and later queries of the same kind are cut to it before they are sent, so that a
+backend's limit costs one refusal per collection rather than a few per query. How each query
+was cut is recorded (`Collector.plan`) for the manifest.
 
 The number of queries is bounded (`max_queries`, `--max-queries`): a plan that would need more,
 at the start (a window of many steps) or while cutting (a backend that refuses ever smaller
@@ -160,6 +162,13 @@ class Collector:
         """Query id -> what its chunks read: `raw`, `recorded` (recorded series alone) or
         `recorded and raw` (cut into pieces, see `recorded`)."""
         self.timings = stats.BackendTimings()
+        self.refused: dict[str, int] = {}
+        """Per query kind: the shortest piece (seconds) the backend refused as too big."""
+        self.fits: dict[str, int] = {}
+        """Per query kind: the longest piece (seconds) shorter than a refused one that the
+        backend answered. Later pieces of the kind longer than it are cut to it before they are
+        sent: the planner learns the backend's limit once per collection, not once per query
+        (each refusal costs the backend the work up to its limit)."""
 
     def _tick(self, added: int = 0) -> None:
         self.total += added
@@ -204,12 +213,20 @@ class Collector:
                     "backend's limits"
                 )
             job = jobs.pop(0)
+            kind, length = job.spec.kind, job.end - job.start
+            pieces = self._learned(job)
+            if len(pieces) > 1:
+                jobs[0:0] = pieces
+                self._tick(len(pieces) - 1)
+                continue
             self.sent += 1
             try:
                 entry = self._run_one(job)
             except PromError as exc:
                 if not exc.too_big:
                     raise
+                if not exc.series_limit and not job.shard:
+                    self.refused[kind] = min(self.refused.get(kind, length), length)
                 parts = self._split(job, by_series=exc.series_limit)
                 if not parts:
                     raise SourceError(
@@ -220,6 +237,8 @@ class Collector:
                 jobs[0:0] = parts
                 self._tick(len(parts) - 1)
                 continue
+            if not job.shard and length < self.refused.get(kind, 0):
+                self.fits[kind] = max(self.fits.get(kind, 0), length)
             out.setdefault(job.spec.id, []).append(entry)
             self.plan.setdefault(job.spec.id, []).append([job.start, job.end, job.shard])
             self.done += 1
@@ -273,6 +292,18 @@ class Collector:
         raw = any(parts_ is None for parts_ in parts) or not all(p.recorded for p in pieces)
         what = "recorded and raw" if rec and raw else "recorded" if rec else "raw"
         self.reads.setdefault(qid, set()).add(what)
+
+    def _learned(self, job: _Job) -> list[_Job]:
+        """`job` cut, in whole steps, into the fewest equal pieces no longer than the longest
+        piece of its kind the backend answered after refusing a longer one (`fits`); `[job]`
+        when it is no longer than that, or nothing was refused."""
+        fit = self.fits.get(job.spec.kind)
+        steps = (job.end - job.start) // self.w.step
+        if fit is None or job.shard or job.end - job.start <= fit or steps < 2:
+            return [job]
+        k = min(steps, -(-(job.end - job.start) // fit))
+        cuts = [job.start + (i * steps // k) * self.w.step for i in range(k)] + [job.end]
+        return [_Job(job.spec, a, b, job.shard) for a, b in zip(cuts, cuts[1:], strict=False)]
 
     def _split(self, job: _Job, by_series: bool = False) -> list[_Job]:
         """`job` in smaller pieces: halves in time, then shards by UUID, ever finer. A job
