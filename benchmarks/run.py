@@ -312,8 +312,9 @@ def _backfill(
 ) -> tuple[Path, int]:
     """A TSDB holding a scenario's raw series and, with `phase_ms`, the series `gpuaudit
     rules`' recording group would record over them (`scenario.recorded`, evaluated `phase_ms`
-    past each 5-minute mark), written as blocks of a day (raw and recorded series of a day in
-    one block, so that the server has nothing to merge while it is timed) by
+    past each 5-minute mark), written as blocks of a day (6 hours at a 15 s scrape; the raw
+    and recorded series of a block's hours in one block, so that the server has nothing to
+    merge while it is timed) by
     `tests.tsdbblocks`, which writes exactly what promtool backfills from the same samples
     (`tests/live/test_tsdbblocks.py`) in a fraction of the time. Returns the TSDB and the
     window's end."""
@@ -336,7 +337,11 @@ def _backfill(
             f"  block {done}/{blocks} at {time.perf_counter() - t0:.0f} s; {_uptime()}", flush=True
         )
 
-    raw, rec = write_scenario(sc, tsdb, phase_ms=phase_ms, progress=progress, workers=2)
+    # Blocks of a day at 60 s, of 6 hours at 15 s: both workers busy, bounded memory.
+    hours = max(2, min(24, 24 * scrape // 60))
+    raw, rec = write_scenario(
+        sc, tsdb, phase_ms=phase_ms, block_hours=hours, progress=progress, workers=2
+    )
     done.write_text(json.dumps(what))
     size = sum(f.stat().st_size for f in tsdb.rglob("*") if f.is_file())
     print(
