@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +354,20 @@ def _backfill(
     return tsdb, sc.end
 
 
+@contextmanager
+def _workdir(keep: Path | None, prefix: str, what: str) -> Iterator[Path]:
+    """The benchmark's folder (`keep`, or a temporary one removed at the end), after a line
+    saying `what` is measured, the disk free and the load."""
+    tmp = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    tmp.mkdir(parents=True, exist_ok=True)
+    print(f"{what}; {shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}", flush=True)
+    try:
+        yield tmp
+    finally:
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 # min = max block duration: the server compacts nothing while it is timed.
 _FROZEN = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h")
 
@@ -377,14 +393,11 @@ def recorded_bench(
 
     if phase_ms % 1000:
         raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
-    tmp = keep or Path(tempfile.mkdtemp(prefix="gpuaudit-recorded-"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    print(
+    what = (
         f"{gpus} GPUs x {days} d at {scrape} s, evaluations {phase_ms / 1000:g} s past each "
-        f"5-minute mark; {shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
-        flush=True,
+        "5-minute mark"
     )
-    try:
+    with _workdir(keep, "gpuaudit-recorded-", what) as tmp:
         tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
         if prepare_only:
             return
@@ -397,9 +410,6 @@ def recorded_bench(
         with prometheus(tsdb, *_FROZEN, rule_files=(rules,)) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
             _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json", repeat))
-    finally:
-        if keep is None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def raw_bench(
@@ -416,14 +426,8 @@ def raw_bench(
     sys.path.insert(0, str(ROOT))
     from tests.promserver import prometheus  # noqa: PLC0415
 
-    tmp = keep or Path(tempfile.mkdtemp(prefix="gpuaudit-raw-"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    print(
-        f"{gpus} GPUs x {days} d at {scrape} s, raw series only; "
-        f"{shutil.disk_usage(tmp).free / 2**30:.0f} GiB free; {_uptime()}",
-        flush=True,
-    )
-    try:
+    what = f"{gpus} GPUs x {days} d at {scrape} s, raw series only"
+    with _workdir(keep, "gpuaudit-raw-", what) as tmp:
         tsdb, end = _backfill(tmp, gpus, days, scrape, None)
         if prepare_only:
             return
@@ -433,9 +437,6 @@ def raw_bench(
             _report("raw series", scans, bare, manifest)
             for qid, cuts in sorted((manifest.get("plan") or {}).items()):
                 print(f"  plan {qid}: {json.dumps(cuts)}")
-    finally:
-        if keep is None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
