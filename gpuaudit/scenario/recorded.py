@@ -213,6 +213,8 @@ def write_recorded(
     """`recorded_families` as OpenMetrics for `promtool tsdb create-blocks-from openmetrics`:
     one family after another, `# EOF` last. Returns the number of samples."""
     stamps: dict[int, str] = {}
+    texts: dict[tuple[tuple[str, str], ...], str] = {}
+    """Label text by labels: a group's text is built once, not once per family."""
     n = 0
     for name, batches in recorded_families(sc, style, phase_ms, span_ms, left_open):
         out.write(f"# TYPE {name} gauge\n")
@@ -222,7 +224,10 @@ def write_recorded(
             ts = [stamps.get(x) or stamps.setdefault(x, _stamp(x)) for x in t.tolist()]
             bounds = off.tolist()
             for k, lab in enumerate(labels):
-                text = ",".join(f'{key}="{_esc(x)}"' for key, x in lab.items())
+                key = tuple(lab.items())
+                text = texts.get(key)
+                if text is None:
+                    text = texts[key] = ",".join(f'{k}="{_esc(x)}"' for k, x in key)
                 prefix = f"{name}{{{text}}} " if text else f"{name} "
                 a, b = bounds[k], bounds[k + 1]
                 for j in range(a, b, 128):

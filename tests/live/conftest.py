@@ -3,7 +3,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,15 @@ from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
 from tests.conftest import raw_snapshot
 from tests.k8s_apiserver import KubeAPIServer, make_tls
-from tests.promserver import Backfilled, backfill, free_port, prometheus, require, server
+from tests.promserver import (
+    Backfilled,
+    backfill,
+    create_blocks,
+    free_port,
+    prometheus,
+    require,
+    server,
+)
 
 
 @pytest.fixture(scope="session")
@@ -87,19 +94,7 @@ def empty_prom_url(
     ]
     om.write_text("\n".join(lines) + "\n# EOF\n")
     tsdb = folder / "tsdb"
-    subprocess.run(
-        [
-            require("promtool"),
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "-q",
-            str(om),
-            str(tsdb),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    create_blocks(om, tsdb)
     with prometheus(tsdb) as url:
         yield url
 
