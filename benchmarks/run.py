@@ -251,17 +251,21 @@ def _uptime() -> str:
 
 
 def _timed_scan(
-    url: str, live: list[str], out: Path, repeat: int = 3
+    url: str, live: list[str], out: Path, repeat: int = 3, replay: bool = True
 ) -> tuple[list[float], list[float], Any]:
     """`repeat` whole `gpuaudit scan` processes and as many bare replays (plain httpx) of the
     requests one `snapshot save` made; the sorted wall times and the saved manifest, with the
     median bare seconds of each query id under `bare_by_query`. `repeat` 0: the `snapshot
-    save` itself is timed (a scan's collection, without its audit) against one bare replay."""
+    save` itself is timed (a scan's collection, without its audit) against one bare replay.
+    `replay` False: the `snapshot save` alone (a week of raw series at a fine scrape takes
+    most of an hour a pass)."""
     from gpuaudit import snapshot  # noqa: PLC0415
 
     save = run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])[0]
     print(f"  snapshot save {save:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
     snap = snapshot.read(out)
+    if not replay:
+        return [save], [], dict(snap.manifest)
     # Without gpuaudit's `timeout` (a piece the scan got answered may run past it when
     # replayed on a busier machine; the server's own limit still holds).
     requests = [
@@ -295,14 +299,19 @@ def _timed_scan(
 def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
     m = len(scans) // 2
     plan = manifest.get("plan") or {}
+    replayed = (
+        f"bare replay median {bare[m]:.2f} s (min {bare[0]:.2f}, max {bare[-1]:.2f}); "
+        f"ratio {scans[m] / bare[m]:.2f}"
+        if bare
+        else "no bare replay (--no-replay)"
+    )
     cut = {q: len(c) for q, c in plan.items() if len(c) > 1}
     reads: dict[str, list[str]] = {}
     for q in manifest.get("queries") or []:
         reads.setdefault(q.get("reads", "raw"), []).append(q["id"])
     print(
         f"{what}: {len(scans)} runs; scan median {scans[m]:.2f} s (min {scans[0]:.2f}, max "
-        f"{scans[-1]:.2f}); bare replay median {bare[m]:.2f} s (min {bare[0]:.2f}, max "
-        f"{bare[-1]:.2f}); ratio {scans[m] / bare[m]:.2f}; "
+        f"{scans[-1]:.2f}); {replayed}; "
         f"{manifest.get('http_requests')} requests; "
         f"chunked {cut or 'none'}; {_uptime()}"
     )
@@ -425,6 +434,7 @@ def raw_bench(
     repeat: int,
     keep: Path | None = None,
     prepare_only: bool = False,
+    replay: bool = True,
 ) -> None:
     """Raw series alone (no recorded series, no rules) under Prometheus' default limits
     (`--query.max-samples` 50,000,000, `--query.timeout` 2 min): the scan, its bare replay,
@@ -439,7 +449,7 @@ def raw_bench(
             return
         with prometheus(tsdb, *_FROZEN) as url:
             live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat)
+            scans, bare, manifest = _timed_scan(url, live, tmp / "raw.json", repeat, replay)
             _report("raw series", scans, bare, manifest)
             for qid, cuts in sorted((manifest.get("plan") or {}).items()):
                 print(f"  plan {qid}: {json.dumps(cuts)}")
@@ -477,6 +487,11 @@ def main() -> None:
         "against one bare replay",
     )
     ap.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="--live-raw: time the collection alone, without replaying its requests bare",
+    )
+    ap.add_argument(
         "--skip-raw-server",
         action="store_true",
         help="--live-recorded: time only the server with the rules (not raw series alone)",
@@ -511,6 +526,7 @@ def main() -> None:
             args.live_repeat,
             args.keep,
             args.prepare_only,
+            not args.no_replay,
         )
     elif args.live:
         live_bench(args.live_gpus, args.live_days, args.scrape)

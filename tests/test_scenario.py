@@ -105,6 +105,27 @@ def test_openmetrics_is_well_formed(tmp_path: Path) -> None:
     assert all(t % 3600 != 0 for t in ts)  # never on a bucket edge
 
 
+def test_an_odd_scrape_interval_samples_on_half_seconds() -> None:
+    """At 15 s the samples fall 7.5 s past each mark: the text and the arrays agree, and no
+    sample lies on a step's edge."""
+    from gpuaudit.scenario.emit import openmetrics_samples
+
+    sc = generate(12, 1, 3, scrape_s=15)
+    out = io.StringIO()
+    n = write_openmetrics(sc, out)
+    stamps = [ln.rsplit(" ", 1)[1] for ln in out.getvalue().splitlines() if not ln[0] == "#"]
+    assert len(stamps) == n and all(t.endswith(".5") for t in stamps)
+    arrays = sorted(int(t) for *_, ts, _ in openmetrics_samples(sc) for t in ts.tolist())
+    assert arrays == sorted(int(t[:-2]) * 1000 + 500 for t in stamps)
+    assert {t % 15_000 for t in arrays} == {7_500}
+
+
+@pytest.mark.parametrize("scrape", [0, 7, 3600])
+def test_a_scrape_interval_that_does_not_divide_half_an_hour_is_refused(scrape: int) -> None:
+    with pytest.raises(ValueError, match="dividing 30 min"):
+        generate(12, 1, 3, scrape_s=scrape)
+
+
 def test_openmetrics_by_hours_adds_up_to_the_whole() -> None:
     """Backfilling a large scenario a day at a time gives exactly the samples of one file."""
     sc = generate(40, 2, 3, scrape_s=600)

@@ -29,7 +29,15 @@ import numpy as np
 from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import DRIVER as DRIVER
-from gpuaudit.scenario.series import INT_METRICS, METRICS, Table, Values, distinct, levels
+from gpuaudit.scenario.series import (
+    INT_METRICS,
+    METRICS,
+    Table,
+    Values,
+    distinct,
+    levels,
+    sample_offsets_ms,
+)
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
@@ -390,7 +398,8 @@ def write_openmetrics(
     sc: Scenario, out: IO[str], style: str = "helm", hours: tuple[int, int] | None = None
 ) -> int:
     """Every sample of the scenario as OpenMetrics text for `promtool tsdb
-    create-blocks-from openmetrics`: integer-second timestamps, each family contiguous with one
+    create-blocks-from openmetrics`: timestamps in whole seconds (a half second past at an odd
+    scrape interval), each family contiguous with one
     TYPE line, each series in ascending time, `# EOF` last. Returns the sample count.
 
     `hours` (first, end) keeps the samples of those hours of the window only (hour 0 starts at
@@ -398,10 +407,12 @@ def write_openmetrics(
     table = Table(sc, style)
     per_hour = 3600 // sc.scrape_s
     half = per_hour // 2
-    offsets = [int(off) for off in (np.arange(per_hour) + 0.5) * sc.scrape_s]
+    offsets = sample_offsets_ms(sc.scrape_s).tolist()
     top = len(table.hours) and int(table.hours.max()) + 1
     # " <timestamp>\n" of every sample, by hour index and sample within the hour.
-    stamps = [f" {sc.start + h * 3600 + off}\n" for h in range(top) for off in offsets]
+    stamps = [
+        _seconds(sc.start * 1000 + h * 3_600_000 + off) for h in range(top) for off in offsets
+    ]
     labels: dict[int, str] = {}
     n = 0
     for m in _METRICS:
@@ -458,7 +469,7 @@ def openmetrics_samples(
     writing TSDB blocks directly (`tests.tsdbblocks`). `hours` as in `write_openmetrics`."""
     table = Table(sc, style)
     per_hour = 3600 // sc.scrape_s
-    offs = np.array([int(off) for off in (np.arange(per_hour) + 0.5) * sc.scrape_s], np.int64)
+    offs = sample_offsets_ms(sc.scrape_s)
     odd = (np.arange(per_hour) % 2).astype(bool)
     for m in _METRICS:
         v = table.values(m)
@@ -479,12 +490,19 @@ def openmetrics_samples(
             part = series[start:end]
             pts = np.concatenate([np.arange(v.off[i], v.off[i + 1]) for i in part.tolist()])
             pts = pts[keep[pts]]
-            t = (sc.start + v.hours[pts].astype(np.int64) * 3600)[:, None] + offs
+            t = (sc.start + v.hours[pts].astype(np.int64) * 3600)[:, None] * 1000 + offs
             vals = np.where(odd, lo[pts][:, None], hi[pts][:, None])
             off = np.zeros(len(part) + 1, dtype=np.int64)
             np.cumsum(per_series[part] * per_hour, out=off[1:])
-            yield m, [v.labels[i] for i in part.tolist()], off, t.ravel() * 1000, vals.ravel()
+            yield m, [v.labels[i] for i in part.tolist()], off, t.ravel(), vals.ravel()
             start = end
+
+
+def _seconds(t_ms: int) -> str:
+    """` <timestamp>\\n` in seconds of a time on a whole or half second: `.5` is exact in the
+    float promtool reads it as."""
+    sec, ms = divmod(t_ms, 1000)
+    return f" {sec}\n" if ms == 0 else f" {sec}.{ms // 100}\n"
 
 
 def _esc(v: str) -> str:

@@ -53,8 +53,8 @@ def generate(
         raise ValueError("a scenario needs at least 12 GPUs")
     if days < 1:
         raise ValueError("a scenario needs at least 1 day")
-    if scrape_s < 2 or scrape_s % 2 or 3600 % (2 * scrape_s):
-        raise ValueError("scrape interval must be an even number of seconds dividing 30 min")
+    if scrape_s < 1 or 1800 % scrape_s:
+        raise ValueError("scrape interval must be a whole number of seconds dividing 30 min")
     b = Builder(seed, gpus, days, end, scrape_s)
     _build(b)
     return _scenario(b)

@@ -30,7 +30,7 @@ import numpy as np
 
 from gpuaudit.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.series import Table, Values, levels, spelling_of
+from gpuaudit.scenario.series import Table, Values, levels, sample_offsets_ms, spelling_of
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.rules import RULE_INTERVAL_S
 
@@ -52,8 +52,7 @@ def _window_counts(sc: Scenario, phase_ms: int, left_open: bool) -> list[tuple[i
     `hi` samples, `lo` samples) of every evaluation whose range holds some of them. An
     evaluation's range reaches back into the hour before it only from the first evaluation of
     an hour (the range is 5 minutes, the interval too)."""
-    per_hour = 3600 // sc.scrape_s
-    offs = ((np.arange(per_hour) + 0.5) * sc.scrape_s).astype(np.int64) * 1000
+    offs = sample_offsets_ms(sc.scrape_s)
     e0 = (phase_ms - sc.start * 1000) % EVERY_MS
     out = []
     for k in range((HOUR_MS + RANGE_MS) // EVERY_MS + 1):
@@ -165,7 +164,7 @@ def recorded_families(
     batches before the next family."""
     per_hour = 3600 // sc.scrape_s
     if per_hour % 2 or HOUR_MS % EVERY_MS:
-        raise ValueError("scrape interval must be an even number of seconds dividing 30 min")
+        raise ValueError("scrape interval must be a whole number of seconds dividing 30 min")
     lo_ms, hi_ms = span_ms if span_ms is not None else (sc.start * 1000, sc.end * 1000 + 1)
     table = Table(sc, style)
     by = catalogue.IDENTITY_LABELS + catalogue.POD_LABELS[spelling_of(style)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
@@ -78,10 +79,14 @@ def test_irregular_series_read_back_as_promtool_writes_them(tmp_path: Path) -> N
     assert mine == _dump(tmp_path / "ref")
 
 
-def test_a_scenario_reads_back_and_audits_as_promtool_backfills_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scrape", [60, 15])
+def test_a_scenario_reads_back_and_audits_as_promtool_backfills_it(
+    tmp_path: Path, scrape: int
+) -> None:
     """Raw and recorded series of a scenario, in blocks of 6 hours: the same samples, and the
-    same audit from a real Prometheus serving each."""
-    sc = generate(12, 1, 5, scrape_s=60)
+    same audit from a real Prometheus serving each. At an odd scrape interval (15 s) the
+    samples fall on half seconds, written `.5` in the text promtool reads."""
+    sc = generate(12, 1, 5, scrape_s=scrape)
     raw, rec = write_scenario(sc, tmp_path / "mine", phase_ms=67_000, block_hours=6)
     assert raw and rec
     assert len([p for p in (tmp_path / "mine").iterdir() if (p / "meta.json").exists()]) == 4
