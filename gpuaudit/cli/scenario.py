@@ -18,7 +18,7 @@ HELP = {
     "--openmetrics": "Write every sample as OpenMetrics for promtool backfill.",
     "--k8s-dir": "Write the Kubernetes objects as list JSON files.",
     "--end": "Window end (default 2026-11-23T00:00:00Z).",
-    "--scrape-interval": "Seconds between samples.",
+    "--scrape-interval": "Seconds between samples: a whole number that divides 30 minutes.",
     "--label-style": "DCGM label spelling: helm (exported_pod), honor (pod) or old (pod_name).",
     "--yes": "Write --openmetrics even when it will be larger than 1 GB.",
     "--quiet": "Do not print the size of the --openmetrics file on stderr.",
