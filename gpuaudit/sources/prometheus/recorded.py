@@ -191,9 +191,11 @@ def _since(client: PromClient, w: Window, cov: Coverage, notes: list[str]) -> in
 
 def hourly_parts(cov: Coverage, s: int, t: int, step: int) -> tuple[Part, ...] | None:
     """How `(s, t]` (seconds) is read: pieces for a window or a chunk (`step` 0); for a bucket
-    of a range query (`t - s == step`) only the recorded points, or None (raw). A raw edge
-    of a bucket is read at every step, and Prometheus decodes a raw chunk from its start to
-    reach the edge: edges at every bucket cost as much as reading the raw series whole. So
+    of a range query (`t - s == step`) only the recorded points, or None (raw). Pieces cost a
+    range query at every step: each piece is a vector of every series, tagged and joined with
+    the others (`catalogue._combined`) at each of the window's steps. Measured on 20,502
+    series over a week of hourly buckets (`benchmarks/README.md`, round 7), the activity mean
+    took 496 s in three pieces against 112 s raw, and 61 s from the recorded points alone. So
     the buckets read the recorded series only where the evaluations fall on their edges (the
     window's end on the evaluation grid, a step of whole evaluation intervals)."""
     parts = cov.parts(s * 1000, t * 1000)
