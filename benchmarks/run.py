@@ -5,6 +5,8 @@
     python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 7] [--scrape 60]
                              [--phase-ms 67000] [--live-repeat 3] [--skip-raw-server]
     python benchmarks/run.py --live-raw [--live-gpus 10000] [--live-days 7] [--scrape 15]
+                             [--no-replay]
+    (--live-recorded and --live-raw: [--parallel N] [--keep DIR] [--prepare-only])
 
 The snapshot benchmark generates each scenario once with `gpuaudit scenario` (cached under
 benchmarks/.cache), audits it with `gpuaudit scan --snapshot`, and prints wall time, peak RSS and
@@ -21,7 +23,8 @@ evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bar
 default limits; it prints the median, min and max, the manifest's backend timings, which
 queries read recorded series, and the costliest queries. The raw benchmark does the same with
 raw series alone and prints how the planner cut each query under the default sample limit.
-It prints figures; it asserts nothing.
+`--parallel N` runs the scans with `--parallel-queries N` and replays with as many requests in
+flight. It prints figures; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -246,6 +250,10 @@ def live_bench(gpus: int, days: int, scrape: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+PARALLEL = [1]
+"""Queries in flight at once in the live benchmarks' scans and bare replays (`--parallel`)."""
+
+
 def _uptime() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -261,6 +269,7 @@ def _timed_scan(
     most of an hour a pass)."""
     from gpuaudit import snapshot  # noqa: PLC0415
 
+    live = [*live, "--parallel-queries", str(PARALLEL[0])]
     save = run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])[0]
     print(f"  snapshot save {save:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
     snap = snapshot.read(out)
@@ -282,12 +291,18 @@ def _timed_scan(
         scans.append(run([*GPUAUDIT, "scan", *args])[0] if repeat else save)
         start = time.perf_counter()
         took: dict[str, float] = {}
-        with httpx.Client(base_url=url, timeout=600) as client:
-            for qid, params in requests:
+        with httpx.Client(base_url=url, timeout=1200) as client:
+
+            def send(item: tuple[str, dict[str, Any]]) -> tuple[str, float]:
                 t0 = time.perf_counter()
-                path = "/api/v1/query_range" if "step" in params else "/api/v1/query"
-                client.post(path, data=params).raise_for_status().read()
-                took[qid] = took.get(qid, 0.0) + time.perf_counter() - t0
+                path = "/api/v1/query_range" if "step" in item[1] else "/api/v1/query"
+                client.post(path, data=item[1]).raise_for_status().read()
+                return item[0], time.perf_counter() - t0
+
+            # As many in flight as the scan had (`--parallel`), in the order it sent them.
+            with ThreadPoolExecutor(PARALLEL[0]) as pool:
+                for qid, sec in pool.map(send, requests):
+                    took[qid] = took.get(qid, 0.0) + sec
         bare.append(time.perf_counter() - start)
         for qid, sec in took.items():
             per_query.setdefault(qid, []).append(sec)
@@ -487,6 +502,12 @@ def main() -> None:
         "against one bare replay",
     )
     ap.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="live: gpuaudit's --parallel-queries, and the bare replay's queries in flight",
+    )
+    ap.add_argument(
         "--no-replay",
         action="store_true",
         help="--live-raw: time the collection alone, without replaying its requests bare",
@@ -505,6 +526,7 @@ def main() -> None:
         "--prepare-only", action="store_true", help="live: backfill (into --keep) and stop"
     )
     args = ap.parse_args()
+    PARALLEL[0] = args.parallel
     if args.prepare_only and args.keep is None:
         raise SystemExit("--prepare-only needs --keep")
     if args.live_recorded:

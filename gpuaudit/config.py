@@ -610,6 +610,7 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         max_answer_mib=opts.number("max_answer_mib"),
         max_objects=opts.number("max_objects"),
         max_queries=opts.number("max_queries"),
+        parallel_queries=opts.number("parallel_queries"),
         kubeconfig=opts.path("kubeconfig"),
         context=opts.text("context"),
         namespaces=_namespaces(opts.strings("namespace")),

@@ -396,6 +396,15 @@ OPTIONS: tuple[Option, ...] = (
         live_only=True,
     ),
     Option(
+        "--parallel-queries",
+        Kind.NUMBER,
+        PROM,
+        "Prometheus queries in flight at once (1 to 16): the backend evaluates each on a "
+        "core of its own. The answers are the same; only the time and the load change.",
+        1,
+        live_only=True,
+    ),
+    Option(
         "--max-objects",
         Kind.NUMBER,
         KUBE,

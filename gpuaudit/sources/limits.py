@@ -4,7 +4,7 @@ A backend that goes past one gets one clear error, or a list marked incomplete; 
 gpuaudit wait, grow or ask without end.
 
 The command line sets them (`--timeout`, `--max-answer-mib`, `--max-objects`,
-`--max-queries`); README's "Limits" lists them.
+`--max-queries`, `--parallel-queries`); README's "Limits" lists them.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_ANSWER_MIB = 512
 DEFAULT_OBJECTS = 300_000
 DEFAULT_QUERIES = 10_000
+DEFAULT_PARALLEL = 1
 
 _MAX_TIMEOUT_S = 86_400.0
 _MAX_ANSWER_MIB = 64 * 1024
 _MAX_OBJECTS = 100_000_000
 _MAX_QUERIES = 1_000_000
+_MAX_PARALLEL = 16
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Limits:
     queries: int = DEFAULT_QUERIES
     """The most Prometheus queries one collection sends, chunks and shards included
     (`--max-queries`)."""
+    parallel: int = DEFAULT_PARALLEL
+    """The most Prometheus queries in flight at once (`--parallel-queries`)."""
 
     def pages(self, page_size: int) -> int:
         """The most pages read of one Kubernetes resource: enough for `objects` in pages at
@@ -55,6 +59,7 @@ def limits_from(
     answer_mib: float = DEFAULT_ANSWER_MIB,
     objects: float = DEFAULT_OBJECTS,
     queries: float = DEFAULT_QUERIES,
+    parallel: float = DEFAULT_PARALLEL,
 ) -> Limits:
     """The limits given as option values, checked: `ConfigError` for a value that is not a
     positive number (a whole one where it counts) within reason."""
@@ -64,6 +69,7 @@ def limits_from(
         answer_bytes=int(_number("--max-answer-mib", answer_mib, 1, _MAX_ANSWER_MIB)) * MIB,
         objects=int(_number("--max-objects", objects, 1, _MAX_OBJECTS)),
         queries=int(_number("--max-queries", queries, 1, _MAX_QUERIES)),
+        parallel=int(_number("--parallel-queries", parallel, 1, _MAX_PARALLEL)),
     )
 
 

@@ -35,6 +35,7 @@ from gpuaudit.sources.kubernetes.source import KubernetesSource
 from gpuaudit.sources.limits import (
     DEFAULT_ANSWER_MIB,
     DEFAULT_OBJECTS,
+    DEFAULT_PARALLEL,
     DEFAULT_QUERIES,
     DEFAULT_TIMEOUT_S,
     Limits,
@@ -69,6 +70,7 @@ class LiveOptions:
     max_answer_mib: float = DEFAULT_ANSWER_MIB
     max_objects: float = DEFAULT_OBJECTS
     max_queries: float = DEFAULT_QUERIES
+    parallel_queries: float = DEFAULT_PARALLEL
     kubeconfig: Path | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
@@ -76,7 +78,13 @@ class LiveOptions:
 
     def limits(self) -> Limits:
         """The bounds of the collection (`ConfigError` for a value out of reason)."""
-        return limits_from(self.timeout, self.max_answer_mib, self.max_objects, self.max_queries)
+        return limits_from(
+            self.timeout,
+            self.max_answer_mib,
+            self.max_objects,
+            self.max_queries,
+            self.parallel_queries,
+        )
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,9 @@ def collect(
     w = make_window(window_s, step_s, end)
     preflight(live)
     with PromClient(cfg) as client, progress.stage("querying Prometheus", "queries") as tick:
-        prom = PrometheusSource(client, cluster_label, tick, keep, limits.queries).collect(w)
+        prom = PrometheusSource(
+            client, cluster_label, tick, keep, limits.queries, limits.parallel
+        ).collect(w)
     with progress.stage("listing Kubernetes objects") as stage:
         kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page, stage.note)
     reasons = list(prom.incomplete_reasons)

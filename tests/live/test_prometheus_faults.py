@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
 
 import httpx
@@ -13,7 +15,11 @@ from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
-from gpuaudit.sources.prometheus.source import collect_prometheus
+from gpuaudit.sources.prometheus.source import (
+    PromCollection,
+    PrometheusSource,
+    collect_prometheus,
+)
 
 W = make_window(86400, 3600, 1_795_392_000)
 OK_VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}
@@ -170,6 +176,92 @@ def test_the_planner_learns_the_limit_once_per_collection() -> None:
     window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
     assert len(window) >= 5
     assert all(got.plan[qid] == halves for qid in window)
+
+
+def _parallel(handler: Callable[[httpx.Request], httpx.Response], parallel: int) -> PromCollection:
+    return PrometheusSource(_client(handler), parallel=parallel).collect(W)
+
+
+def test_parallel_queries_keep_that_many_in_flight_and_the_same_answers() -> None:
+    """`--parallel-queries 3`: never more than 3 queries at the backend at once, and at some
+    point 3; the plan and what was asked are those of one query at a time."""
+    lock = threading.Lock()
+    now, most = [0], [0]
+    asked: list[list[str]] = [[], []]
+
+    def slow(which: int) -> Callable[[httpx.Request], httpx.Response]:
+        def handler(req: httpx.Request) -> httpx.Response:
+            if not req.url.path.endswith(("/query", "/query_range")):
+                return _ok(req)
+            with lock:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+                asked[which].append(httpx.QueryParams(req.content.decode())["query"])
+            time.sleep(0.05)
+            with lock:
+                now[0] -= 1
+            return _ok(req)
+
+        return handler
+
+    one = _parallel(slow(0), 1)
+    assert most[0] == 1
+    three = _parallel(slow(1), 3)
+    assert most[0] == 3
+    assert three.plan == one.plan and three.answers.keys() == one.answers.keys()
+    assert sorted(asked[1]) == sorted(asked[0])
+
+
+def test_parallel_queries_learn_the_limit_and_cut_the_same() -> None:
+    """Queries refused while others are in flight are cut as one at a time would: every
+    window query ends in halves, and at most as many are refused as were in flight."""
+    refused: list[str] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            q = httpx.QueryParams(req.content.decode())["query"]
+            if any(int(r) > 43200 for r in re.findall(r"\[(\d+)s\]", q)):
+                refused.append(q)
+                time.sleep(0.02)
+                return httpx.Response(
+                    422,
+                    json={
+                        "status": "error",
+                        "errorType": "execution",
+                        "error": "query processing would load too many samples into memory "
+                        "in query execution",
+                    },
+                )
+        return _ok(req)
+
+    got = _parallel(handler, 4)
+    assert 1 <= len(refused) <= 4
+    halves = [[W.start, W.start + 43200, ""], [W.start + 43200, W.end, ""]]
+    window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
+    assert len(window) >= 5
+    assert all(got.plan[qid] == halves for qid in window)
+
+
+def test_an_error_among_parallel_queries_ends_the_collection_at_once() -> None:
+    """The first query of the catalogue fails while the others sent beside it are still at
+    the backend: one clear error, without waiting for their answers."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        params = httpx.QueryParams(req.content.decode())
+        if params.get("stats") != "all":  # discovery
+            return _ok(req)
+        if params["query"] == queries.BY_ID["act_sum"].promql(W.seconds, "exported"):
+            return httpx.Response(
+                400, json={"status": "error", "errorType": "bad_data", "error": "parse error"}
+            )
+        time.sleep(10)
+        return _ok(req)
+
+    began = time.monotonic()
+    with pytest.raises(PromError) as info:
+        _parallel(handler, 8)
+    assert "parse error" in str(info.value) and "\n" not in str(info.value)
+    assert time.monotonic() - began < 6
 
 
 def test_persistent_5xx_ends_in_one_clear_error() -> None:

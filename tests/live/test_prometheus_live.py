@@ -97,6 +97,46 @@ def test_small_max_samples_cuts_queries_and_keeps_figures(
     assert _same(_scan("--snapshot", str(out))) == _same(whole)
 
 
+def test_parallel_queries_save_the_same_answers(
+    prom_url: str, small_prom_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    """`--parallel-queries 4` against a real Prometheus: the same answers, chunk for chunk,
+    as one query at a time; and where the server refuses large queries (a small
+    `--query.max-samples`), the same report."""
+    docs = []
+    for n in ("1", "4"):
+        out = tmp_path / f"p{n}.json"
+        args = ["--prometheus-url", prom_url, "--no-kubernetes", *_window(scenario_tsdb)]
+        res = runner.invoke(
+            app, ["snapshot", "save", str(out), *args, "--parallel-queries", n, "-q"]
+        )
+        assert res.exit_code == 0, res.output
+        docs.append(raw_snapshot(out))
+    one, four = docs
+
+    def answers(doc: dict[str, Any]) -> dict[str, Any]:
+        """Each chunk's query and series (in an order of their own: Prometheus does not sort
+        an instant query's series)."""
+        return {
+            q: [
+                (e["query"], e["chunk"], sorted(json.dumps(r, sort_keys=True) for r in rows))
+                for e in entries
+                for rows in [e["body"]["data"]["result"]]
+            ]
+            for q, entries in doc["prometheus"].items()
+        }
+
+    assert answers(four) == answers(one)
+    assert four["manifest"]["plan"] == one["manifest"]["plan"]
+    cut = tmp_path / "cut.json"
+    args = ["--prometheus-url", small_prom_url, "--no-kubernetes", *_window(scenario_tsdb)]
+    res = runner.invoke(app, ["snapshot", "save", str(cut), *args, "--parallel-queries", "4", "-q"])
+    assert res.exit_code == 0, res.output
+    assert len(raw_snapshot(cut)["manifest"]["plan"]["act_hourly"]) > 1
+    whole = _scan("--prometheus-url", prom_url, "--no-kubernetes", *_window(scenario_tsdb))
+    assert _same(_scan("--snapshot", str(cut))) == _same(whole)
+
+
 def test_cluster_label_selects_nothing_when_absent(
     prom_url: str, scenario_tsdb: Backfilled
 ) -> None:

@@ -21,6 +21,7 @@ import base64
 import logging
 import re
 import ssl
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -222,6 +223,7 @@ class PromClient:
         self.cfg = cfg
         self._sleep = sleep
         self.requests = 0
+        self._counting = threading.Lock()
         headers = {"User-Agent": f"gpuaudit/{__version__}", "Accept-Encoding": "gzip"}
         headers.update(check_headers(cfg.headers))
         token = _bearer(cfg)
@@ -279,7 +281,8 @@ class PromClient:
         attempt = 0
         while True:
             attempt += 1
-            self.requests += 1
+            with self._counting:  # queries may be in flight together
+                self.requests += 1
             log.debug("%s %s %s", method, where, redact_headers(dict(self._http.headers)))
             try:
                 resp, body_bytes = within(

@@ -13,11 +13,20 @@ was cut is recorded (`Collector.plan`) for the manifest.
 The number of queries is bounded (`max_queries`, `--max-queries`): a plan that would need more,
 at the start (a window of many steps) or while cutting (a backend that refuses ever smaller
 pieces), is refused with one clear error before the excess is sent.
+
+Up to `parallel` queries are in flight at once (`--parallel-queries`, 1 by default): the backend
+evaluates each on a core of its own. Only the requests run on threads of their own; every answer
+is recorded, and every refusal cut, on the collecting thread in the order the answers come, and
+the answers of a query are put in time order at the end, so that the snapshot's answers are the
+same whatever the parallelism. With 1, the queries are sent one after another, each after the
+answer before it.
 """
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -144,11 +153,13 @@ class Collector:
         progress: Progress | None = None,
         keep: Keep = keep_body,
         max_queries: int = DEFAULT_QUERIES,
+        parallel: int = 1,
     ) -> None:
         self.client, self.w, self.caps, self.selector = client, w, caps, selector
         self.progress = progress
         self.keep = keep
         self.max_queries = max_queries
+        self.parallel = max(1, parallel)
         self.done = 0
         self.total = 0
         self.sent = 0
@@ -204,42 +215,47 @@ class Collector:
             else:
                 jobs.extend(self._hourly_jobs(spec))
         self._tick(len(jobs))
-        while jobs:
-            if self.sent + len(jobs) > self.max_queries:
-                raise SourceError(
-                    "the backend refuses answers this large, and cutting the queries smaller "
-                    f"would take more than {self.max_queries:,} queries (--max-queries); narrow "
-                    "the scan with --cluster-label or a shorter --window, or raise the "
-                    "backend's limits"
-                )
-            job = jobs.pop(0)
+        answers: queue.Queue[tuple[_Job, _Sent | BaseException]] = queue.Queue()
+        flying = 0
+        while jobs or flying:
+            while jobs and flying < self.parallel:
+                if self.sent + len(jobs) > self.max_queries:
+                    raise SourceError(
+                        "the backend refuses answers this large, and cutting the queries "
+                        f"smaller would take more than {self.max_queries:,} queries "
+                        "(--max-queries); narrow the scan with --cluster-label or a shorter "
+                        "--window, or raise the backend's limits"
+                    )
+                job = jobs.pop(0)
+                pieces = self._learned(job)
+                if len(pieces) > 1:
+                    jobs[0:0] = pieces
+                    self._tick(len(pieces) - 1)
+                    continue
+                self.sent += 1
+                flying += 1
+                self._start(job, answers)
+            job, got = answers.get()
+            flying -= 1
             kind, length = job.spec.kind, job.end - job.start
-            pieces = self._learned(job)
-            if len(pieces) > 1:
-                jobs[0:0] = pieces
-                self._tick(len(pieces) - 1)
-                continue
-            self.sent += 1
-            try:
-                entry = self._run_one(job)
-            except PromError as exc:
-                if not exc.too_big:
-                    raise
-                if not exc.series_limit and not job.shard:
+            if isinstance(got, BaseException):
+                if not isinstance(got, PromError) or not got.too_big:
+                    raise got
+                if not got.series_limit and not job.shard:
                     self.refused[kind] = min(self.refused.get(kind, length), length)
-                parts = self._split(job, by_series=exc.series_limit)
+                parts = self._split(job, by_series=got.series_limit)
                 if not parts:
                     raise SourceError(
                         f"{job.spec.id}: the backend refuses even the smallest piece "
-                        f"({job.end - job.start} s of one UUID shard, {job.shard or 'unsharded'})"
-                        f": {exc}"
+                        f"({job.end - job.start} s of one UUID shard, "
+                        f"{job.shard or 'unsharded'}): {got}"
                     ) from None
                 jobs[0:0] = parts
                 self._tick(len(parts) - 1)
                 continue
             if not job.shard and length < self.refused.get(kind, 0):
                 self.fits[kind] = max(self.fits.get(kind, 0), length)
-            out.setdefault(job.spec.id, []).append(entry)
+            out.setdefault(job.spec.id, []).append(self._record(job, got))
             self.plan.setdefault(job.spec.id, []).append([job.start, job.end, job.shard])
             self.done += 1
             self._tick()
@@ -247,6 +263,20 @@ class Collector:
             entries.sort(key=lambda e: (e["chunk"][0], e["chunk"][2]))
             self.plan[qid].sort(key=lambda c: (c[0], c[2]))
         return out
+
+    def _start(self, job: _Job, answers: queue.Queue[tuple[_Job, _Sent | BaseException]]) -> None:
+        """Send `job` on a thread of its own, which puts its answer, or what it raised, on
+        `answers`. The thread is a daemon, as each request's own (`transfer.within`): a
+        collection that ends with an error, or is interrupted, does not wait for the queries
+        still in flight, which end at their own deadline (`--timeout`)."""
+
+        def run() -> None:
+            try:
+                answers.put((job, self._send(job)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the collecting thread
+                answers.put((job, exc))
+
+        threading.Thread(target=run, name="gpuaudit-query", daemon=True).start()
 
     def _check_plan(self, specs: list[QuerySpec]) -> None:
         """Refuse a plan of more queries than `max_queries` before any is built or sent."""
@@ -318,16 +348,24 @@ class Collector:
             ]
         return [_Job(job.spec, job.start, job.end, s) for s in subshards(job.shard)]
 
-    def _run_one(self, job: _Job) -> dict[str, Any]:
-        sel = _selector(self.selector, self.caps.uuid_label, job.shard)
-        spelling = self.caps.pod_label
+    def _pieces(self, job: _Job) -> tuple[tuple[Part, ...] | None, tuple[Part, ...] | None]:
+        """How `job`'s metric and its `unless` metric are read (a range query's buckets are
+        read alike, `_hourly_jobs`: its first bucket says how)."""
         spec = job.spec
-        group = self.caps.cluster_label
-        # A range query's buckets are read alike (`_hourly_jobs`): its first bucket says how.
         s, t = job.start, job.end if spec.kind == "window" else job.start + self.w.step
         bucket = spec.kind == "hourly"
         parts = None if spec.stat in ("p95", "onsets") else self._parts(spec.metric, s, t, bucket)
         unless = self._parts(spec.unless, s, t, bucket) if spec.unless else None
+        return parts, unless
+
+    def _send(self, job: _Job) -> _Sent:
+        """The request of one job and its answer (on a worker thread: it changes nothing of
+        the collector's)."""
+        sel = _selector(self.selector, self.caps.uuid_label, job.shard)
+        spelling = self.caps.pod_label
+        spec = job.spec
+        group = self.caps.cluster_label
+        parts, unless = self._pieces(job)
         began = time.monotonic()
         if spec.kind == "window":
             expr = spec.promql(job.end - job.start, spelling, sel, parts, unless, group=group)
@@ -342,15 +380,30 @@ class Collector:
             ans = self.client.query_range(
                 expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
             )
-        self.timings.add(spec.kind, ans.body, time.monotonic() - began)
+        return _Sent(expr, ans, time.monotonic() - began)
+
+    def _record(self, job: _Job, sent: _Sent) -> dict[str, Any]:
+        """The entry of one answered job, with what the manifest says of it."""
+        spec, ans = job.spec, sent.answer
+        parts, unless = self._pieces(job)
+        self.timings.add(spec.kind, ans.body, sent.seconds)
         self._note_reads(spec.id, parts, *((unless,) if spec.unless else ()))
-        self._record_warnings(job.spec.id, ans.warnings, ans.partial)
+        self._record_warnings(spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]
         self.series += len(result)
         entry: dict[str, Any] = {
-            "query": expr,
+            "query": sent.expr,
             "params": ans.params,
             "chunk": [job.start, job.end, job.shard],
         }
-        entry.update(self.keep(job.spec.id, ans))
+        entry.update(self.keep(spec.id, ans))
         return entry
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A job's PromQL, its answer and the seconds the answer took."""
+
+    expr: str
+    answer: Response
+    seconds: float

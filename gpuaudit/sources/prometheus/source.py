@@ -54,6 +54,7 @@ class PrometheusSource(Source[PromCollection]):
         progress: Progress | None = None,
         keep: Keep = keep_body,
         max_queries: int = DEFAULT_QUERIES,
+        parallel: int = 1,
     ) -> None:
         self.client, self.cluster_label, self.progress, self.keep = (
             client,
@@ -62,6 +63,7 @@ class PrometheusSource(Source[PromCollection]):
             keep,
         )
         self.max_queries = max_queries
+        self.parallel = parallel
 
     def collect(self, window: Window) -> PromCollection:
         """Discover, plan and run every query the backend has the metric for."""
@@ -77,7 +79,14 @@ class PrometheusSource(Source[PromCollection]):
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         missing = sorted({q.metric for q in catalogue.CATALOGUE} - set(caps.metrics))
         col = Collector(
-            self.client, window, caps, selector, self.progress, self.keep, self.max_queries
+            self.client,
+            window,
+            caps,
+            selector,
+            self.progress,
+            self.keep,
+            self.max_queries,
+            self.parallel,
         )
         answers = col.run(specs)
         incomplete = caps.incomplete + col.incomplete
