@@ -373,7 +373,8 @@ OPTIONS: tuple[Option, ...] = (
         PROM,
         "Seconds one request may take, last byte included, on Prometheus and on the "
         "Kubernetes API (more than 0, at most 3600). Prometheus is asked to stop evaluating "
-        "a query at nine tenths of it; a query stopped so is cut smaller and sent again.",
+        "a query at nine tenths of it; a query stopped so, or left unanswered (at most 8 a "
+        "collection), is cut smaller and sent again.",
         120.0,
         value="SECONDS",
         live_only=True,

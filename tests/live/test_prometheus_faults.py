@@ -264,6 +264,40 @@ def test_an_error_among_parallel_queries_ends_the_collection_at_once() -> None:
     assert time.monotonic() - began < 6
 
 
+def test_a_query_unanswered_within_the_timeout_is_cut_smaller() -> None:
+    """A backend may run a query past the `timeout` it was asked to stop at: a query that
+    gets no answer within `--timeout` is cut in halves like one the backend refused, said in
+    the warnings, and the cut carries over to later queries."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/query"):
+            q = httpx.QueryParams(req.content.decode()).get("query", "")
+            if any(int(r) > 43200 for r in re.findall(r"\[(\d+)s\]", q)):
+                time.sleep(3)
+        return _ok(req)
+
+    got = PrometheusSource(_client(handler, timeout_s=1.0)).collect(W)
+    halves = [[W.start, W.start + 43200, ""], [W.start + 43200, W.end, ""]]
+    window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
+    assert len(window) >= 5 and all(got.plan[qid] == halves for qid in window)
+    slow = [w for w in got.warnings if "no answer within 1 s" in w]
+    assert len(slow) == 1 and slow[0].startswith("act_sum: ")
+
+
+def test_a_backend_that_never_answers_ends_in_one_clear_error() -> None:
+    """Cutting unanswered queries stops after `SLOW_CUTS`: a backend that answers nothing is
+    down, not slow."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if httpx.QueryParams(req.content.decode()).get("stats") == "all":
+            time.sleep(3)
+        return _ok(req)
+
+    with pytest.raises(PromError) as info:
+        PrometheusSource(_client(handler, timeout_s=0.5)).collect(W)
+    assert "no complete answer within 0.5 s" in str(info.value)
+
+
 def test_persistent_5xx_ends_in_one_clear_error() -> None:
     def handler(req: httpx.Request) -> httpx.Response:
         return httpx.Response(502, text="<html>Bad Gateway</html>")

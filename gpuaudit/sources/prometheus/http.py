@@ -91,7 +91,12 @@ class PromError(SourceError):
     """The server answered with an error (or not at all)."""
 
     def __init__(
-        self, message: str, status: int = 0, error_type: str = "", reason: str = ""
+        self,
+        message: str,
+        status: int = 0,
+        error_type: str = "",
+        reason: str = "",
+        unanswered: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -99,6 +104,10 @@ class PromError(SourceError):
         self.reason = reason
         """The backend's whole error text (bounded), which the message may shorten: what the
         error is classified by."""
+        self.unanswered = unanswered
+        """No complete answer came within `--timeout`: the backend did not stop the query at
+        the `timeout` it was asked to (a server does not enforce it at every stage of a
+        query)."""
 
     @property
     def _text(self) -> str:
@@ -291,7 +300,8 @@ class PromClient:
             except DeadlineExceeded:
                 raise PromError(
                     f"{where}: no complete answer within {self.cfg.timeout_s:g} s (--timeout); "
-                    "raise --timeout, or audit a shorter --window"
+                    "raise --timeout, or audit a shorter --window",
+                    unanswered=True,
                 ) from None
             except AnswerTooLarge as exc:
                 raise PromError(
@@ -308,7 +318,8 @@ class PromClient:
                     continue
                 if isinstance(exc, httpx.TimeoutException):
                     raise PromError(
-                        f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)"
+                        f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)",
+                        unanswered=isinstance(exc, httpx.ReadTimeout),
                     ) from None
                 msg = self._scrub(str(exc) or type(exc).__name__)
                 raise PromError(f"cannot reach Prometheus at {where}: {msg}") from None

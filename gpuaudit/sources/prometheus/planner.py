@@ -43,6 +43,9 @@ from gpuaudit.sources.prometheus.recorded import hourly_parts
 
 MAX_POINTS = 11_000
 """Prometheus's fixed cap on points per series in a range query."""
+SLOW_CUTS = 8
+"""The most queries of one collection cut smaller because no answer came within `--timeout`
+(each costs that long): beyond it, the backend is taken to be down, not slow."""
 SHARDS = (
     '=~"GPU-[0-7].*"',
     '=~"GPU-[89a-fA-F].*"',
@@ -173,6 +176,8 @@ class Collector:
         """Query id -> what its chunks read: `raw`, `recorded` (recorded series alone) or
         `recorded and raw` (cut into pieces, see `recorded`)."""
         self.timings = stats.BackendTimings()
+        self.slow_cuts = 0
+        """Queries cut because no answer came within `--timeout` (`_slow`)."""
         self.refused: dict[str, int] = {}
         """Per query kind: the shortest piece (seconds) the backend refused as too big."""
         self.fits: dict[str, int] = {}
@@ -239,7 +244,7 @@ class Collector:
             flying -= 1
             kind, length = job.spec.kind, job.end - job.start
             if isinstance(got, BaseException):
-                if not isinstance(got, PromError) or not got.too_big:
+                if not isinstance(got, PromError) or not (got.too_big or self._slow(job, got)):
                     raise got
                 if not got.series_limit and not job.shard:
                     self.refused[kind] = min(self.refused.get(kind, length), length)
@@ -263,6 +268,22 @@ class Collector:
             entries.sort(key=lambda e: (e["chunk"][0], e["chunk"][2]))
             self.plan[qid].sort(key=lambda c: (c[0], c[2]))
         return out
+
+    def _slow(self, job: _Job, err: PromError) -> bool:
+        """Whether `job`, which got no answer within `--timeout`, is cut smaller and sent
+        again, as a query the backend refused as too big: the backend evaluated it past the
+        `timeout` it was asked to stop at (Prometheus 2.42 ran a week's window query over
+        20,000 series at a 15 s scrape past it). At most `SLOW_CUTS` times a collection, each
+        said in the warnings."""
+        if not err.unanswered or self.slow_cuts >= SLOW_CUTS:
+            return False
+        self.slow_cuts += 1
+        self.warnings.append(
+            f"{job.spec.id}: no answer within {self.client.cfg.timeout_s:g} s (--timeout) for "
+            f"{job.end - job.start} s of the window; cut smaller and sent again (the backend "
+            "went on past the timeout it was asked to stop at)"
+        )
+        return True
 
     def _start(self, job: _Job, answers: queue.Queue[tuple[_Job, _Sent | BaseException]]) -> None:
         """Send `job` on a thread of its own, which puts its answer, or what it raised, on
