@@ -148,17 +148,18 @@ def test_query_timeout_is_not_retried_but_cut_smaller() -> None:
     ]
 
 
-def test_the_planner_learns_the_limit_once_per_collection() -> None:
-    """A backend that refuses any range over 12 hours as too many samples: the first window
-    query is refused once and answered in halves; every later one is cut to halves before it
-    is sent, so the backend refuses one query, not every one."""
-    refused: list[str] = []
+def _refusing_over_12h(
+    refused: list[str], delay_s: float = 0.0
+) -> Callable[[httpx.Request], httpx.Response]:
+    """A backend that refuses, as too many samples (after `delay_s`), any instant query over
+    a range longer than 12 hours, noting each in `refused`."""
 
     def handler(req: httpx.Request) -> httpx.Response:
         if req.url.path.endswith("/query"):
             q = httpx.QueryParams(req.content.decode())["query"]
             if any(int(r) > 43200 for r in re.findall(r"\[(\d+)s\]", q)):
                 refused.append(q)
+                time.sleep(delay_s)
                 return httpx.Response(
                     422,
                     json={
@@ -170,7 +171,15 @@ def test_the_planner_learns_the_limit_once_per_collection() -> None:
                 )
         return _ok(req)
 
-    got = collect_prometheus(_client(handler), W)
+    return handler
+
+
+def test_the_planner_learns_the_limit_once_per_collection() -> None:
+    """A backend that refuses any range over 12 hours as too many samples: the first window
+    query is refused once and answered in halves; every later one is cut to halves before it
+    is sent, so the backend refuses one query, not every one."""
+    refused: list[str] = []
+    got = collect_prometheus(_client(_refusing_over_12h(refused)), W)
     assert len(refused) == 1
     halves = [[W.start, W.start + 43200, ""], [W.start + 43200, W.end, ""]]
     window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
@@ -216,25 +225,7 @@ def test_parallel_queries_learn_the_limit_and_cut_the_same() -> None:
     """Queries refused while others are in flight are cut as one at a time would: every
     window query ends in halves, and at most as many are refused as were in flight."""
     refused: list[str] = []
-
-    def handler(req: httpx.Request) -> httpx.Response:
-        if req.url.path.endswith("/query"):
-            q = httpx.QueryParams(req.content.decode())["query"]
-            if any(int(r) > 43200 for r in re.findall(r"\[(\d+)s\]", q)):
-                refused.append(q)
-                time.sleep(0.02)
-                return httpx.Response(
-                    422,
-                    json={
-                        "status": "error",
-                        "errorType": "execution",
-                        "error": "query processing would load too many samples into memory "
-                        "in query execution",
-                    },
-                )
-        return _ok(req)
-
-    got = _parallel(handler, 4)
+    got = _parallel(_refusing_over_12h(refused, 0.02), 4)
     assert 1 <= len(refused) <= 4
     halves = [[W.start, W.start + 43200, ""], [W.start + 43200, W.end, ""]]
     window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
