@@ -401,14 +401,13 @@ class Collector:
             ans = self.client.query_range(
                 expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
             )
-        return _Sent(expr, ans, time.monotonic() - began)
+        return _Sent(expr, ans, time.monotonic() - began, parts, unless)
 
     def _record(self, job: _Job, sent: _Sent) -> dict[str, Any]:
         """The entry of one answered job, with what the manifest says of it."""
         spec, ans = job.spec, sent.answer
-        parts, unless = self._pieces(job)
         self.timings.add(spec.kind, ans.body, sent.seconds)
-        self._note_reads(spec.id, parts, *((unless,) if spec.unless else ()))
+        self._note_reads(spec.id, sent.parts, *((sent.unless,) if spec.unless else ()))
         self._record_warnings(spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]
         self.series += len(result)
@@ -423,8 +422,11 @@ class Collector:
 
 @dataclass(frozen=True)
 class _Sent:
-    """A job's PromQL, its answer and the seconds the answer took."""
+    """A job's PromQL, its answer, the seconds the answer took, and how its metric and its
+    `unless` metric were read (`Collector._pieces`)."""
 
     expr: str
     answer: Response
     seconds: float
+    parts: tuple[Part, ...] | None
+    unless: tuple[Part, ...] | None
