@@ -96,9 +96,12 @@ def snapshot(
     nodes: list[dict[str, Any]] | None = None,
     lists: dict[str, list[dict[str, Any]]] | None = None,
     p2p: list[tuple[dict[str, str], str, float]] | None = None,
+    full: int | None = None,
 ) -> Snapshot:
     """`lists`: other Kubernetes lists by key (`volcano_podgroups` ...), as item lists; `p2p`:
-    (GPU labels, peer GPU index, status) rows of `DCGM_EXP_P2P_STATUS`."""
+    (GPU labels, peer GPU index, status) rows of `DCGM_EXP_P2P_STATUS`; `full`: the sample
+    counts are answered only where an hour holds another number of samples (as a scan that
+    measured the scrape interval writes them), else only where a count changes."""
     end = START + hours * STEP
     prom: dict[str, list[dict[str, Any]]] = {}
     for q in queries.CATALOGUE:
@@ -160,11 +163,14 @@ def snapshot(
                     for i, (v, n) in enumerate(zip(per_hour, counts, strict=False))
                     if v is not None
                     and n
-                    # A query of changes answers where the count differs from the hour
-                    # before (or that had none), and at the window's first hour.
-                    and not (q.changes and i > 0 and counts[i - 1] == n)
+                    # A count query answers where an hour is not full; without `full`,
+                    # where the count differs from the hour before (or that had none), and
+                    # at the window's first hour.
+                    and not (q.changes and full is not None and n == full)
+                    and not (q.changes and full is None and i > 0 and counts[i - 1] == n)
                 ]
-                result.append({"metric": dict(s.labels), "values": pts})
+                if pts:
+                    result.append({"metric": dict(s.labels), "values": pts})
         rtype = "vector" if q.kind == "window" else "matrix"
         prom[q.id] = [
             {
@@ -180,7 +186,13 @@ def snapshot(
         kube["nodes"] = [{"kind": "NodeList", "items": nodes}]
     for key, items in (lists or {}).items():
         kube[key] = [{"items": items}]
-    manifest = Manifest(window=ManifestWindow(start=START, end=end, step=STEP), cluster="test")
+    manifest = Manifest(
+        window=ManifestWindow(start=START, end=end, step=STEP),
+        cluster="test",
+        queries=tuple({"id": q.id, "full": full} for q in queries.CATALOGUE if q.changes)
+        if full is not None
+        else (),
+    )
     return Snapshot(manifest=manifest, prometheus=prom, kubernetes=kube)
 
 

@@ -120,15 +120,12 @@ def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
 def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
-    act_h, util_h, sm_h, tensor_h = (
-        _within(p.hourly(qid, counts), cut)
-        for qid, counts in (
-            ("act_hourly", "act_count_hourly"),
-            ("util_hourly", "util_count_hourly"),
-            ("sm_hourly", ""),
-            ("tensor_hourly", ""),
-        )
-    )
+    act_all = p.hourly("act_hourly", "act_count_hourly")
+    # GPU_UTIL's counts leave out the buckets with a profiling series (the query's `unless`).
+    util_h = _within(p.hourly("util_hourly", "util_count_hourly", act_all[:2]), cut)
+    act_h = _within(act_all, cut)
+    del act_all
+    sm_h, tensor_h = (_within(p.hourly(qid), cut) for qid in ("sm_hourly", "tensor_hourly"))
     for qid in queries.BY_ID:
         if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "xid_events", "p2p_max"):
             p.window(qid)

@@ -104,6 +104,9 @@ class Parser:
             else (0.0, 1)
         )
         """The bucket grid (start, step): bucket ends lie at start + k x step."""
+        self.full = _full_counts(snap.manifest.get("queries"))
+        """Count query id -> the count a full bucket holds, which its answers leave out
+        (`QuerySpec.changes`); a count query not named answers where a count changes."""
 
     def identity(self, labels: Mapping[str, Any]) -> prom.Identity:
         """One series' identity, in the snapshot's pod label spelling."""
@@ -238,21 +241,36 @@ class Parser:
             for m, v in zip(a.metrics, a.values.tolist(), strict=True)
         ]
 
-    def hourly(self, qid: str, counts: str = "") -> tuple[Arr, Arr, Arr, Arr]:
+    def hourly(
+        self, qid: str, counts: str = "", unless: tuple[Arr, Arr] | None = None
+    ) -> tuple[Arr, Arr, Arr, Arr]:
         """(key numbers, bucket end times, values, counts) of a range query: each key's points
         in one contiguous block, in ascending time, one value per (key, time); where chunks or
         series overlap, the later one wins. `counts` is the query of the same series' sample
-        counts, answered where a count changes (`QuerySpec.changes`): the count at each point,
-        carried forward over the buckets that follow it (NaN where unknown, and throughout
-        when `counts` is empty)."""
+        counts (`QuerySpec.changes`), NaN throughout when empty. Answered only where a bucket
+        is not full (`full`): the count at each point, the full count where it has none, and
+        NaN at the points `unless` (key numbers and times of the value query of the count
+        query's `unless` metric) holds, which that query leaves out. Answered only where a
+        count changes: the count at each point, carried forward over the buckets that follow
+        it (NaN where unknown)."""
         k, t, v = self._points(qid)
         if not counts:
             return k, t, v, np.full(len(k), np.nan)
         ck, ct, cv = self._points(counts)
         ck, ct, cv = regroup(ck, ct, cv, np.arange(len(self.keys), dtype=np.int64))
         start, step = self.grid
-        n, _ = join_at(ck, ct, cv, k, t, start, step)
-        return k, t, v, _carried(k, t, n, step)
+        n, hit = join_at(ck, ct, cv, k, t, start, step)
+        full = self.full.get(counts)
+        if full is None:
+            return k, t, v, _carried(k, t, n, step)
+        n[~hit] = full
+        if unless is not None and len(unless[0]):
+            uk, ut, _ = regroup(
+                unless[0], unless[1], unless[1], np.arange(len(self.keys), dtype=np.int64)
+            )
+            _, other = join_at(uk, ut, ut, k, t, start, step)
+            n[other & ~hit] = np.nan
+        return k, t, v, n
 
     def _points(self, qid: str) -> tuple[Arr, Arr, Arr]:
         """`hourly` without counts."""
@@ -344,6 +362,27 @@ def _joined(parts: list[Arr]) -> Arr:
     """The arrays one after the other; the array itself when there is one (read only: it
     belongs to the answer)."""
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _full_counts(described: Any) -> dict[str, float]:
+    """The `full` count of each count query the manifest lists (`QuerySpec.changes`); a
+    value that is not a whole number from 1 to 10^9 is refused."""
+    out: dict[str, float] = {}
+    if not isinstance(described, (list, tuple)):
+        return out
+    for q in described:
+        if not isinstance(q, Mapping) or "full" not in q:
+            continue
+        qid, full = q.get("id"), q["full"]
+        if not isinstance(qid, str) or qid not in queries.BY_ID or not queries.BY_ID[qid].changes:
+            continue
+        if isinstance(full, bool) or not isinstance(full, int) or not 1 <= full <= 10**9:
+            raise SnapshotError(
+                f"manifest.queries: {qid}'s full is {str(full)[:40]!r}, not a whole number "
+                "of samples from 1 to 10^9"
+            )
+        out[qid] = float(full)
+    return out
 
 
 def _carried(k: Arr, t: Arr, n: Arr, step: int) -> Arr:

@@ -72,9 +72,16 @@ def manifest(sc: Scenario, style: str, generated_by: str) -> Manifest:
     return _manifest(sc, style, generated_by, k8s_lists(sc))
 
 
+def full_count(sc: Scenario) -> int:
+    """The samples each hourly bucket of a series holds: the scenario's series are whole hours,
+    so every bucket is full and the sample count queries answer none (`QuerySpec.changes`)."""
+    return 3600 // sc.scrape_s
+
+
 def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]) -> Manifest:
     spelling = spelling_of(style)
     window_s = sc.end - sc.start
+    full = full_count(sc)
     return Manifest(
         cluster=f"scenario-{sc.seed}",
         source="scenario",
@@ -98,7 +105,8 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
                 "metric": q.metric,
                 "query": q.promql(window_s, spelling)
                 if q.kind == "window"
-                else q.promql(3600, spelling, first=sc.start + 3600),
+                else q.promql(3600, spelling, full=full),
+                **({"full": full} if q.changes else {}),
             }
             for q in queries.CATALOGUE
         ),
@@ -139,7 +147,8 @@ class _Answers:
         if v is not None and q.unless:
             v = v.without(self.table.carries(q.unless))
         if v is not None and q.changes:
-            v = v.run_starts()
+            # Every hour holds its full count of samples (`full_count`): none is answered.
+            return None
         return v
 
     def request(self, q: queries.QuerySpec) -> tuple[str, dict[str, Any], str]:
@@ -148,7 +157,7 @@ class _Answers:
         if q.kind == "window":
             return q.promql(sc.end - sc.start, self.spelling), {"time": sc.end}, "vector"
         params = {"start": sc.start + 3600, "end": sc.end, "step": 3600}
-        return q.promql(3600, self.spelling, first=sc.start + 3600), params, "matrix"
+        return q.promql(3600, self.spelling, full=full_count(sc)), params, "matrix"
 
     def metric_dicts(self, q: queries.QuerySpec, v: Values) -> list[dict[str, str]]:
         """Each series' `metric` object (its labels kept by the query's `by`)."""
@@ -185,10 +194,10 @@ class _Answers:
         texts, codes = distinct(v.window(q.stat, self.k), fmt)
         return texts, codes, None
 
-    def hourly(self, v: Values, stat: str = "mean") -> tuple[list[str], Arr, list[Any], Arr]:
+    def hourly(self, v: Values) -> tuple[list[str], Arr, list[Any], Arr]:
         """(value texts, each point's index into them, the timestamps by hour index, each
-        point's hour index) of the hourly means, or sample counts for `stat` "count"."""
-        texts, codes = distinct(v.counts(self.k) if stat == "count" else v.means(self.k), fmt)
+        point's hour index) of the hourly means (the sample counts answer nothing, `answered`)."""
+        texts, codes = distinct(v.means(self.k), fmt)
         hours = v.hours.astype(np.int32 if len(v.hours) and v.hours.max() < 2**31 else np.int64)
         top = int(hours.max()) + 1 if len(hours) else 0
         if len(self._times) < top:
@@ -241,7 +250,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
                 {"metric": d, "value": value[c]} for d, c in zip(dicts, codes.tolist(), strict=True)
             ]
         elif v is not None:
-            texts, codes, times, hours = ans.hourly(v, q.stat)
+            texts, codes, times, hours = ans.hourly(v)
             # One list per distinct (hour, value) point.
             keys, pick_arr = _distinct_ints(hours.astype(np.int64) * len(texts) + codes)
             hs, cs = (keys // len(texts)).tolist(), (keys % len(texts)).tolist()
@@ -308,7 +317,7 @@ def _hourly_text(ans: _Answers, q: queries.QuerySpec) -> Iterator[bytes]:
     if v is None or not len(v.labels):
         yield b"[]"
         return
-    texts, codes, times, hours = ans.hourly(v, q.stat)
+    texts, codes, times, hours = ans.hourly(v)
     # Each point is `[<time>,` then `"<value>"],`, pasted side by side from fixed-width tables
     # and the NUL padding squeezed out: no Python work per point.
     stamps, stamp_len = _table([("[" + _dumps(t) + ",").encode() for t in times])

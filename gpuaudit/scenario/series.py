@@ -360,10 +360,6 @@ class Values:
                 out[part] = a * (1 - weight) + b * weight
         return out
 
-    def counts(self, k: int) -> Arr:
-        """The hourly `count_over_time` of every point: every hour holds `2 k` samples."""
-        return np.full(len(self.hi), float(2 * k))
-
     def without(self, carried: Arr) -> Values | None:
         """These series less those whose main series `carried` marks (PromQL `unless` of a
         metric carried by those series over the same hours); None when none is left."""
@@ -386,31 +382,6 @@ class Values:
             self.hours[points],
             self.hi[points],
             self.lo[points],
-        )
-
-    def run_starts(self) -> Values:
-        """These series at the points where a constant hourly value (a sample count) is
-        answered by a query of changes (`QuerySpec.changes`): the window's first hour, and
-        every hour whose hour before has no point."""
-        lens = self.lengths
-        keep = np.ones(len(self.hours), dtype=bool)
-        if len(keep) > 1:
-            keep[1:] = self.hours[1:] != self.hours[:-1] + 1
-        keep[self.off[:-1][lens > 0]] = True
-        keep |= self.hours == 0
-        kept = np.bincount(np.repeat(np.arange(len(lens)), lens)[keep], minlength=len(lens)).astype(
-            np.int64
-        )
-        off = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(kept, out=off[1:])
-        return Values(
-            self.metric,
-            self.labels,
-            self.rows,
-            off,
-            self.hours[keep],
-            self.hi[keep],
-            self.lo[keep],
         )
 
     def means(self, k: int, block: int = 1 << 16) -> Arr:

@@ -10,6 +10,7 @@ import pytest
 
 from gpuaudit.audit import run_checks
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
+from gpuaudit.errors import SnapshotError
 from gpuaudit.inventory import Views, build, held
 from gpuaudit.inventory import columns as C
 from gpuaudit.settings import Settings
@@ -197,3 +198,70 @@ def test_gpu_util_buckets_without_profiling_count_their_own_samples() -> None:
     inv = inventory([s, other], 4)
     assert not inv.held_time_rounded
     assert inv.holdings.set_index(C.POD).loc["p", C.HOURS] == pytest.approx(3.5)
+
+
+def _uneven_counts() -> list[Series]:
+    """Series whose hourly sample counts differ: partial first and last hours, a missed
+    scrape, a gap, a target at another interval, a profiled GPU whose profiling series missed
+    hours (GPU_UTIL counted there), and a GPU with GPU_UTIL alone."""
+    return [
+        *_twenty_minute_job(),
+        Series(
+            gpu_labels(uuid="GPU-2", gpu="2", pod="train", namespace="ml"),
+            act=[0.4, 0.5, None, 0.6, 0.6, 0.2],
+            samples=[35, 59, 0, 60, 60, 12],
+        ),
+        Series(
+            {**gpu_labels(uuid="GPU-3", gpu="3", pod="fast", namespace="ml"), "instance": "x:9400"},
+            act=[0.9] * HOURS,
+            samples=[120] * HOURS,
+        ),
+        Series(
+            gpu_labels(uuid="GPU-4", gpu="4", pod="blind", namespace="ml"),
+            act=[0.5, None, None, 0.5, None, 0.5],
+            util=[50.0, 40.0, 30.0, 50.0, 20.0, 50.0],
+            samples=[60, 30, 60, 60, 45, 60],
+        ),
+        Series(
+            gpu_labels(uuid="GPU-5", gpu="5", pod="old", namespace="ml"),
+            act=[None] * HOURS,
+            util=[10.0, 10.0, None, 20.0, 20.0, 20.0],
+            samples=[60, 60, 0, 30, 60, 60],
+        ),
+    ]
+
+
+@pytest.mark.parametrize("full", [60, 59, 120, 1])
+def test_counts_of_full_buckets_left_out_read_as_those_of_changes(full: int) -> None:
+    """A scan that measured the interval answers only the buckets that are not full
+    (`count != F`); whatever F it took, the reader's fill gives the inventory that the
+    counts answered where they change give."""
+    series = _uneven_counts()
+    changes, sparse = build(snapshot(series, HOURS)), build(snapshot(series, HOURS, full=full))
+    answered = {
+        q: sum(
+            len(r["values"])
+            for r in snapshot(series, HOURS, full=full).prometheus[q][0]["body"]["data"]["result"]
+        )
+        for q in ("act_count_hourly", "util_count_hourly")
+    }
+    if full == 60:
+        # Only the uneven buckets are answered: 11 of the activity series', 3 of GPU_UTIL's.
+        assert answered == {"act_count_hourly": 11, "util_count_hourly": 3}
+    assert sparse.scrape_interval_s == changes.scrape_interval_s
+    assert sparse.held_time_rounded == changes.held_time_rounded
+    cols = [C.HOLDING, C.TS, C.HELD_H]
+    np.testing.assert_array_equal(sparse.hourly[cols].to_numpy(), changes.hourly[cols].to_numpy())
+    h = changes.holdings.set_index(C.POD)
+    assert sparse.holdings.set_index(C.POD)[C.HOURS].to_dict() == h[C.HOURS].to_dict()
+    assert h.loc["blind", C.HOURS] == pytest.approx(3 + 30 / 60 + 60 / 60 + 45 / 60)
+    assert h.loc["fast", C.HOURS] == pytest.approx(HOURS)
+
+
+def test_a_full_count_that_is_no_whole_number_is_refused() -> None:
+    snap = snapshot(_uneven_counts(), HOURS, full=60)
+    bad = snap.with_manifest(
+        queries=({"id": "act_count_hourly", "full": "60; drop"},),
+    )
+    with pytest.raises(SnapshotError, match="act_count_hourly's full"):
+        build(bad)

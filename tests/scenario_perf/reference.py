@@ -155,6 +155,8 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         for s in ss:
             if q.metric not in s.hi or q.unless in s.hi:
                 continue  # `unless`: the other metric has this series over the same hours
+            if q.changes:
+                continue  # every hour is full: its count is not answered
             metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
             hi, lo = s.hi[q.metric], s.lo[q.metric]
             if q.stat == "onsets":
@@ -168,19 +170,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
             else:
                 ts = sc.start + (s.hours + 1) * 3600
                 means = (hi * k + lo * k) / (2 * k)
-                if q.stat == "count":
-                    means = np.full(len(hi), float(2 * k))
-                keep = [True] * len(ts)
-                if q.changes:  # only where the count changes: at the window's start, or a gap
-                    keep = [
-                        i == 0 or s.hours[i] == 0 or s.hours[i] != s.hours[i - 1] + 1
-                        for i in range(len(ts))
-                    ]
-                values = [
-                    [_ts(t), fmt(float(v))]
-                    for t, v, kept in zip(ts, means, keep, strict=True)
-                    if kept
-                ]
+                values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)]
                 result.append({"metric": metric, "values": values})
         if q.kind == "window":
             params: dict[str, Any] = {"time": sc.end}
@@ -191,7 +181,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
         query = (
             q.promql(window_s, spelling)
             if q.kind == "window"
-            else q.promql(3600, spelling, first=sc.start + 3600)
+            else q.promql(3600, spelling, full=3600 // sc.scrape_s)
         )
         prom[q.id] = [{"query": query, "params": params, "body": body}]
     lists = k8s_lists(sc)

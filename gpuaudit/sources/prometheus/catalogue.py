@@ -273,10 +273,14 @@ class QuerySpec:
     """A metric whose same statistic removes this query's series where it exists (PromQL
     `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
     changes: bool = False
-    """An hourly query answered only where its value differs from the bucket before (or there
-    was none, or at the window's first bucket): sample counts, which are the same bucket after
-    bucket but where a series starts, stops or misses a scrape. The reader carries each value
-    forward over the buckets that follow it."""
+    """An hourly query of sample counts, which are the same bucket after bucket but where a
+    series starts, stops or misses a scrape, answered sparsely. With the count a full bucket
+    holds (`full`, from the measured scrape interval): only where the count differs from it,
+    and the reader puts `full` at the points of the value query the answer leaves out. Without
+    it: only where the count differs from the bucket before (or there was none, or at the
+    window's first bucket), and the reader carries each count forward over the buckets that
+    follow it; this form compares two evaluations of the count, and costs the backend about
+    3.6 times the other (`benchmarks/README.md`, round 7)."""
 
     def promql(
         self,
@@ -287,6 +291,7 @@ class QuerySpec:
         unless_parts: tuple[Part, ...] | None = None,
         first: int | None = None,
         group: str = "",
+        full: int | str | None = None,
     ) -> str:
         """The PromQL text over a range of `range_s` seconds (the window, a chunk, or a step).
 
@@ -296,7 +301,9 @@ class QuerySpec:
         raw series. `unless_parts` says the same of the `unless` metric. `first` is the end of
         the window's first bucket, at which a `changes` query answers every series (`T0` in
         its text when not given, as the documentation writes it). `group` is the cluster label
-        a scan of every cluster groups by besides the identity labels.
+        a scan of every cluster groups by besides the identity labels. `full` is the count a
+        full bucket holds, which a `changes` query then leaves out instead (`F` as the
+        documentation writes it).
         """
         if self.stat in ("p95", "onsets"):
             parts = None
@@ -312,6 +319,8 @@ class QuerySpec:
 
         if not self.changes:
             return text()
+        if full is not None:
+            return f"({text()}) != {full}"
         now, before = text(), text(range_s)
         if self.unless:
             now, before = f"({now})", f"({before})"

@@ -80,6 +80,9 @@ class Capabilities:
     interval: ScrapeInterval | None = None
     """The scrape interval of the DCGM series, measured before the collection (not recorded:
     the inventory detects it again from the samples it counts)."""
+    full_count: int | None = None
+    """The samples a full bucket holds at that interval (`full_count`): the sample count
+    queries leave such buckets out (`QuerySpec.changes`). None when the interval is unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest's `capabilities` object."""
@@ -155,6 +158,7 @@ def discover(client: PromClient, w: Window, selector: str, group: str = "") -> C
     )
     if counted:
         _interval(client, w, selector, counted, caps)
+        caps.full_count = full_count(w.step, caps.interval)
     if not selector:
         _recorded(client, w, caps)
     else:
@@ -363,6 +367,18 @@ def measure_interval(
         if 0 < count <= 10**9 and 0 < gpus <= 10**9:  # sizes from outside, bounded
             counts[count] = counts.get(count, 0) + gpus
     return interval_from_counts(counts, INTERVAL_RANGE_S)
+
+
+def full_count(step_s: int, interval: ScrapeInterval | None) -> int | None:
+    """How many samples a bucket of `step_s` holds at `interval`, rounded (None when the
+    interval is not known). Any whole number is correct for the count queries that leave such
+    buckets out: a bucket that holds another count is answered (an interval that does not
+    divide the step, a missed scrape, a target scraped at another interval), so this only
+    decides how few points they answer."""
+    if interval is None or not interval.seconds > 0:
+        return None
+    n = round(step_s / interval.seconds)
+    return n if 1 <= n <= 10**9 else None
 
 
 def interval_query(

@@ -395,9 +395,12 @@ class Collector:
             # A count answered only where it changes compares with the bucket before, read
             # the same way: where that bucket was read otherwise (raw, before the recorded
             # series began), every series is answered at the job's first bucket instead.
+            # (With the scrape interval measured, counts are answered only where a bucket
+            # is not full, which needs no bucket before.)
             recorded = parts is not None or unless is not None
             first = (job.start if recorded else self.w.start) + self.w.step
-            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first, group)
+            full = self.caps.full_count
+            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first, group, full)
             ans = self.client.query_range(
                 expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
             )

@@ -133,6 +133,7 @@ def _described(
         parts(q.unless) if q.unless else None,
         w.start + w.step,
         group,
+        caps.full_count,
     )
     done = reads.get(q.id, set())
     read = (
@@ -140,7 +141,16 @@ def _described(
         if "recorded and raw" in done or len(done) > 1
         else next(iter(done), "raw")
     )
-    return {"id": q.id, "kind": q.kind, "metric": q.metric, "query": text, "reads": read}
+    out: dict[str, Any] = {
+        "id": q.id,
+        "kind": q.kind,
+        "metric": q.metric,
+        "query": text,
+        "reads": read,
+    }
+    if q.changes and caps.full_count is not None:
+        out["full"] = caps.full_count  # how the reader fills the buckets left out
+    return out
 
 
 def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
