@@ -32,7 +32,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from gpuaudit import snapshot
 from gpuaudit.cli import app
+from gpuaudit.sources.prometheus import discovery
 from tests.conftest import ROOT
 from tests.promserver import prometheus, require
 
@@ -215,3 +217,57 @@ def test_figures_agree_with_a_direct_computation_over_the_samples(
     assert set(found) - ref.border == set(ref.idle_pods) - ref.border
     worst = max(abs(found[p] / h - 1) for p, h in ref.idle_pods.items() if p in found)
     assert worst < 0.01, {p: (found.get(p), h) for p, h in ref.idle_pods.items()}
+
+
+def _saved(served: Served, out: Path) -> snapshot.Snapshot:
+    res = CliRunner().invoke(
+        app,
+        [
+            "snapshot",
+            "save",
+            str(out),
+            "--prometheus-url",
+            served.url,
+            "--no-kubernetes",
+            "-q",
+            "--window",
+            f"{(served.end - served.start) // 3600}h",
+            "--end",
+            str(served.end),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    return snapshot.read(out)
+
+
+def _audit(path: Path) -> dict[str, Any]:
+    res = CliRunner().invoke(app, ["scan", "--snapshot", str(path), "-f", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    doc: dict[str, Any] = json.loads(res.stdout)
+    for key in ("generated_at", "snapshot", "source"):
+        doc.pop(key, None)
+    return doc
+
+
+def test_counts_left_out_where_full_read_as_those_answered_where_they_change(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real uneven buckets (pods that come and go within the hour, missed samples, a 57 s
+    interval that does not divide the hour): the sample counts answered only where a bucket
+    does not hold the measured interval's 63 samples give the audit that the counts answered
+    where they change give (the form sent when the interval cannot be measured)."""
+    sparse = _saved(served, tmp_path / "sparse.json")
+    monkeypatch.setattr(discovery, "full_count", lambda step, interval: None)
+    changes = _saved(served, tmp_path / "changes.json")
+    described = {q["id"]: q for q in sparse.manifest.get("queries")}
+    assert described["util_count_hourly"]["full"] == 63
+    assert described["util_count_hourly"]["query"].endswith(") != 63")
+    assert all("full" not in q for q in changes.manifest.get("queries"))
+    assert "offset 3600s" in changes.prometheus["util_count_hourly"][0]["query"]
+
+    def points(snap: snapshot.Snapshot, qid: str) -> int:
+        return sum(len(e["answer"].ts) for e in snap.prometheus[qid])
+
+    assert 0 < points(sparse, "util_count_hourly") < points(sparse, "util_hourly")
+    assert points(changes, "util_count_hourly") > 0
+    assert _audit(tmp_path / "sparse.json") == _audit(tmp_path / "changes.json")
