@@ -137,24 +137,24 @@ def served(samples: pd.DataFrame, tmp_path_factory: pytest.TempPathFactory) -> I
         yield Served(url, start, end)
 
 
+def _live(served: Served) -> list[str]:
+    """The options of a quiet live collection of the trace's whole hours."""
+    window = f"{(served.end - served.start) // 3600}h"
+    return [
+        "--prometheus-url",
+        served.url,
+        "--no-kubernetes",
+        "-q",
+        "--window",
+        window,
+        "--end",
+        str(served.end),
+    ]
+
+
 @pytest.fixture(scope="module")
 def report(served: Served) -> dict[str, Any]:
-    res = CliRunner().invoke(
-        app,
-        [
-            "scan",
-            "--prometheus-url",
-            served.url,
-            "--no-kubernetes",
-            "-f",
-            "json",
-            "-q",
-            "--window",
-            f"{(served.end - served.start) // 3600}h",
-            "--end",
-            str(served.end),
-        ],
-    )
+    res = CliRunner().invoke(app, ["scan", "-f", "json", *_live(served)])
     assert res.exit_code == 0, res.output
     doc: dict[str, Any] = json.loads(res.stdout)
     return doc
@@ -220,22 +220,7 @@ def test_figures_agree_with_a_direct_computation_over_the_samples(
 
 
 def _saved(served: Served, out: Path) -> snapshot.Snapshot:
-    res = CliRunner().invoke(
-        app,
-        [
-            "snapshot",
-            "save",
-            str(out),
-            "--prometheus-url",
-            served.url,
-            "--no-kubernetes",
-            "-q",
-            "--window",
-            f"{(served.end - served.start) // 3600}h",
-            "--end",
-            str(served.end),
-        ],
-    )
+    res = CliRunner().invoke(app, ["snapshot", "save", str(out), *_live(served)])
     assert res.exit_code == 0, res.output
     return snapshot.read(out)
 
