@@ -582,63 +582,97 @@ class _Groups:
     busy: npt.NDArray[np.bool_]
     product: Ints
     node: Ints
-    row_group: Ints
-    """For each held row kept, its group."""
-    row_holding: Ints
-    """For each held row kept, its holding."""
+    key: npt.NDArray[np.int64]
+    """Each group's key (unit x the window's hours + hour), ascending."""
+    keep: npt.NDArray[np.bool_]
+    """The held rows the groups were made of (a mask over `views.held_rows`)."""
+
+    def rows_of(self, views: Views, hs: _Holdings, at: Ints) -> tuple[Ints, Ints]:
+        """(group, holding) of each held row of the groups `at`, in row order."""
+        import numpy as np
+
+        w = views.window_hours
+        hour = np.zeros(max(w.hours, 1), dtype=bool)
+        hour[self.k[at]] = True
+        rows = np.flatnonzero(self.keep & w.inside & hour[np.clip(w.k, 0, len(hour) - 1)])
+        holding = views.held_rows.holding[rows]
+        key = hs.unit[holding].astype(np.int64) * max(w.hours, 1) + w.k[rows]
+        group = np.searchsorted(self.key, key)
+        mine = np.zeros(len(self.key), dtype=bool)
+        mine[at] = True
+        ok = mine[group]
+        return group[ok].astype(np.intp), holding[ok].astype(np.intp)
+
+
+_CHUNK = 1 << 20
+"""Held rows grouped per pass: bounds the temporaries of `_groups` to a few arrays this long,
+however many rows there are."""
 
 
 def _window_k(views: Views) -> tuple[Ints, npt.NDArray[np.bool_], int]:
     """Each held row's hour of the window, whether it lies in the window, and the hours."""
-    import numpy as np
-
-    inv, rows = views.inv, views.held_rows
-    start, step = float(inv.window_start), float(inv.step_s)
-    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
-    if len(rows.rows) == 0:
-        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=bool), nb
-    ts = rows.bucket_ts[np.clip(rows.bucket, 0, None)]
-    k = (np.rint((ts - start) / step) - 1).astype(np.intp)
-    return k, (rows.bucket >= 0) & (k >= 0) & (k < nb), nb
+    w = views.window_hours
+    return w.k, w.inside, w.hours
 
 
 def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float) -> _Groups:
-    """The groups of the held rows `keep` selects (a mask over `views.held_rows`)."""
+    """The groups of the held rows `keep` selects (a mask over `views.held_rows`).
+
+    The rows are read in slices of `_CHUNK`: a first pass marks which (unit, hour) keys occur,
+    a second adds each row's weights to its group with `np.add.at`, which adds in row order,
+    so every sum is the one a single pass over all rows gives."""
     import numpy as np
 
     rows = views.held_rows
-    k_all, inside, nb = _window_k(views)
-    sel = inside & keep
-    hp = rows.holding[sel]
-    k = k_all[sel]
-    act = views.inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows[sel]]
-    unit = hs.unit[hp]
-    key = unit.astype(np.int64) * max(nb, 1) + k
-    uniq, inv_idx = np.unique(key, return_inverse=True)
-    inv_idx = inv_idx.reshape(-1)
+    w = views.window_hours
+    nb = max(w.hours, 1)
+    space = len(hs.unit_label) * nb
+    act_col = views.inv.hourly[C.ACT].to_numpy(dtype="float64")
+    n_rows = len(rows.rows)
+
+    def keys(lo: int, hi: int) -> tuple[Ints, npt.NDArray[np.int64]]:
+        sel = np.flatnonzero(w.inside[lo:hi] & keep[lo:hi])
+        sel += lo
+        return sel, hs.unit[rows.holding[sel]].astype(np.int64) * nb + w.k[sel]
+
+    present = np.zeros(space, dtype=bool)
+    for lo in range(0, n_rows, _CHUNK):
+        present[keys(lo, min(lo + _CHUNK, n_rows))[1]] = True
+    uniq = np.flatnonzero(present).astype(np.int64)
+    del present
     n = len(uniq)
-    has = ~np.isnan(act)
-    w = hs.weight[hp]
-    wsum = np.bincount(inv_idx, weights=np.where(has, w, 0.0), minlength=n)
-    wact = np.bincount(inv_idx, weights=np.where(has, w * act, 0.0), minlength=n)
-    share = np.bincount(inv_idx, weights=hs.share[hp], minlength=n)
-    g_unit = (uniq // max(nb, 1)).astype(np.intp)
+    wsum, wact, share = np.zeros(n), np.zeros(n), np.zeros(n)
+    first = np.full(n, -1, dtype=np.intp)
+    for lo in range(0, n_rows, _CHUNK):
+        sel, key = keys(lo, min(lo + _CHUNK, n_rows))
+        group = np.searchsorted(uniq, key)
+        del key
+        hp = rows.holding[sel]
+        act = act_col[rows.rows[sel]]
+        has = ~np.isnan(act)
+        wt = hs.weight[hp]
+        np.add.at(wsum, group, np.where(has, wt, 0.0))
+        np.add.at(wact, group, np.where(has, wt * act, 0.0))
+        np.add.at(share, group, hs.share[hp])
+        # A group's first row: the first of its rows in this slice, where no earlier slice
+        # had one.
+        fresh = first[group] < 0
+        first[group[fresh][::-1]] = hp[fresh][::-1]
+    g_unit = (uniq // nb).astype(np.intp)
     size = np.where(hs.unit_mig[g_unit], 1.0, share)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = wact / wsum
         busy = mean >= idle
     # A unit's product and node: those of any of its holdings (a unit sits on one node).
-    first = np.zeros(n, dtype=np.intp)
-    first[inv_idx[::-1]] = np.arange(len(inv_idx))[::-1]
     return _Groups(
         unit=g_unit,
-        k=(uniq % max(nb, 1)).astype(np.intp),
+        k=(uniq % nb).astype(np.intp),
         size=size,
         busy=np.asarray(busy, dtype=bool),
-        product=hs.product[hp][first] if n else np.zeros(0, dtype=np.intp),
-        node=hs.node[hp][first] if n else np.zeros(0, dtype=np.intp),
-        row_group=inv_idx.astype(np.intp),
-        row_holding=hp.astype(np.intp),
+        product=hs.product[first] if n else np.zeros(0, dtype=np.intp),
+        node=hs.node[first] if n else np.zeros(0, dtype=np.intp),
+        key=uniq,
+        keep=keep,
     )
 
 
@@ -777,12 +811,11 @@ def _items(
 ) -> tuple[list[Item], int]:
     """The packer's items for the groups `at` (one hour's units of one product), and how many
     of them hold a pod whose spec Kubernetes did not return."""
-    import numpy as np
 
     pods_of: dict[int, set[PodKey]] = {int(i): set() for i in at}
-    rows = np.flatnonzero(np.isin(g.row_group, at))
-    for r in rows.tolist():
-        pods_of[int(g.row_group[r])].add(hs.pods[int(g.row_holding[r])])
+    group, holding = g.rows_of(views, hs, at)
+    for i, h in zip(group.tolist(), holding.tolist(), strict=True):
+        pods_of[i].add(hs.pods[h])
     gang_of = _gangs(views)
     pl = views.placement
     items: list[Item] = []

@@ -567,3 +567,30 @@ def test_in_a_scan_of_every_cluster_work_stays_in_its_cluster() -> None:
     assert one[product].min_nodes_at_peak == 1
     assert fleet[product].min_nodes_at_peak == 2
     assert sorted(fleet[product].nodes_used) == ["a/n1", "b/n1"]
+
+
+def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_groups` reads the held rows in slices: slices of a few rows (many slices, groups split
+    across them) give the plan one slice of every row gives, to the last bit."""
+    import gpuaudit.capacity as capacity
+    from gpuaudit import snapshot
+    from gpuaudit.inventory import build
+
+    inv = build(snapshot.read(DEMO))
+    released = [
+        Release("search", "rerank-cold-0-z99lp9bdxp-4mx8s", "GPU001"),
+        Release(
+            "serving", "llm-canary-0-8hfpwn4dc6-5kllr", "GPU002", since=inv.window_start + 7200
+        ),
+    ]
+
+    def made() -> dict[str, Any]:
+        out = plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
+        return out.to_dict()
+
+    whole = made()
+    assert whole["by_product"]
+    assert whole["after_release_idle"]["by_product"] != whole["by_product"]
+    for rows in (1, 7, 1000):
+        monkeypatch.setattr(capacity, "_CHUNK", rows)
+        assert made() == whole

@@ -22,6 +22,43 @@ def distinct(a: Arr) -> Arr:
     return a[keep]
 
 
+def factorize(key: Arr, space: int) -> tuple[Arr, Arr]:
+    """`np.unique(key, return_inverse=True)` of non-negative integers below `space`: the sorted
+    distinct keys and each key's position among them. Where `space` is small beside the keys
+    (keys of a dense grid, such as unit x hour), a presence table replaces the sort."""
+    if len(key) and 0 < space <= 4 * len(key) + 1024:
+        present = np.zeros(space, dtype=bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        rank = np.cumsum(present, dtype=np.int64)
+        rank -= 1
+        return uniq.astype(key.dtype, copy=False), rank[key]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def lookup(keys: Arr, vals: Arr, want: Arr, space: int) -> Arr:
+    """`vals` at each of `want` found among `keys` (distinct non-negative integers below
+    `space`), NaN where not found (a negative `want` is never found). Where `space` is small
+    beside the keys, a table indexed by the key replaces the search."""
+    out = np.full(len(want), np.nan)
+    if not len(keys) or not len(want):
+        return out
+    ok = want >= 0
+    if 0 < space <= 4 * (len(keys) + len(want)) + 1024:
+        table = np.full(space, np.nan)
+        table[keys] = vals
+        ok &= want < space
+        out[ok] = table[want[ok]]
+        return out
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    at = np.clip(np.searchsorted(sk, want), 0, len(sk) - 1)
+    hit = ok & (sk[at] == want)
+    out[hit] = vals[order[at[hit]]]
+    return out
+
+
 def regroup(k: Arr, t: Arr, v: Arr, hid_of: Arr) -> tuple[Arr, Arr, Arr]:
     """Points held in contiguous blocks per key number (ascending time within each) as
     (holding id, time, value), sorted by holding id, then time: the blocks are reordered, the
@@ -56,29 +93,45 @@ def last_times(h: Arr, t: Arr, n: int) -> Arr:
     return out
 
 
+def _on_grid(t: Arr, start: float, step: int) -> Arr | None:
+    """Bucket numbers of times `t` on the grid `start + i * step`, None if one is off it."""
+    r = t - start
+    r /= step
+    q = np.rint(r)
+    if not np.array_equal(r, q):
+        return None
+    return q.astype(np.int64)
+
+
 def join_at(
     hk: Arr, ht: Arr, vals: Arr, want_k: Arr, want_t: Arr, start: float, step: int
 ) -> tuple[Arr, Arr]:
     """`vals` at each (want_k, want_t) found among (hk, ht), NaN elsewhere, and where found: a
-    left join on (holding, time). Both sides are sorted by holding, then time, and unique.
-    Times become integers for the join: bucket numbers when they lie on the step grid (the
-    usual case), else ranks among all the times seen."""
+    left join on (holding, time). The (holding, time) pairs of each side are unique; neither
+    side need be sorted. Times become integers for the join: bucket numbers when they lie on
+    the step grid (the usual case), else ranks among all the times seen."""
     out = np.full(len(want_k), np.nan)
     found = np.zeros(len(want_k), dtype=bool)
     if not len(hk) or not len(want_k):
         return out, found
-    rh, rw = (ht - start) / step, (want_t - start) / step
-    if np.array_equal(rh, np.round(rh)) and np.array_equal(rw, np.round(rw)):
-        low = min(rh.min(), rw.min())
-        th, tw = (rh - low).astype(np.int64), (rw - low).astype(np.int64)
+    gh, gw = _on_grid(ht, start, step), _on_grid(want_t, start, step)
+    if gh is not None and gw is not None:
+        low = min(int(gh.min()), int(gw.min()))
+        gh -= low
+        gw -= low
+        th, tw = gh, gw
         width = int(max(th.max(), tw.max())) + 1
     else:
         times = distinct(np.concatenate([ht, want_t]))
         th, tw = np.searchsorted(times, ht), np.searchsorted(times, want_t)
         width = len(times)
-    have = hk * width + th
-    want = want_k * width + tw
-    space = int(max(have[-1], want.max())) + 1
+    have = hk * width
+    have += th
+    del th
+    want = want_k * width
+    want += tw
+    del tw
+    space = int(max(have.max(), want.max())) + 1
     if space <= 4 * (len(have) + len(want)):
         # Dense enough for a table indexed by the key itself: no search at all.
         table = np.full(space, np.nan)
@@ -86,6 +139,9 @@ def join_at(
         there = np.zeros(space, dtype=bool)
         there[have] = True
         return table[want], there[want]
+    if len(have) > 1 and not bool(np.all(have[1:] > have[:-1])):
+        order = np.argsort(have, kind="stable")
+        have, vals = have[order], vals[order]
     pos = np.searchsorted(have, want)
     pos[pos >= len(have)] = 0
     found = have[pos] == want

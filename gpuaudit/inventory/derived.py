@@ -192,6 +192,32 @@ def held_rows(inv: Inventory) -> HeldRows:
 
 
 @dataclass(frozen=True)
+class WindowHours:
+    """Each held row's hour of the window (see `window_hours`)."""
+
+    k: npt.NDArray[np.intp]
+    """Each held row's hour: 0 for the bucket that ends one step after the window's start."""
+    inside: npt.NDArray[np.bool_]
+    """Whether the row's bucket is known and lies in the window."""
+    hours: int
+    """The window's hours (buckets)."""
+
+
+def window_hours(inv: Inventory, rows: HeldRows) -> WindowHours:
+    """Each held row's hour of the window, from its bucket's end time: worked out once per
+    bucket (there are a window's hours of them, not millions), then looked up per row."""
+    import numpy as np
+
+    start, step = float(inv.window_start), float(inv.step_s)
+    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    if len(rows.rows) == 0 or len(rows.bucket_ts) == 0:
+        return WindowHours(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=bool), nb)
+    per_bucket = (np.rint((rows.bucket_ts - start) / step) - 1).astype(np.intp)
+    k = per_bucket[np.clip(rows.bucket, 0, None)]
+    return WindowHours(k, (rows.bucket >= 0) & (k >= 0) & (k < nb), nb)
+
+
+@dataclass(frozen=True)
 class Holders:
     """The holder pods of held holdings, numbered in the (namespace, pod) order of a sorted
     groupby."""

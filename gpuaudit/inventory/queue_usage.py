@@ -147,30 +147,26 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
     resource) and whether its pod was busy in that hour."""
     import numpy as np
 
-    start, step = float(inv.window_start), float(inv.step_s)
-    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    from gpuaudit.inventory.arrays import lookup
+    from gpuaudit.inventory.derived import window_hours
+
+    w = window_hours(inv, rows)
+    nb = w.hours
     h = inv.holdings
     if len(rows.rows) == 0 or nb == 0:
         empty = np.zeros(0, dtype=np.intp)
         return _Rows(empty, empty, np.zeros(0), np.zeros(0, dtype=bool), nb)
-    ts = rows.bucket_ts[np.clip(rows.bucket, 0, None)]
-    k = (np.rint((ts - start) / step) - 1).astype(np.intp)
-    keep = (rows.bucket >= 0) & (k >= 0) & (k < nb)
-    holding = rows.holding[keep]
-    k = k[keep]
+    holding = rows.holding[w.inside]
+    k = w.k[w.inside]
     prof = h[C.MIG_PROFILE].fillna("").astype(str).to_numpy()
     frac = h[C.FRACTION].to_numpy(dtype="float64")
     units = np.where(prof[holding] == "", frac[holding], 1.0)
-    # The pod's mean activity in the bucket (`PodHours`, sorted by pod, then bucket).
+    # The pod's mean activity in the bucket (`PodHours`: one entry per pod and bucket).
     nbb = max(len(ph.bucket_ts), 1)
     keys = ph.pod.astype(np.int64) * nbb + ph.bucket
-    pod = pods.of_holding[holding]
-    want = pod.astype(np.int64) * nbb + rows.bucket[keep]
-    at = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
-    act = np.full(len(want), np.nan)
-    if len(keys):
-        hit = (keys[at] == want) & (pod >= 0)
-        act[hit] = ph.act[at[hit]]
+    pod = pods.of_holding[holding].astype(np.int64)
+    want = np.where(pod >= 0, pod * nbb + rows.bucket[w.inside], -1)
+    act = lookup(keys, ph.act, want, len(pods.namespace) * nbb)
     with np.errstate(invalid="ignore"):
         busy = act >= idle
     return _Rows(k, holding.astype(np.intp), units, busy, nb)

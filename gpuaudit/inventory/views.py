@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gpuaudit.inventory import attribution, derived, grouped, queue_usage, sharing
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.comms import Comms
-from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
+from gpuaudit.inventory.derived import HeldRows, Holders, PodHours, WindowHours
 from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import PodOnNode, WholeRows
 from gpuaudit.inventory.model import Inventory
@@ -25,7 +25,7 @@ from gpuaudit.inventory.sharing import Sharing
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["HeldRows", "Holders", "PodHours", "PodOnNode", "Views", "WholeRows"]
+__all__ = ["HeldRows", "Holders", "PodHours", "PodOnNode", "Views", "WholeRows", "WindowHours"]
 
 
 class Views:
@@ -74,6 +74,12 @@ class Views:
     def held_rows(self) -> HeldRows:
         """The hourly rows of held holdings, as arrays (see `HeldRows`)."""
         return derived.held_rows(self.inv)
+
+    @property
+    def window_hours(self) -> WindowHours:
+        """Each held row's hour of the window (see `derived.window_hours`): made anew each
+        time (a look-up per row), not kept, as it is a row-sized array."""
+        return derived.window_hours(self.inv, self.held_rows)
 
     @functools.cached_property
     def holders(self) -> Holders:

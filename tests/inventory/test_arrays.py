@@ -1,0 +1,80 @@
+"""The inventory's array helpers against the literal operations they replace: `np.unique`, a
+search in sorted keys, and a join through a dict of (holding, time) pairs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuaudit.inventory.arrays import factorize, join_at, lookup
+
+_KEYS = st.lists(st.integers(0, 300), max_size=200)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=_KEYS, extra=st.integers(0, 5000))
+def test_factorize_is_np_unique(keys: list[int], extra: int) -> None:
+    """Dense (a presence table) or sparse (a sort), the same as `np.unique`."""
+    key = np.asarray(keys, dtype=np.int64)
+    space = (max(keys) + 1 if keys else 0) + extra
+    uniq, inverse = factorize(key, space)
+    want_uniq, want_inverse = np.unique(key, return_inverse=True)
+    assert uniq.tolist() == want_uniq.tolist()
+    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.sets(st.integers(0, 400), max_size=100),
+    want=st.lists(st.integers(-3, 450), max_size=150),
+    extra=st.sampled_from([0, 1, 10, 100_000]),
+    shuffle=st.randoms(),
+)
+def test_lookup_is_a_search(
+    keys: set[int], want: list[int], extra: int, shuffle: random.Random
+) -> None:
+    """Found keys give their value, others (negative ones included) NaN; unsorted keys too."""
+    order = sorted(keys)
+    shuffle.shuffle(order)
+    k = np.asarray(order, dtype=np.int64)
+    vals = k * 0.5 + 0.25
+    space = (max(keys) + 1 if keys else 0) + extra
+    got = lookup(k, vals, np.asarray(want, dtype=np.int64), space)
+    by_key = dict(zip(order, vals.tolist(), strict=True))
+    for w, g in zip(want, got.tolist(), strict=True):
+        if w in by_key:
+            assert g == by_key[w]
+        else:
+            assert np.isnan(g)
+
+
+@st.composite
+def _points(draw: st.DrawFn, off_grid: bool) -> tuple[np.ndarray, np.ndarray]:
+    pairs = draw(st.sets(st.tuples(st.integers(0, 30), st.integers(-3, 40)), max_size=120))
+    ordered = draw(st.booleans())
+    items = sorted(pairs) if ordered else list(pairs)
+    k = np.asarray([p[0] for p in items], dtype=np.int64)
+    t = 1_000.0 + 60.0 * np.asarray([p[1] for p in items], dtype="float64")
+    if off_grid and len(t):
+        t[0] += 7.5
+    return k, t
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), off_grid=st.booleans())
+def test_join_at_is_a_dict_join(data: st.DataObject, off_grid: bool) -> None:
+    """Sorted or not, on the grid or off it: each wanted (key, time) gets the value of the
+    same pair on the other side, NaN and not found where it has none."""
+    hk, ht = data.draw(_points(off_grid))
+    wk, wt = data.draw(_points(False))
+    vals = np.arange(len(hk), dtype="float64") * 1.5
+    got, found = join_at(hk, ht, vals, wk, wt, 1_000.0, 60)
+    have = {(int(k), float(t)): float(v) for k, t, v in zip(hk, ht, vals, strict=True)}
+    for k, t, g, f in zip(wk.tolist(), wt.tolist(), got.tolist(), found.tolist(), strict=True):
+        if (k, t) in have:
+            assert f and g == have[(k, t)]
+        else:
+            assert not f and np.isnan(g)
