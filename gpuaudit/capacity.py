@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaudit.checks.base import short_model
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import WindowHours
 from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
 from gpuaudit.inventory.prom import cluster_of
 from gpuaudit.inventory.queue_usage import QueueUsage
@@ -519,6 +520,10 @@ class _Holdings:
     """Its weight in its unit's mean activity (its fraction of a GPU)."""
     pods: list[PodKey]
     """Its pod."""
+    gang_of: dict[PodKey, str]
+    """Pod -> the gang it belongs to (pods of no gang left out)."""
+    window: WindowHours
+    """Each held row's hour of the window (`views.window_hours`), made once per plan."""
 
 
 def _replicas(views: Views) -> dict[str, float]:
@@ -569,6 +574,8 @@ def _holdings(views: Views) -> _Holdings:
         share=np.where(is_mig, 0.0, frac / rep),
         weight=frac,
         pods=list(zip(ns, pod, strict=True)),
+        gang_of=_gangs(views),
+        window=views.window_hours,
     )
 
 
@@ -591,7 +598,7 @@ class _Groups:
         """(group, holding) of each held row of the groups `at`, in row order."""
         import numpy as np
 
-        w = views.window_hours
+        w = hs.window
         hour = np.zeros(max(w.hours, 1), dtype=bool)
         hour[self.k[at]] = True
         rows = np.flatnonzero(self.keep & w.inside & hour[np.clip(w.k, 0, len(hour) - 1)])
@@ -609,12 +616,6 @@ _CHUNK = 1 << 20
 however many rows there are."""
 
 
-def _window_k(views: Views) -> tuple[Ints, npt.NDArray[np.bool_], int]:
-    """Each held row's hour of the window, whether it lies in the window, and the hours."""
-    w = views.window_hours
-    return w.k, w.inside, w.hours
-
-
 def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float) -> _Groups:
     """The groups of the held rows `keep` selects (a mask over `views.held_rows`).
 
@@ -624,7 +625,7 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
     import numpy as np
 
     rows = views.held_rows
-    w = views.window_hours
+    w = hs.window
     nb = max(w.hours, 1)
     space = len(hs.unit_label) * nb
     act_col = views.inv.hourly[C.ACT].to_numpy(dtype="float64")
@@ -816,7 +817,7 @@ def _items(
     group, holding = g.rows_of(views, hs, at)
     for i, h in zip(group.tolist(), holding.tolist(), strict=True):
         pods_of[i].add(hs.pods[h])
-    gang_of = _gangs(views)
+    gang_of = hs.gang_of
     pl = views.placement
     items: list[Item] = []
     members: dict[str, list[int]] = {}
@@ -965,7 +966,7 @@ def _kept_rows(
         return np.ones(0, dtype=bool), {}
     ts = rows.bucket_ts[np.clip(rows.bucket, 0, None)]
     gone = ts > since[rows.holding] + EPS
-    k, inside, _ = _window_k(views)
+    inside = hs.window.inside
     by_product: dict[str, set[PodKey]] = {}
     for h in np.unique(rows.holding[gone & inside]).tolist():
         product = hs.products[int(hs.product[h])]
@@ -992,7 +993,7 @@ def plan(
     rows = views.held_rows
     every = np.ones(len(rows.rows), dtype=bool)
     # Which hours have data does not change when pods are released: computed once.
-    data = _data_hours(views, hs, _window_k(views)[2])
+    data = _data_hours(views, hs, hs.window.hours)
     before = _plans(views, hs, every, idle_activity, data)
     keep, by_product = _kept_rows(views, hs, released or ())
     after = _plans(views, hs, keep, idle_activity, data) if not keep.all() else before

@@ -93,34 +93,82 @@ def last_times(h: Arr, t: Arr, n: int) -> Arr:
     return out
 
 
-def _on_grid(t: Arr, start: float, step: int) -> Arr | None:
-    """Bucket numbers of times `t` on the grid `start + i * step`, None if one is off it."""
-    r = t - start
-    r /= step
-    q = np.rint(r)
-    if not np.array_equal(r, q):
+_SLICE = 1 << 20
+"""Elements per slice where a long array is worked through in slices: the temporaries stay a
+few MB (reused by the allocator) instead of one fresh array as long as the input each."""
+
+
+def _grid_range(t: Arr, start: float, step: int) -> tuple[int, int] | None:
+    """The lowest and highest bucket numbers of times `t` on the grid `start + i * step`, read
+    in slices (no array as long as `t` is made); None if one is off the grid or `t` is empty."""
+    lo_b, hi_b = None, None
+    for lo in range(0, len(t), _SLICE):
+        r = t[lo : lo + _SLICE] - start
+        r /= step
+        q = np.rint(r)
+        if not np.array_equal(r, q):
+            return None
+        a, b = int(q.min()), int(q.max())
+        lo_b = a if lo_b is None else min(lo_b, a)
+        hi_b = b if hi_b is None else max(hi_b, b)
+    if lo_b is None or hi_b is None:
         return None
-    return q.astype(np.int64)
+    return lo_b, hi_b
+
+
+def _grid_keys(k: Arr, t: Arr, start: float, step: int, low: int, width: int) -> Arr:
+    """`k * width + bucket - low` of points known to lie on the grid (see `_grid_range`)."""
+    b = np.rint((t - start) / step).astype(np.int64)
+    b -= low
+    key = k.astype(np.int64) * width
+    key += b
+    return key
 
 
 def join_at(
-    hk: Arr, ht: Arr, vals: Arr, want_k: Arr, want_t: Arr, start: float, step: int
+    hk: Arr,
+    ht: Arr,
+    vals: Arr | None,
+    want_k: Arr,
+    want_t: Arr,
+    start: float,
+    step: int,
 ) -> tuple[Arr, Arr]:
     """`vals` at each (want_k, want_t) found among (hk, ht), NaN elsewhere, and where found: a
     left join on (holding, time). The (holding, time) pairs of each side are unique; neither
-    side need be sorted. Times become integers for the join: bucket numbers when they lie on
-    the step grid (the usual case), else ranks among all the times seen."""
+    side need be sorted. `vals` None: only where found (the values come back all NaN).
+
+    Times become integers for the join: bucket numbers when they lie on the step grid (the
+    usual case), else ranks among all the times seen. On the grid, with keys dense enough, a
+    table indexed by (holding, bucket) is filled and read a slice at a time, so that no
+    temporary as long as either side is made."""
     out = np.full(len(want_k), np.nan)
     found = np.zeros(len(want_k), dtype=bool)
     if not len(hk) or not len(want_k):
         return out, found
-    gh, gw = _on_grid(ht, start, step), _on_grid(want_t, start, step)
-    if gh is not None and gw is not None:
-        low = min(int(gh.min()), int(gw.min()))
-        gh -= low
-        gw -= low
-        th, tw = gh, gw
-        width = int(max(th.max(), tw.max())) + 1
+    rh, rw = _grid_range(ht, start, step), _grid_range(want_t, start, step)
+    if rh is not None and rw is not None:
+        low = min(rh[0], rw[0])
+        width = max(rh[1], rw[1]) - low + 1
+        space = (int(max(hk.max(), want_k.max())) + 1) * width
+        if space <= 4 * (len(hk) + len(want_k)):
+            there = np.zeros(space, dtype=bool)
+            table = np.full(space, np.nan) if vals is not None else None
+            for lo in range(0, len(hk), _SLICE):
+                sl = slice(lo, lo + _SLICE)
+                key = _grid_keys(hk[sl], ht[sl], start, step, low, width)
+                there[key] = True
+                if table is not None and vals is not None:
+                    table[key] = vals[sl]
+            for lo in range(0, len(want_k), _SLICE):
+                sl = slice(lo, lo + _SLICE)
+                key = _grid_keys(want_k[sl], want_t[sl], start, step, low, width)
+                found[sl] = there[key]
+                if table is not None:
+                    out[sl] = table[key]
+            return out, found
+        th = _grid_keys(np.zeros(len(hk), dtype=np.int64), ht, start, step, low, 1)
+        tw = _grid_keys(np.zeros(len(want_k), dtype=np.int64), want_t, start, step, low, 1)
     else:
         times = distinct(np.concatenate([ht, want_t]))
         th, tw = np.searchsorted(times, ht), np.searchsorted(times, want_t)
@@ -131,19 +179,11 @@ def join_at(
     want = want_k * width
     want += tw
     del tw
-    space = int(max(have.max(), want.max())) + 1
-    if space <= 4 * (len(have) + len(want)):
-        # Dense enough for a table indexed by the key itself: no search at all.
-        table = np.full(space, np.nan)
-        table[have] = vals
-        there = np.zeros(space, dtype=bool)
-        there[have] = True
-        return table[want], there[want]
-    if len(have) > 1 and not bool(np.all(have[1:] > have[:-1])):
-        order = np.argsort(have, kind="stable")
-        have, vals = have[order], vals[order]
+    order = np.argsort(have, kind="stable")
+    have = have[order]
     pos = np.searchsorted(have, want)
     pos[pos >= len(have)] = 0
     found = have[pos] == want
-    out[found] = vals[pos[found]]
+    if vals is not None:
+        out[found] = vals[order[pos[found]]]
     return out, found

@@ -507,9 +507,7 @@ def _util_only_hours(
     extra_n = np.bincount(util[0], minlength=n) - np.bincount(base_k[util_hit], minlength=n)
     if not extra_n.any():
         return np.zeros(n), 0
-    _, in_base = join_at(
-        base_k, base_t, np.zeros(len(base_k)), util[0], util[1], grid.start, grid.step
-    )
+    _, in_base = join_at(base_k, base_t, None, util[0], util[1], grid.start, grid.step)
     ek, samples = util[0][~in_base], util[2][~in_base]
     secs = samples * intervals.of_group[grid.target[ek]]
     rounded = ~np.isfinite(secs)

@@ -265,7 +265,7 @@ class Parser:
             return k, t, v, _carried(k, t, n, step)
         n[~hit] = full
         if unless is not None and len(unless[0]):
-            _, other = join_at(unless[0], unless[1], unless[1], k, t, start, step)
+            _, other = join_at(unless[0], unless[1], None, k, t, start, step)
             n[other & ~hit] = np.nan
         return k, t, v, n
 

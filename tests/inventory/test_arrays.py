@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuaudit.inventory import arrays
 from gpuaudit.inventory.arrays import factorize, join_at, lookup
 
 _KEYS = st.lists(st.integers(0, 300), max_size=200)
@@ -64,17 +65,24 @@ def _points(draw: st.DrawFn, off_grid: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), off_grid=st.booleans())
-def test_join_at_is_a_dict_join(data: st.DataObject, off_grid: bool) -> None:
-    """Sorted or not, on the grid or off it: each wanted (key, time) gets the value of the
-    same pair on the other side, NaN and not found where it has none."""
+@given(data=st.data(), off_grid=st.booleans(), piece=st.sampled_from([arrays._SLICE, 1, 3]))
+def test_join_at_is_a_dict_join(data: st.DataObject, off_grid: bool, piece: int) -> None:
+    """Sorted or not, on the grid or off it, the times read in one slice or many: each wanted
+    (key, time) gets the value of the same pair on the other side, NaN and not found where it
+    has none."""
     hk, ht = data.draw(_points(off_grid))
     wk, wt = data.draw(_points(False))
     vals = np.arange(len(hk), dtype="float64") * 1.5
-    got, found = join_at(hk, ht, vals, wk, wt, 1_000.0, 60)
+    whole, arrays._SLICE = arrays._SLICE, piece
+    try:
+        got, found = join_at(hk, ht, vals, wk, wt, 1_000.0, 60)
+    finally:
+        arrays._SLICE = whole
     have = {(int(k), float(t)): float(v) for k, t, v in zip(hk, ht, vals, strict=True)}
     for k, t, g, f in zip(wk.tolist(), wt.tolist(), got.tolist(), found.tolist(), strict=True):
         if (k, t) in have:
             assert f and g == have[(k, t)]
         else:
             assert not f and np.isnan(g)
+    only, where = join_at(hk, ht, None, wk, wt, 1_000.0, 60)
+    assert where.tolist() == found.tolist() and np.isnan(only).all()
