@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-import httpx
-
 from gpuaudit.errors import GpuauditError
 from gpuaudit.report.text import terminal
 
@@ -42,6 +40,8 @@ def _scrub(text: str, url: str) -> str:
 def post(url: str, text: str, timeout_s: float = 10.0) -> None:
     """Send `{"text": text}` as JSON; raise `GpuauditError` with one clear line when the URL is
     not http(s), the server cannot be reached, or it answers anything but 2xx."""
+    import httpx
+
     where = display_url(url)
     try:
         scheme = urlsplit(url.strip()).scheme.lower()

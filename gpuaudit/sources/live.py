@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from gpuaudit.errors import ConfigError, GpuauditError
 from gpuaudit.progress import SILENT, Progress
 from gpuaudit.redact import url_for_display
@@ -180,6 +178,8 @@ KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
 def check_url(url: str) -> str:
     """The Prometheus URL as messages show it, once it is known to be usable: http or https,
     with a host. Raises `ConfigError` otherwise."""
+    import httpx
+
     shown = display_url(url)
     if not shown.startswith(("http://", "https://")):
         raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")
@@ -311,6 +311,8 @@ def display_url(url: str) -> str:
     """The Prometheus URL as messages and the manifest show it: normalised as httpx reads it
     (scheme and host in lower case, a default port left out, non-ASCII encoded), then made safe
     by the one redactor (no credentials, query or fragment)."""
+    import httpx
+
     try:
         normal = str(httpx.URL(url.strip()))
     except Exception:  # noqa: BLE001 - an unparsable URL is shown as given, made safe

@@ -30,8 +30,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from gpuaudit import limits
 from gpuaudit.errors import SourceError
 from gpuaudit.sources.interface import Window
@@ -220,6 +218,8 @@ def _clusters(client: PromClient, w: Window, group: str, probe: str, caps: Capab
 
 
 def _backend(client: PromClient, caps: Capabilities) -> None:
+    import httpx
+
     path = httpx.URL(client.base_url).path
     try:
         info = client.buildinfo()

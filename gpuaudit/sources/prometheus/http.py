@@ -26,10 +26,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import orjson
 
 from gpuaudit import __version__
@@ -44,6 +43,9 @@ from gpuaudit.sources.transfer import (
     read_body,
     within,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("gpuaudit.prometheus")
 
@@ -187,6 +189,8 @@ def _bearer(cfg: PromConfig) -> str | None:
 def _split_url(url: str) -> tuple[str, httpx.QueryParams]:
     """The base URL (scheme, user info, host, path; no query or fragment) and the URL's query
     parameters, which go with every request after the API path."""
+    import httpx
+
     parts = urlsplit(url.strip())
     base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
     return base, httpx.QueryParams(parts.query)
@@ -229,6 +233,8 @@ class PromClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        import httpx
+
         self.cfg = cfg
         self._sleep = sleep
         self.requests = 0
@@ -286,6 +292,8 @@ class PromClient:
 
     # -- transport -------------------------------------------------------------------------
     def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Response:
+        import httpx
+
         where = f"{self._where}/{path}"
         attempt = 0
         while True:
