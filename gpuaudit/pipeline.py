@@ -19,7 +19,7 @@ from time import perf_counter
 
 from rich.console import Console
 
-from gpuaudit import report, snapshot
+from gpuaudit import gcpause, report, snapshot
 from gpuaudit.audit import AuditResult, run_checks
 from gpuaudit.compare import load_report
 from gpuaudit.config import Config
@@ -105,6 +105,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
     if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
         check_step(config.settings.step_s, inv.scrape_interval_s)
     del snap  # the raw answers are no longer needed; free them before the checks run
+    gcpause.settled()
     clock.mark("inventory")
     against = config.baseline or config.previous
     previous = (against.name, load_report(against)) if against else None
