@@ -117,6 +117,27 @@ def test_a_side_file_of_another_file_is_passed_over(demo: Path, tmp_path: Path) 
     assert resource not in snapshot.read(demo).kubernetes
 
 
+def test_the_side_file_is_read_in_place(demo: Path) -> None:
+    """Its arrays are views of a private map of the file, equal to what `np.load` reads; a
+    write into one changes neither the file nor another reader's arrays."""
+    side = reader.index(demo)
+    names = ("header", *columns._ARRAYS)
+    mapped = columns._mapped(side, names)
+    assert mapped is not None
+    with np.load(side, allow_pickle=False) as z:
+        for name in names:
+            assert mapped[name].dtype == z[name].dtype
+            assert np.array_equal(mapped[name], z[name])
+            assert not mapped[name].flags.owndata
+    before = side.read_bytes()
+    mapped["vs"][:3] = 42.0
+    assert side.read_bytes() == before
+    again = columns._mapped(side, ("vs",))
+    assert again is not None and not np.array_equal(again["vs"][:3], mapped["vs"][:3])
+    assert columns._mapped(side, ("nonexistent",)) is None
+    assert columns._mapped(demo, names) is None  # not a zip: np.load's turn (and refusal)
+
+
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "header", "sizes", "labels"])
 def test_a_damaged_side_file_is_passed_over(demo: Path, damage: str) -> None:
     want = snapshot.read(demo)
