@@ -686,17 +686,25 @@ def _data_hours(views: Views, hs: _Holdings, nb: int) -> npt.NDArray[np.bool_]:
     out = np.zeros((len(hs.products), max(nb, 0)), dtype=bool)
     if hr.empty or nb == 0 or inv.holdings.empty:
         return out
+    from gpuaudit.inventory.arrays import slices
+
     ids = inv.holdings[C.HOLDING].to_numpy(dtype=np.int64)
-    hid = hr[C.HOLDING].to_numpy(dtype=np.int64)
+    hid_all = hr[C.HOLDING].to_numpy(dtype=np.int64)
+    ts_all = hr[C.TS].to_numpy(dtype="float64")
     # Holding ids are row positions in a built inventory; a hand-built one is looked up.
+    positions = bool(np.array_equal(ids, np.arange(len(ids))))
     order = np.argsort(ids, kind="stable")
-    at = order[np.clip(np.searchsorted(ids[order], hid), 0, len(ids) - 1)]
-    found = ids[at] == hid
-    ts = hr[C.TS].to_numpy(dtype="float64")
     start, step = float(inv.window_start), float(inv.step_s)
-    k = (np.rint((ts - start) / step) - 1).astype(np.intp)
-    ok = found & (k >= 0) & (k < nb)
-    out[hs.product[at[ok]], k[ok]] = True
+    for sl in slices(len(hid_all)):
+        hid = hid_all[sl]
+        if positions:
+            at = np.clip(hid, 0, len(ids) - 1)
+        else:
+            at = order[np.clip(np.searchsorted(ids[order], hid), 0, len(ids) - 1)]
+        found = ids[at] == hid
+        k = (np.rint((ts_all[sl] - start) / step) - 1).astype(np.intp)
+        ok = found & (k >= 0) & (k < nb)
+        out[hs.product[at[ok]], k[ok]] = True
     return out
 
 

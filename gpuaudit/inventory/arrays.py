@@ -37,26 +37,45 @@ def factorize(key: Arr, space: int) -> tuple[Arr, Arr]:
     return uniq, inverse.reshape(-1)
 
 
+class KeyTable:
+    """Values by key: distinct non-negative integer `keys` below `space` with their `vals`, to
+    look up many times (`get`). A table indexed by the key where `space` is small beside the
+    keys, else the keys sorted for a search."""
+
+    def __init__(self, keys: Arr, vals: Arr, space: int) -> None:
+        self.space = space
+        self.dense = 0 < space <= 4 * len(keys) + 1024
+        if self.dense:
+            self.table = np.full(space, np.nan)
+            self.table[keys] = vals
+        else:
+            order = np.argsort(keys, kind="stable")
+            self.keys, self.vals = keys[order], vals[order]
+
+    def get(self, want: Arr) -> Arr:
+        """The value of each of `want`, NaN where not found (a negative one never is)."""
+        out = np.full(len(want), np.nan)
+        if not len(want):
+            return out
+        ok = want >= 0
+        if self.dense:
+            ok &= want < self.space
+            out[ok] = self.table[want[ok]]
+            return out
+        if not len(self.keys):
+            return out
+        at = np.clip(np.searchsorted(self.keys, want), 0, len(self.keys) - 1)
+        hit = ok & (self.keys[at] == want)
+        out[hit] = self.vals[at[hit]]
+        return out
+
+
 def lookup(keys: Arr, vals: Arr, want: Arr, space: int) -> Arr:
     """`vals` at each of `want` found among `keys` (distinct non-negative integers below
-    `space`), NaN where not found (a negative `want` is never found). Where `space` is small
-    beside the keys, a table indexed by the key replaces the search."""
-    out = np.full(len(want), np.nan)
-    if not len(keys) or not len(want):
-        return out
-    ok = want >= 0
-    if 0 < space <= 4 * (len(keys) + len(want)) + 1024:
-        table = np.full(space, np.nan)
-        table[keys] = vals
-        ok &= want < space
-        out[ok] = table[want[ok]]
-        return out
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    at = np.clip(np.searchsorted(sk, want), 0, len(sk) - 1)
-    hit = ok & (sk[at] == want)
-    out[hit] = vals[order[at[hit]]]
-    return out
+    `space`), NaN where not found (a negative `want` is never found)."""
+    if not len(keys):
+        return np.full(len(want), np.nan)
+    return KeyTable(keys, vals, space).get(want)
 
 
 def regroup(k: Arr, t: Arr, v: Arr, hid_of: Arr) -> tuple[Arr, Arr, Arr]:
@@ -96,6 +115,11 @@ def last_times(h: Arr, t: Arr, n: int) -> Arr:
 _SLICE = 1 << 20
 """Elements per slice where a long array is worked through in slices: the temporaries stay a
 few MB (reused by the allocator) instead of one fresh array as long as the input each."""
+
+
+def slices(n: int) -> list[slice]:
+    """`range(n)` in slices of `_SLICE`."""
+    return [slice(lo, min(lo + _SLICE, n)) for lo in range(0, n, _SLICE)]
 
 
 def _grid_range(t: Arr, start: float, step: int) -> tuple[int, int] | None:

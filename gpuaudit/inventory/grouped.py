@@ -197,16 +197,27 @@ def free_sets(
 def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:
     """(index, ends): each time's position in `ends`, ascending bucket ends that include every
     time of `ts`. Times on the window's grid (start + k x step, as the inventory builder makes
-    them) are placed by arithmetic; any other time sends all of them through a sort, so `ends`
-    holds the very values of `ts` either way."""
-    finite = bool(np.isfinite(ts).all())
-    if len(ts) and step > 0 and finite:
-        k = np.rint((ts - start) / step)
-        lo, hi = float(k.min()), float(k.max())
-        if hi - lo < 10_000_000:
-            index = (k - lo).astype(np.int64)
-            ends = start + np.arange(lo, hi + 1.0) * step
-            if np.array_equal(ends[index], ts):
-                return index, ends
-    ends, index = np.unique(ts, return_inverse=True)
-    return index.astype(np.int64).reshape(-1), ends
+    them) are placed by arithmetic, a slice at a time (no temporary as long as `ts`); any other
+    time sends all of them through a sort, so `ends` holds the very values of `ts` either
+    way."""
+    from gpuaudit.inventory.arrays import slices
+
+    lo = hi = None
+    if len(ts) and step > 0:
+        for sl in slices(len(ts)):
+            t = ts[sl]
+            k = np.rint((t - start) / step)
+            if not (np.isfinite(t).all() and np.array_equal(start + k * step, t)):
+                lo = hi = None
+                break
+            a, b = float(k.min()), float(k.max())
+            lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
+    if lo is not None and hi is not None and hi - lo < 10_000_000:
+        index = np.empty(len(ts), dtype=np.int64)
+        for sl in slices(len(ts)):
+            k = np.rint((ts[sl] - start) / step)
+            k -= lo
+            index[sl] = k
+        return index, start + np.arange(lo, hi + 1.0) * step
+    ends, inverse = np.unique(ts, return_inverse=True)
+    return inverse.astype(np.int64).reshape(-1), ends

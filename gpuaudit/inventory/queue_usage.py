@@ -133,43 +133,65 @@ class QueueUsage:
 
 @dataclass(frozen=True)
 class _Rows:
-    """Held hourly rows as arrays: bucket of the window, holding position, units, busy."""
+    """Held hourly rows in the window as arrays: bucket of the window, holding position, and
+    whether the row's pod was busy; the units of each holding."""
 
-    k: npt.NDArray[np.intp]
-    holding: npt.NDArray[np.intp]
-    units: Floats
+    k: npt.NDArray[np.int32]
+    holding: npt.NDArray[np.int32]
+    unit: Floats
+    """Per holding: what one of its rows counts in units of its resource (a MIG slice is one
+    unit of its MIG resource; a GPU its fraction)."""
     busy: npt.NDArray[np.bool_]
     nb: int
 
 
 def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: float) -> _Rows:
-    """Each held hourly row's window bucket, holding, units (a slice is one unit of its MIG
-    resource) and whether its pod was busy in that hour."""
+    """Each held hourly row's window bucket, holding, and whether its pod was busy in that
+    hour, worked out a slice of rows at a time into arrays of 4-byte integers (a 100,000-GPU
+    week holds some 27 million rows)."""
     import numpy as np
 
-    from gpuaudit.inventory.arrays import lookup
-    from gpuaudit.inventory.derived import window_hours
+    from gpuaudit.inventory.arrays import KeyTable, slices
 
-    w = window_hours(inv, rows)
-    nb = w.hours
+    start, step = float(inv.window_start), float(inv.step_s)
+    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
     h = inv.holdings
-    if len(rows.rows) == 0 or nb == 0:
-        empty = np.zeros(0, dtype=np.intp)
-        return _Rows(empty, empty, np.zeros(0), np.zeros(0, dtype=bool), nb)
-    holding = rows.holding[w.inside]
-    k = w.k[w.inside]
     prof = h[C.MIG_PROFILE].fillna("").astype(str).to_numpy()
-    frac = h[C.FRACTION].to_numpy(dtype="float64")
-    units = np.where(prof[holding] == "", frac[holding], 1.0)
+    unit = np.where(prof == "", h[C.FRACTION].to_numpy(dtype="float64"), 1.0)
+    if len(rows.rows) == 0 or nb == 0 or len(rows.bucket_ts) == 0:
+        empty = np.zeros(0, dtype=np.int32)
+        return _Rows(empty, empty, unit, np.zeros(0, dtype=bool), nb)
+    # Each bucket's hour of the window (see `derived.window_hours`), and which lie in it.
+    hour = (np.rint((rows.bucket_ts - start) / step) - 1).astype(np.int64)
+    hour_in = (hour >= 0) & (hour < nb)
     # The pod's mean activity in the bucket (`PodHours`: one entry per pod and bucket).
     nbb = max(len(ph.bucket_ts), 1)
-    keys = ph.pod.astype(np.int64) * nbb + ph.bucket
-    pod = pods.of_holding[holding].astype(np.int64)
-    want = np.where(pod >= 0, pod * nbb + rows.bucket[w.inside], -1)
-    act = lookup(keys, ph.act, want, len(pods.namespace) * nbb)
-    with np.errstate(invalid="ignore"):
-        busy = act >= idle
-    return _Rows(k, holding.astype(np.intp), units, busy, nb)
+    table = KeyTable(ph.pod.astype(np.int64) * nbb + ph.bucket, ph.act, len(pods.namespace) * nbb)
+    parts = slices(len(rows.rows))
+
+    def inside(sl: slice) -> npt.NDArray[np.bool_]:
+        b = rows.bucket[sl]
+        ok: npt.NDArray[np.bool_] = (b >= 0) & hour_in[np.clip(b, 0, None)]
+        return ok
+
+    n = sum(int(np.count_nonzero(inside(sl))) for sl in parts)
+    k = np.empty(n, dtype=np.int32)
+    holding = np.empty(n, dtype=np.int32)
+    busy = np.empty(n, dtype=bool)
+    at = 0
+    for sl in parts:
+        keep = inside(sl)
+        b = rows.bucket[sl][keep]
+        hp = rows.holding[sl][keep]
+        end = at + len(b)
+        k[at:end] = hour[b]
+        holding[at:end] = hp
+        pod = pods.of_holding[hp].astype(np.int64)
+        act = table.get(np.where(pod >= 0, pod * nbb + b, -1))
+        with np.errstate(invalid="ignore"):
+            busy[at:end] = act >= idle
+        at = end
+    return _Rows(k, holding, unit, busy, nb)
 
 
 def _intervals(
@@ -282,7 +304,8 @@ def _held(
 
     def per_bucket(mask: npt.NDArray[np.bool_], busy: bool = False) -> Floats:
         sel = mask[r.holding] & r.busy if busy else mask[r.holding]
-        out: Floats = np.bincount(r.k[sel], weights=r.units[sel], minlength=r.nb).astype(float)
+        weights = r.unit[r.holding[sel]]
+        out: Floats = np.bincount(r.k[sel], weights=weights, minlength=r.nb).astype(float)
         return out
 
     return _Held(per_bucket(mine), per_bucket(mine, True), per_bucket(in_ns), mine)

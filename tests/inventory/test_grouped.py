@@ -144,11 +144,20 @@ def test_repeated_holding_ids_cannot_be_placed() -> None:
         [START + STEP, float("inf")],
     ],
 )
-def test_bucket_index_holds_the_times_themselves(ts: list[float]) -> None:
+@pytest.mark.parametrize("piece", [1 << 20, 1, 3])
+def test_bucket_index_holds_the_times_themselves(
+    ts: list[float], piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the grid or off it, read in one slice or several."""
+    from gpuaudit.inventory import arrays
+
+    monkeypatch.setattr(arrays, "_SLICE", piece)
     arr = np.array(ts)
     index, ends = grouped.bucket_index(arr, START, STEP)
     assert np.array_equal(ends[index], arr)
     assert np.all(np.diff(ends) > 0)
+    if ts[0] == START + 3 * STEP:  # on the grid: the ends are every bucket from first to last
+        assert np.array_equal(ends, START + np.arange(1, 8) * STEP)
 
 
 def test_free_gpus_asked_about_some_buckets_and_nodes() -> None:

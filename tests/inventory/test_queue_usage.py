@@ -164,3 +164,18 @@ def test_volcano_queue_use_is_what_its_pods_held(lines: dict[str, Any]) -> None:
     assert u.peak_admitted == 2.0 and u.admitted_now == 2.0
     # Every schedulable node's nvidia.com/gpu: a and b (the MIG node allocates none).
     assert u.allocatable == 16.0
+
+
+def test_demo_queue_usage_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held rows are read a slice at a time: slices of a few rows give what one slice of
+    every row gives."""
+    from gpuaudit import snapshot
+    from gpuaudit.inventory import Views, arrays, build
+    from tests.conftest import DEMO
+
+    inv = build(snapshot.read(DEMO))
+    whole = Views(inv, {}).queue_usage(0.05)
+    assert whole and any(u.held_gpu_hours > 0 for u in whole)
+    for piece in (1, 7, 1000):
+        monkeypatch.setattr(arrays, "_SLICE", piece)
+        assert Views(inv, {}).queue_usage(0.05) == whole
