@@ -65,14 +65,15 @@ class Breakdown:
 
 
 def _groups(
-    codes: npt.NDArray[np.intp],
+    codes: npt.NDArray[np.signedinteger[Any]],
     names: list[str],
     w: npt.NDArray[np.float64],
     act: npt.NDArray[np.float64],
-    price: npt.NDArray[np.float64],
+    price: tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]],
     idle: float,
 ) -> tuple[Group, ...]:
     """One `Group` per name, over the rows whose code is its position in `names` (-1: none).
+    `price`: the price of each holding, and each row's holding.
 
     Each group's rows are taken in table order and summed as `Series.sum` sums them, so the
     figures are those of a groupby over the rows themselves."""
@@ -81,7 +82,9 @@ def _groups(
     # Small integers sort stably by radix, in linear time.
     small = codes.astype(np.int16) if len(names) < 32767 else codes
     order = np.argsort(small, kind="stable")
+    del small
     sorted_codes = codes[order]
+    price_of, pos = price
     bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
     out: list[Group] = []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
@@ -94,7 +97,7 @@ def _groups(
         is_idle = ag < idle
         idle_w = wg[is_idle]
         idle_h = series_sum(idle_w)
-        cost = series_sum(idle_w * price[rows][is_idle])
+        cost = series_sum(idle_w * price_of[pos[rows]][is_idle])
         # Activity unknown (a MIG instance with GPU_UTIL only) is left out of the mean.
         known = np.isfinite(ag)
         w_known = series_sum(wg[known])
@@ -160,7 +163,7 @@ def _fleet_series(
 
 def _heatmap(
     rows: HeldRows,
-    ns_row: npt.NDArray[np.intp],
+    ns_row: npt.NDArray[np.signedinteger[Any]],
     names: list[str],
     top: list[str],
     w: npt.NDArray[np.float64],
@@ -216,15 +219,16 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     present = np.zeros(len(h), dtype=bool)
     present[pos] = True
     held_at = np.flatnonzero(present)
-    frac = h[C.FRACTION].to_numpy(dtype="float64")[pos]
+    frac_of = h[C.FRACTION].to_numpy(dtype="float64")
     # GPU-hours held in each row: its samples x the scrape interval x the GPU fraction.
-    w = frac * held_hours(inv)[rows.rows]
+    w = frac_of[pos] * held_hours(inv)[rows.rows]
     act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
     models = h[C.MODEL]
     unit = models.map({m: views.price(str(m)) for m in models.unique()})
-    price = unit.astype("float64").to_numpy()[pos]
+    price = (unit.astype("float64").to_numpy(), pos)
     ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
-    ns_of = np.full(len(h), -1, dtype=np.intp)
+    # Row-long arrays of codes in 4 bytes each (a 100,000-GPU week holds 27 million rows).
+    ns_of = np.full(len(h), -1, dtype=np.int32)
     ns_of[held_at] = ns_codes
     names = [str(x) for x in ns_names]
     ns_row = ns_of[pos]
@@ -234,9 +238,12 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
         label_of, label_names = _label_codes(inv, held_at, group_label)
         by_group = _groups(label_of[pos], label_names, w, act, price, idle_activity)
     known = np.isfinite(act)
-    wa = np.where(known, act * w, 0.0)
+    act *= w
+    wa = np.where(known, act, 0.0)
+    del act
     w = np.where(known, w, 0.0)  # the weights of activity means from here on
-    allocated, activity = _fleet_series(rows, frac, w, wa, hours)
+    del known
+    allocated, activity = _fleet_series(rows, frac_of[pos], w, wa, hours)
     top = [g.key for g in sorted(by_ns, key=lambda g: (-g.allocated_gpu_hours, g.key))]
     top = top[:HEATMAP_ROWS]
     heat = _heatmap(rows, ns_row, names, top, w, wa, hours)
