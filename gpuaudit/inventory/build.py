@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -435,13 +435,21 @@ def _held_hours(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.In
     """Hours held in each row (holding id `k`, bucket end `t`): its samples times its
     target's scrape interval, detected from the rows' counts; a whole bucket where either is
     unknown (and those rows marked)."""
+    from gpuaudit.inventory.arrays import slices
+
     cand = held.covered(k, t, grid.start, grid.end, grid.step)
     cand &= np.isfinite(samples)
-    target = grid.target[k]
-    intervals = held.detect(target[cand], samples[cand], grid.targets, grid.step)
-    del cand
-    out = intervals.of_group[target]
-    del target
+    parts = slices(len(k))
+
+    def chunks() -> Iterator[tuple[Arr, Arr]]:
+        for sl in parts:
+            c = cand[sl]
+            yield grid.target[k[sl][c]], samples[sl][c]
+
+    intervals = held.detect_chunks(chunks, grid.targets, grid.step)
+    out = np.empty(len(k))
+    for sl in parts:
+        out[sl] = intervals.of_group[grid.target[k[sl]]]
     out *= samples
     rounded = ~np.isfinite(out)
     out[rounded] = float(grid.step)

@@ -29,6 +29,7 @@ end, no interval is known: held time is then counted in whole buckets, and said 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,10 +49,25 @@ def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
     """Rows (sorted by key, then time) whose bucket the series covers from end to end, as far
     as the data can tell: it has samples in the bucket before and in the bucket after, or the
     bucket is at the window's edge and the series has samples in the bucket next to it inside
-    the window."""
+    the window. Worked out a slice of rows at a time, each with its neighbours."""
+    from gpuaudit.inventory.arrays import slices
+
     n = len(k)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or round((end - start) / step) == 1:  # a one-bucket window: nothing tells
+        return out
+    for sl in slices(n):
+        lo, hi = sl.start, sl.stop
+        a, z = max(lo - 1, 0), min(hi + 1, n)
+        part = _covered(k[a:z], t[a:z], start, end, step)
+        out[lo:hi] = part[lo - a : hi - a]
+    return out
+
+
+def _covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
+    """`covered` of rows `k`, `t` taken as the whole table: its first row has no row before
+    it, its last none after it."""
+    n = len(k)
     # Bucket numbers (1 for the first bucket of the window), computed in place.
     b = t - start
     b /= step
@@ -66,8 +82,6 @@ def covered(k: Arr, t: Arr, start: float, end: float, step: float) -> Arr:
     after[:-1] = adjacent
     after |= b == round((end - start) / step)
     out &= after
-    if round((end - start) / step) == 1:  # a one-bucket window: nothing tells
-        out[:] = False
     return out
 
 
@@ -156,22 +170,43 @@ class Intervals:
 def detect(group: Arr, counts: Arr, groups: int, step: float) -> Intervals:
     """The fleet's scrape interval and each group's (scrape target's), from the sample counts
     of buckets their series cover end to end (`covered`), grouped by `group` (0 .. groups-1)."""
-    rounded = np.rint(counts)
-    ok = np.isfinite(rounded) & (rounded > 0)
-    if not ok.any():
+    return detect_chunks(lambda: iter([(group, counts)]), groups, step)
+
+
+def detect_chunks(
+    chunks: Callable[[], Iterator[tuple[Arr, Arr]]], groups: int, step: float
+) -> Intervals:
+    """`detect` of (group, counts) given in pieces: `chunks()` yields them, and is called
+    more than once. Counted into a histogram a piece at a time, so that no array as long as
+    all the pieces is made (unless the histogram would be too large: then they are joined)."""
+    width = 0
+    for _group, counts in chunks():
+        rounded = np.rint(counts)
+        ok = np.isfinite(rounded) & (rounded > 0)
+        if ok.any():
+            width = max(width, int(rounded[ok].max()) + 2)
+    if width == 0:
         return Intervals(None, np.full(groups, np.nan))
-    c = rounded[ok].astype(np.int64)
-    del rounded
-    g = group[ok].astype(np.int64)
-    width = int(c.max()) + 2
     if groups * width <= HISTOGRAM_CELLS:
-        g *= width
-        g += c
-        hist = np.bincount(g, minlength=groups * width).reshape(groups, width)
-        del g, c
-        fleet_arr, _ = _from_histogram(hist.sum(axis=0, keepdims=True), step)
-        own, support = _from_histogram(hist, step)
+        hist = np.zeros(groups * width, dtype=np.int64)
+        for group, counts in chunks():
+            rounded = np.rint(counts)
+            ok = np.isfinite(rounded) & (rounded > 0)
+            cell = group[ok].astype(np.int64)
+            cell *= width
+            cell += rounded[ok].astype(np.int64)
+            hist += np.bincount(cell, minlength=groups * width)
+        table = hist.reshape(groups, width)
+        fleet_arr, _ = _from_histogram(table.sum(axis=0, keepdims=True), step)
+        own, support = _from_histogram(table, step)
     else:
+        gs, cs = [], []
+        for group, counts in chunks():
+            rounded = np.rint(counts)
+            ok = np.isfinite(rounded) & (rounded > 0)
+            gs.append(group[ok].astype(np.int64))
+            cs.append(rounded[ok].astype(np.int64))
+        g, c = np.concatenate(gs), np.concatenate(cs)
         fleet_arr, _ = _estimates_sorted(np.zeros(len(c), dtype=np.int64), c, 1, step)
         own, support = _estimates_sorted(g, c, groups, step)
     fleet = float(fleet_arr[0]) if np.isfinite(fleet_arr[0]) else None

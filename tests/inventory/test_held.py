@@ -164,7 +164,14 @@ def test_a_target_close_to_the_fleet_uses_the_fleet_interval() -> None:
     assert got.of_group.tolist() == pytest.approx([60.0, 60.0])
 
 
-def test_covered_buckets_need_both_neighbours_or_the_window_edge() -> None:
+@pytest.mark.parametrize("piece", [1 << 20, 1, 2, 4])
+def test_covered_buckets_need_both_neighbours_or_the_window_edge(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read in one slice or several (each with its neighbours), the same rows."""
+    from gpuaudit.inventory import arrays
+
+    monkeypatch.setattr(arrays, "_SLICE", piece)
     k = np.array([0, 0, 0, 0, 1, 1], dtype=np.int64)
     t = np.array([1, 2, 3, 5, 2, 3], dtype=np.float64) * 3600
     got = held.covered(k, t, start=0.0, end=5 * 3600.0, step=3600)
@@ -179,10 +186,16 @@ def test_counting_in_a_table_and_sorting_agree(seed: int, monkeypatch: pytest.Mo
     group = rng.integers(0, 30, 5000)
     counts = rng.choice([58, 59, 60, 60, 60, 61, 120, 3], 5000).astype(np.float64)
     table = held.detect(group, counts, 30, 3600.0)
+    pieces = held.detect_chunks(
+        lambda: ((group[i : i + 777], counts[i : i + 777]) for i in range(0, 5000, 777)),
+        30,
+        3600.0,
+    )
     monkeypatch.setattr(held, "HISTOGRAM_CELLS", 0)
     sorted_ = held.detect(group, counts, 30, 3600.0)
-    assert table.fleet == sorted_.fleet
+    assert table.fleet == sorted_.fleet == pieces.fleet
     np.testing.assert_array_equal(table.of_group, sorted_.of_group)
+    np.testing.assert_array_equal(table.of_group, pieces.of_group)
 
 
 def test_gpu_util_buckets_without_profiling_count_their_own_samples() -> None:
