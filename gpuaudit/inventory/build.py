@@ -479,12 +479,17 @@ def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Span
     base_v = np.concatenate([act_h[2], util_act])[perm]
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
     util_hit = np.zeros(len(base_k), dtype=bool)
-    for col, src, scale in (
-        (C.UTIL, (uk, ut, util_h[2][upos]), 100.0),
-        (C.SM, regroup(*s.sm_h[:3], hid_of), 1.0),
-        (C.TENSOR, regroup(*s.tensor_h[:3], hid_of), 1.0),
-    ):
-        data[col], hit = join_at(src[0], src[1], src[2] / scale, base_k, base_t, start, step)
+    # Each source is made when its column is (SM and tensor activity are as long as the
+    # activity series where profiling is on), and let go before the next.
+    sources: tuple[tuple[str, Callable[[], tuple[Arr, Arr, Arr]]], ...] = (
+        (C.UTIL, lambda: (uk, ut, util_h[2][upos] / 100.0)),
+        (C.SM, lambda: regroup(*s.sm_h[:3], hid_of)),
+        (C.TENSOR, lambda: regroup(*s.tensor_h[:3], hid_of)),
+    )
+    for col, make in sources:
+        src = make()
+        data[col], hit = join_at(src[0], src[1], src[2], base_k, base_t, start, step)
+        del src
         if col == C.UTIL:
             util_hit = hit
     # Samples of the activity series in each row: profiling counts for keys with profiling,
