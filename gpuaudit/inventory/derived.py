@@ -175,17 +175,32 @@ def held_rows(inv: Inventory) -> HeldRows:
         joined = left.merge(right[mask], on=C.HOLDING, how="inner")
         rows = joined["_row"].to_numpy(dtype=np.intp)
         pos = joined["_pos"].to_numpy(dtype=np.intp)
-    ts = hr[C.TS].to_numpy(dtype="float64")[rows]
+    from gpuaudit.inventory.arrays import slices
+
+    ts_all = hr[C.TS].to_numpy(dtype="float64")
     start, step = float(inv.window_start), float(inv.step_s)
-    k = np.rint((ts - start) / step) if step > 0 else ts
-    if len(ts) and step > 0 and bool(np.all(start + k * step == ts)):
-        # Bucket ends on the window's grid (always, for a built inventory): the bucket is
-        # integer arithmetic, no sort of millions of times needed.
-        lo, hi = int(k.min()), int(k.max())
-        bucket = (k - lo).astype(np.intp)
+    parts = slices(len(rows))
+    # Bucket ends on the window's grid (always, for a built inventory): the bucket is integer
+    # arithmetic, a slice of rows at a time, no sort of millions of times needed.
+    lo = hi = None
+    if len(rows) and step > 0:
+        for sl in parts:
+            ts = ts_all[rows[sl]]
+            k = np.rint((ts - start) / step)
+            if not bool(np.all(start + k * step == ts)):
+                lo = hi = None
+                break
+            a, b = int(k.min()), int(k.max())
+            lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
+    if lo is not None and hi is not None:
+        bucket = np.empty(len(rows), dtype=np.intp)
+        for sl in parts:
+            k = np.rint((ts_all[rows[sl]] - start) / step)
+            k -= lo
+            bucket[sl] = k
         bucket_ts = start + np.arange(lo, hi + 1, dtype="float64") * step
     else:
-        codes, uniques = pd.factorize(ts, sort=True)
+        codes, uniques = pd.factorize(ts_all[rows], sort=True)
         bucket = codes.astype(np.intp)
         bucket_ts = np.asarray(uniques, dtype="float64")
     return HeldRows(rows, pos, bucket, bucket_ts)

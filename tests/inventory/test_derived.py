@@ -142,3 +142,19 @@ def test_sorted_sums_stay_compensated_where_pandas_on_sorted_groups_is_not() -> 
     unsorted_ids = pd.Series(np.r_[1.0, values]).groupby(np.r_[1, np.zeros(8, int)]).sum()
     assert got == unsorted_ids[0] == math.fsum(values) == 5.4096
     assert got != float(np.add.reduceat(values, [0])[0])
+
+
+@pytest.mark.parametrize("piece", [1, 7, 1000])
+def test_held_rows_are_the_same_in_slices(
+    demo: Inventory, piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held rows' buckets are worked out a slice of rows at a time: any slice gives what
+    one slice of every row gives."""
+    from gpuaudit.inventory import arrays
+
+    whole = derived.held_rows(demo)
+    monkeypatch.setattr(arrays, "_SLICE", piece)
+    sliced = derived.held_rows(demo)
+    for name in ("rows", "holding", "bucket", "bucket_ts"):
+        np.testing.assert_array_equal(getattr(sliced, name), getattr(whole, name))
+    assert len(whole.bucket_ts) > 1 and len(whole.rows) > piece
