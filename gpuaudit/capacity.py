@@ -640,13 +640,16 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
     for lo in range(0, n_rows, _CHUNK):
         present[keys(lo, min(lo + _CHUNK, n_rows))[1]] = True
     uniq = np.flatnonzero(present).astype(np.int64)
-    del present
     n = len(uniq)
+    # Each present key's group: its rank among the present keys (a look-up, not a search).
+    rank = np.cumsum(present, dtype=np.int32 if n < 2**31 else np.int64)
+    rank -= 1
+    del present
     wsum, wact, share = np.zeros(n), np.zeros(n), np.zeros(n)
     first = np.full(n, -1, dtype=np.intp)
     for lo in range(0, n_rows, _CHUNK):
         sel, key = keys(lo, min(lo + _CHUNK, n_rows))
-        group = np.searchsorted(uniq, key)
+        group = rank[key]
         del key
         hp = rows.holding[sel]
         act = act_col[rows.rows[sel]]

@@ -140,18 +140,24 @@ def _read(path: Path, snapshot: Path, limit: int) -> Parts:
             i.compress_type != zipfile.ZIP_STORED for i in infos
         ):
             raise Stale("too large, or compressed")
-    members = _mapped(path, ("header", *_ARRAYS))
-    if members is None:
-        with np.load(path, allow_pickle=False) as z:
-            members = {k: z[k] for k in ("header", *_ARRAYS)}
-    header = orjson.loads(members["header"].tobytes())
-    if not isinstance(header, dict) or header.get("format") != NAME:
-        raise Stale("not a side-file")
-    if header.get("version") != VERSION:
-        raise Stale("another version")
-    named = header["snapshot"]
-    if named["size"] != snapshot.stat().st_size or named["digest"] != digest(snapshot):
-        raise Stale("written for another file")
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The snapshot's digest is worked out beside the header's parse (hashing lets go of the
+    # interpreter while it reads: a 100,000-GPU snapshot is some 240 MB).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashed = pool.submit(digest, snapshot)
+        members = _mapped(path, ("header", *_ARRAYS))
+        if members is None:
+            with np.load(path, allow_pickle=False) as z:
+                members = {k: z[k] for k in ("header", *_ARRAYS)}
+        header = orjson.loads(members["header"].tobytes())
+        if not isinstance(header, dict) or header.get("format") != NAME:
+            raise Stale("not a side-file")
+        if header.get("version") != VERSION:
+            raise Stale("another version")
+        named = header["snapshot"]
+        if named["size"] != snapshot.stat().st_size or named["digest"] != hashed.result():
+            raise Stale("written for another file")
     return _rebuild(header, {k: members[k] for k in _ARRAYS})
 
 
