@@ -4,7 +4,7 @@ inventory (and prices). `gpuaudit.inventory.Views` makes each of them once per a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.pricing import price_for
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from gpuaudit.inventory.model import Inventory
+
+    Index = npt.NDArray[np.signedinteger[Any]]
+    """An array of row positions or codes: 4- or 8-byte integers."""
 
 
 def held_hours(inv: Inventory) -> npt.NDArray[np.float64]:
@@ -140,12 +143,15 @@ class HeldRows:
     """The rows of the hourly table whose holding a pod held (`held`), in the order
     `hourly_with(..., held_only=True)` gives them, as arrays rather than a frame."""
 
-    rows: npt.NDArray[np.intp]
+    rows: Index
     """Row positions in `inv.hourly`."""
-    holding: npt.NDArray[np.intp]
+    holding: Index
     """Row positions in `inv.holdings` of each row's holding."""
-    bucket: npt.NDArray[np.intp]
-    """Each row's bucket, an index into `bucket_ts` (-1 where its time is missing)."""
+    bucket: Index
+    """Each row's bucket, an index into `bucket_ts` (-1 where its time is missing).
+
+    The three are 4-byte integers where the hourly table has fewer than 2**31 rows (a
+    100,000-GPU week has 27 million: 8 bytes each would be 320 MB more)."""
     bucket_ts: npt.NDArray[np.float64]
     """Bucket end times, ascending."""
 
@@ -165,16 +171,17 @@ def held_rows(inv: Inventory) -> HeldRows:
     h, hr = inv.holdings, inv.hourly
     ids = hr[C.HOLDING].to_numpy()
     mask = _held_mask(h)
+    small = np.int32 if len(hr) < 2**31 else np.intp
     if len(h) and np.array_equal(h[C.HOLDING].to_numpy(), np.arange(len(h))):
-        rows = np.flatnonzero(mask[ids]).astype(np.intp)
-        pos = ids[rows].astype(np.intp)
+        rows = np.flatnonzero(mask[ids]).astype(small)
+        pos = ids[rows].astype(small)
     else:
         # A hand-built inventory: the same rows, in the same order, as `hourly_with`'s merge.
         left = pd.DataFrame({C.HOLDING: ids, "_row": np.arange(len(ids))})
         right = pd.DataFrame({C.HOLDING: h[C.HOLDING].to_numpy(), "_pos": np.arange(len(h))})
         joined = left.merge(right[mask], on=C.HOLDING, how="inner")
-        rows = joined["_row"].to_numpy(dtype=np.intp)
-        pos = joined["_pos"].to_numpy(dtype=np.intp)
+        rows = joined["_row"].to_numpy(dtype=small)
+        pos = joined["_pos"].to_numpy(dtype=small)
     from gpuaudit.inventory.arrays import slices
 
     ts_all = hr[C.TS].to_numpy(dtype="float64")
@@ -193,7 +200,7 @@ def held_rows(inv: Inventory) -> HeldRows:
             a, b = int(k.min()), int(k.max())
             lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
     if lo is not None and hi is not None:
-        bucket = np.empty(len(rows), dtype=np.intp)
+        bucket = np.empty(len(rows), dtype=small)
         for sl in parts:
             k = np.rint((ts_all[rows[sl]] - start) / step)
             k -= lo
@@ -201,7 +208,7 @@ def held_rows(inv: Inventory) -> HeldRows:
         bucket_ts = start + np.arange(lo, hi + 1, dtype="float64") * step
     else:
         codes, uniques = pd.factorize(ts_all[rows], sort=True)
-        bucket = codes.astype(np.intp)
+        bucket = codes.astype(small)
         bucket_ts = np.asarray(uniques, dtype="float64")
     return HeldRows(rows, pos, bucket, bucket_ts)
 
