@@ -106,7 +106,11 @@ def _candidates(
     # NaN activity counts as idle here, as it did in the grouped filter; `run` decides exactly.
     busy_pos = np.maximum.reduceat(np.where(act >= idle, pos, -1), starts)
     tail = last_pos - busy_pos
-    ok = (busy_pos >= 0) & (tail >= min_tail) & (np.abs(ph.ts[last_pos] - end) <= 1e-6)
+    ok = (
+        (busy_pos >= 0)
+        & (tail >= min_tail)
+        & (np.abs(ph.bucket_ts[ph.bucket[last_pos]] - end) <= 1e-6)
+    )
     keep = np.flatnonzero(ok)
     return list(
         zip(
@@ -136,7 +140,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     last_ts = inv.window_end
     for number, start, stop in candidates:
         ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
-        if abs(float(ph.ts[stop - 1]) - last_ts) > 1e-6:
+        if abs(float(ph.bucket_ts[ph.bucket[stop - 1]]) - last_ts) > 1e-6:
             continue  # no longer holding at the end of the window
         acts = act[start:stop].tolist()
         tail = 0
@@ -186,7 +190,9 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 evidence={
                     "idle_tail_hours": round(tail_h, 2),
                     # Where the tail starts: the capacity plan releases the pod from here.
-                    "idle_tail_from": _iso(float(ph.ts[stop - tail]) - inv.step_s),
+                    "idle_tail_from": _iso(
+                        float(ph.bucket_ts[ph.bucket[stop - tail]]) - inv.step_s
+                    ),
                     "tail_mean_activity": round(sum(acts[-tail:]) / tail, 6),
                     "peak_hour_activity_before": round(peak, 6),
                     "longest_earlier_idle_hours": round(longest * bucket_h, 2),

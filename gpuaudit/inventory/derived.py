@@ -354,11 +354,10 @@ class PodHours:
     """`pod_hourly` as arrays: one entry per (holder pod, bucket), sorted by pod then bucket."""
 
     pods: Holders
-    pod: npt.NDArray[np.intp]
-    """Pod number (see `Holders`)."""
-    bucket: npt.NDArray[np.intp]
+    pod: Index
+    """Pod number (see `Holders`; 4-byte integers where they fit, as `HeldRows`)."""
+    bucket: Index
     """Bucket index (see `HeldRows`)."""
-    ts: npt.NDArray[np.float64]
     gpus: npt.NDArray[np.float64]
     """GPUs (whole-GPU equivalents) the pod held in the bucket."""
     act: npt.NDArray[np.float64]
@@ -370,6 +369,12 @@ class PodHours:
     held_h: npt.NDArray[np.float64]
     """Hours the pod held its GPUs in the bucket (`gpu_h / gpus`: the GPU-weighted mean of its
     GPUs' held hours)."""
+
+    @property
+    def ts(self) -> npt.NDArray[np.float64]:
+        """Each entry's bucket end: made on each call (`bucket_ts[bucket]`), not kept."""
+        out: npt.NDArray[np.float64] = self.bucket_ts[self.bucket]
+        return out
 
     def spans(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """(start, end) entry positions of each pod present, in pod order."""
@@ -418,15 +423,15 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     weighted *= frac
     gpu_h = sorted_sums(weighted, starts)
     del weighted, frac
-    bucket = (pairs % max(nb, 1)).astype(np.intp)
+    small = np.int32 if len(pairs) < 2**31 and len(pods.namespace) < 2**31 else np.intp
+    bucket = (pairs % max(nb, 1)).astype(small)
     with np.errstate(divide="ignore", invalid="ignore"):  # no GPUs held: NaN, as pandas gives
         act_mean = wa / gpus
         held_h = np.where(gpus > 0, gpu_h / gpus, 0.0)
     return PodHours(
         pods,
-        (pairs // max(nb, 1)).astype(np.intp),
+        (pairs // max(nb, 1)).astype(small),
         bucket,
-        rows.bucket_ts[bucket],
         gpus,
         act_mean,
         rows.bucket_ts,
