@@ -61,6 +61,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 Hourly = tuple[Arr, Arr, Arr, Arr]
+_NO_HOURLY: Hourly = (
+    np.empty(0, dtype=np.int64),
+    np.empty(0),
+    np.empty(0),
+    np.empty(0),
+)
+"""No hourly points: what `_Series` holds once its hourly series went to `_hourly`."""
 """(key numbers, bucket end times, values, sample counts) of a range query (see
 `Parser.hourly`)."""
 COUNT_QUERIES = ("act_count_hourly", "util_count_hourly")
@@ -457,11 +464,16 @@ def _held_hours(samples: Arr, k: Arr, t: Arr, grid: _Grid) -> tuple[Arr, held.In
     return out, intervals, rounded
 
 
-def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Spans]:
-    """The hourly table's columns (sorted by holding, then time), and each holding's span."""
+def _hourly(
+    s: _Series, src: list[Hourly | None], hid_of: Arr, grid: _Grid
+) -> tuple[dict[str, Any], _Spans]:
+    """The hourly table's columns (sorted by holding, then time), and each holding's span.
+    `src`: the hourly series (activity, GPU_UTIL, SM, tensor; `s` holds none), each dropped
+    from the list once read, so that its arrays are let go while the table is made."""
     n = len(grid.target)
     start, step = grid.start, grid.step
-    act_h, util_h = s.act_h, s.util_h
+    act_h, util_h = src[0], src[1]
+    assert act_h is not None and util_h is not None
     # Each hourly source with holding ids, sorted by holding, then time; the rows regrouped as
     # positions, so that their values and sample counts can follow them.
     uk, ut, upos = regroup(util_h[0], util_h[1], np.arange(len(util_h[0])), hid_of)
@@ -475,27 +487,39 @@ def _hourly(s: _Series, hid_of: Arr, grid: _Grid) -> tuple[dict[str, Any], _Span
         np.arange(len(keys), dtype=np.int64),
         hid_of,
     )
+    del keys
     util_act = np.where(s.mig_blind[util_h[0][use_util]], np.nan, util_h[2][use_util] / 100.0)
     base_v = np.concatenate([act_h[2], util_act])[perm]
+    del util_act
+    # Samples of the activity series in each row: profiling counts for keys with profiling,
+    # GPU_UTIL counts for the others.
+    samples = np.concatenate([act_h[3], util_h[3][use_util]])[perm]
+    del perm, use_util
+    src[0] = act_h = None  # the activity series are all in the table now
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
     util_hit = np.zeros(len(base_k), dtype=bool)
+
+    def other(i: int) -> tuple[Arr, Arr, Arr]:
+        h = src[i]
+        src[i] = None
+        assert h is not None
+        return regroup(*h[:3], hid_of)
+
     # Each source is made when its column is (SM and tensor activity are as long as the
     # activity series where profiling is on), and let go before the next.
     sources: tuple[tuple[str, Callable[[], tuple[Arr, Arr, Arr]]], ...] = (
         (C.UTIL, lambda: (uk, ut, util_h[2][upos] / 100.0)),
-        (C.SM, lambda: regroup(*s.sm_h[:3], hid_of)),
-        (C.TENSOR, lambda: regroup(*s.tensor_h[:3], hid_of)),
+        (C.SM, lambda: other(2)),
+        (C.TENSOR, lambda: other(3)),
     )
     for col, make in sources:
-        src = make()
-        data[col], hit = join_at(src[0], src[1], src[2], base_k, base_t, start, step)
-        del src
+        src_arrays = make()
+        data[col], hit = join_at(
+            src_arrays[0], src_arrays[1], src_arrays[2], base_k, base_t, start, step
+        )
+        del src_arrays
         if col == C.UTIL:
             util_hit = hit
-    # Samples of the activity series in each row: profiling counts for keys with profiling,
-    # GPU_UTIL counts for the others.
-    samples = np.concatenate([act_h[3], util_h[3][use_util]])[perm]
-    del perm
     held_h, intervals, rounded = _held_hours(samples, base_k, base_t, grid)
     del samples
     data[C.HELD_H] = held_h
@@ -826,7 +850,11 @@ def build(
     order = sorted(_alive(s, cut), key=p.keys.__getitem__)
     hid_of = np.full(s.n, -1, dtype=np.int64)
     hid_of[order] = np.arange(len(order), dtype=np.int64)
-    hourly_data, span = _hourly(s, hid_of, _grid(p, order, start, end, step))
+    # The hourly series go to `_hourly` alone, which lets each go once read.
+    src: list[Hourly | None] = [s.act_h, s.util_h, s.sm_h, s.tensor_h]
+    s = replace(s, act_h=_NO_HOURLY, util_h=_NO_HOURLY, sm_h=_NO_HOURLY, tensor_h=_NO_HOURLY)
+    hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
+    del src
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
