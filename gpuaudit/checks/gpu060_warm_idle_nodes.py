@@ -30,6 +30,7 @@ What to do
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -41,9 +42,11 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.arrays import slices
 from gpuaudit.inventory.derived import hourly_with, physical_slot
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import pandas as pd
 
 CODE = "GPU060"
@@ -61,6 +64,62 @@ class Thresholds:
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Hourly rows with a node and a time: their holding positions, node codes, times,
+    activity and hours held."""
+
+    rows: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.float64]
+    act: npt.NDArray[np.float64]
+    held: npt.NDArray[np.float64]
+
+
+def _rows(
+    rows: npt.NDArray[np.int64],
+    codes: npt.NDArray[np.int64],
+    ts: npt.NDArray[np.float64],
+    act: npt.NDArray[np.float64],
+    held: npt.NDArray[np.float64],
+    sl: slice,
+) -> _Rows:
+    """The rows of slice `sl` with a node and a time (a groupby leaves the others out)."""
+    r = rows[sl]
+    node = codes[r]
+    t = ts[sl]
+    ok = (node >= 0) & ~np.isnan(t)
+    return _Rows(r[ok], node[ok].astype(np.int64), t[ok], act[sl][ok], held[sl][ok])
+
+
+def _on_grid(
+    rows: npt.NDArray[np.int64],
+    codes: npt.NDArray[np.int64],
+    ts: npt.NDArray[np.float64],
+    start: float,
+    step: float,
+) -> tuple[float, float] | None:
+    """The first and last bucket number of the rows with a node and a time, read a slice at a
+    time, when every such time lies on the window's grid (`grouped.bucket_index`'s test) and
+    there are fewer than 10 million buckets; else None."""
+    lo = hi = None
+    if step <= 0:
+        return None
+    for sl in slices(len(rows)):
+        r = rows[sl]
+        t = ts[sl][(codes[r] >= 0) & ~np.isnan(ts[sl])]
+        if not len(t):
+            continue
+        k = np.rint((t - start) / step)
+        if not (np.isfinite(t).all() and np.array_equal(start + k * step, t)):
+            return None
+        a, b = float(k.min()), float(k.max())
+        lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
+    if lo is None or hi is None or hi - lo >= 10_000_000:
+        return None
+    return lo, hi
 
 
 def _idle_runs(
@@ -85,30 +144,51 @@ def _idle_runs(
     codes, names = pd.factorize(node_names, sort=True)
     codes = np.where((node_names != "").to_numpy(dtype=bool), codes, -1)
     held_k = keys[C.HELD].astype(bool).to_numpy()
-    ts = hr[C.TS].to_numpy(dtype="float64")
-    act = hr[C.ACT].to_numpy(dtype="float64")
-    held_row = (
+    ts_all = hr[C.TS].to_numpy(dtype="float64")
+    act_all = hr[C.ACT].to_numpy(dtype="float64")
+    held_all = (
         hr[C.HELD_H].to_numpy(dtype="float64")
         if C.HELD_H in hr.columns
         else np.full(len(hr), step / 3600.0)
     )
-    node = codes[rows]
-    ok = (node >= 0) & ~np.isnan(ts)
-    if not ok.all():  # rows without a node or a time: a groupby leaves them out
-        rows, node, ts, act, held_row = rows[ok], node[ok], ts[ok], act[ok], held_row[ok]
-    if len(rows) == 0:
-        return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
-    bucket, ends = grouped.bucket_index(ts, inv.window_start, step)
+    grid = _on_grid(rows, codes, ts_all, inv.window_start, step)
+    if grid is None:  # a time off the window's grid: every row at once, bucketed by a sort
+        pieces = [_rows(rows, codes, ts_all, act_all, held_all, slice(0, len(rows)))]
+        if not len(pieces[0].rows):
+            return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
+        bucket, ends = grouped.bucket_index(pieces[0].ts, inv.window_start, step)
+        buckets = [bucket]
+    else:
+        lo, hi = grid
+        ends = inv.window_start + np.arange(lo, hi + 1.0) * step
+        pieces, buckets = [], []
     nb = len(ends)
-    cell = node * nb + bucket
-    held = held_k[rows]
-    busy = held & (act >= idle_activity)
     size = len(names) * nb
-    present = np.bincount(cell, minlength=size) > 0
-    busy_cell = np.bincount(cell[busy], minlength=size) > 0
+    present = np.zeros(size, dtype=bool)
+    busy_cell = np.zeros(size, dtype=bool)
     # The node's time in a bucket: the longest any of its series covers (samples x interval).
     cell_held = np.zeros(size)
-    np.maximum.at(cell_held, cell, held_row)
+
+    def cells() -> Iterator[tuple[_Rows, npt.NDArray[np.int64]]]:
+        """Each piece of rows with its cells, a slice of rows at a time on the grid."""
+        if grid is None:
+            yield pieces[0], pieces[0].node * nb + buckets[0]
+            return
+        for sl in slices(len(rows)):
+            piece = _rows(rows, codes, ts_all, act_all, held_all, sl)
+            k = np.rint((piece.ts - inv.window_start) / step).astype(np.int64)
+            k -= int(grid[0])
+            yield piece, piece.node * nb + k
+
+    any_row = False
+    for piece, cell in cells():
+        any_row = any_row or bool(len(cell))
+        present[cell] = True
+        busy = held_k[piece.rows] & (piece.act >= idle_activity)
+        busy_cell[cell[busy]] = True
+        np.maximum.at(cell_held, cell, piece.held)
+    if not any_row:
+        return pd.DataFrame(columns=[C.NODE, "_run", "min", "max", "size", "hours"]), {}
     # Present cells in (node, time) order, split into runs as a sorted groupby would: a new run
     # where the node changes, idle turns busy or back, or a bucket is missing.
     at = np.flatnonzero(present)
@@ -145,9 +225,12 @@ def _idle_runs(
     marked = np.zeros(size, dtype=bool)
     for a, z in zip(starts[keep].tolist(), stop[keep].tolist(), strict=True):
         marked[at[a:z]] = True
-    mine = held.copy()
-    mine[mine] = marked[cell[mine]]
-    holders = np.unique(rows[mine])
+    mine_rows = []
+    for piece, cell in cells():
+        mine = held_k[piece.rows]
+        mine[mine] = marked[cell[mine]]
+        mine_rows.append(piece.rows[mine])
+    holders = np.unique(np.concatenate(mine_rows))
     idle_pods: dict[str, set[str]] = {str(n): set() for n in long_runs[C.NODE].tolist()}
     for n, ns, p in zip(
         keys[C.NODE].to_numpy(dtype=object)[holders].tolist(),

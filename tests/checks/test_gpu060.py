@@ -65,3 +65,25 @@ def test_gpu_count_from_the_node_label_when_larger() -> None:
     (f,) = run_check(gpu060, inv)
     assert f.resource.gpus == 8 and f.impact.gpu_hours == pytest.approx(192)
     assert f.severity is Severity.MEDIUM
+
+
+@pytest.mark.parametrize("piece", [1, 5, 29])
+def test_rows_read_in_slices_give_the_same_findings(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hourly rows are read a slice at a time: cells, busy cells, hours held and idle
+    holders come out as from one slice of every row."""
+    from gpuaudit.inventory import arrays
+
+    acts = [0.0] * 30
+    acts[15] = 0.5
+    series = (
+        _node("n1", [[0.0] * 30, [0.01] * 30], pods=["stale-0", ""])
+        + _node("n2", [[0.0] * 30])
+        + [Series(gpu_labels(uuid="n1-9", gpu="9", host="n1", pod="job", namespace="ml"), act=acts)]
+    )
+    inv = inventory(series, 30)
+    whole = run_check(gpu060, inv, warm_idle_hours=14)
+    assert whole
+    monkeypatch.setattr(arrays, "_SLICE", piece)
+    assert run_check(gpu060, inv, warm_idle_hours=14) == whole
