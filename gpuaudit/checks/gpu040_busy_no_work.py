@@ -29,7 +29,7 @@ What to do
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,9 +38,11 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.arrays import slices
 from gpuaudit.inventory.derived import held_hours
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import pandas as pd
 
 CODE = "GPU040"
@@ -66,16 +68,28 @@ def _hits(views: Views, busy_util: float, low_activity: float) -> pd.DataFrame:
     rows = views.held_rows
     h, hr = views.inv.holdings, views.inv.hourly
     profiled = (h[C.ACT_SOURCE] != "DCGM_FI_DEV_GPU_UTIL").to_numpy(dtype=bool)
-    util = hr[C.UTIL].to_numpy(dtype="float64")[rows.rows]
-    sm = hr[C.SM].to_numpy(dtype="float64")[rows.rows]
-    act = hr[C.ACT].to_numpy(dtype="float64")[rows.rows]
-    work = np.where(np.isnan(sm), act, sm)
-    hit = np.flatnonzero(profiled[rows.holding] & (util >= busy_util) & (work < low_activity))
+    util_col = hr[C.UTIL].to_numpy(dtype="float64")
+    sm_col = hr[C.SM].to_numpy(dtype="float64")
+    act_col = hr[C.ACT].to_numpy(dtype="float64")
+
+    def work_at(r: npt.NDArray[np.signedinteger[Any]]) -> npt.NDArray[np.float64]:
+        sm = sm_col[r]
+        out: npt.NDArray[np.float64] = np.where(np.isnan(sm), act_col[r], sm)
+        return out
+
+    # A slice of rows at a time: the test is row by row, and few rows pass.
+    hits = [np.zeros(0, dtype=np.intp)]
+    for sl in slices(len(rows.rows)):
+        r = rows.rows[sl]
+        ok = profiled[rows.holding[sl]] & (util_col[r] >= busy_util)
+        ok &= work_at(r) < low_activity
+        hits.append(np.flatnonzero(ok) + sl.start)
+    hit = np.concatenate(hits)
     at, pos = rows.rows[hit], rows.holding[hit]
     out = hr.take(at).reset_index(drop=True)
     for col in (C.NAMESPACE, C.POD, C.FRACTION, C.MODEL, C.NODE, C.ACT_SOURCE):
         out[col] = h[col].take(pos).to_numpy()
-    out["_work"] = work[hit]
+    out["_work"] = work_at(at)
     out["_held"] = held_hours(views.inv)[at]
     result: pd.DataFrame = out
     return result

@@ -70,3 +70,19 @@ def test_skipped_without_profiling_metrics() -> None:
     result = run_checks(inventory([s], 10), Settings(), (check,))
     (skip,) = result.skipped
     assert skip.code == "GPU040" and "DCGM_FI_PROF" in skip.reason
+
+
+@pytest.mark.parametrize("piece", [1, 3, 7])
+def test_rows_read_in_slices_give_the_same_findings(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held rows are tested a slice at a time: the same rows pass as in one slice."""
+    from gpuaudit import snapshot
+    from gpuaudit.inventory import arrays, build
+    from tests.conftest import DEMO
+
+    inv = build(snapshot.read(DEMO))
+    whole = run_check(gpu040, inv)
+    assert whole
+    monkeypatch.setattr(arrays, "_SLICE", piece)
+    assert run_check(gpu040, inv) == whole
