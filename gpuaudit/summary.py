@@ -129,16 +129,23 @@ def summarise(
             keep = mine[holding]
             holding, hrows = holding[keep], hrows[keep]
         all_h = inv.holdings
-        frac = all_h[C.FRACTION].to_numpy(dtype="float64")[holding]
+        frac_of = all_h[C.FRACTION].to_numpy(dtype="float64")
         act = hr[C.ACT].to_numpy(dtype="float64")[hrows]
-        ts = hr[C.TS].to_numpy(dtype="float64")[hrows]
         # Each row weighs the GPU-hours held in it: its samples x the scrape interval.
-        weights = frac * held_hours(inv)[hrows]
+        weights = held_hours(inv)[hrows]
+        weights *= frac_of[holding]
         # Rows of unknown activity (MIG instances with GPU_UTIL only) weigh nothing in the mean.
         known = np.isfinite(act)
-        if series_sum(weights[known]) > 0:
-            mean_act = series_sum(act[known] * weights[known]) / series_sum(weights[known])
-        now = series_sum(frac[ts >= inv.window_end - 1e-6])
+        w_known = weights[known]
+        if series_sum(w_known) > 0:
+            a_known = act[known]
+            a_known *= w_known
+            mean_act = series_sum(a_known) / series_sum(w_known)
+            del a_known
+        del w_known, known
+        at_end = hr[C.TS].to_numpy(dtype="float64")[hrows] >= inv.window_end - 1e-6
+        now = series_sum(frac_of[holding[at_end]])
+        del at_end
         is_idle = act < idle_activity
         idle = series_sum(weights[is_idle])
         idle_models = all_h[C.MODEL].take(np.unique(holding[is_idle]))
