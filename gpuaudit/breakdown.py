@@ -83,14 +83,13 @@ def _groups(
     small = codes.astype(np.int16) if len(names) < 32767 else codes
     order = np.argsort(small, kind="stable")
     del small
-    sorted_codes = codes[order]
     price_of, pos = price
-    bounds = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1], True])
+    # The sorted codes run -1 (no group), 0, 1, ...: each group's rows are a run of `order`.
+    sizes = np.bincount(codes + 1, minlength=len(names) + 1) if len(codes) else np.zeros(1, int)
+    bounds = np.r_[0, np.cumsum(sizes)]
     out: list[Group] = []
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        k = int(sorted_codes[a])
-        if k < 0:
-            continue
+    for k in np.flatnonzero(sizes[1:]).tolist():
+        a, b = int(bounds[k + 1]), int(bounds[k + 2])
         rows = order[a:b]
         wg, ag = w[rows], act[rows]
         alloc = series_sum(wg)
