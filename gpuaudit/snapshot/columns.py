@@ -174,6 +174,8 @@ def _mapped(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
 
     from numpy.lib import format as npy
 
+    if not hasattr(mmap, "MAP_PRIVATE"):  # not a POSIX system: np.load reads it
+        return None
     try:
         with path.open("rb") as fh, zipfile.ZipFile(fh) as z:
             size = fh.seek(0, 2)
