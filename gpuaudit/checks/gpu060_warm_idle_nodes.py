@@ -42,7 +42,7 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.arrays import slices
+from gpuaudit.inventory.arrays import grid_range, slices
 from gpuaudit.inventory.derived import hourly_with, physical_slot
 
 if TYPE_CHECKING:
@@ -101,25 +101,16 @@ def _on_grid(
     start: float,
     step: float,
 ) -> tuple[float, float] | None:
-    """The first and last bucket number of the rows with a node and a time, read a slice at a
-    time, when every such time lies on the window's grid (`grouped.bucket_index`'s test) and
-    there are fewer than 10 million buckets; else None."""
-    lo = hi = None
-    if step <= 0:
-        return None
-    for sl in slices(len(rows)):
-        r = rows[sl]
-        t = ts[sl][(codes[r] >= 0) & ~np.isnan(ts[sl])]
-        if not len(t):
-            continue
-        k = np.rint((t - start) / step)
-        if not (np.isfinite(t).all() and np.array_equal(start + k * step, t)):
-            return None
-        a, b = float(k.min()), float(k.max())
-        lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
-    if lo is None or hi is None or hi - lo >= 10_000_000:
-        return None
-    return lo, hi
+    """The first and last bucket number of the rows with a node and a time (`grid_range`),
+    where there are fewer than 10 million buckets (`grouped.bucket_index`'s test); else None."""
+
+    def times(sl: slice) -> npt.NDArray[np.float64]:
+        t = ts[sl]
+        out: npt.NDArray[np.float64] = t[(codes[rows[sl]] >= 0) & ~np.isnan(t)]
+        return out
+
+    span = grid_range(len(rows), times, start, step)
+    return span if span is not None and span[1] - span[0] < 10_000_000 else None
 
 
 def _idle_runs(

@@ -3,6 +3,7 @@ contiguous blocks per key, joined on (holding, time) without a DataFrame merge."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,30 @@ few MB (reused by the allocator) instead of one fresh array as long as the input
 def slices(n: int) -> list[slice]:
     """`range(n)` in slices of `_SLICE`."""
     return [slice(lo, min(lo + _SLICE, n)) for lo in range(0, n, _SLICE)]
+
+
+def grid_range(
+    n: int, times: Callable[[slice], Arr], start: float, step: float
+) -> tuple[float, float] | None:
+    """The lowest and highest bucket number `k` of the times `times(sl)` gives for each slice
+    of `range(n)`, where every one of them is finite and equals `start + k * step` exactly (the
+    window's grid); None where one does not, where there are none, or where `step` is not
+    positive. Read a slice at a time: no array as long as all the times is made."""
+    lo = hi = None
+    if step <= 0:
+        return None
+    for sl in slices(n):
+        t = times(sl)
+        if not len(t):
+            continue
+        k = np.rint((t - start) / step)
+        if not (np.isfinite(t).all() and np.array_equal(start + k * step, t)):
+            return None
+        a, b = float(k.min()), float(k.max())
+        lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
+    if lo is None or hi is None:
+        return None
+    return lo, hi
 
 
 def _grid_range(t: Arr, start: float, step: int) -> tuple[int, int] | None:

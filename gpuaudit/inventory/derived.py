@@ -182,24 +182,16 @@ def held_rows(inv: Inventory) -> HeldRows:
         joined = left.merge(right[mask], on=C.HOLDING, how="inner")
         rows = joined["_row"].to_numpy(dtype=small)
         pos = joined["_pos"].to_numpy(dtype=small)
-    from gpuaudit.inventory.arrays import slices
+    from gpuaudit.inventory.arrays import grid_range, slices
 
     ts_all = hr[C.TS].to_numpy(dtype="float64")
     start, step = float(inv.window_start), float(inv.step_s)
     parts = slices(len(rows))
     # Bucket ends on the window's grid (always, for a built inventory): the bucket is integer
     # arithmetic, a slice of rows at a time, no sort of millions of times needed.
-    lo = hi = None
-    if len(rows) and step > 0:
-        for sl in parts:
-            ts = ts_all[rows[sl]]
-            k = np.rint((ts - start) / step)
-            if not bool(np.all(start + k * step == ts)):
-                lo = hi = None
-                break
-            a, b = int(k.min()), int(k.max())
-            lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
-    if lo is not None and hi is not None:
+    span = grid_range(len(rows), lambda sl: ts_all[rows[sl]], start, step)
+    if span is not None:
+        lo, hi = int(span[0]), int(span[1])
         bucket = np.empty(len(rows), dtype=small)
         for sl in parts:
             k = np.rint((ts_all[rows[sl]] - start) / step)

@@ -200,19 +200,11 @@ def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray,
     them) are placed by arithmetic, a slice at a time (no temporary as long as `ts`); any other
     time sends all of them through a sort, so `ends` holds the very values of `ts` either
     way."""
-    from gpuaudit.inventory.arrays import slices
+    from gpuaudit.inventory.arrays import grid_range, slices
 
-    lo = hi = None
-    if len(ts) and step > 0:
-        for sl in slices(len(ts)):
-            t = ts[sl]
-            k = np.rint((t - start) / step)
-            if not (np.isfinite(t).all() and np.array_equal(start + k * step, t)):
-                lo = hi = None
-                break
-            a, b = float(k.min()), float(k.max())
-            lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
-    if lo is not None and hi is not None and hi - lo < 10_000_000:
+    span = grid_range(len(ts), ts.__getitem__, start, step)
+    if span is not None and span[1] - span[0] < 10_000_000:
+        lo, hi = span
         index = np.empty(len(ts), dtype=np.int64)
         for sl in slices(len(ts)):
             k = np.rint((ts[sl] - start) / step)

@@ -86,3 +86,27 @@ def test_join_at_is_a_dict_join(data: st.DataObject, off_grid: bool, piece: int)
             assert not f and np.isnan(g)
     only, where = join_at(hk, ht, None, wk, wt, 1_000.0, 60)
     assert where.tolist() == found.tolist() and np.isnan(only).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ks=st.lists(st.integers(-50, 50), max_size=40),
+    odd=st.sampled_from([None, 7.5, float("inf"), float("nan")]),
+    piece=st.sampled_from([arrays._SLICE, 1, 4]),
+)
+def test_grid_range_reads_the_grid_in_slices(ks: list[int], odd: float | None, piece: int) -> None:
+    """The lowest and highest bucket number where every time is on the grid; None where one is
+    off it (or not finite), where there are none, or where the step is not positive."""
+    t = 1_000.0 + 60.0 * np.asarray(ks, dtype="float64")
+    if odd is not None and len(t):
+        t[len(t) // 2] = t[len(t) // 2] + odd
+    whole, arrays._SLICE = arrays._SLICE, piece
+    try:
+        got = arrays.grid_range(len(t), t.__getitem__, 1_000.0, 60.0)
+        assert arrays.grid_range(len(t), t.__getitem__, 1_000.0, 0.0) is None
+    finally:
+        arrays._SLICE = whole
+    if not ks or (odd is not None):
+        assert got is None
+    else:
+        assert got == (float(min(ks)), float(max(ks)))
