@@ -23,21 +23,6 @@ def distinct(a: Arr) -> Arr:
     return a[keep]
 
 
-def factorize(key: Arr, space: int) -> tuple[Arr, Arr]:
-    """`np.unique(key, return_inverse=True)` of non-negative integers below `space`: the sorted
-    distinct keys and each key's position among them. Where `space` is small beside the keys
-    (keys of a dense grid, such as unit x hour), a presence table replaces the sort."""
-    if len(key) and 0 < space <= 4 * len(key) + 1024:
-        present = np.zeros(space, dtype=bool)
-        present[key] = True
-        uniq = np.flatnonzero(present)
-        rank = np.cumsum(present, dtype=np.int64)
-        rank -= 1
-        return uniq.astype(key.dtype, copy=False), rank[key]
-    uniq, inverse = np.unique(key, return_inverse=True)
-    return uniq, inverse.reshape(-1)
-
-
 class KeyTable:
     """Values by key: distinct non-negative integer `keys` below `space` with their `vals`, to
     look up many times (`get`). A table indexed by the key where `space` is small beside the
@@ -69,14 +54,6 @@ class KeyTable:
         hit = ok & (self.keys[at] == want)
         out[hit] = self.vals[at[hit]]
         return out
-
-
-def lookup(keys: Arr, vals: Arr, want: Arr, space: int) -> Arr:
-    """`vals` at each of `want` found among `keys` (distinct non-negative integers below
-    `space`), NaN where not found (a negative `want` is never found)."""
-    if not len(keys):
-        return np.full(len(want), np.nan)
-    return KeyTable(keys, vals, space).get(want)
 
 
 def regroup(k: Arr, t: Arr, v: Arr, hid_of: Arr) -> tuple[Arr, Arr, Arr]:

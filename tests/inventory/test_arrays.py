@@ -1,5 +1,5 @@
-"""The inventory's array helpers against the literal operations they replace: `np.unique`, a
-search in sorted keys, and a join through a dict of (holding, time) pairs."""
+"""The inventory's array helpers against the literal operations they replace: a search in
+sorted keys, a join through a dict of (holding, time) pairs, and a test of times on the grid."""
 
 from __future__ import annotations
 
@@ -10,21 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaudit.inventory import arrays
-from gpuaudit.inventory.arrays import factorize, join_at, lookup
-
-_KEYS = st.lists(st.integers(0, 300), max_size=200)
-
-
-@settings(max_examples=200, deadline=None)
-@given(keys=_KEYS, extra=st.integers(0, 5000))
-def test_factorize_is_np_unique(keys: list[int], extra: int) -> None:
-    """Dense (a presence table) or sparse (a sort), the same as `np.unique`."""
-    key = np.asarray(keys, dtype=np.int64)
-    space = (max(keys) + 1 if keys else 0) + extra
-    uniq, inverse = factorize(key, space)
-    want_uniq, want_inverse = np.unique(key, return_inverse=True)
-    assert uniq.tolist() == want_uniq.tolist()
-    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+from gpuaudit.inventory.arrays import KeyTable, join_at
 
 
 @settings(max_examples=200, deadline=None)
@@ -34,7 +20,7 @@ def test_factorize_is_np_unique(keys: list[int], extra: int) -> None:
     extra=st.sampled_from([0, 1, 10, 100_000]),
     shuffle=st.randoms(),
 )
-def test_lookup_is_a_search(
+def test_a_key_table_is_a_search(
     keys: set[int], want: list[int], extra: int, shuffle: random.Random
 ) -> None:
     """Found keys give their value, others (negative ones included) NaN; unsorted keys too."""
@@ -43,7 +29,7 @@ def test_lookup_is_a_search(
     k = np.asarray(order, dtype=np.int64)
     vals = k * 0.5 + 0.25
     space = (max(keys) + 1 if keys else 0) + extra
-    got = lookup(k, vals, np.asarray(want, dtype=np.int64), space)
+    got = KeyTable(k, vals, space).get(np.asarray(want, dtype=np.int64))
     by_key = dict(zip(order, vals.tolist(), strict=True))
     for w, g in zip(want, got.tolist(), strict=True):
         if w in by_key:
