@@ -217,16 +217,26 @@ class WindowHours:
     """The window's hours (buckets)."""
 
 
+def bucket_hours(inv: Inventory, rows: HeldRows) -> tuple[npt.NDArray[np.intp], int]:
+    """Each bucket's hour of the window (0 for the bucket that ends one step after the window's
+    start; an hour outside 0 .. hours-1 lies outside it), and the window's hours."""
+    import numpy as np
+
+    start, step = float(inv.window_start), float(inv.step_s)
+    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    if not len(rows.bucket_ts) or nb == 0:
+        return np.zeros(len(rows.bucket_ts), dtype=np.intp), nb
+    return (np.rint((rows.bucket_ts - start) / step) - 1).astype(np.intp), nb
+
+
 def window_hours(inv: Inventory, rows: HeldRows) -> WindowHours:
     """Each held row's hour of the window, from its bucket's end time: worked out once per
     bucket (there are a window's hours of them, not millions), then looked up per row."""
     import numpy as np
 
-    start, step = float(inv.window_start), float(inv.step_s)
-    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    per_bucket, nb = bucket_hours(inv, rows)
     if len(rows.rows) == 0 or len(rows.bucket_ts) == 0:
         return WindowHours(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=bool), nb)
-    per_bucket = (np.rint((rows.bucket_ts - start) / step) - 1).astype(np.intp)
     k = per_bucket[np.clip(rows.bucket, 0, None)]
     return WindowHours(k, (rows.bucket >= 0) & (k >= 0) & (k < nb), nb)
 

@@ -152,18 +152,17 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
     import numpy as np
 
     from gpuaudit.inventory.arrays import KeyTable, slices
+    from gpuaudit.inventory.derived import bucket_hours
 
-    start, step = float(inv.window_start), float(inv.step_s)
-    nb = max(0, int(round((inv.window_end - start) / step))) if step > 0 else 0
+    # Each bucket's hour of the window, and which lie in it.
+    hour, nb = bucket_hours(inv, rows)
+    hour_in = (hour >= 0) & (hour < nb)
     h = inv.holdings
     prof = h[C.MIG_PROFILE].fillna("").astype(str).to_numpy()
     unit = np.where(prof == "", h[C.FRACTION].to_numpy(dtype="float64"), 1.0)
     if len(rows.rows) == 0 or nb == 0 or len(rows.bucket_ts) == 0:
         empty = np.zeros(0, dtype=np.int32)
         return _Rows(empty, empty, unit, np.zeros(0, dtype=bool), nb)
-    # Each bucket's hour of the window (see `derived.window_hours`), and which lie in it.
-    hour = (np.rint((rows.bucket_ts - start) / step) - 1).astype(np.int64)
-    hour_in = (hour >= 0) & (hour < nb)
     # The pod's mean activity in the bucket (`PodHours`: one entry per pod and bucket).
     nbb = max(len(ph.bucket_ts), 1)
     table = KeyTable(ph.pod.astype(np.int64) * nbb + ph.bucket, ph.act, len(pods.namespace) * nbb)
