@@ -611,34 +611,31 @@ class _Groups:
         return group[ok].astype(np.intp), holding[ok].astype(np.intp)
 
 
-_CHUNK = 1 << 20
-"""Held rows grouped per pass: bounds the temporaries of `_groups` to a few arrays this long,
-however many rows there are."""
-
-
 def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: float) -> _Groups:
     """The groups of the held rows `keep` selects (a mask over `views.held_rows`).
 
-    The rows are read in slices of `_CHUNK`: a first pass marks which (unit, hour) keys occur,
+    The rows are read in slices (`arrays.slices`): a first pass marks which (unit, hour) keys occur,
     a second adds each row's weights to its group with `np.add.at`, which adds in row order,
     so every sum is the one a single pass over all rows gives."""
     import numpy as np
+
+    from gpuaudit.inventory.arrays import slices
 
     rows = views.held_rows
     w = hs.window
     nb = max(w.hours, 1)
     space = len(hs.unit_label) * nb
     act_col = views.inv.hourly[C.ACT].to_numpy(dtype="float64")
-    n_rows = len(rows.rows)
+    parts = slices(len(rows.rows))
 
-    def keys(lo: int, hi: int) -> tuple[Ints, npt.NDArray[np.int64]]:
-        sel = np.flatnonzero(w.inside[lo:hi] & keep[lo:hi])
-        sel += lo
+    def keys(sl: slice) -> tuple[Ints, npt.NDArray[np.int64]]:
+        sel = np.flatnonzero(w.inside[sl] & keep[sl])
+        sel += sl.start
         return sel, hs.unit[rows.holding[sel]].astype(np.int64) * nb + w.k[sel]
 
     present = np.zeros(space, dtype=bool)
-    for lo in range(0, n_rows, _CHUNK):
-        present[keys(lo, min(lo + _CHUNK, n_rows))[1]] = True
+    for sl in parts:
+        present[keys(sl)[1]] = True
     uniq = np.flatnonzero(present).astype(np.int64)
     n = len(uniq)
     # Each present key's group: its rank among the present keys (a look-up, not a search).
@@ -647,8 +644,8 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
     del present
     wsum, wact, share = np.zeros(n), np.zeros(n), np.zeros(n)
     first = np.full(n, -1, dtype=np.intp)
-    for lo in range(0, n_rows, _CHUNK):
-        sel, key = keys(lo, min(lo + _CHUNK, n_rows))
+    for sl in parts:
+        sel, key = keys(sl)
         group = rank[key]
         del key
         hp = rows.holding[sel]

@@ -572,9 +572,8 @@ def test_in_a_scan_of_every_cluster_work_stays_in_its_cluster() -> None:
 def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     """`_groups` reads the held rows in slices: slices of a few rows (many slices, groups split
     across them) give the plan one slice of every row gives, to the last bit."""
-    import gpuaudit.capacity as capacity
     from gpuaudit import snapshot
-    from gpuaudit.inventory import build
+    from gpuaudit.inventory import arrays, build
 
     inv = build(snapshot.read(DEMO))
     released = [
@@ -592,5 +591,5 @@ def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> Non
     assert whole["by_product"]
     assert whole["after_release_idle"]["by_product"] != whole["by_product"]
     for rows in (1, 7, 1000):
-        monkeypatch.setattr(capacity, "_CHUNK", rows)
+        monkeypatch.setattr(arrays, "_SLICE", rows)
         assert made() == whole

@@ -102,7 +102,8 @@ def _on_grid(
     step: float,
 ) -> tuple[float, float] | None:
     """The first and last bucket number of the rows with a node and a time (`grid_range`),
-    where there are fewer than 10 million buckets (`grouped.bucket_index`'s test); else None."""
+    where there are fewer than `grouped.GRID_BUCKETS` buckets (`grouped.bucket_index`'s test);
+    else None."""
 
     def times(sl: slice) -> npt.NDArray[np.float64]:
         t = ts[sl]
@@ -110,7 +111,7 @@ def _on_grid(
         return out
 
     span = grid_range(len(rows), times, start, step)
-    return span if span is not None and span[1] - span[0] < 10_000_000 else None
+    return span if span is not None and span[1] - span[0] < grouped.GRID_BUCKETS else None
 
 
 def _idle_runs(

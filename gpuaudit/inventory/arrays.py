@@ -124,26 +124,8 @@ def grid_range(
     return lo, hi
 
 
-def _grid_range(t: Arr, start: float, step: int) -> tuple[int, int] | None:
-    """The lowest and highest bucket numbers of times `t` on the grid `start + i * step`, read
-    in slices (no array as long as `t` is made); None if one is off the grid or `t` is empty."""
-    lo_b, hi_b = None, None
-    for lo in range(0, len(t), _SLICE):
-        r = t[lo : lo + _SLICE] - start
-        r /= step
-        q = np.rint(r)
-        if not np.array_equal(r, q):
-            return None
-        a, b = int(q.min()), int(q.max())
-        lo_b = a if lo_b is None else min(lo_b, a)
-        hi_b = b if hi_b is None else max(hi_b, b)
-    if lo_b is None or hi_b is None:
-        return None
-    return lo_b, hi_b
-
-
 def _grid_keys(k: Arr, t: Arr, start: float, step: int, low: int, width: int) -> Arr:
-    """`k * width + bucket - low` of points known to lie on the grid (see `_grid_range`)."""
+    """`k * width + bucket - low` of points known to lie on the grid (see `grid_range`)."""
     b = np.rint((t - start) / step).astype(np.int64)
     b -= low
     key = k.astype(np.int64) * width
@@ -172,22 +154,21 @@ def join_at(
     found = np.zeros(len(want_k), dtype=bool)
     if not len(hk) or not len(want_k):
         return out, found
-    rh, rw = _grid_range(ht, start, step), _grid_range(want_t, start, step)
+    rh = grid_range(len(ht), ht.__getitem__, start, step)
+    rw = grid_range(len(want_t), want_t.__getitem__, start, step)
     if rh is not None and rw is not None:
-        low = min(rh[0], rw[0])
-        width = max(rh[1], rw[1]) - low + 1
+        low = int(min(rh[0], rw[0]))
+        width = int(max(rh[1], rw[1])) - low + 1
         space = (int(max(hk.max(), want_k.max())) + 1) * width
         if space <= 4 * (len(hk) + len(want_k)):
             there = np.zeros(space, dtype=bool)
             table = np.full(space, np.nan) if vals is not None else None
-            for lo in range(0, len(hk), _SLICE):
-                sl = slice(lo, lo + _SLICE)
+            for sl in slices(len(hk)):
                 key = _grid_keys(hk[sl], ht[sl], start, step, low, width)
                 there[key] = True
                 if table is not None and vals is not None:
                     table[key] = vals[sl]
-            for lo in range(0, len(want_k), _SLICE):
-                sl = slice(lo, lo + _SLICE)
+            for sl in slices(len(want_k)):
                 key = _grid_keys(want_k[sl], want_t[sl], start, step, low, width)
                 found[sl] = there[key]
                 if table is not None:

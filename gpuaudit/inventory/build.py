@@ -497,29 +497,17 @@ def _hourly(
     del perm, use_util
     src[0] = act_h = None  # the activity series are all in the table now
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
-    util_hit = np.zeros(len(base_k), dtype=bool)
-
-    def other(i: int) -> tuple[Arr, Arr, Arr]:
+    data[C.UTIL], util_hit = join_at(uk, ut, util_h[2][upos] / 100.0, base_k, base_t, start, step)
+    # SM and tensor activity (as long as the activity series where profiling is on): each
+    # series made into its column and let go before the next.
+    for col, i in ((C.SM, 2), (C.TENSOR, 3)):
         h = src[i]
         src[i] = None
         assert h is not None
-        return regroup(*h[:3], hid_of)
-
-    # Each source is made when its column is (SM and tensor activity are as long as the
-    # activity series where profiling is on), and let go before the next.
-    sources: tuple[tuple[str, Callable[[], tuple[Arr, Arr, Arr]]], ...] = (
-        (C.UTIL, lambda: (uk, ut, util_h[2][upos] / 100.0)),
-        (C.SM, lambda: other(2)),
-        (C.TENSOR, lambda: other(3)),
-    )
-    for col, make in sources:
-        src_arrays = make()
-        data[col], hit = join_at(
-            src_arrays[0], src_arrays[1], src_arrays[2], base_k, base_t, start, step
-        )
-        del src_arrays
-        if col == C.UTIL:
-            util_hit = hit
+        k, t, v = regroup(*h[:3], hid_of)
+        del h
+        data[col], _ = join_at(k, t, v, base_k, base_t, start, step)
+        del k, t, v
     held_h, intervals, rounded = _held_hours(samples, base_k, base_t, grid)
     del samples
     data[C.HELD_H] = held_h

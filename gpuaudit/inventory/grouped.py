@@ -194,6 +194,11 @@ def free_sets(
     return derived.free_gpus(frame, buckets, nodes)
 
 
+GRID_BUCKETS = 10_000_000
+"""The most buckets a span of times on the window's grid is placed in by arithmetic; a longer
+span goes through a sort."""
+
+
 def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray, np.ndarray]:
     """(index, ends): each time's position in `ends`, ascending bucket ends that include every
     time of `ts`. Times on the window's grid (start + k x step, as the inventory builder makes
@@ -203,7 +208,7 @@ def bucket_index(ts: np.ndarray, start: float, step: float) -> tuple[np.ndarray,
     from gpuaudit.inventory.arrays import grid_range, slices
 
     span = grid_range(len(ts), ts.__getitem__, start, step)
-    if span is not None and span[1] - span[0] < 10_000_000:
+    if span is not None and span[1] - span[0] < GRID_BUCKETS:
         lo, hi = span
         index = np.empty(len(ts), dtype=np.int64)
         for sl in slices(len(ts)):
