@@ -200,6 +200,7 @@ def run_checks(
         ran.append(check.code)
     if progress is not None:
         progress(len(todo), len(todo))
+    views.forget_check_rows()  # before the summary, breakdown and plan make their own
     nothing = nothing_audited(inv, ran, skipped)
     findings = _with_clusters(inv, findings)
     kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))

@@ -11,7 +11,7 @@ from typing import Annotated as A
 
 import typer
 
-from gpuaudit import __version__, debuglog
+from gpuaudit import __version__, debuglog, heap
 from gpuaudit.cli import reference, scan, scenario, snapshot
 from gpuaudit.console import style
 from gpuaudit.console.params import opt
@@ -73,5 +73,7 @@ def root(
 
 
 def main() -> None:
-    """The console script (`gpuaudit.console.style.run`)."""
+    """The console script (`gpuaudit.console.style.run`): a process of one command, which
+    keeps the memory it frees for its own reuse (`gpuaudit.heap`)."""
+    heap.keep_freed_memory()
     style.run(app)

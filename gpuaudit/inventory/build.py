@@ -25,7 +25,7 @@ from gpuaudit.gcpause import without_gc
 from gpuaudit.inventory import attribution, claimed, dra, held, kube, prom, queues, sharing
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
-from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, regroup
+from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, nan_column, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.model import (
     GANG_COLUMNS,
@@ -474,37 +474,42 @@ def _hourly(
     start, step = grid.start, grid.step
     act_h, util_h = src[0], src[1]
     assert act_h is not None and util_h is not None
-    # Each hourly source with holding ids, sorted by holding, then time; the rows regrouped as
-    # positions, so that their values and sample counts can follow them.
-    uk, ut, upos = regroup(util_h[0], util_h[1], np.arange(len(util_h[0])), hid_of)
+    # Each hourly source with holding ids, sorted by holding, then time.
+    uk, (ut, u_val, u_samples) = regroup(util_h[0], util_h[1:], hid_of)
+    u_val /= 100.0
     # The hourly table: a holding's activity series (GPU_UTIL / 100 where it has no profiling
-    # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it.
+    # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it. Samples
+    # of the activity series in each row: profiling counts for keys with profiling, GPU_UTIL
+    # counts for the others.
     use_util = (s.has_util | s.mig_blind)[util_h[0]]
-    keys = np.concatenate([act_h[0], util_h[0][use_util]])
-    base_k, base_t, perm = regroup(
-        keys,
-        np.concatenate([act_h[1], util_h[1][use_util]]),
-        np.arange(len(keys), dtype=np.int64),
-        hid_of,
-    )
-    del keys
-    util_act = np.where(s.mig_blind[util_h[0][use_util]], np.nan, util_h[2][use_util] / 100.0)
-    base_v = np.concatenate([act_h[2], util_act])[perm]
-    del util_act
-    # Samples of the activity series in each row: profiling counts for keys with profiling,
-    # GPU_UTIL counts for the others.
-    samples = np.concatenate([act_h[3], util_h[3][use_util]])[perm]
-    del perm, use_util
-    src[0] = act_h = None  # the activity series are all in the table now
+    if use_util.any():
+        util_act = np.where(s.mig_blind[util_h[0][use_util]], np.nan, util_h[2][use_util] / 100.0)
+        cols = [
+            np.concatenate([act_h[0], util_h[0][use_util]]),
+            np.concatenate([act_h[1], util_h[1][use_util]]),
+            np.concatenate([act_h[2], util_act]),
+            np.concatenate([act_h[3], util_h[3][use_util]]),
+        ]
+        del util_act
+    else:  # every key with GPU_UTIL has profiling: the activity series alone, not copied
+        cols = list(act_h)
+    del use_util
+    src[0] = src[1] = act_h = util_h = None  # all in the table (or regrouped) now
+    base_k, (base_t, base_v, samples) = regroup(cols[0], cols[1:], hid_of)
+    del cols
     data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
-    data[C.UTIL], util_hit = join_at(uk, ut, util_h[2][upos] / 100.0, base_k, base_t, start, step)
+    data[C.UTIL], util_hit = join_at(uk, ut, u_val, base_k, base_t, start, step)
+    del u_val
     # SM and tensor activity (as long as the activity series where profiling is on): each
     # series made into its column and let go before the next.
     for col, i in ((C.SM, 2), (C.TENSOR, 3)):
         h = src[i]
         src[i] = None
         assert h is not None
-        k, t, v = regroup(*h[:3], hid_of)
+        if not len(h[0]):  # no such series (profiling off): a column that takes no memory
+            data[col] = nan_column(len(base_k))
+            continue
+        k, (t, v) = regroup(h[0], h[1:3], hid_of)
         del h
         data[col], _ = join_at(k, t, v, base_k, base_t, start, step)
         del k, t, v
@@ -512,7 +517,7 @@ def _hourly(
     del samples
     data[C.HELD_H] = held_h
     extra_h, extra_rounded = _util_only_hours(
-        (uk, ut, util_h[3][upos]), (base_k, base_t, util_hit), intervals, grid
+        (uk, ut, u_samples), (base_k, base_t, util_hit), intervals, grid
     )
     hours = np.bincount(base_k, weights=held_h, minlength=n) + extra_h
     first = np.fmin(first_times(base_k, base_t, n), first_times(uk, ut, n))
@@ -794,9 +799,9 @@ def build(
     consume: bool = False,
 ) -> Inventory:
     """Join a snapshot's raw answers into the inventory tables. `consume`: empty the
-    snapshot's Prometheus answers once they are read into series, for a caller that holds the
-    snapshot only to build (what the series do not share of their arrays is freed: about half
-    a GB at the build's peak at 100,000 GPUs).
+    snapshot's Prometheus answers once they are read into series, and its Kubernetes lists once
+    they are read into rows, for a caller that holds the snapshot only to build (at 100,000
+    GPUs, about half a GB each is freed before the build's peak).
 
     `topology` is a folder of `nvidia-smi topo -m` outputs (`--topology`: `<node>.txt` or
     `<nvidia.com/gpu.product>.txt`); each node's GPU links are resolved from it, the built-in
@@ -832,6 +837,10 @@ def build(
         if "resourceslices" in snap.kubernetes
         else str(states.get("resourceslices") or "the snapshot has none")
     )
+    where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
+    del objects
+    if consume:  # every object is in rows now: the parsed lists go (half a GB at 100,000 GPUs)
+        snap.kubernetes.clear()
     s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace, unread)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
@@ -843,7 +852,6 @@ def build(
     s = replace(s, act_h=_NO_HOURLY, util_h=_NO_HOURLY, sm_h=_NO_HOURLY, tensor_h=_NO_HOURLY)
     hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
     del src
-    where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)

@@ -257,7 +257,7 @@ class Parser:
         if not counts:
             return k, t, v, np.full(len(k), np.nan)
         ck, ct, cv = self._points(counts)
-        ck, ct, cv = regroup(ck, ct, cv, np.arange(len(self.keys), dtype=np.int64))
+        ck, (ct, cv) = regroup(ck, (ct, cv), np.arange(len(self.keys), dtype=np.int64))
         start, step = self.grid
         n, hit = join_at(ck, ct, cv, k, t, start, step)
         full = self.full.get(counts)

@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 __all__ = ["HeldRows", "Holders", "PodHours", "PodOnNode", "Views", "WholeRows", "WindowHours"]
 
 
+_CHECK_ROWS = (
+    "pod_hours",
+    "pod_hourly",
+    "per_pod",
+    "whole_gpu_hourly",
+    "whole_rows",
+    "pods_on_nodes",
+)
+"""The cached views `Views.forget_check_rows` lets go of."""
+
+
 class Views:
     """The shared views of one inventory at one set of prices (per GPU-hour, by GPU model)."""
 
@@ -38,6 +49,15 @@ class Views:
         """Price per GPU-hour by GPU model (see `gpuaudit.pricing`)."""
         self._waiting: dict[float, pd.DataFrame] = {}
         self._queues: dict[float, tuple[queue_usage.QueueUsage, ...]] = {}
+
+    def forget_check_rows(self) -> None:
+        """Let go of the views as long as the hourly table that only the checks read (pod
+        hours, whole-GPU rows and what is made of them): the summary, the breakdown, the
+        capacity plan and the ledger read none of them (the plan reads queue usage, which is
+        kept), and at 100,000 GPUs they hold some 1.5 GB. One asked for again is made anew,
+        the same."""
+        for name in _CHECK_ROWS:
+            self.__dict__.pop(name, None)
 
     def price(self, model: str) -> float:
         """The price of one GPU-hour of `model`."""

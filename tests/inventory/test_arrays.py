@@ -96,3 +96,32 @@ def test_grid_range_reads_the_grid_in_slices(ks: list[int], odd: float | None, p
         assert got is None
     else:
         assert got == (float(min(ks)), float(max(ks)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    blocks=st.lists(
+        st.tuples(st.integers(0, 30), st.integers(1, 9)), max_size=25, unique_by=lambda b: b[0]
+    ),
+    to_holding=st.permutations(range(31)),
+    piece=st.sampled_from([arrays._SLICE, 1, 3, 7]),
+)
+def test_regroup_reorders_the_blocks_by_holding(
+    blocks: list[tuple[int, int]], to_holding: list[int], piece: int
+) -> None:
+    """Blocks of points per key come back in holding order (ties in the order they came),
+    every column at the same points, the points within a block untouched, whether the
+    columns are gathered in one run of blocks or in runs of 1, 3 or 7 points."""
+    k = np.repeat([b[0] for b in blocks], [b[1] for b in blocks]).astype(np.int64)
+    t = np.arange(len(k), dtype="float64") * 60.0
+    v = np.arange(len(k), dtype="float64") + 0.5
+    hid_of = np.asarray(to_holding, dtype=np.int64)
+    whole, arrays._SLICE = arrays._SLICE, piece
+    try:
+        hid, (gt, gv) = arrays.regroup(k, (t, v), hid_of)
+    finally:
+        arrays._SLICE = whole
+    want = sorted(((int(hid_of[key]), at) for at, key in enumerate(k.tolist())), key=lambda p: p[0])
+    assert hid.tolist() == [h for h, _ in want]
+    assert gt.tolist() == [float(t[at]) for _, at in want]
+    assert gv.tolist() == [float(v[at]) for _, at in want]

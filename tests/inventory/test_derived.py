@@ -158,3 +158,22 @@ def test_held_rows_are_the_same_in_slices(
     for name in ("rows", "holding", "bucket", "bucket_ts"):
         np.testing.assert_array_equal(getattr(sliced, name), getattr(whole, name))
     assert len(whole.bucket_ts) > 1 and len(whole.rows) > piece
+
+
+def test_views_the_checks_let_go_of_are_made_again_the_same(demo: Inventory) -> None:
+    """`forget_check_rows` (run before the summary, breakdown and capacity plan) drops the
+    row-long views only checks read; one asked for again is the same, and the views the later
+    stages read are kept."""
+    views = Views(_fresh(demo), {})
+    before = views.pod_hourly.copy()
+    whole = views.whole_rows
+    rows = views.held_rows
+    views.forget_check_rows()
+    assert "pod_hours" not in vars(views) and "whole_rows" not in vars(views)
+    assert views.held_rows is rows
+    pd.testing.assert_frame_equal(views.pod_hourly, before, check_exact=True)
+    again = views.whole_rows
+    assert again is not whole
+    for name in ("pos", "ts", "held"):
+        assert np.array_equal(getattr(again, name), getattr(whole, name), equal_nan=True)
+    pd.testing.assert_frame_equal(again.keys, whole.keys, check_exact=True)
