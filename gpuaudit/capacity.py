@@ -923,16 +923,15 @@ def _plans(
     keep: npt.NDArray[np.bool_],
     idle: float,
     data: npt.NDArray[np.bool_],
+    rooms: Mapping[str, Rooms],
 ) -> dict[str, ProductPlan]:
     g = _groups(views, hs, keep, idle)
-    seen, mig_seen = _seen_gpus(views)
     out = {}
     for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
         product = hs.products[code]
         if not product:
             continue
-        rooms = _rooms(views, product, seen, mig_seen)
-        out[product] = _product_plan(views, hs, g, code, data, rooms)
+        out[product] = _product_plan(views, hs, g, code, data, rooms[product])
     return out
 
 
@@ -1002,9 +1001,12 @@ def plan(
     every = np.ones(len(rows.rows), dtype=bool)
     # Which hours have data does not change when pods are released: computed once.
     data = _data_hours(views, hs, hs.window.hours)
-    before = _plans(views, hs, every, idle_activity, data)
+    # The nodes and their rooms do not change either.
+    seen, mig_seen = _seen_gpus(views)
+    rooms = {p: _rooms(views, p, seen, mig_seen) for p in hs.products if p}
+    before = _plans(views, hs, every, idle_activity, data, rooms)
     keep, by_product = _kept_rows(views, hs, released or ())
-    after = _plans(views, hs, keep, idle_activity, data) if not keep.all() else before
+    after = _plans(views, hs, keep, idle_activity, data, rooms) if not keep.all() else before
     hours = views.inv.window_hours
     freed = {}
     for product, b in before.items():

@@ -101,7 +101,7 @@ def _candidates(
     starts, ends = ph.spans()
     if len(starts) == 0:
         return []
-    pos = np.arange(len(ph.pod))
+    pos = np.arange(len(ph.pod), dtype=np.int32 if len(ph.pod) < 2**31 else np.intp)
     last_pos = ends - 1
     # NaN activity counts as idle here, as it did in the grouped filter; `run` decides exactly.
     busy_pos = np.maximum.reduceat(np.where(act >= idle, pos, -1), starts)
@@ -166,7 +166,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         model = str(info[C.MODEL])
         # The tail is a run of buckets; what it cost is the time held in them.
         gpu_hours = float(ph.gpu_h[stop - tail : stop].sum())
-        held = ph.held_h[start:stop]
+        held = ph.held_h(slice(start, stop))
         tail_h = float(held[len(acts) - tail :].sum())
         cost = gpu_hours * views.price(model)
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])

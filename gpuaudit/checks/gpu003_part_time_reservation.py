@@ -98,16 +98,22 @@ def _candidates(
     size = ends - starts
     if len(starts) == 0:
         return []
-    is_long = np.add.reduceat(ph.held_h, starts) >= cfg.part_time_min_days * 24
+    is_long = np.add.reduceat(ph.held_h(), starts) >= cfg.part_time_min_days * 24
     long = np.flatnonzero(is_long)
     if len(long) == 0:
         return []
-    entries = np.flatnonzero(np.repeat(is_long, size))
-    local = np.repeat(np.arange(len(long)), size[long])
-    hod_of_bucket = ((ph.bucket_ts - 3600) // 3600 % 24).astype(np.int64)
-    hod = hod_of_bucket[ph.bucket[entries]]
+    # Row-long arrays in 4 bytes where every cell number fits, and no copy of the entries
+    # where every pod is long.
+    small = np.int32 if len(ph.pod) * 24 < 2**31 else np.intp
+    entries: slice | npt.NDArray[np.intp] = slice(None)
+    if len(long) < len(starts):
+        entries = np.flatnonzero(np.repeat(is_long, size))
+    local = np.repeat(np.arange(len(long), dtype=small), size[long])
+    hod_of_bucket = ((ph.bucket_ts - 3600) // 3600 % 24).astype(small)
     act = all_act[entries]
-    cell = local * 24 + hod
+    cell = local * 24
+    cell += hod_of_bucket[ph.bucket[entries]]
+    del entries
     cells = len(long) * 24
     seen = np.bincount(cell, minlength=cells)
     active = np.bincount(cell[act >= cfg.active_activity], minlength=cells)
@@ -118,10 +124,13 @@ def _candidates(
     # The mean activity outside the window, as the groupby mean computed it (compensated sums
     # in time order, NaN left out), so the same pods pass at the threshold's edge.
     out_rows = np.flatnonzero(~win[cell])
+    del cell
     out_pod = local[out_rows]
+    del local
     out_act = act[out_rows]
+    del act, out_rows
     mean = np.full(len(long), np.nan)
-    if len(out_rows):
+    if len(out_pod):
         first = np.flatnonzero(np.r_[True, out_pod[1:] != out_pod[:-1]])
         sums = sorted_sums(out_act, first)
         counts = np.bincount(out_pod[~np.isnan(out_act)], minlength=len(long))[out_pod[first]]
@@ -159,7 +168,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     out: list[Finding] = []
     for number, start, stop in candidates:
         ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
-        held = ph.held_h[start:stop]
+        held = ph.held_h(slice(start, stop))
         held_h = float(held.sum())
         if held_h < cfg.part_time_min_days * 24:
             continue

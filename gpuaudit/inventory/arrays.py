@@ -62,6 +62,17 @@ def nan_column(n: int) -> Arr:
     return np.broadcast_to(np.float64(np.nan), (n,))
 
 
+def block_starts(k: Arr) -> Arr:
+    """Where each run of equal key numbers in `k` starts (the points of a series are held in
+    such a block per key, see `Parser.hourly`)."""
+    if not len(k):
+        return np.zeros(0, dtype=np.intp)
+    edge = np.empty(len(k), dtype=bool)
+    edge[0] = True
+    np.not_equal(k[1:], k[:-1], out=edge[1:])
+    return np.flatnonzero(edge)
+
+
 def regroup(k: Arr, cols: Sequence[Arr], hid_of: Arr) -> tuple[Arr, list[Arr]]:
     """Points held in contiguous blocks per key number `k` (ascending time within each) as
     (holding id, each of `cols` at the same points), sorted by holding id, then time: the
@@ -70,11 +81,7 @@ def regroup(k: Arr, cols: Sequence[Arr], hid_of: Arr) -> tuple[Arr, list[Arr]]:
     made (only the results are)."""
     if not len(k):
         return np.empty(0, dtype=np.int64), [c[:0] for c in cols]
-    edge = np.empty(len(k), dtype=bool)
-    edge[0] = True
-    np.not_equal(k[1:], k[:-1], out=edge[1:])
-    starts = np.flatnonzero(edge)
-    del edge
+    starts = block_starts(k)
     lengths = np.diff(np.append(starts, len(k)))
     hid = hid_of[k[starts]]
     perm = np.argsort(hid, kind="stable")

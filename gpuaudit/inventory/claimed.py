@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import dra
-from gpuaudit.inventory.arrays import Arr
+from gpuaudit.inventory.arrays import Arr, block_starts
 from gpuaudit.inventory.attribution import Method
 from gpuaudit.inventory.parse import Metric, Parser, Stat, from_hourly
 
@@ -79,8 +79,9 @@ def _first_bucket(s: Series, n: int) -> Arr:
     """Each key's first bucket end with activity (NaN where none)."""
     first = np.full(n, np.inf)
     for h in (s.act_h, s.util_h):
-        if len(h[0]):
-            np.minimum.at(first, h[0], h[1])
+        # A key's points are a block in ascending time: its first point is its earliest.
+        at = block_starts(h[0])
+        np.minimum.at(first, h[0][at], h[1][at])
     out: Arr = np.where(np.isfinite(first), first, np.nan)
     return out
 
@@ -137,7 +138,17 @@ def _split(s: Series, splits: list[tuple[int, float]], grow: Callable[..., Any])
     moved_to[src] = new
 
     def rekey(h: Hourly) -> Hourly:
-        keys = np.where(h[1] >= cut[h[0]], moved_to[h[0]], h[0]) if len(h[0]) else h[0]
+        # Only the blocks (see `Parser.hourly`) of split keys change.
+        at = block_starts(h[0])
+        split = np.flatnonzero(np.isfinite(cut[h[0][at]]))
+        if not len(split):
+            return h
+        ends = np.append(at[1:], len(h[0]))
+        keys = h[0].copy()
+        for b in split.tolist():
+            rows = slice(int(at[b]), int(ends[b]))
+            k = int(h[0][at[b]])
+            keys[rows] = np.where(h[1][rows] >= cut[k], moved_to[k], k)
         return keys, h[1], h[2], h[3]
 
     affected = np.concatenate([src, new])
@@ -152,7 +163,7 @@ def _split(s: Series, splits: list[tuple[int, float]], grow: Callable[..., Any])
         return Stat(values, present)
 
     def from_buckets(m: Metric, h: Hourly) -> Metric:
-        fresh = from_hourly(h, n)
+        fresh = from_hourly(h, n, only=affected)
         mean, count = stat(m.mean), stat(m.count)
         for mine, theirs in ((mean, fresh.mean), (count, fresh.count)):
             mine.values[affected] = theirs.values[affected]

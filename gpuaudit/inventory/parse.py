@@ -465,15 +465,21 @@ _MSG = 300
 """Characters of an XID message kept (the exporter's are a few dozen)."""
 
 
-def from_hourly(points: tuple[Arr, Arr, Arr, Arr], n: int) -> Metric:
+def from_hourly(points: tuple[Arr, Arr, Arr, Arr], n: int, only: Arr | None = None) -> Metric:
     """A metric's window mean and sample count per key number from its hourly means and their
     sample counts (as `Parser.hourly` gives them): each bucket's mean weighs its samples, which
     is the mean over every sample of the buckets given. A bucket without a count weighs as
     much as the mean counted bucket (1 when none is counted). Maxima and percentiles cannot be
-    had from bucket means: they are missing."""
+    had from bucket means: they are missing. `only` (key numbers): the statistics of those
+    keys alone, the same as among all (the others are absent)."""
     k, _, v, w = points
     known = np.isfinite(w)
     typical = float(np.mean(w[known])) if known.any() else 1.0
+    if only is not None:
+        want = np.zeros(n, dtype=bool)
+        want[only] = True
+        rows = np.flatnonzero(want[k])
+        k, v, w, known = k[rows], v[rows], w[rows], known[rows]
     w = np.where(known, w, typical)
     total = np.bincount(k, weights=v * w, minlength=n)
     weight = np.bincount(k, weights=w, minlength=n)

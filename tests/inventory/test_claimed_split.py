@@ -14,7 +14,7 @@ import numpy as np
 
 from gpuaudit import snapshot
 from gpuaudit.inventory import claimed
-from gpuaudit.inventory.parse import Metric, Parser, Stat
+from gpuaudit.inventory.parse import Metric, Parser, Stat, from_hourly
 from tests.conftest import DEMO
 
 # The package exports the function `build` under the module's name.
@@ -69,3 +69,31 @@ def test_a_split_rebuilds_every_per_key_field_of_the_series() -> None:
             assert len({len(a) for a in value}) == 1 and (value[0] < out.n).all(), name
             continue
         assert set(_lengths(value)) == {out.n}, name
+
+
+def test_a_split_moves_the_points_and_statistics_the_literal_rule_gives() -> None:
+    """Only the split keys' blocks are read: the keys, first buckets and window statistics
+    come out as the rule over every point gives them."""
+    s = build._read_series(Parser(snapshot.read(DEMO)), None)
+    n0 = s.n
+    for h in (s.act_h, s.util_h):
+        literal = np.full(n0, np.inf)
+        np.minimum.at(literal, h[0], h[1])
+        got = claimed._first_bucket(dataclasses.replace(s, act_h=h, util_h=h), n0)
+        np.testing.assert_array_equal(got, np.where(np.isfinite(literal), literal, np.nan))
+    first = float(np.nanmin(s.act_h[1]))
+    splits = [(0, first + 3600.0), (1, first), (n0 - 1, first + 7200.0)]
+    out = claimed._split(s, splits, dataclasses.replace)
+    cut, moved = np.full(n0, np.inf), np.arange(n0)
+    for i, (k, t) in enumerate(splits):
+        cut[k], moved[k] = t, n0 + i
+    affected = [k for k, _ in splits] + list(range(n0, out.n))
+    for name in ("act", "util"):
+        h = getattr(s, f"{name}_h")
+        keys = np.where(h[1] >= cut[h[0]], moved[h[0]], h[0])
+        np.testing.assert_array_equal(getattr(out, f"{name}_h")[0], keys)
+        whole = from_hourly(getattr(out, f"{name}_h"), out.n)
+        got = getattr(out, name)
+        for mine, theirs in ((got.mean, whole.mean), (got.count, whole.count)):
+            np.testing.assert_array_equal(mine.values[affected], theirs.values[affected])
+            np.testing.assert_array_equal(mine.present[affected], theirs.present[affected])

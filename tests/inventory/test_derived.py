@@ -118,6 +118,15 @@ def test_sorted_sums_are_pandas_group_sums(seed: int) -> None:
     np.testing.assert_array_equal(derived.sorted_sums(values, starts), expected, strict=True)
 
 
+@pytest.mark.parametrize("keys", [[0], [0, 0, 0], [0, 1, 2, 3], [0, 0, 1, 2], [0, 1, 2, 2, 2]])
+def test_sorted_sums_of_single_and_last_groups(keys: list[int]) -> None:
+    """Groups of one row take no step after the first; the last group takes its steps too."""
+    values = np.array([0.1, 0.2, -0.0, 1e16, 1.0][: len(keys)])
+    starts = np.flatnonzero(np.r_[True, np.diff(keys) != 0])
+    expected = pd.Series(values).groupby(keys, sort=True).sum().to_numpy()
+    np.testing.assert_array_equal(derived.sorted_sums(values, starts), expected, strict=True)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_group_sums_and_series_sum_are_pandas_sums(seed: int) -> None:
     rng = np.random.default_rng(seed)
