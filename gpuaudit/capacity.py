@@ -646,7 +646,7 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
     first = np.full(n, -1, dtype=np.intp)
     for sl in parts:
         sel, key = keys(sl)
-        group = rank[key]
+        group = rank[key].astype(np.intp)  # `np.add.at` is fast with native indices only
         del key
         hp = rows.holding[sel]
         act = act_col[rows.rows[sel]]

@@ -80,7 +80,7 @@ def regroup(k: Arr, cols: Sequence[Arr], hid_of: Arr) -> tuple[Arr, list[Arr]]:
     run of blocks of about `_SLICE` points at a time, so that no index as long as the points is
     made (only the results are)."""
     if not len(k):
-        return np.empty(0, dtype=np.int64), [c[:0] for c in cols]
+        return np.empty(0, dtype=np.int64), [np.empty(0, dtype=c.dtype) for c in cols]
     starts = block_starts(k)
     lengths = np.diff(np.append(starts, len(k)))
     hid = hid_of[k[starts]]

@@ -474,9 +474,8 @@ def _hourly(
     start, step = grid.start, grid.step
     act_h, util_h = src[0], src[1]
     assert act_h is not None and util_h is not None
-    # Each hourly source with holding ids, sorted by holding, then time.
-    uk, (ut, u_val, u_samples) = regroup(util_h[0], util_h[1:], hid_of)
-    u_val /= 100.0
+    # Each hourly source with holding ids, sorted by holding, then time (the activity series
+    # first, let go before GPU_UTIL's are regrouped: their arrays are never all held at once).
     # The hourly table: a holding's activity series (GPU_UTIL / 100 where it has no profiling
     # series), with GPU_UTIL, SM and tensor activity of the same buckets beside it. Samples
     # of the activity series in each row: profiling counts for keys with profiling, GPU_UTIL
@@ -494,25 +493,31 @@ def _hourly(
     else:  # every key with GPU_UTIL has profiling: the activity series alone, not copied
         cols = list(act_h)
     del use_util
-    src[0] = src[1] = act_h = util_h = None  # all in the table (or regrouped) now
+    src[0] = act_h = None  # all in the table once regrouped
     base_k, (base_t, base_v, samples) = regroup(cols[0], cols[1:], hid_of)
     del cols
-    data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v}
-    data[C.UTIL], util_hit = join_at(uk, ut, u_val, base_k, base_t, start, step)
-    del u_val
+    uk, (ut, u_val, u_samples) = regroup(util_h[0], util_h[1:], hid_of)
+    u_val /= 100.0
+    src[1] = util_h = None
+    # The table's columns in their order (GPU_UTIL's joined below).
+    data: dict[str, Any] = {C.HOLDING: base_k, C.TS: base_t, C.ACT: base_v, C.UTIL: None}
     # SM and tensor activity (as long as the activity series where profiling is on): each
-    # series made into its column and let go before the next.
+    # series made into its column and let go before the next; before the GPU_UTIL join, so
+    # that the last of the sources (and any side-file they were read from) are let go first.
     for col, i in ((C.SM, 2), (C.TENSOR, 3)):
         h = src[i]
         src[i] = None
         assert h is not None
-        if not len(h[0]):  # no such series (profiling off): a column that takes no memory
+        k, (t, v) = regroup(h[0], h[1:3], hid_of)
+        # Even an empty view of a side-file's arrays keeps the whole mapped file resident.
+        del h
+        if not len(k):  # no such series (profiling off): a column that takes no memory
             data[col] = nan_column(len(base_k))
             continue
-        k, (t, v) = regroup(h[0], h[1:3], hid_of)
-        del h
         data[col], _ = join_at(k, t, v, base_k, base_t, start, step)
         del k, t, v
+    data[C.UTIL], util_hit = join_at(uk, ut, u_val, base_k, base_t, start, step)
+    del u_val
     held_h, intervals, rounded = _held_hours(samples, base_k, base_t, grid)
     del samples
     data[C.HELD_H] = held_h
