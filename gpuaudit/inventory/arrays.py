@@ -96,7 +96,7 @@ def regroup(k: Arr, cols: Sequence[Arr], hid_of: Arr) -> tuple[Arr, list[Arr]]:
         idx = np.repeat(src[b:e] - (ends[b:e] - lengths[b:e]), lengths[b:e])
         idx += np.arange(lo, hi)
         for c, o in zip(cols, outs, strict=True):
-            o[lo:hi] = c[idx]
+            np.take(c, idx, out=o[lo:hi])
         b = e
     return np.repeat(hid, lengths), outs
 

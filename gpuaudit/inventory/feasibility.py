@@ -292,6 +292,7 @@ class Placement:
         # Pods of one workload share their spec: their candidates are worked out once.
         self._candidates: dict[Any, tuple[list[str], dict[str, str]]] = {}
         self._allowed: dict[Any, frozenset[str]] = {}
+        self._allowed_of: dict[PodKey, frozenset[str]] = {}
 
     @classmethod
     def of(cls, inv: Inventory) -> Placement:
@@ -332,13 +333,17 @@ class Placement:
 
     def allowed(self, pod: PodKey) -> frozenset[str]:
         """The nodes the pod may run on (see `candidates`), as a set shared by every caller."""
+        got = self._allowed_of.get(pod)
+        if got is not None:
+            return got
         p = self.pods.get(pod)
         if p is None:
             return frozenset()
         key = (p.constraints, tuple(sorted(p.requests.items())))
         if key not in self._allowed:
             self._allowed[key] = frozenset(self.candidates(pod)[0])
-        return self._allowed[key]
+        got = self._allowed_of[pod] = self._allowed[key]
+        return got
 
     def candidates(self, pod: PodKey) -> tuple[list[str], dict[str, str]]:
         """The nodes the pod may run on (sorted), and why each other node is refused; both

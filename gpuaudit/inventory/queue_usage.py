@@ -143,6 +143,24 @@ class _Rows:
     unit of its MIG resource; a GPU its fraction)."""
     busy: npt.NDArray[np.bool_]
     nb: int
+    starts: npt.NDArray[np.intp] | None = None
+    """Where each holding's rows start (and, last, where they end), where the rows are
+    grouped by holding (a built inventory's are); None where they are not."""
+
+    def of(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp] | None:
+        """The positions, in row order, of the rows whose holding `mask` marks, read from
+        `starts` (only those rows are touched); None where every row must be tested (the
+        rows are not grouped, or the mask marks every holding)."""
+        import numpy as np
+
+        if self.starts is None or mask.all():
+            return None
+        which = np.flatnonzero(mask)
+        first, lengths = self.starts[which], self.starts[which + 1] - self.starts[which]
+        ends = np.cumsum(lengths)
+        out: npt.NDArray[np.intp] = np.repeat(first - (ends - lengths), lengths)
+        out += np.arange(len(out))
+        return out
 
 
 def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: float) -> _Rows:
@@ -190,7 +208,10 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
         with np.errstate(invalid="ignore"):
             busy[at:end] = act >= idle
         at = end
-    return _Rows(k, holding, unit, busy, nb)
+    starts = None
+    if bool(np.all(holding[1:] >= holding[:-1])):
+        starts = np.searchsorted(holding, np.arange(len(h) + 1)).astype(np.intp)
+    return _Rows(k, holding, unit, busy, nb, starts)
 
 
 def _intervals(
@@ -302,9 +323,16 @@ def _held(
     in_ns = base & h[C.NAMESPACE].isin(list(namespaces)).to_numpy(dtype=bool)
 
     def per_bucket(mask: npt.NDArray[np.bool_], busy: bool = False) -> Floats:
-        sel = mask[r.holding] & r.busy if busy else mask[r.holding]
-        weights = r.unit[r.holding[sel]]
-        out: Floats = np.bincount(r.k[sel], weights=weights, minlength=r.nb).astype(float)
+        rows = r.of(mask)
+        if rows is None:
+            sel = mask[r.holding] & r.busy if busy else mask[r.holding]
+            hold, k = r.holding[sel], r.k[sel]
+        else:  # the same rows, in the same order, found without testing every row
+            hold, k = r.holding[rows], r.k[rows]
+            if busy:
+                hit = r.busy[rows]
+                hold, k = hold[hit], k[hit]
+        out: Floats = np.bincount(k, weights=r.unit[hold], minlength=r.nb).astype(float)
         return out
 
     return _Held(per_bucket(mine), per_bucket(mine, True), per_bucket(in_ns), mine)

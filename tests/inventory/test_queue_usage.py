@@ -179,3 +179,27 @@ def test_demo_queue_usage_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch)
     for piece in (1, 7, 1000):
         monkeypatch.setattr(arrays, "_SLICE", piece)
         assert Views(inv, {}).queue_usage(0.05) == whole
+
+
+def test_demo_queue_usage_reads_only_the_rows_of_each_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows grouped by holding are read by range, only those of the line's holdings: the same
+    figures, to the last bit, as testing every row."""
+    from gpuaudit import snapshot
+    from gpuaudit.inventory import Views, build, queue_usage
+    from tests.conftest import DEMO
+
+    inv = build(snapshot.read(DEMO))
+    ranged = Views(inv, {}).queue_usage(0.05)
+    picked: list[int] = []
+    of = queue_usage._Rows.of
+
+    def counted(self: queue_usage._Rows, mask: Any) -> Any:
+        got = of(self, mask)
+        picked.append(-1 if got is None else len(got))
+        return got
+
+    monkeypatch.setattr(queue_usage._Rows, "of", counted)
+    assert Views(inv, {}).queue_usage(0.05) == ranged
+    assert any(n >= 0 for n in picked), "no line was read by range"
+    monkeypatch.setattr(queue_usage._Rows, "of", lambda self, mask: None)
+    assert Views(inv, {}).queue_usage(0.05) == ranged
