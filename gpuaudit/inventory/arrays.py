@@ -38,6 +38,22 @@ class KeyTable:
             order = np.argsort(keys, kind="stable")
             self.keys, self.vals = keys[order], vals[order]
 
+    @classmethod
+    def of_pairs(cls, major: Arr, minor: Arr, width: int, vals: Arr, space: int) -> KeyTable:
+        """The table of the keys `major * width + minor`: where it is dense, filled a slice of
+        pairs at a time (no key array as long as the pairs is made)."""
+        if not 0 < space <= 4 * len(major) + 1024:
+            return cls(major.astype(np.int64) * width + minor, vals, space)
+        out = cls(np.zeros(0, dtype=np.int64), np.zeros(0), space)
+        out.dense = True
+        out.table = np.full(space, np.nan)
+        for sl in slices(len(major)):
+            key = major[sl].astype(np.int64)
+            key *= width
+            key += minor[sl]
+            out.table[key] = vals[sl]
+        return out
+
     def get(self, want: Arr) -> Arr:
         """The value of each of `want`, NaN where not found (a negative one never is)."""
         out = np.full(len(want), np.nan)
@@ -96,7 +112,7 @@ def regroup(k: Arr, cols: Sequence[Arr], hid_of: Arr) -> tuple[Arr, list[Arr]]:
         idx = np.repeat(src[b:e] - (ends[b:e] - lengths[b:e]), lengths[b:e])
         idx += np.arange(lo, hi)
         for c, o in zip(cols, outs, strict=True):
-            np.take(c, idx, out=o[lo:hi])
+            o[lo:hi] = c[idx]
         b = e
     return np.repeat(hid, lengths), outs
 

@@ -149,15 +149,18 @@ class _Rows:
 
     def of(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp] | None:
         """The positions, in row order, of the rows whose holding `mask` marks, read from
-        `starts` (only those rows are touched); None where every row must be tested (the
-        rows are not grouped, or the mask marks every holding)."""
+        `starts` (only those rows are touched); None where every row is better tested (the
+        rows are not grouped by holding, or the mask marks more than an eighth of them: their
+        positions would take more memory than a mask over every row)."""
         import numpy as np
 
-        if self.starts is None or mask.all():
+        if self.starts is None:
             return None
         which = np.flatnonzero(mask)
         first, lengths = self.starts[which], self.starts[which + 1] - self.starts[which]
         ends = np.cumsum(lengths)
+        if len(ends) and ends[-1] > len(self.k) // 8:
+            return None
         out: npt.NDArray[np.intp] = np.repeat(first - (ends - lengths), lengths)
         out += np.arange(len(out))
         return out
@@ -183,7 +186,7 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
         return _Rows(empty, empty, unit, np.zeros(0, dtype=bool), nb)
     # The pod's mean activity in the bucket (`PodHours`: one entry per pod and bucket).
     nbb = max(len(ph.bucket_ts), 1)
-    table = KeyTable(ph.pod.astype(np.int64) * nbb + ph.bucket, ph.act, len(pods.namespace) * nbb)
+    table = KeyTable.of_pairs(ph.pod, ph.bucket, nbb, ph.act, len(pods.namespace) * nbb)
     parts = slices(len(rows.rows))
 
     def inside(sl: slice) -> npt.NDArray[np.bool_]:
@@ -209,7 +212,7 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
             busy[at:end] = act >= idle
         at = end
     starts = None
-    if bool(np.all(holding[1:] >= holding[:-1])):
+    if all(bool(np.all(np.diff(holding[sl.start : sl.stop + 1]) >= 0)) for sl in parts):
         starts = np.searchsorted(holding, np.arange(len(h) + 1)).astype(np.intp)
     return _Rows(k, holding, unit, busy, nb, starts)
 

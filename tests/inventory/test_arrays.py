@@ -125,3 +125,27 @@ def test_regroup_reorders_the_blocks_by_holding(
     assert hid.tolist() == [h for h, _ in want]
     assert gt.tolist() == [float(t[at]) for _, at in want]
     assert gv.tolist() == [float(v[at]) for _, at in want]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pairs=st.sets(st.tuples(st.integers(0, 40), st.integers(0, 6)), max_size=80),
+    want=st.lists(st.integers(-3, 300), max_size=60),
+    piece=st.sampled_from([arrays._SLICE, 1, 5]),
+)
+def test_a_key_table_of_pairs_is_the_table_of_their_keys(
+    pairs: set[tuple[int, int]], want: list[int], piece: int
+) -> None:
+    """Filled a slice of pairs at a time or from the keys made whole: the same look-ups."""
+    major = np.array([p[0] for p in pairs], dtype=np.int32)
+    minor = np.array([p[1] for p in pairs], dtype=np.int32)
+    vals = np.arange(len(pairs), dtype="float64") + 0.5
+    wanted = np.asarray(want, dtype=np.int64)
+    whole, arrays._SLICE = arrays._SLICE, piece
+    try:
+        for space in (41 * 7, 10**9):  # a dense table, and a sorted search
+            got = KeyTable.of_pairs(major, minor, 7, vals, space).get(wanted)
+            ref = KeyTable(major.astype(np.int64) * 7 + minor, vals, space).get(wanted)
+            np.testing.assert_array_equal(got, ref)
+    finally:
+        arrays._SLICE = whole
