@@ -188,6 +188,14 @@ def run_checks(
     skipped: list[Skipped] = []
     ran: list[str] = []
     todo = discover() if checks is None else checks
+    # The row-long views some check still to run may read, after each check (see `VIEWS`).
+    later: list[frozenset[str]] = []
+    wanted: frozenset[str] = frozenset()
+    for check in reversed(todo):
+        later.append(wanted)
+        declared = getattr(check, "views", None)
+        wanted |= frozenset(Views.ROW_LONG) if declared is None else declared
+    later.reverse()
     for done, check in enumerate(todo):
         if progress is not None:
             progress(done, len(todo))
@@ -198,6 +206,7 @@ def run_checks(
             continue
         findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
+        views.forget(set(Views.ROW_LONG) - later[done])
     if progress is not None:
         progress(len(todo), len(todo))
     views.forget_check_rows()  # before the summary, breakdown and plan make their own

@@ -14,6 +14,10 @@ A check is one module `gpuaudit/checks/gpuNNN_<name>.py` that defines:
   `gpuaudit.toml`; a name several checks declare is one setting, with one default and one
   kind). The kind says which values the setting takes, so `gpuaudit.config` validates every
   setting of every check the same way;
+- optionally `VIEWS`, a tuple of the row-long shared views it reads, itself or through the
+  helpers it calls (names of `Views.ROW_LONG`): the audit lets go of such a view once no check
+  still to run may read it. A check without `VIEWS` may read every one. A view read after it
+  was let go is made anew, the same, so a wrong list costs time, never a figure;
 - `run(views: Views, cfg: Thresholds) -> list[Finding]`, a pure function of the shared views
   (`views.inv` is the inventory, `views.price(model)` the price of a GPU-hour) and its
   thresholds: no files, no network, no clock, no other check (shared helpers live in
@@ -165,6 +169,8 @@ class Check:
     """Its fields, in declaration order."""
     run: CheckFn
     module: ModuleType
+    views: frozenset[str] | None = None
+    """The row-long shared views it reads (`VIEWS`); None: any."""
 
     @property
     def doc(self) -> str:
@@ -222,6 +228,13 @@ def load(module: ModuleType) -> Check:
     if not callable(run) or len(inspect.signature(run).parameters) != 2:
         raise CheckContractError(f"{where}: run(views, cfg) is missing")
     thresholds = _check_thresholds(where, getattr(module, "Thresholds", None))
+    views = getattr(module, "VIEWS", None)
+    if views is not None and (
+        not isinstance(views, tuple) or not set(views) <= set(Views.ROW_LONG)
+    ):
+        raise CheckContractError(
+            f"{where}: VIEWS must be a tuple of names in {Views.ROW_LONG}, got {views!r}"
+        )
     return Check(
         code=code,
         title=title,
@@ -230,6 +243,7 @@ def load(module: ModuleType) -> Check:
         settings=_settings(where, module, thresholds),
         run=run,
         module=module,
+        views=None if views is None else frozenset(views),
     )
 
 

@@ -58,6 +58,8 @@ from gpuaudit.inventory import columns as C
 CODE = "GPU001"
 TITLE = "Idle reservation"
 REQUIRES = (Capability.ACTIVITY,)
+VIEWS = ("pod_hours", "per_pod")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

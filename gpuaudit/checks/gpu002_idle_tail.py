@@ -52,6 +52,8 @@ from gpuaudit.inventory.views import PodHours
 CODE = "GPU002"
 TITLE = "Idle tail"
 REQUIRES = (Capability.ACTIVITY,)
+VIEWS = ("pod_hours", "per_pod")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

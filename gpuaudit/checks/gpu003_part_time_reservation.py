@@ -51,6 +51,8 @@ from gpuaudit.inventory.views import PodHours
 CODE = "GPU003"
 TITLE = "Part-time reservation"
 REQUIRES = (Capability.ACTIVITY,)
+VIEWS = ("pod_hours", "per_pod")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 CODE = "GPU010"
 TITLE = "Partial gang"
 REQUIRES = (Capability.KUBERNETES_PODS,)
+VIEWS = ("pod_hours", "pod_hourly", "per_pod")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ from gpuaudit.inventory import columns as C
 CODE = "GPU020"
 TITLE = "Framebuffer pressure"
 REQUIRES = (Capability.FRAMEBUFFER,)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ from gpuaudit.inventory import columns as C
 CODE = "GPU021"
 TITLE = "Oversized reservation"
 REQUIRES = (Capability.ACTIVITY, Capability.FRAMEBUFFER)
+VIEWS = ("per_pod",)
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 GIB_PER_NOMINAL_GB = 0.95
 COMPUTE_SPARE = 1.25

@@ -60,6 +60,8 @@ from gpuaudit.topology import Topology
 CODE = "GPU030"
 TITLE = "Topology mismatch in a node"
 REQUIRES = (Capability.ACTIVITY,)
+VIEWS = ("whole_rows", "pods_on_nodes")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,8 @@ from gpuaudit.topology import Topology
 CODE = "GPU031"
 TITLE = "Gang spread too wide"
 REQUIRES = (Capability.ACTIVITY, Capability.KUBERNETES_PODS)
+VIEWS = ("whole_rows", "pods_on_nodes")
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

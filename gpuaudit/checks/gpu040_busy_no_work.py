@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 CODE = "GPU040"
 TITLE = "Looks busy, does no work"
 REQUIRES = (Capability.PROFILING, Capability.GPU_UTIL)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ from gpuaudit.inventory.feasibility import refusal_summary
 CODE = "GPU050"
 TITLE = "Priority inversion"
 REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ from gpuaudit.inventory.feasibility import Placement, refusal_summary
 CODE = "GPU051"
 TITLE = "GPU fragmentation"
 REQUIRES = (Capability.KUBERNETES_PODS, Capability.KUBERNETES_NODES)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 CODE = "GPU060"
 TITLE = "Warm idle nodes"
 REQUIRES = (Capability.ACTIVITY,)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

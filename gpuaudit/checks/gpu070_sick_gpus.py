@@ -77,6 +77,8 @@ from gpuaudit.inventory.derived import physical_slot
 CODE = "GPU070"
 TITLE = "Sick GPUs in use"
 REQUIRES = (Capability.GPU_HEALTH,)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

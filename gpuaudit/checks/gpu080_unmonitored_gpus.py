@@ -46,6 +46,8 @@ from gpuaudit.inventory.attribution import Reason
 CODE = "GPU080"
 TITLE = "Unmonitored GPUs"
 REQUIRES = (Capability.KUBERNETES_PODS,)
+VIEWS = ()
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ REQUIRES = (
     Capability.KUBERNETES_NODES,
     Capability.ACTIVITY,
 )
+VIEWS = ("pod_hours",)
+"""The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 EPS = 1e-9
 

@@ -10,7 +10,7 @@ make them live in `gpuaudit.inventory.derived` and `gpuaudit.inventory.grouped`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import attribution, derived, grouped, queue_usage, sharing
@@ -28,17 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["HeldRows", "Holders", "PodHours", "PodOnNode", "Views", "WholeRows", "WindowHours"]
 
 
-_CHECK_ROWS = (
-    "pod_hours",
-    "pod_hourly",
-    "per_pod",
-    "whole_gpu_hourly",
-    "whole_rows",
-    "pods_on_nodes",
-)
-"""The cached views `Views.forget_check_rows` lets go of."""
-
-
 class Views:
     """The shared views of one inventory at one set of prices (per GPU-hour, by GPU model)."""
 
@@ -50,14 +39,32 @@ class Views:
         self._waiting: dict[float, pd.DataFrame] = {}
         self._queues: dict[float, tuple[queue_usage.QueueUsage, ...]] = {}
 
+    ROW_LONG = (
+        "pod_hours",
+        "pod_hourly",
+        "per_pod",
+        "whole_gpu_hourly",
+        "whole_rows",
+        "pods_on_nodes",
+    )
+    """The cached views as long as the hourly table (or made of one) that only checks read:
+    let go of once no check still to run reads them (a check's `VIEWS`), and before the
+    summary, the breakdown and the capacity plan (`forget_check_rows`)."""
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Let go of these cached views (`ROW_LONG` names); one asked for again is made
+        anew, the same."""
+        for name in names:
+            if name in self.ROW_LONG:
+                self.__dict__.pop(name, None)
+
     def forget_check_rows(self) -> None:
         """Let go of the views as long as the hourly table that only the checks read (pod
         hours, whole-GPU rows and what is made of them): the summary, the breakdown, the
         capacity plan and the ledger read none of them (the plan reads queue usage, which is
         kept), and at 100,000 GPUs they hold some 1.5 GB. One asked for again is made anew,
         the same."""
-        for name in _CHECK_ROWS:
-            self.__dict__.pop(name, None)
+        self.forget(self.ROW_LONG)
 
     def price(self, model: str) -> float:
         """The price of one GPU-hour of `model`."""

@@ -115,6 +115,8 @@ def run(views, cfg):
         (("GPU998 example: a test check.", "An example."), "first line"),
         (('CODE = "GPU998"', 'CODE = "GPU001"'), "GPU001"),
         (("level: float = count(1.0)", "idle_activity: float = count(5.0)"), "one default"),
+        (("REQUIRES = (Capability.ACTIVITY,)\n", 'REQUIRES = ()\nVIEWS = ("rows",)\n'), "VIEWS"),
+        (("REQUIRES = (Capability.ACTIVITY,)\n", 'REQUIRES = ()\nVIEWS = "per_pod"\n'), "VIEWS"),
     ],
 )
 def test_a_module_that_breaks_the_contract_is_refused_when_discovered(
