@@ -924,12 +924,14 @@ def _plans(
     idle: float,
     data: npt.NDArray[np.bool_],
     rooms: Mapping[str, Rooms],
+    only: set[str] | None = None,
 ) -> dict[str, ProductPlan]:
+    """The plan of each product (of those in `only`, where given) from the held rows `keep`."""
     g = _groups(views, hs, keep, idle)
     out = {}
     for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
         product = hs.products[code]
-        if not product:
+        if not product or (only is not None and product not in only):
             continue
         out[product] = _product_plan(views, hs, g, code, data, rooms[product])
     return out
@@ -1006,7 +1008,11 @@ def plan(
     rooms = {p: _rooms(views, p, seen, mig_seen) for p in hs.products if p}
     before = _plans(views, hs, every, idle_activity, data, rooms)
     keep, by_product = _kept_rows(views, hs, released or ())
-    after = _plans(views, hs, keep, idle_activity, data, rooms) if not keep.all() else before
+    after = before
+    if not keep.all():
+        # A product none of whose rows in the window is released keeps its plan.
+        changed = {p for p, n in by_product.items() if n}
+        after = {**before, **_plans(views, hs, keep, idle_activity, data, rooms, changed)}
     hours = views.inv.window_hours
     freed = {}
     for product, b in before.items():

@@ -190,6 +190,24 @@ def cluster_plan() -> Any:
     return plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
 
 
+def test_a_product_with_nothing_released_keeps_its_plan(
+    cluster_plan: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan after the release is made again only for the products whose rows it drops;
+    every other product's is the one it had, the same as made again from the kept rows."""
+    from gpuaudit import capacity
+
+    assert cluster_plan.after_release_idle["NVIDIA-L40S"] is cluster_plan.by_product["NVIDIA-L40S"]
+    every = capacity._plans
+    monkeypatch.setattr(
+        capacity, "_plans", lambda *a, **k: every(*a[:6]) if len(a) > 6 else every(*a, **k)
+    )
+    released = [Release("ns", "p2", "GPU001")]
+    again = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
+    assert again.after_release_idle == cluster_plan.after_release_idle
+    assert again.after_release_idle["NVIDIA-L40S"] is not again.by_product["NVIDIA-L40S"]
+
+
 def test_whole_gpus_by_hand(cluster_plan: Any) -> None:
     h = cluster_plan.by_product["NVIDIA-H100-80GB-HBM3"]
     # Held per hour: 9, 9, 7, 7 (p2 only in hours 0-1); busy: p1 and p3, 7 every hour.
