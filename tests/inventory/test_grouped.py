@@ -181,6 +181,19 @@ def test_free_counts_are_the_sizes_of_the_free_sets() -> None:
     }
 
 
+def test_free_sets_are_the_free_gpus_of_the_whole_gpu_rows() -> None:
+    """Tested on the rows the held and node masks keep, at the buckets asked about: the sets
+    `derived.free_gpus` gives from the whole-GPU rows."""
+    series = [_gpu("a", 0, "p"), _gpu("a", 1), _gpu("a", 2), _gpu("b", 0), _gpu("b", 1, "q")]
+    inv = inventory(series, HOURS)
+    hourly = derived.whole_gpu_hourly(inv)
+    first, last = START + STEP, START + HOURS * STEP
+    for buckets, nodes in (({first, last}, {"a", "b"}), ({last}, {"b"}), (set(), {"a"})):
+        want = derived.free_gpus(hourly, buckets, nodes)
+        assert Views(inv, DEFAULT_PRICES).free_sets(buckets, nodes) == want
+    assert Views(inv, DEFAULT_PRICES).free_sets({first, START + 0.5}, {"a"})
+
+
 def test_a_gangs_pod_hourly_is_the_views_to_the_last_bit() -> None:
     a100 = "NVIDIA A100-SXM4-80GB"
     slices = [("1g.10gb", "9"), ("2g.20gb", "5"), ("3g.40gb", "2"), ("1g.10gb", "13")]
