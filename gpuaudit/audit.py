@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from gpuaudit import __version__
+from gpuaudit import __version__, gcpause
 from gpuaudit.breakdown import Breakdown, breakdown, label_warning
 from gpuaudit.capacity import CapacityPlan, Release
 from gpuaudit.capacity import plan as capacity_plan
@@ -204,54 +204,57 @@ def run_checks(
             reasons = "; ".join(inv.missing.get(r, f"{r.value} is not available") for r in lacking)
             skipped.append(Skipped(check.code, reasons))
             continue
-        findings.extend(check.run(views, check.configure(settings.checks)))
+        with gcpause.stage():
+            findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
         views.forget(set(Views.ROW_LONG) - later[done])
     if progress is not None:
         progress(len(todo), len(todo))
-    views.forget_check_rows()  # before the summary, breakdown and plan make their own
-    nothing = nothing_audited(inv, ran, skipped)
-    findings = _with_clusters(inv, findings)
-    kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
-    unmatched = label_warning(inv, group_label)
-    if unmatched:
-        waiver_warnings = [*waiver_warnings, unmatched]
-    idle = settings.checks[IDLE_ACTIVITY]
-    # After waivers: a finding someone accepted neither drains nor leads another.
-    ranked, totals = make_coherent(kept)
-    summary = dataclasses.replace(
-        summarise(views, idle, settings.currency),
-        findings_gpu_hours=totals.gpu_hours,
-        findings_cost=totals.cost,
-    )
-    sections = _sections(views, idle, settings.currency, ranked)
-    comparison = None
-    if previous is not None:
-        comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
-    return AuditResult(
-        cluster=inv.cluster,
-        window_start=inv.window_start,
-        window_end=inv.window_end,
-        summary=summary,
-        findings=ranked,
-        skipped=tuple(skipped),
-        warnings=tuple(inv.warnings) + tuple(waiver_warnings),
-        complete=inv.complete and not nothing,
-        incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
-        checks_run=tuple(ran),
-        breakdown=breakdown(views, idle, group_label),
-        # A waived finding counts toward no total (and leads, drains and relates to nothing).
-        suppressed=tuple(
-            Suppressed(dataclasses.replace(s.finding, counted=False), s.waiver)
-            for s in sorted(suppressed, key=lambda s: s.finding.sort_key())
-        ),
-        comparison=comparison,
-        nothing_audited=nothing,
-        capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
-        attribution=ledger(views),
-        cluster_label=inv.cluster_label,
-        clusters=sections,
-    )
+    # The summary, breakdown and plan as one stage (see `gcpause.stage`).
+    with gcpause.paused():
+        views.forget_check_rows()  # before the summary, breakdown and plan make their own
+        nothing = nothing_audited(inv, ran, skipped)
+        findings = _with_clusters(inv, findings)
+        kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
+        unmatched = label_warning(inv, group_label)
+        if unmatched:
+            waiver_warnings = [*waiver_warnings, unmatched]
+        idle = settings.checks[IDLE_ACTIVITY]
+        # After waivers: a finding someone accepted neither drains nor leads another.
+        ranked, totals = make_coherent(kept)
+        summary = dataclasses.replace(
+            summarise(views, idle, settings.currency),
+            findings_gpu_hours=totals.gpu_hours,
+            findings_cost=totals.cost,
+        )
+        sections = _sections(views, idle, settings.currency, ranked)
+        comparison = None
+        if previous is not None:
+            comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
+        return AuditResult(
+            cluster=inv.cluster,
+            window_start=inv.window_start,
+            window_end=inv.window_end,
+            summary=summary,
+            findings=ranked,
+            skipped=tuple(skipped),
+            warnings=tuple(inv.warnings) + tuple(waiver_warnings),
+            complete=inv.complete and not nothing,
+            incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
+            checks_run=tuple(ran),
+            breakdown=breakdown(views, idle, group_label),
+            # A waived finding counts toward no total (and leads, drains and relates to nothing).
+            suppressed=tuple(
+                Suppressed(dataclasses.replace(s.finding, counted=False), s.waiver)
+                for s in sorted(suppressed, key=lambda s: s.finding.sort_key())
+            ),
+            comparison=comparison,
+            nothing_audited=nothing,
+            capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
+            attribution=ledger(views),
+            cluster_label=inv.cluster_label,
+            clusters=sections,
+        )
 
 
 def _with_clusters(inv: Inventory, findings: list[Finding]) -> list[Finding]:

@@ -24,6 +24,10 @@ Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
 
 
+_TEXT_OR_NONE = frozenset({str, type(None)})
+"""The types of label values `Parser.kid` keys on as they are (anything else counts as absent)."""
+
+
 class Parser:
     """Every answer of a snapshot as arrays, with each series' holding key found once.
 
@@ -162,7 +166,9 @@ class Parser:
         # Series that differ only in labels `identity` does not read (`err_code`, `pci_bus_id`)
         # have one identity: normalise each distinct identity only once. (`identity` reads
         # string values only; anything else counts as absent.)
-        items = tuple([v if isinstance(v := labels.get(n), str) else None for n in self._read])
+        items = tuple(map(labels.get, self._read))
+        if not _TEXT_OR_NONE.issuperset(map(type, items)):
+            items = tuple(v if isinstance(v, str) else None for v in items)
         k = self._by_items.get(items)
         if k is None:
             ident = self.identity(labels)
