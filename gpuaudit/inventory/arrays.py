@@ -14,13 +14,8 @@ Arr = np.ndarray[Any, np.dtype[Any]]
 def distinct(a: Arr) -> Arr:
     """The sorted distinct values of `a` (a sort, where `np.unique` would hash: several times
     faster on millions of values)."""
-    if len(a) < 2:
-        return np.sort(a)
     a = np.sort(a)
-    keep = np.empty(len(a), dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
+    return a[block_starts(a)]
 
 
 class KeyTable:
@@ -44,9 +39,8 @@ class KeyTable:
         pairs at a time (no key array as long as the pairs is made)."""
         if not 0 < space <= 4 * len(major) + 1024:
             return cls(major.astype(np.int64) * width + minor, vals, space)
-        out = cls(np.zeros(0, dtype=np.int64), np.zeros(0), space)
-        out.dense = True
-        out.table = np.full(space, np.nan)
+        out = cls.__new__(cls)
+        out.space, out.dense, out.table = space, True, np.full(space, np.nan)
         for sl in slices(len(major)):
             key = major[sl].astype(np.int64)
             key *= width

@@ -428,14 +428,9 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
     del key
-    if len(order):
-        edge = np.empty(len(order), dtype=bool)
-        edge[0] = True
-        np.not_equal(sorted_key[1:], sorted_key[:-1], out=edge[1:])
-        starts = np.flatnonzero(edge)
-        del edge
-    else:
-        starts = order
+    from gpuaudit.inventory.arrays import block_starts
+
+    starts = block_starts(sorted_key)
     pairs = sorted_key[starts]
     del sorted_key
     # Each array row-long: made, summed and let go one at a time.
