@@ -411,11 +411,13 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     `PodHours`), from the inventory's `held_rows` and `holders`."""
     import numpy as np
 
+    from gpuaudit.inventory.arrays import block_starts
+
     holding, bucket, at = rows.holding, rows.bucket, rows.rows
     nb = len(rows.bucket_ts)
     # (pod, bucket) keys in 4 bytes where every one fits (a 100,000-GPU week: 17 million).
-    small = np.int32 if (len(pods.namespace) + 1) * max(nb, 1) < 2**31 else np.int64
-    pod = pods.of_holding[holding].astype(small)
+    key_t = np.int32 if (len(pods.namespace) + 1) * max(nb, 1) < 2**31 else np.int64
+    pod = pods.of_holding[holding].astype(key_t)
     keep = (pod >= 0) & (bucket >= 0)
     if not keep.all():
         holding, bucket, at, pod = holding[keep], bucket[keep], at[keep], pod[keep]
@@ -428,8 +430,6 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
     del key
-    from gpuaudit.inventory.arrays import block_starts
-
     starts = block_starts(sorted_key)
     pairs = sorted_key[starts]
     del sorted_key
