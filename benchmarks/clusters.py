@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--scrape", type=int, default=1800)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    from tests.multicluster import load, victoriametrics
+    from tests.support.multicluster import load, victoriametrics
 
     tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-clusters-"))
     try:

@@ -14,9 +14,9 @@ the time of each stage (load, inventory, checks, render; from GPUAUDIT_TIMINGS).
 benchmark backfills a real Prometheus with promtool, times a whole `gpuaudit scan
 --prometheus-url` against it, and replays the same queries with plain httpx to show the time
 Prometheus alone needs.
-The recorded-series benchmark writes TSDB blocks of a day (`tests.tsdbblocks`, equal to what
+The recorded-series benchmark writes TSDB blocks of a day (`tests.support.tsdbblocks`, equal to what
 promtool backfills from the same text) holding a scenario's raw series together with the series
-`gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded`,
+`gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded_series`,
 evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bare replay
 `--live-repeat` times each against a server without the rules (raw series read; left out with
 `--skip-raw-server`) and one with them loaded (so that discovery finds them), with Prometheus'
@@ -207,7 +207,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def live_bench(gpus: int, days: int, scrape: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from tests.promserver import backfill, prometheus  # noqa: PLC0415
+    from tests.support.promserver import backfill, prometheus  # noqa: PLC0415
 
     tmp = Path(tempfile.mkdtemp(prefix="gpuaudit-live-"))
     try:
@@ -365,12 +365,12 @@ def _backfill(
     past each 5-minute mark), written as blocks of a day (6 hours at a 15 s scrape; the raw
     and recorded series of a block's hours in one block, so that the server has nothing to
     merge while it is timed) by
-    `tests.tsdbblocks`, which writes exactly what promtool backfills from the same samples
+    `tests.support.tsdbblocks`, which writes exactly what promtool backfills from the same samples
     (`tests/live/test_tsdbblocks.py`) in a fraction of the time. Returns the TSDB and the
     window's end."""
     sys.path.insert(0, str(ROOT))
     from gpuaudit.scenario import generate  # noqa: PLC0415
-    from tests.tsdbblocks import write_scenario  # noqa: PLC0415
+    from tests.support.tsdbblocks import write_scenario  # noqa: PLC0415
 
     t0 = time.perf_counter()
     sc = generate(gpus, days, 1, scrape_s=scrape)
@@ -444,7 +444,7 @@ def recorded_bench(
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
     from gpuaudit.sources.prometheus.rules import recording_rules  # noqa: PLC0415
-    from tests.promserver import prometheus  # noqa: PLC0415
+    from tests.support.promserver import prometheus  # noqa: PLC0415
 
     if phase_ms % 1000:
         raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
@@ -480,7 +480,7 @@ def raw_bench(
     (`--query.max-samples` 50,000,000, `--query.timeout` 2 min): the scan, its bare replay,
     and how the planner cut each query (`manifest.plan`)."""
     sys.path.insert(0, str(ROOT))
-    from tests.promserver import prometheus  # noqa: PLC0415
+    from tests.support.promserver import prometheus  # noqa: PLC0415
 
     what = f"{gpus} GPUs x {days} d at {scrape} s, raw series only"
     with _workdir(keep, "gpuaudit-raw-", what) as tmp:

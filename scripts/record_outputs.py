@@ -72,7 +72,8 @@ def record_demo(out: Path, tmp: str) -> None:
         _run(out, f"demo-{fmt}", ["scan", "--demo", "-f", fmt], tmp)
     _run(out, "demo-table-all", ["scan", "--demo", "--all"], tmp)
     _run(out, "demo-json-team", ["scan", "--demo", "-f", "json", "--group-by-label", "team"], tmp)
-    _run(out, "demo-md-whatif", ["scan", "--demo", "-f", "markdown", "--what-if", "release-idle"], tmp)
+    whatif = ["--what-if", "release-idle"]
+    _run(out, "demo-md-whatif", ["scan", "--demo", "-f", "markdown", *whatif], tmp)
     _run(out, "checks", ["checks"], tmp)
     _run(out, "explain-GPU001", ["explain", "GPU001"], tmp)
     _run(out, "rules", ["rules"], tmp)
@@ -82,7 +83,9 @@ def record_scenario(out: Path, tmp: str) -> None:
     snap = f"{tmp}/s1000.snapshot.json.gz"
     subprocess.run(
         [GPUAUDIT, "scenario", "--gpus", "1000", "--days", "7", "--seed", "3", "-o", snap],
-        check=True, env=ENV, capture_output=True,
+        check=True,
+        env=ENV,
+        capture_output=True,
     )
     for fmt in FORMATS:
         _run(out, f"s1000-{fmt}", ["scan", "--snapshot", snap, "-f", fmt], tmp)
@@ -94,8 +97,8 @@ def record_live(out: Path, tmp: str) -> None:
         from tests.support.apiserver import KubeAPIServer, make_tls  # type: ignore
         from tests.support.promserver import backfill, prometheus  # type: ignore
     except ImportError:
-        from tests.k8s_apiserver import KubeAPIServer, make_tls  # type: ignore
-        from tests.promserver import backfill, prometheus  # type: ignore
+        from tests.support.apiserver import KubeAPIServer, make_tls  # type: ignore
+        from tests.support.promserver import backfill, prometheus  # type: ignore
     b = backfill(Path(tmp) / "live", gpus=60, days=2, seed=5, scrape_s=300)
     window = ["--window", f"{b.days}d", "--end", str(b.end)]
     tls = make_tls(Path(tmp) / "tls")

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuaudit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, pack_ffd, plan
+from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, pack_ffd, plan
 from gpuaudit.cli import app
+from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views
-from gpuaudit.pricing import DEFAULT_PRICES
 from tests.conftest import DEMO, raw_snapshot
-from tests.factories import (
+from tests.support.factories import (
     START,
     STEP,
     Series,
@@ -30,7 +30,7 @@ from tests.factories import (
     make_node,
     make_pod,
 )
-from tests.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_attribution import joined_mig, replicas_of
 from tests.test_demo import claimed_since
 
 runner = CliRunner()
@@ -195,7 +195,7 @@ def test_a_product_with_nothing_released_keeps_its_plan(
 ) -> None:
     """The plan after the release is made again only for the products whose rows it drops;
     every other product's is the one it had, the same as made again from the kept rows."""
-    from gpuaudit import capacity
+    from gpuaudit.audit.assemble import capacity
 
     assert cluster_plan.after_release_idle["NVIDIA-L40S"] is cluster_plan.by_product["NVIDIA-L40S"]
     every = capacity._plans

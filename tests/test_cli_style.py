@@ -15,10 +15,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpuaudit import checks, debuglog
+from gpuaudit import checks
+from gpuaudit.app.options import OPTIONS
 from gpuaudit.cli import app, main
 from gpuaudit.console.params import environment, environment_table
-from gpuaudit.options import OPTIONS
+from gpuaudit.core import debuglog
 from tests.conftest import DEMO, ROOT
 
 runner = CliRunner()
@@ -156,7 +157,7 @@ def test_the_readme_lists_the_environment_variables() -> None:
 def test_an_internal_error_names_the_real_debug_switch(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpuaudit import pipeline
+    from gpuaudit.app import pipeline
 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom")

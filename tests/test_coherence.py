@@ -1,4 +1,4 @@
-"""The coherence pass: findings that agree with each other (`gpuaudit.coherence`)."""
+"""The coherence pass: findings that agree with each other (`gpuaudit.audit.coherence`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.coherence import make_coherent
+from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
+from gpuaudit.checks.findings import Alternative, Drain, Finding, Impact, Resource, Severity
 from gpuaudit.cli import app
-from gpuaudit.coherence import make_coherent
-from gpuaudit.findings import Alternative, Drain, Finding, Impact, Resource, Severity
-from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory
+from tests.support.factories import Series, gpu_labels, inventory
 
 runner = CliRunner()
 

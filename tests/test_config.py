@@ -14,12 +14,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gpuaudit import config, pipeline, report
+from gpuaudit import report
+from gpuaudit.app import config, pipeline
+from gpuaudit.app.config import Config
+from gpuaudit.app.options import OPTIONS
+from gpuaudit.checks.findings import Severity
 from gpuaudit.cli import app
 from gpuaudit.cli.scan import Format
-from gpuaudit.config import Config
-from gpuaudit.findings import Severity
-from gpuaudit.options import OPTIONS
 from tests.conftest import ROOT
 
 runner = CliRunner()

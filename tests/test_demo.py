@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
-from tests.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_attribution import joined_mig, replicas_of
 
 runner = CliRunner()
 

@@ -15,14 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaudit import numbers, snapshot
-from gpuaudit.errors import SnapshotError
+from gpuaudit import snapshot
+from gpuaudit.core import numbers
+from gpuaudit.core.errors import SnapshotError
 from gpuaudit.inventory import build, kube
 from gpuaudit.inventory import columns as C
 from gpuaudit.snapshot import answers
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
-from tests.factories import Series, gpu_labels
-from tests.factories import snapshot as make_snapshot
+from tests.support.factories import Series, gpu_labels
+from tests.support.factories import snapshot as make_snapshot
 
 json_scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)

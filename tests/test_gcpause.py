@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuaudit import gcpause
+from gpuaudit.core import gcpause
 
 
 class _Node:

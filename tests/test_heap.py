@@ -1,4 +1,4 @@
-"""`gpuaudit.heap`: the console script keeps the memory it frees, so that row-long arrays made
+"""`gpuaudit.cli.heap`: the console script keeps the memory it frees, so that row-long arrays made
 after others were freed reuse their pages instead of faulting in fresh ones."""
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ import sys
 
 import pytest
 
-from gpuaudit import cli, heap
+from gpuaudit import cli
+from gpuaudit.cli import heap
 from gpuaudit.console import style
 
 # An array above glibc's largest mmap threshold (32 MB): mapped apart unless told otherwise.
 _PROBE = """
 import ctypes, sys
 import numpy as np
-from gpuaudit import heap
+from gpuaudit.cli import heap
 
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (

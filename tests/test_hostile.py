@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.inventory.gangs import GANG_LISTS
-from tests.factories import Series, gpu_labels, make_node, make_pod
-from tests.factories import snapshot as make_snapshot
-from tests.k8s_apiserver import KubeAPIServer
-from tests.promserver import prometheus, require
+from tests.support.apiserver import KubeAPIServer
+from tests.support.factories import Series, gpu_labels, make_node, make_pod
+from tests.support.factories import snapshot as make_snapshot
+from tests.support.promserver import prometheus, require
 
 runner = CliRunner()
 

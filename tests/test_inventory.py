@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from gpuaudit.audit.summary import summarise
+from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.pricing import DEFAULT_PRICES
-from gpuaudit.summary import summarise
-from tests.factories import Series, gpu_labels, inventory, make_pod
+from tests.support.factories import Series, gpu_labels, inventory, make_pod
 
 
 def _holding(inv, pod):  # type: ignore[no-untyped-def]

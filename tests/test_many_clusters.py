@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.cli import app
-from gpuaudit.errors import ConfigError
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import prom
-from gpuaudit.sources.live import LiveOptions, check_cluster_scope
+from gpuaudit.sources.collect import LiveOptions, check_cluster_scope
 from gpuaudit.sources.prometheus.catalogue import BY_ID, CATALOGUE, ClusterLabel
 
 runner = CliRunner()

@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit import pipeline, snapshot
-from gpuaudit.audit import run_checks
+from gpuaudit import snapshot
+from gpuaudit.app import pipeline
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import settings_from
 from gpuaudit.checks import by_code
 from gpuaudit.cli import app
 from gpuaudit.inventory import build
-from gpuaudit.settings import settings_from
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from tests.conftest import DEMO
-from tests.factories import snapshot as make_snapshot
+from tests.support.factories import snapshot as make_snapshot
 
 runner = CliRunner()
 

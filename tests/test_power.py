@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuaudit.power import POWER_SPECS, spec_for
+from gpuaudit.domain.power import POWER_SPECS, spec_for
 
 
 @pytest.mark.parametrize(

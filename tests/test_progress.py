@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit import config, pipeline
+from gpuaudit.app import config, pipeline
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.conftest import DEMO, ROOT
@@ -25,7 +25,7 @@ runner = CliRunner()
 
 
 class Recorder:
-    """A `gpuaudit.progress.Progress` that records what it is told."""
+    """A `gpuaudit.core.progress.Progress` that records what it is told."""
 
     def __init__(self) -> None:
         self.events: list[tuple[object, ...]] = []

@@ -16,8 +16,8 @@ from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
-from gpuaudit.sources.prometheus.source import collect_prometheus
-from tests.promserver import require
+from gpuaudit.sources.prometheus.promsource import collect_prometheus
+from tests.support.promserver import require
 
 runner = CliRunner()
 

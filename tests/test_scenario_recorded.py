@@ -1,7 +1,7 @@
-"""The scenario's recorded series (`gpuaudit.scenario.recorded`) against the rules' definition
-applied sample by sample to the scenario's raw OpenMetrics: for each evaluation, the sum, count
-and maximum of the raw samples in its 5-minute range, grouped by the rules' `by` labels. The
-phases include ones that fall on samples, where Prometheus before 3.0 (closed ranges) counts a
+"""The scenario's recorded series (`gpuaudit.scenario.recorded_series`) against the rules'
+definition applied sample by sample to the scenario's raw OpenMetrics: for each evaluation, the
+sum, count and maximum of the raw samples in its 5-minute range, grouped by the rules' `by` labels.
+The phases include ones that fall on samples, where Prometheus before 3.0 (closed ranges) counts a
 sample in two evaluations and 3.0 on (left-open ranges) in one. The promtool comparison is in
 `tests/live/test_recorded_generator.py`."""
 
@@ -14,8 +14,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gpuaudit.scenario import generate, recorded, write_openmetrics
-from gpuaudit.scenario.recorded import write_recorded
+from gpuaudit.scenario import generate, write_openmetrics
+from gpuaudit.scenario import recorded_series as recorded
+from gpuaudit.scenario.recorded_series import write_recorded
 from gpuaudit.sources.prometheus import catalogue
 
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
-from gpuaudit.errors import SnapshotError
-from gpuaudit.snapshot import columns, reader
+from gpuaudit.core.errors import SnapshotError
+from gpuaudit.snapshot import reader
+from gpuaudit.snapshot import sidefile as columns
 from gpuaudit.snapshot.answers import Answer
 from tests.conftest import DEMO
 

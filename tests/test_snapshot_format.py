@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from gpuaudit import snapshot
-from gpuaudit.errors import ConfigError, SnapshotError
+from gpuaudit.core.errors import ConfigError, SnapshotError
 from gpuaudit.inventory import build
 from gpuaudit.snapshot import answers
-from tests.factories import Series, gpu_labels
-from tests.factories import snapshot as make_snapshot
+from tests.support.factories import Series, gpu_labels
+from tests.support.factories import snapshot as make_snapshot
 
 
 def _small() -> snapshot.Snapshot:

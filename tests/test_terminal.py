@@ -24,12 +24,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from gpuaudit.audit import AuditResult
+from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.waivers import parse as parse_waivers
+from gpuaudit.checks.findings import Skipped
 from gpuaudit.cli import app
-from gpuaudit.findings import Skipped
 from gpuaudit.report import print_table, table_text
 from gpuaudit.report.fold import fold
-from gpuaudit.waivers import parse as parse_waivers
 from tests.conftest import ROOT
 from tests.report import demo_result
 

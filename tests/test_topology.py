@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuaudit import topology
-from gpuaudit.errors import ConfigError
+from gpuaudit.core.errors import ConfigError
+from gpuaudit.domain import topology
 
 SAMPLES = Path(__file__).parent / "data" / "topology"
 """`nvidia-smi topo -m` samples (synthetic, in the format of published outputs)."""

@@ -1,4 +1,4 @@
-"""Every setting is checked in one place (`gpuaudit.config`) before any data is read: one error
+"""Every setting is checked in one place (`gpuaudit.app.config`) before any data is read: one error
 line and exit code 2, never an internal error; options that cannot apply to the chosen source
 are refused, naming the option."""
 
@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit import checks, config, pipeline
+from gpuaudit import checks
+from gpuaudit.app import config, pipeline
+from gpuaudit.app.options import BY_NAME, OPTIONS, Option
 from gpuaudit.checks import contract
 from gpuaudit.cli import app
-from gpuaudit.errors import ConfigError
-from gpuaudit.options import BY_NAME, OPTIONS, Option
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.sources.interface import check_step
 from tests.conftest import DEMO
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpuaudit import scenario_files
-from gpuaudit.audit import AuditResult
+from gpuaudit.app import scenario_files
+from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.checks import gpu002_idle_tail as gpu002
 from gpuaudit.checks import gpu021_oversized_reservation as gpu021
@@ -23,8 +23,8 @@ from gpuaudit.checks import gpu070_sick_gpus as gpu070
 from gpuaudit.cli import app
 from gpuaudit.report import table_text
 from gpuaudit.scenario import generate, write_openmetrics
-from tests.factories import Series, gpu_labels, inventory, make_node, make_pod, run_check
 from tests.report import demo_result
+from tests.support.factories import Series, gpu_labels, inventory, make_node, make_pod, run_check
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuaudit.findings import Severity
+from gpuaudit.checks.findings import Severity
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ A check is one module `gpuaudit/checks/gpuNNN_<name>.py` that defines:
   default declares its kind (`idle_activity: float = fraction(0.05)`, or `hours`, `minutes`,
   `days`, `count`, `switch`; see `SettingKind`) and a docstring (`--set NAME=VALUE`, `[checks]` in
   `gpuaudit.toml`; a name several checks declare is one setting, with one default and one
-  kind). The kind says which values the setting takes, so `gpuaudit.config` validates every
+  kind). The kind says which values the setting takes, so `gpuaudit.app.config` validates every
   setting of every check the same way;
 - optionally `VIEWS`, a tuple of the row-long shared views it reads, itself or through the
   helpers it calls (names of `Views.ROW_LONG`): the audit lets go of such a view once no check
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from gpuaudit.findings import Finding
+from gpuaudit.checks.findings import Finding
 from gpuaudit.inventory import Capability, Views
 
 SECTIONS = ("What it finds", "Why it matters", "How it decides", "What to do")

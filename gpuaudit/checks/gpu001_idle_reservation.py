@@ -51,7 +51,7 @@ from typing import Any
 from gpuaudit.checks import idle
 from gpuaudit.checks.base import WASTE, gpu_word, held_text, short_model
 from gpuaudit.checks.contract import fraction, hours, switch
-from gpuaudit.findings import Confidence, Finding, Impact, Resource
+from gpuaudit.checks.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 

@@ -44,7 +44,7 @@ import numpy.typing as npt
 from gpuaudit.checks import idle
 from gpuaudit.checks.base import WASTE, held_text, shared_note, short_model
 from gpuaudit.checks.contract import fraction, hours
-from gpuaudit.findings import Confidence, Finding, Impact, Resource
+from gpuaudit.checks.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.views import PodHours

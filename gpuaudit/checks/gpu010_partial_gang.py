@@ -55,7 +55,7 @@ import numpy as np
 
 from gpuaudit.checks.base import MODEST_WASTE, WASTE, gpu_word, short_model
 from gpuaudit.checks.contract import minutes
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views, grouped
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import held_hours

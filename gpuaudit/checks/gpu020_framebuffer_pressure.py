@@ -30,10 +30,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuaudit import mig
 from gpuaudit.checks.base import short_model
 from gpuaudit.checks.contract import count, fraction
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.domain import mig
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 

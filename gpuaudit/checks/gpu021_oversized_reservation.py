@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaudit import mig
 from gpuaudit.checks.base import MODEST_WASTE, short_model
 from gpuaudit.checks.contract import fraction, hours
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.checks.findings import Finding, Impact, Resource
+from gpuaudit.domain import mig
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 

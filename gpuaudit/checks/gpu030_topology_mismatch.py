@@ -50,12 +50,12 @@ from dataclasses import dataclass
 
 from gpuaudit.checks.base import gpu_word, short_model
 from gpuaudit.checks.contract import fraction, rate
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.domain.topology import Topology
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.comms import Communication
 from gpuaudit.inventory.views import PodOnNode
-from gpuaudit.topology import Topology
 
 CODE = "GPU030"
 TITLE = "Topology mismatch in a node"

@@ -68,13 +68,13 @@ from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, gpu_word, pack, short_model
 from gpuaudit.checks.contract import fraction, rate
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.checks.findings import Finding, Impact, Resource
+from gpuaudit.domain.topology import Topology
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.comms import Communication
 from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import is_na
-from gpuaudit.topology import Topology
 
 CODE = "GPU031"
 TITLE = "Gang spread too wide"

@@ -50,7 +50,7 @@ from typing import Any
 
 from gpuaudit.checks.base import WAITING, gpu_word
 from gpuaudit.checks.contract import minutes
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.feasibility import refusal_summary

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from gpuaudit.checks.base import WAITING, gpu_word, pack_each
 from gpuaudit.checks.contract import minutes
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.feasibility import Placement, refusal_summary

@@ -39,7 +39,7 @@ import numpy as np
 
 from gpuaudit.checks.base import NODE_WASTE, gpu_word, short_model
 from gpuaudit.checks.contract import fraction, hours
-from gpuaudit.findings import Finding, Impact, Resource
+from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Inventory, Views, grouped
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.arrays import grid_range, slices

@@ -38,7 +38,7 @@ from typing import Any
 
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.checks.contract import hours
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Reason

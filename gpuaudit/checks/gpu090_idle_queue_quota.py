@@ -73,7 +73,7 @@ from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
 from gpuaudit.checks.contract import fraction, gpus, hours, minutes
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory.queue_usage import Pending, QueueUsage
 from gpuaudit.inventory.queues import GPU, KUEUE, VOLCANO

@@ -13,9 +13,9 @@ Noise floor
 
 Power corroboration
     A pod's GPUs' mean draw `P` (`DCGM_FI_DEV_POWER_USAGE`, W, weighted by hours held) is
-    measured against the model's idle draw `I` (approximate, from `gpuaudit.power`) and its
+    measured against the model's idle draw `I` (approximate, from `gpuaudit.domain.power`) and its
     maximum `M`: the GPU's power management limit (`DCGM_FI_DEV_POWER_MGMT_LIMIT`) where
-    exported, else the model's board power from `gpuaudit.power`. Its place between them is
+    exported, else the model's board power from `gpuaudit.domain.power`. Its place between them is
     `(P - I) / (M - I)` (0 at or under idle). Above `idle_power_margin` the draw contradicts
     the activity reading: the finding has low confidence (or, with `idle_power_drop = 1`, is
     not reported); at or under it the draw agrees: high confidence. It is unavailable, and
@@ -34,13 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from gpuaudit.findings import Confidence
+from gpuaudit.checks.findings import Confidence
+from gpuaudit.domain.power import spec_for
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.power import spec_for
 
 POWER_LIMIT_SOURCE = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
 """Where the maximum came from when the GPU exported its limit."""
+# The wording reports have always carried (a source name, not an import path): kept so that
+# reports compare across versions.
 BOARD_POWER_SOURCE = "model board power (gpuaudit.power)"
 """Where the maximum came from otherwise."""
 WHOLE_HOLDING = "the power draw is a mean over the whole holding, its active hours included"
@@ -58,7 +60,7 @@ class Signals:
     max_source: str
     """`POWER_LIMIT_SOURCE` or `BOARD_POWER_SOURCE`; empty when unknown."""
     idle_w: float | None
-    """Approximate idle draw per GPU (W), from `gpuaudit.power`."""
+    """Approximate idle draw per GPU (W), from `gpuaudit.domain.power`."""
     fb_used_mib: float | None
     """Mean framebuffer in use per GPU (MiB), None when not measured."""
     fb_used_share: float | None

@@ -1,6 +1,6 @@
-"""The command line: it declares commands and options and calls `gpuaudit.pipeline`.
+"""The command line: it declares commands and options and calls `gpuaudit.app.pipeline`.
 
-`scan` and `snapshot save` hand the options the user gave to `gpuaudit.config`, which resolves
+`scan` and `snapshot save` hand the options the user gave to `gpuaudit.app.config`, which resolves
 and validates them once; the pipeline does the work; the commands print the summary and errors.
 How they look on a terminal (one-line errors, help, progress) is `gpuaudit.console`'s.
 """
@@ -11,10 +11,11 @@ from typing import Annotated as A
 
 import typer
 
-from gpuaudit import __version__, debuglog, heap
-from gpuaudit.cli import reference, scan, scenario, snapshot
+from gpuaudit import __version__
+from gpuaudit.cli import heap, reference, scan, scenario, snapshot
 from gpuaudit.console import style
 from gpuaudit.console.params import opt
+from gpuaudit.core import debuglog
 
 app = typer.Typer(
     name="gpuaudit",
@@ -74,6 +75,6 @@ def root(
 
 def main() -> None:
     """The console script (`gpuaudit.console.style.run`): a process of one command, which
-    keeps the memory it frees for its own reuse (`gpuaudit.heap`)."""
+    keeps the memory it frees for its own reuse (`gpuaudit.cli.heap`)."""
     heap.keep_freed_memory()
     style.run(app)

@@ -46,7 +46,7 @@ def rules(
     ] = None,
 ) -> None:
     """Print alerting and recording rules (`RULES_DOC`)."""
-    from gpuaudit import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
+    from gpuaudit.app import pipeline  # lazy: it loads pandas, which would slow `gpuaudit --help`
 
     with failing():
         pipeline.deliver(pipeline.rules_text(fmt.value, pod_label), output)
@@ -54,7 +54,7 @@ def rules(
 
 def checks() -> None:
     """List every check with its stable code."""
-    from gpuaudit.console import reference  # lazy: the checks load pandas
+    from gpuaudit.console import checkdocs as reference  # lazy: the checks load pandas
 
     reference.print_checks()
 
@@ -63,7 +63,7 @@ def explain(
     code: A[str, typer.Argument(help="A check code, e.g. GPU001.", metavar="CODE")],
 ) -> None:
     """Print a check's documentation."""
-    from gpuaudit.console import reference  # lazy: the checks load pandas
+    from gpuaudit.console import checkdocs as reference  # lazy: the checks load pandas
 
     with failing():
         print(reference.explain(code))

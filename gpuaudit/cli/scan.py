@@ -1,4 +1,4 @@
-"""`gpuaudit scan`: every option of `gpuaudit.options`, then one call to the pipeline."""
+"""`gpuaudit scan`: every option of `gpuaudit.app.options`, then one call to the pipeline."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import enum
 
 import typer
 
-from gpuaudit import debuglog
+from gpuaudit.app.options import OPTIONS
 from gpuaudit.console.params import from_environment, given, takes
 from gpuaudit.console.style import failing, say_outcome
-from gpuaudit.options import OPTIONS
+from gpuaudit.core import debuglog
 
 
 class Format(str, enum.Enum):
@@ -33,9 +33,9 @@ HELP = (
 @takes(*OPTIONS, format=Format)
 def scan(ctx: typer.Context, **_: object) -> None:
     """Audit GPU usage (`HELP`)."""
-    from gpuaudit import config as configuration  # lazy, as the pipeline:
-    from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
-    from gpuaudit.console import progress
+    from gpuaudit.app import config as configuration  # lazy, as the pipeline:
+    from gpuaudit.app import pipeline  # they load pandas, which would slow `gpuaudit --help`
+    from gpuaudit.console import progressbar as progress
 
     options = given(ctx)
     if options.get("debug"):

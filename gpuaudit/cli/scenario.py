@@ -49,7 +49,7 @@ def scenario(
     no_side_file: A[bool, _opt("--no-side-file")] = False,
 ) -> None:
     """Generate a deterministic cluster scenario with planted problems."""
-    from gpuaudit import scenario_files  # lazy: it loads numpy, which would slow `--help`
+    from gpuaudit.app import scenario_files  # lazy: it loads numpy, which would slow `--help`
 
     with failing():
         scenario_files.write_scenario(

@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from gpuaudit import debuglog
+from gpuaudit.app.options import OPTIONS
 from gpuaudit.console import style
 from gpuaudit.console.params import from_environment, given, opt, takes
 from gpuaudit.console.style import failing
-from gpuaudit.options import OPTIONS
+from gpuaudit.core import debuglog
 
 app = typer.Typer(
     help="Save snapshots of live data, and show what a snapshot holds.",
@@ -45,9 +45,9 @@ def save(
     **_: object,
 ) -> None:
     """Collect a snapshot from live sources and write it, without auditing."""
-    from gpuaudit import config as configuration  # lazy, as the pipeline:
-    from gpuaudit import pipeline  # they load pandas, which would slow `gpuaudit --help`
-    from gpuaudit.console import progress
+    from gpuaudit.app import config as configuration  # lazy, as the pipeline:
+    from gpuaudit.app import pipeline  # they load pandas, which would slow `gpuaudit --help`
+    from gpuaudit.console import progressbar as progress
     from gpuaudit.report.text import plural
 
     options = given(ctx)
@@ -75,8 +75,10 @@ def show(
     file: Annotated[Path, typer.Argument(help="A snapshot file.", metavar="FILE")],
 ) -> None:
     """Print what a snapshot holds (`SHOW_HELP`)."""
-    from gpuaudit import snapshot_info  # lazy: it loads numpy, which would slow `--help`
-    from gpuaudit.console import progress
+    from gpuaudit.console import progressbar as progress
+    from gpuaudit.console import (
+        show as snapshot_info,  # lazy: it loads numpy, which would slow `--help`
+    )
 
     with failing(), progress.for_run(False).stage("loading the snapshot", "bytes") as tick:
         text = snapshot_info.describe(file, progress=tick)

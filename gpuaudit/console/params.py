@@ -1,5 +1,5 @@
 """How the commands declare their options and read back the ones the user gave: `scan` and
-`snapshot save` from the table in `gpuaudit.options` (`takes`), the other commands one by one
+`snapshot save` from the table in `gpuaudit.app.options` (`takes`), the other commands one by one
 (`opt`), each with its `GPUAUDIT_...` variable; and the table of those variables README shows.
 
 Only Typer is imported at the top, so that `gpuaudit --help` stays fast.
@@ -16,8 +16,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gpuaudit import debuglog
-from gpuaudit.options import BY_NAME, Kind, Option
+from gpuaudit.app.options import BY_NAME, Kind, Option
+from gpuaudit.core import debuglog
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -35,7 +35,7 @@ _TYPES: dict[Kind, object] = {
 
 def takes(*options: Option, **types: type) -> Callable[[F], F]:
     """Declare `options` on a command, after its own parameters, each from its one entry in
-    `gpuaudit.options` (`types` by name where the kind does not give the Python type). Typer
+    `gpuaudit.app.options` (`types` by name where the kind does not give the Python type). Typer
     reads a command's options from its signature, so they are written there; the command
     takes them as `**_` and reads the ones the user gave with `given`."""
 
@@ -71,7 +71,7 @@ def opt(
     for a flag), read from `GPUAUDIT_`, the command and the flag's name (`rules --pod-label`
     from `GPUAUDIT_RULES_POD_LABEL`) unless `envvar=` says otherwise: a variable exported for
     one command never changes what another does. `scan` and `snapshot save` take theirs from
-    `gpuaudit.options` instead."""
+    `gpuaudit.app.options` instead."""
     name = flag.removeprefix("--").upper().replace("-", "_")
     kw.setdefault("envvar", envvar(command, name))
     return typer.Option(flag, *short, help=table[flag], metavar=metavar, **kw)

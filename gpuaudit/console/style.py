@@ -23,11 +23,11 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from gpuaudit import debuglog
-from gpuaudit.errors import GpuauditError
+from gpuaudit.core import debuglog
+from gpuaudit.core.errors import GpuauditError
 
 if TYPE_CHECKING:
-    from gpuaudit.pipeline import Outcome
+    from gpuaudit.app.pipeline import Outcome
 
 PREFIX = "gpuaudit: error: "
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuaudit.inventory.build import build
 from gpuaudit.inventory.capabilities import Capability
-from gpuaudit.inventory.model import Inventory
+from gpuaudit.inventory.tables import Inventory
 from gpuaudit.inventory.views import Views
 
 __all__ = ["Capability", "Inventory", "Views", "build"]

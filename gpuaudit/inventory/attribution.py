@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import mig
+from gpuaudit.domain import mig
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import sharing
 

@@ -19,26 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuaudit import limits, mig
-from gpuaudit.errors import SnapshotError
-from gpuaudit.gcpause import without_gc
+from gpuaudit.core import limits
+from gpuaudit.core.errors import SnapshotError
+from gpuaudit.core.gcpause import without_gc
+from gpuaudit.domain import mig
+from gpuaudit.domain.topology import load_dir
 from gpuaudit.inventory import attribution, claimed, dra, held, kube, prom, queues, sharing
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, nan_column, regroup
 from gpuaudit.inventory.capabilities import Capability
-from gpuaudit.inventory.model import (
-    GANG_COLUMNS,
-    GPU_COLUMNS,
-    HEALTH_QUERIES,
-    HOLDING_COLUMNS,
-    IDENTITY_COLUMNS,
-    NODE_COLUMNS,
-    P2P_COLUMNS,
-    POD_COLUMNS,
-    Inventory,
-    frame,
-)
 from gpuaudit.inventory.parse import (
     Metric,
     Parser,
@@ -50,12 +40,23 @@ from gpuaudit.inventory.parse import (
     xid_events,
     xids,
 )
+from gpuaudit.inventory.tables import (
+    GANG_COLUMNS,
+    GPU_COLUMNS,
+    HEALTH_QUERIES,
+    HOLDING_COLUMNS,
+    IDENTITY_COLUMNS,
+    NODE_COLUMNS,
+    P2P_COLUMNS,
+    POD_COLUMNS,
+    Inventory,
+    frame,
+)
 from gpuaudit.inventory.topologies import node_topologies
 from gpuaudit.inventory.window import Narrowed, narrow
 from gpuaudit.inventory.window import iso as _iso
 from gpuaudit.snapshot import Manifest, Snapshot
 from gpuaudit.sources.prometheus import catalogue as queries
-from gpuaudit.topology import load_dir
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -31,7 +31,7 @@ import numpy as np
 from gpuaudit.inventory import columns as C
 
 if TYPE_CHECKING:
-    from gpuaudit.inventory.model import Inventory
+    from gpuaudit.inventory.tables import Inventory
 
 DISTRIBUTED_KINDS = frozenset({"PyTorchJob", "MPIJob", "TFJob", "JobSet", "LeaderWorkerSet"})
 """Owner and gang kinds whose pods run one job across GPUs and exchange data."""

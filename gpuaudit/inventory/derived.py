@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpuaudit.domain.pricing import price_for
 from gpuaudit.inventory import columns as C
-from gpuaudit.pricing import price_for
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
-    from gpuaudit.inventory.model import Inventory
+    from gpuaudit.inventory.tables import Inventory
 
     Index = npt.NDArray[np.signedinteger[Any]]
     """An array of row positions or codes: 4- or 8-byte integers."""

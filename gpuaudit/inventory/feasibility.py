@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaudit.inventory import columns as C
 
 if TYPE_CHECKING:
-    from gpuaudit.inventory.model import Inventory
+    from gpuaudit.inventory.tables import Inventory
 
 GPU = "nvidia.com/gpu"
 """The whole-GPU resource the NVIDIA device plugin advertises."""

@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit import limits
+from gpuaudit.core import limits
+from gpuaudit.core.numbers import index_label, whole_number
 from gpuaudit.inventory.kube import Objects
-from gpuaudit.numbers import index_label, whole_number
 
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHED_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io/name")

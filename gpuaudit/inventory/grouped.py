@@ -24,7 +24,7 @@ from gpuaudit.inventory import derived
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gpuaudit.inventory.model import Inventory
+    from gpuaudit.inventory.tables import Inventory
 
 
 def holding_positions(inv: Inventory, hourly: pd.DataFrame) -> np.ndarray | None:

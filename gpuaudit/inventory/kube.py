@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from gpuaudit import limits, numbers
+from gpuaudit.core import limits, numbers
 from gpuaudit.inventory.feasibility import Constraints, Requirement, Taint, Term, Toleration
 
 GPU_RESOURCE = "nvidia.com/gpu"

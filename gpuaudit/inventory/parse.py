@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuaudit import limits
-from gpuaudit.errors import SnapshotError
+from gpuaudit.core import limits
+from gpuaudit.core.errors import SnapshotError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import prom
 from gpuaudit.inventory.arrays import Arr, distinct, join_at, regroup

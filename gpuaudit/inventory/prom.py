@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.numbers import index_label
+from gpuaudit.core.numbers import index_label
 
 _EXPORTER_RE = re.compile(r"dcgm-exporter|dcgm_exporter", re.IGNORECASE)
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpuaudit import mig
+from gpuaudit.domain import mig
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.kube import PRODUCT_LABEL
 from gpuaudit.inventory.queues import (
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from gpuaudit.inventory.derived import HeldRows, Holders, PodHours
-    from gpuaudit.inventory.model import Inventory
+    from gpuaudit.inventory.tables import Inventory
 
     Floats = npt.NDArray[np.float64]
 

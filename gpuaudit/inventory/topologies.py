@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gpuaudit import limits, topology
+from gpuaudit.core import limits
+from gpuaudit.core.numbers import index_label, json_number
+from gpuaudit.domain import topology
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import node_products
-from gpuaudit.numbers import index_label, json_number
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,7 +1,7 @@
 """`Views`: what several checks, the summary and the breakdown read besides the inventory's own
 tables, each made at most once per audit and handed to all of them.
 
-A `Views` is created once per audit (`gpuaudit.audit.run_checks`) from the frozen inventory
+A `Views` is created once per audit (`gpuaudit.audit.assemble.run_checks`) from the frozen inventory
 and the prices; each view is computed the first time it is asked for and kept by that `Views`
 object, never by the inventory. Views are shared: nobody may change one. The functions that
 make them live in `gpuaudit.inventory.derived` and `gpuaudit.inventory.grouped`.
@@ -19,8 +19,8 @@ from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours, WindowHours
 from gpuaudit.inventory.feasibility import Placement
 from gpuaudit.inventory.grouped import PodOnNode, WholeRows
-from gpuaudit.inventory.model import Inventory
 from gpuaudit.inventory.sharing import Sharing
+from gpuaudit.inventory.tables import Inventory
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +35,7 @@ class Views:
         self.inv = inv
         """The inventory every view is made from."""
         self.prices = dict(prices)
-        """Price per GPU-hour by GPU model (see `gpuaudit.pricing`)."""
+        """Price per GPU-hour by GPU model (see `gpuaudit.domain.pricing`)."""
         self._waiting: dict[float, pd.DataFrame] = {}
         self._queues: dict[float, tuple[queue_usage.QueueUsage, ...]] = {}
 

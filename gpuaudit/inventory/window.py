@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from gpuaudit.errors import ConfigError
+from gpuaudit.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

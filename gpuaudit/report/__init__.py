@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gpuaudit.audit import AuditResult
+from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.report import html, json_report, junit, markdown, table
-from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.table import print_table, table_text
 
 FORMATS: Mapping[str, ReportFormat] = MappingProxyType(

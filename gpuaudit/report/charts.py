@@ -17,8 +17,8 @@ import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from gpuaudit.breakdown import Charts
-from gpuaudit.capacity import CapacityPlan
+from gpuaudit.audit.breakdown import Charts
+from gpuaudit.audit.capacity import CapacityPlan
 from gpuaudit.report.text import terminal
 
 if TYPE_CHECKING:

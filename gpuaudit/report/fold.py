@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuaudit.findings import Finding, Severity
+from gpuaudit.checks.findings import Finding, Severity
 
 FOLD_MIN = 3
 """The fewest alike findings that fold into one row."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gpuaudit.audit import AuditResult
-from gpuaudit.report.interface import ReportFormat
+from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.report.renderer import ReportFormat
 
 
 def render(result: AuditResult) -> str:

@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
-from gpuaudit.audit import AuditResult
+from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.checks import by_code
-from gpuaudit.findings import Finding
-from gpuaudit.report.interface import ReportFormat
+from gpuaudit.checks.findings import Finding
+from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import num, plural, terminal, window_text
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 
 from gpuaudit import __version__
-from gpuaudit.audit import AuditResult
-from gpuaudit.breakdown import Group
-from gpuaudit.capacity import CapacityPlan, Stat
-from gpuaudit.compare import IMPROVED, NEW, UNCHANGED, WORSE
-from gpuaudit.findings import Finding
+from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.breakdown import Group
+from gpuaudit.audit.capacity import CapacityPlan, Stat
+from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
+from gpuaudit.checks.findings import Finding
 from gpuaudit.inventory.queue_usage import QueueUsage
-from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
     CLUSTER_HEAD,
     DELTA_LABELS,

@@ -21,11 +21,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuaudit.audit import AuditResult
-from gpuaudit.capacity import Stat
+from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.capacity import Stat
 from gpuaudit.checks import discover
 from gpuaudit.report.fold import Row, fold
-from gpuaudit.report.interface import ReportFormat
+from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
     attribution_sentence,
     cluster_rows,

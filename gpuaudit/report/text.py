@@ -13,9 +13,9 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from gpuaudit.audit import AuditResult
-from gpuaudit.numbers import json_number
-from gpuaudit.summary import Summary
+from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.summary import Summary
+from gpuaudit.core.numbers import json_number
 
 MAX_LISTED = 25
 """Waived and resolved findings listed by name in the Markdown and HTML reports."""

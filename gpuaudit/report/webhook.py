@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from gpuaudit.errors import GpuauditError
+from gpuaudit.core.errors import GpuauditError
 from gpuaudit.report.text import terminal
 
 

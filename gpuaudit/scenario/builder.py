@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpuaudit.scenario import nodes
-from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
+from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
 
 Rng = np.random.Generator
 Arr = np.ndarray[Any, np.dtype[Any]]

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from gpuaudit.scenario import workloads
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.model import NodeSpec, PodSpec
+from gpuaudit.scenario.cluster import NodeSpec, PodSpec
 from gpuaudit.scenario.workloads import DAILY_H, Activity, Hang, IdleTail, pattern
 
 
@@ -475,7 +475,7 @@ def plant_power(b: Builder) -> None:
     """`POWER_CASES`, once, on one more L40S node that they fill (so that no pending pod's
     room changes), after every other case but the pending pods: the cases before stay exactly
     as they were. An L40S exports no power limit here (`nodes.LIMIT_EXPORTED`): its figures
-    come from `gpuaudit.power`."""
+    come from `gpuaudit.domain.power`."""
     node = b.add_node("l40s", len(b.of_kind("l40s")))
     for case in POWER_CASES:
         plant(b, {"l40s": [node]}, case, 0)

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from gpuaudit.gcpause import without_gc
+from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
@@ -475,7 +475,7 @@ def openmetrics_samples(
 ) -> Iterator[SampleBatch]:
     """The samples `write_openmetrics` writes, as arrays (the values as Prometheus parses
     that text), a metric at a time in batches of whole series of about `batch` samples; for
-    writing TSDB blocks directly (`tests.tsdbblocks`). `hours` as in `write_openmetrics`."""
+    writing TSDB blocks directly (`tests.support.tsdbblocks`). `hours` as in `write_openmetrics`."""
     table = Table(sc, style)
     per_hour = 3600 // sc.scrape_s
     offs = sample_offsets_ms(sc.scrape_s)

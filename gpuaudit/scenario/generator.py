@@ -16,10 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaudit.gcpause import without_gc
-from gpuaudit.scenario import attribution, cases, gangs, hardware, nodes, queues, truth, workloads
+from gpuaudit.core.gcpause import without_gc
+from gpuaudit.scenario import cases, hardware, nodes, truth, workloads
+from gpuaudit.scenario import gang_cases as gangs
+from gpuaudit.scenario import join_cases as attribution
+from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.model import Holding, NodeSpec, PodSpec, SlotSpec
+from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
 
 DEFAULT_END = 1795392000  # 2026-11-23T00:00:00Z, a Monday: fixed so scenarios are reproducible.
 

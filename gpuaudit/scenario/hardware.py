@@ -10,7 +10,7 @@ exactly as it was.
 from __future__ import annotations
 
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.model import NodeSpec, SlotSpec
+from gpuaudit.scenario.cluster import NodeSpec, SlotSpec
 from gpuaudit.scenario.workloads import place
 from gpuaudit.sources.prometheus import catalogue as queries
 

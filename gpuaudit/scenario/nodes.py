@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuaudit.scenario.model import NodeSpec, SlotSpec
+from gpuaudit.scenario.cluster import NodeSpec, SlotSpec
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuaudit import xid
+from gpuaudit.domain import xid
 from gpuaudit.scenario import nodes
+from gpuaudit.scenario.cluster import Holding, SlotSpec
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.model import Holding, SlotSpec
 from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]

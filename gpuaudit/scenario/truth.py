@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.model import PodSpec
+from gpuaudit.scenario.cluster import PodSpec
 
 
 def from_state(b: Builder) -> None:

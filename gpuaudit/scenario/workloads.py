@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuaudit.scenario.builder import Arr, Builder
-from gpuaudit.scenario.model import NodeSpec, PodSpec, SlotSpec
+from gpuaudit.scenario.cluster import NodeSpec, PodSpec, SlotSpec
 
 DAILY_H = 72
 """Hours of data GPU003 needs to see a daily pattern: nightly batch is one of its cases only

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuaudit.progress import SILENT, Progress
+from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.snapshot.format import FORMAT_NAME, FORMAT_VERSION, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest, ManifestWindow
 from gpuaudit.snapshot.model import Snapshot
@@ -41,7 +41,7 @@ from gpuaudit.snapshot.reader import MAX_BYTES, from_json, index, read
 from gpuaudit.snapshot.writer import write, write_records
 
 if TYPE_CHECKING:
-    from gpuaudit.sources.live import LiveOptions
+    from gpuaudit.sources.collect import LiveOptions
 
 __all__ = [
     "FORMAT_NAME",
@@ -79,8 +79,8 @@ def collect_live(
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
     # import, which reading a snapshot file should not pay.
     from gpuaudit.snapshot import fields
-    from gpuaudit.snapshot import live as from_live
-    from gpuaudit.sources import live as live_source
+    from gpuaudit.snapshot import from_live as from_live
+    from gpuaudit.sources import collect as live_source
 
     keep = from_live.ArrayKeeper() if as_arrays else from_live.keep_bytes
     raw = live_source.collect(

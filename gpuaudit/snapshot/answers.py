@@ -22,8 +22,8 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from gpuaudit.errors import SnapshotError
-from gpuaudit.numbers import sample_time, sample_value
+from gpuaudit.core.errors import SnapshotError
+from gpuaudit.core.numbers import sample_time, sample_value
 
 Arr = np.ndarray[Any, np.dtype[Any]]
 Labels = Mapping[str, Any]

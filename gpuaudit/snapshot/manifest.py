@@ -2,7 +2,7 @@
 which capabilities, what was read of Kubernetes, how the queries were cut, and whether every
 source answered in full (`docs/snapshot.md` lists the keys).
 
-`Manifest` is built here and only here: by a live collection (`gpuaudit.snapshot.live`), by the
+`Manifest` is built here and only here: by a live collection (`gpuaudit.snapshot.from_live`), by the
 scenario generator, or from a file (`Manifest.from_json`). It is also a read-only mapping of its
 JSON object, as written to the file, for code that reads the manifest by key.
 """
@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from gpuaudit import __version__, limits
-from gpuaudit.errors import SnapshotError
-from gpuaudit.numbers import json_number
+from gpuaudit import __version__
+from gpuaudit.core import limits
+from gpuaudit.core.errors import SnapshotError
+from gpuaudit.core.numbers import json_number
 from gpuaudit.snapshot.format import FORMAT_VERSION
 
 

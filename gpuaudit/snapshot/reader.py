@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from gpuaudit import limits
-from gpuaudit.errors import SnapshotError
-from gpuaudit.gcpause import without_gc
-from gpuaudit.snapshot import columns
+from gpuaudit.core import limits
+from gpuaudit.core.errors import SnapshotError
+from gpuaudit.core.gcpause import without_gc
+from gpuaudit.snapshot import sidefile as columns
 from gpuaudit.snapshot.answers import Interner, from_record_line, parse
 from gpuaudit.snapshot.format import FORMAT_NAME, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import ClassVar, Generic, TypeVar
 
-from gpuaudit.errors import ConfigError, SourceError
+from gpuaudit.core.errors import ConfigError, SourceError
 
 __all__ = ["Progress", "Source", "SourceError", "Window", "check_step", "make_window", "span"]
 

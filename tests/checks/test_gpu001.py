@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
-from gpuaudit.findings import Severity
-from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.checks.findings import Severity
+from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check
 
 
 def _run(series: list[Series], hours: int, **kw):  # type: ignore[no-untyped-def]

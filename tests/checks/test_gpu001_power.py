@@ -8,10 +8,10 @@ import pytest
 
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.checks import idle
-from gpuaudit.findings import Confidence
-from tests.factories import Series, gpu_labels, inventory, run_check
+from gpuaudit.checks.findings import Confidence
+from tests.support.factories import Series, gpu_labels, inventory, run_check
 
-H100 = "NVIDIA H100 80GB HBM3"  # gpuaudit.power: 700 W board power, about 70 W idle
+H100 = "NVIDIA H100 80GB HBM3"  # gpuaudit.domain.power: 700 W board power, about 70 W idle
 
 
 def _one(series: list[Series], hours: int = 10, **cfg: float):  # type: ignore[no-untyped-def]
@@ -100,7 +100,7 @@ def test_mig_and_unknown_models_cannot_corroborate() -> None:
     assert f.confidence is Confidence.MEDIUM
     assert "whole GPU's" in f.evidence["power_corroboration"]
     assert f.evidence["power_mean_w"] == 60.0  # stated, not weighed
-    # A model gpuaudit.power does not know: a limit gives the maximum but no idle figure.
+    # A model gpuaudit.domain.power does not know: a limit gives the maximum but no idle figure.
     f = _one([_gpu(0, model="NVIDIA A10G", power=25.0, power_limit=300.0)])
     assert f.confidence is Confidence.MEDIUM
     assert f.evidence["power_corroboration"] == "the GPU model's idle draw is not known"

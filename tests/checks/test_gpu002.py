@@ -3,8 +3,17 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu002_idle_tail as gpu002
-from gpuaudit.findings import Confidence, Finding, Severity
-from tests.factories import START, STEP, Series, gpu_labels, inventory, iso, make_pod, run_check
+from gpuaudit.checks.findings import Confidence, Finding, Severity
+from tests.support.factories import (
+    START,
+    STEP,
+    Series,
+    gpu_labels,
+    inventory,
+    iso,
+    make_pod,
+    run_check,
+)
 
 
 def _run(series: list[Series], hours: int, **kw: object) -> list[Finding]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu003_part_time_reservation as gpu003
-from gpuaudit.findings import Finding, Severity
-from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.checks.findings import Finding, Severity
+from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check
 
 # The factories' window starts at 22:00 UTC: bucket i covers hour of day (22 + i) % 24.
 FIRST_HOUR = 22

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from gpuaudit.checks import gpu010_partial_gang as gpu010
-from gpuaudit.findings import Severity
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.checks.findings import Severity
+from tests.support.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
 
 HOURS = 10
 END = START + HOURS * STEP

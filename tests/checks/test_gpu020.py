@@ -3,8 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaudit.checks import gpu020_framebuffer_pressure as gpu020
-from gpuaudit.findings import Finding, Severity
-from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.checks.findings import Finding, Severity
+from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check
 
 H100_MIB = 81559.0
 

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from gpuaudit.checks import gpu021_oversized_reservation as gpu021
-from gpuaudit.findings import Finding, Severity
-from tests.factories import Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.checks.findings import Finding, Severity
+from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check
 
 H100_MIB, L40S_MIB = 81559.0, 46068.0
 

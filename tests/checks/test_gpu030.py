@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from gpuaudit.checks import gpu030_topology_mismatch as gpu030
-from gpuaudit.errors import ConfigError
-from gpuaudit.findings import Severity
-from tests.factories import (
+from gpuaudit.checks.findings import Severity
+from gpuaudit.core.errors import ConfigError
+from tests.support.factories import (
     SAMPLES_PER_HOUR,
     Series,
     gpu_labels,

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks.base import pack
-from gpuaudit.findings import Severity
+from gpuaudit.checks.findings import Severity
 from gpuaudit.inventory.feasibility import NodeFacts, Placement
-from tests.factories import (
+from tests.support.factories import (
     SAMPLES_PER_HOUR,
     Series,
     gpu_labels,

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu040_busy_no_work as gpu040
-from gpuaudit.findings import Finding, Severity
-from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory, run_check
+from gpuaudit.checks.findings import Finding, Severity
+from tests.support.factories import Series, gpu_labels, inventory, run_check
 
 
 def _hung(

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from gpuaudit.checks import gpu051_fragmentation as gpu051
-from gpuaudit.findings import Severity
-from tests.factories import (
+from gpuaudit.checks.findings import Severity
+from tests.support.factories import (
     START,
     STEP,
     Series,

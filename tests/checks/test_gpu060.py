@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu060_warm_idle_nodes as gpu060
-from gpuaudit.findings import Severity
-from tests.factories import Series, gpu_labels, inventory, make_node, run_check
+from gpuaudit.checks.findings import Severity
+from tests.support.factories import Series, gpu_labels, inventory, make_node, run_check
 
 
 def _node(host: str, acts: list[list[float | None]], pods: list[str] | None = None) -> list[Series]:

@@ -4,14 +4,14 @@ import dataclasses
 
 import pytest
 
-from gpuaudit import xid
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu070_sick_gpus as gpu070
-from gpuaudit.findings import Drain, Finding, Severity
+from gpuaudit.checks.findings import Drain, Finding, Severity
+from gpuaudit.domain import xid
 from gpuaudit.inventory import Capability, build
-from gpuaudit.settings import Settings
-from tests.factories import Series, gpu_labels, inventory, run_check, snapshot
+from tests.support.factories import Series, gpu_labels, inventory, run_check, snapshot
 
 
 def _run(series: list[Series], hours: int = 10) -> list[Finding]:

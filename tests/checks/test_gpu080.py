@@ -3,8 +3,16 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
-from gpuaudit.findings import Finding, Severity
-from tests.factories import START, Series, gpu_labels, inventory, make_node, make_pod, run_check
+from gpuaudit.checks.findings import Finding, Severity
+from tests.support.factories import (
+    START,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 HOURS = 10
 

@@ -4,13 +4,13 @@ from typing import Any
 
 import pytest
 
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu090_idle_queue_quota as gpu090
-from gpuaudit.findings import Severity
+from gpuaudit.checks.findings import Severity
 from gpuaudit.inventory import Inventory
-from gpuaudit.settings import Settings
-from tests.factories import (
+from tests.support.factories import (
     START,
     STEP,
     Series,
@@ -20,7 +20,7 @@ from tests.factories import (
     make_pod,
     run_check,
 )
-from tests.queue_objects import (
+from tests.support.queue_objects import (
     cluster_queue,
     flavor,
     local_queue,

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuaudit.checks.contract import count
-from gpuaudit.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 
 CODE = "GPU999"

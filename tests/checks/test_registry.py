@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpuaudit import checks
+from gpuaudit.audit.settings import known_check_settings
 from gpuaudit.checks import RETIRED, CheckContractError, contract, discover
 from gpuaudit.inventory import Capability
-from gpuaudit.settings import known_check_settings
 from tests.conftest import ROOT
 
 
@@ -152,9 +152,9 @@ FORBIDDEN = (
     "requests",
     "gpuaudit.sources",
     "gpuaudit.snapshot",
-    "gpuaudit.settings",
-    "gpuaudit.config",
-    "gpuaudit.pipeline",
+    "gpuaudit.audit.settings",
+    "gpuaudit.app.config",
+    "gpuaudit.app.pipeline",
     "gpuaudit.cli",
     "gpuaudit.console",
     "gpuaudit.report",

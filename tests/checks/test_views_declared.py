@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from gpuaudit import snapshot
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import discover
 from gpuaudit.inventory import Inventory, Views, build
-from gpuaudit.settings import Settings
 from tests.conftest import DEMO
 
 

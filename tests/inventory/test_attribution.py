@@ -11,19 +11,19 @@ from typing import Any
 import jsonschema
 import pytest
 
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.ledger import ledger
+from gpuaudit.audit.settings import Settings
+from gpuaudit.audit.summary import summarise
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.checks import gpu002_idle_tail as gpu002
 from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
+from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method, Reason
-from gpuaudit.ledger import ledger
-from gpuaudit.pricing import DEFAULT_PRICES
 from gpuaudit.report.text import attribution_sentence
-from gpuaudit.settings import Settings
-from gpuaudit.summary import summarise
-from tests.factories import (
+from tests.support.factories import (
     START,
     Series,
     gpu_labels,

@@ -6,7 +6,7 @@ import pytest
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.sources.prometheus import catalogue as queries
-from tests.factories import START, Series, gpu_labels, inventory, make_node, make_pod
+from tests.support.factories import START, Series, gpu_labels, inventory, make_node, make_pod
 
 
 def test_xid_codes_and_health_maxima_per_holding() -> None:

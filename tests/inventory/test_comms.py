@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpuaudit.inventory.comms import Comms
-from tests.factories import SAMPLES_PER_HOUR, Series, gpu_labels, inventory, make_pod
+from tests.support.factories import SAMPLES_PER_HOUR, Series, gpu_labels, inventory, make_pod
 
 HOURS = 4
 

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from gpuaudit import snapshot
-from gpuaudit.breakdown import breakdown
+from gpuaudit.audit.breakdown import breakdown
+from gpuaudit.audit.settings import Settings
+from gpuaudit.audit.summary import summarise
 from gpuaudit.checks import discover
 from gpuaudit.inventory import Inventory, Views, build, derived
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
-from gpuaudit.summary import summarise
 from tests.conftest import DEMO
 
 MINE = {"GPU001", "GPU002", "GPU003", "GPU020", "GPU021", "GPU040", "GPU070"}

@@ -12,7 +12,15 @@ from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import dra
 from gpuaudit.inventory.kube import MAX_ITEMS
-from tests.factories import START, Series, gpu_labels, inventory, make_node, make_pod, run_check
+from tests.support.factories import (
+    START,
+    Series,
+    gpu_labels,
+    inventory,
+    make_node,
+    make_pod,
+    run_check,
+)
 
 H = 24
 UUID = "GPU-aaaa"

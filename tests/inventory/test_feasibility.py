@@ -21,7 +21,7 @@ from gpuaudit.inventory.feasibility import (
     refusal,
     untolerated,
 )
-from tests.factories import Series, gpu_labels, inventory, make_node, make_pod
+from tests.support.factories import Series, gpu_labels, inventory, make_node, make_pod
 
 GPU = "nvidia.com/gpu"
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs, kube
-from tests.factories import Series, gpu_labels, inventory, make_pod
+from tests.support.factories import Series, gpu_labels, inventory, make_pod
 
 
 def obj(

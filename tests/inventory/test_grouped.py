@@ -14,10 +14,10 @@ from gpuaudit.checks import gpu010_partial_gang as gpu010
 from gpuaudit.checks import gpu030_topology_mismatch as gpu030
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks import gpu060_warm_idle_nodes as gpu060
+from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views, derived, grouped
 from gpuaudit.inventory import columns as C
-from gpuaudit.pricing import DEFAULT_PRICES
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
+from tests.support.factories import START, STEP, Series, gpu_labels, inventory, make_pod, run_check
 
 HOURS = 30
 H100 = "NVIDIA H100 80GB HBM3"

@@ -8,14 +8,21 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuaudit.audit import run_checks
+from gpuaudit.audit.assemble import run_checks
+from gpuaudit.audit.settings import Settings
+from gpuaudit.audit.summary import summarise
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
-from gpuaudit.errors import SnapshotError
+from gpuaudit.core.errors import SnapshotError
 from gpuaudit.inventory import Views, build, held
 from gpuaudit.inventory import columns as C
-from gpuaudit.settings import Settings
-from gpuaudit.summary import summarise
-from tests.factories import SAMPLES_PER_HOUR, Series, gpu_labels, inventory, run_check, snapshot
+from tests.support.factories import (
+    SAMPLES_PER_HOUR,
+    Series,
+    gpu_labels,
+    inventory,
+    run_check,
+    snapshot,
+)
 
 HOURS = 6
 

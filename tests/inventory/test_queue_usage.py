@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Capability, Inventory, Views
-from gpuaudit.pricing import DEFAULT_PRICES
-from tests.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
-from tests.queue_objects import (
+from tests.support.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
+from tests.support.queue_objects import (
     cluster_queue,
     flavor,
     local_queue,

@@ -7,8 +7,8 @@ from typing import Any
 from gpuaudit.inventory import Capability
 from gpuaudit.inventory.gangs import build as gangs
 from gpuaudit.inventory.queues import KUEUE, VOLCANO, Quota, build, capabilities
-from tests.factories import START, make_node, make_pod
-from tests.queue_objects import (
+from tests.support.factories import START, make_node, make_pod
+from tests.support.queue_objects import (
     cluster_queue,
     flavor,
     local_queue,

@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit import snapshot
+from gpuaudit.audit.summary import summarise
 from gpuaudit.cli import app
-from gpuaudit.errors import ConfigError
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import Capability, Inventory, Views, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.window import narrow, requested
-from gpuaudit.summary import summarise
 from tests.conftest import DEMO
 
 runner = CliRunner()

@@ -13,8 +13,8 @@ import pytest
 from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
 from tests.conftest import raw_snapshot
-from tests.k8s_apiserver import KubeAPIServer, make_tls
-from tests.promserver import (
+from tests.support.apiserver import KubeAPIServer, make_tls
+from tests.support.promserver import (
     Backfilled,
     backfill,
     create_blocks,

@@ -11,7 +11,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 

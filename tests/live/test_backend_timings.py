@@ -10,9 +10,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from gpuaudit.snapshot_info import describe
+from gpuaudit.console.show import describe
 from tests.conftest import raw_snapshot
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 from tests.test_progress import _run_on_a_terminal
 
 runner = CliRunner()

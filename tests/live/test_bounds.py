@@ -1,7 +1,7 @@
 """A Prometheus-compatible backend cannot make a scan wait, grow or ask without end: one request
 is done within `--timeout`, last byte included; one answer stops at `--max-answer-mib`; a
 collection sends at most `--max-queries` queries. Through the real client and real HTTP, the
-fault server (tests/promfault.py) in front of a real Prometheus."""
+fault server (tests/support/promfault.py) in front of a real Prometheus."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from gpuaudit.errors import SourceError
+from gpuaudit.core.errors import SourceError
+from gpuaudit.sources.bounds import Limits
 from gpuaudit.sources.interface import Window
-from gpuaudit.sources.limits import Limits
 from gpuaudit.sources.prometheus.catalogue import CATALOGUE
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
-from gpuaudit.sources.prometheus.source import PrometheusSource
+from gpuaudit.sources.prometheus.promsource import PrometheusSource
 from gpuaudit.sources.transfer import AnswerTooLarge, read_body
-from tests.k8s_apiserver import KubeAPIServer
-from tests.promfault import (
+from tests.support.apiserver import KubeAPIServer
+from tests.support.promfault import (
     QUERY_PATHS,
     PromFaultServer,
     Reply,
@@ -32,7 +32,7 @@ from tests.promfault import (
     gzip_bomb,
     wait_for,
 )
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 OK_VECTOR = b'{"status":"success","data":{"resultType":"vector","result":[]}'

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 BIN = Path(sys.executable).parent
 
@@ -351,7 +351,7 @@ def test_the_weekly_cron_script_fails_after_writing_when_nothing_was_audited(
 def test_the_docs_name_only_flags_gpuaudit_has() -> None:
     """Every `--flag` the recipes pass to `gpuaudit scan` exists (a renamed flag would break
     the recipes before these tests run them)."""
-    from gpuaudit.options import BY_FLAG
+    from gpuaudit.app.options import BY_FLAG
 
     text = _doc("ci.md") + _doc("cron.md")
     scans = re.findall(r"gpuaudit scan([^\n]*(?:\\\n[^\n]*)*)", text)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 

@@ -36,7 +36,7 @@ from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus import discovery
 from tests.conftest import ROOT
-from tests.promserver import prometheus, require
+from tests.support.promserver import prometheus, require
 
 TRACE = Path("alibaba-genai-2026") / "pod_gpu_duty_cycle_anon.tar.gz"
 STEP = 3600

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from tests.conftest import raw_snapshot
-from tests.multicluster import Fleet, load, victoriametrics
+from tests.support.multicluster import Fleet, load, victoriametrics
 
 runner = CliRunner()
 

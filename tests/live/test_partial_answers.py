@@ -1,7 +1,7 @@
 """Answers that may be missing data are reported as incomplete, never as a smaller complete
 audit: VictoriaMetrics' `isPartial`, metadata answers with `warnings` or names missing, and a
-backend with no DCGM data at all. The real backends answer; the fault server (tests/promfault.py)
-changes what a real single-node server cannot be made to say."""
+backend with no DCGM data at all. The real backends answer; the fault server
+(tests/support/promfault.py) changes what a real single-node server cannot be made to say."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus import catalogue
-from tests.promfault import PromFaultServer, metadata, partial_answers
-from tests.promserver import Backfilled, prometheus
+from tests.support.promfault import PromFaultServer, metadata, partial_answers
+from tests.support.promserver import Backfilled, prometheus
 
 runner = CliRunner()
 NAMES = "/api/v1/label/__name__/values"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.scenario import nodes
-from tests.promserver import Backfilled, backfill, prometheus
+from tests.support.promserver import Backfilled, backfill, prometheus
 
 runner = CliRunner()
 LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
@@ -48,7 +48,7 @@ def test_limit_where_exported_board_power_elsewhere(
     assert canary["evidence"]["power_max_source"] == LIMIT
     assert canary["evidence"]["power_max_w"] == 700.0
     assert canary["evidence"]["power_above_idle"] == 0.0  # 0.098 x 700 = 68.6 W, under 70
-    # L40S export none: their board power, 350 W, from gpuaudit.power. 45 % of it is
+    # L40S export none: their board power, 350 W, from gpuaudit.domain.power. 45 % of it is
     # (157.5 - 35) / (350 - 35) = 0.389 above idle, over the 0.25 margin.
     warm = _gpu001(doc, "rerank-warm-0")
     assert warm["confidence"] == "low"

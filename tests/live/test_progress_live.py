@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuaudit import config, pipeline
-from tests.promserver import Backfilled
+from gpuaudit.app import config, pipeline
+from tests.support.promserver import Backfilled
 from tests.test_progress import Recorder
 
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gpuaudit.errors import SourceError
+from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
-from gpuaudit.sources.prometheus.source import (
+from gpuaudit.sources.prometheus.promsource import (
     PromCollection,
     PrometheusSource,
     collect_prometheus,

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from tests.conftest import raw_snapshot
-from tests.k8s_apiserver import KubeAPIServer
-from tests.promserver import Backfilled
+from tests.support.apiserver import KubeAPIServer
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 

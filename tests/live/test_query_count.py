@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from tests.conftest import raw_snapshot
-from tests.promserver import backfill, prometheus
+from tests.support.promserver import backfill, prometheus
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""The recorded series the scenario generator writes (`gpuaudit.scenario.recorded`) are the
+"""The recorded series the scenario generator writes (`gpuaudit.scenario.recorded_series`) are the
 series a server evaluating `gpuaudit rules`' recording group gives: promtool evaluates the
 rules over a scenario's raw series on a real Prometheus (`tsdb create-blocks-from rules`), the
 generator writes them at the phase promtool chose, both are served by real Prometheus servers,
@@ -14,10 +14,10 @@ import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from gpuaudit.scenario import generate
-from gpuaudit.scenario.recorded import write_recorded
+from gpuaudit.scenario.recorded_series import write_recorded
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.rules import recording_rules
-from tests.promserver import backfill, prometheus, require
+from tests.support.promserver import backfill, prometheus, require
 
 Points = dict[frozenset[tuple[str, str]], list[tuple[int, float]]]
 

@@ -21,10 +21,10 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from gpuaudit.snapshot_info import describe
+from gpuaudit.console.show import describe
 from gpuaudit.sources.prometheus.rules import recording_rules
 from tests.conftest import raw_snapshot
-from tests.promserver import Backfilled, prometheus, require
+from tests.support.promserver import Backfilled, prometheus, require
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from gpuaudit.snapshot import columns
-from tests.promserver import Backfilled
+from gpuaudit.snapshot import sidefile as columns
+from tests.support.promserver import Backfilled
 from tests.test_snapshot_columns import _read_without_text, _same
 
 runner = CliRunner()

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from gpuaudit import __version__
 from gpuaudit.cli import app
-from tests.k8s_apiserver import DEFAULT_TOKEN, KubeAPIServer
-from tests.promfault import PromFaultServer, require_query_param
-from tests.promserver import Backfilled
+from tests.support.apiserver import DEFAULT_TOKEN, KubeAPIServer
+from tests.support.promfault import PromFaultServer, require_query_param
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 PROM_TOKEN = "prom-s3cret-9d8c7b6a"

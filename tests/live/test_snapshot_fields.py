@@ -24,8 +24,8 @@ from gpuaudit.inventory import columns as C
 from gpuaudit.snapshot.fields import KEEP, keep_page
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from tests.conftest import DEMO
-from tests.k8s_apiserver import KNOWN, KubeAPIServer
-from tests.promserver import Backfilled
+from tests.support.apiserver import KNOWN, KubeAPIServer
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 SECRET = "PLANTED-SECRET"

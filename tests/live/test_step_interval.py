@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus.discovery import measure_interval
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""The TSDB blocks `tests.tsdbblocks` writes directly hold exactly what promtool backfills
+"""The TSDB blocks `tests.support.tsdbblocks` writes directly hold exactly what promtool backfills
 from the same samples as OpenMetrics text: every sample of every series under `promtool tsdb
 dump` (which reads them through Prometheus' own index and chunk readers, checksums included),
 and the same audit when a real Prometheus serves them."""
@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics
-from gpuaudit.scenario.recorded import write_recorded
-from tests.promserver import create_blocks, prometheus, require
-from tests.tsdbblocks import SAMPLES_PER_CHUNK, write_blocks, write_scenario
+from gpuaudit.scenario.recorded_series import write_recorded
+from tests.support.promserver import create_blocks, prometheus, require
+from tests.support.tsdbblocks import SAMPLES_PER_CHUNK, write_blocks, write_scenario
 
 runner = CliRunner()
 

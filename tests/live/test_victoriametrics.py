@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus.planner import SHARDS
-from tests.promserver import Backfilled
+from tests.support.promserver import Backfilled
 
 runner = CliRunner()
 

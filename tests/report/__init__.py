@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from gpuaudit import snapshot
-from gpuaudit.audit import AuditResult, run_checks
+from gpuaudit.audit.assemble import AuditResult, run_checks
+from gpuaudit.audit.settings import settings_from
 from gpuaudit.inventory import build
-from gpuaudit.settings import settings_from
 from tests.conftest import DEMO
-from tests.factories import Series, gpu_labels, make_pod
-from tests.factories import snapshot as make_snapshot
+from tests.support.factories import Series, gpu_labels, make_pod
+from tests.support.factories import snapshot as make_snapshot
 
 HOSTILE = {
     "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",

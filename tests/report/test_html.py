@@ -17,13 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit import snapshot
+from gpuaudit.audit.waivers import Waiver
 from gpuaudit.cli import app
 from gpuaudit.report import charts
 from gpuaudit.report import html as html_report
 from gpuaudit.report.text import terminal
-from gpuaudit.waivers import Waiver
-from tests.factories import Series, gpu_labels
-from tests.factories import snapshot as make_snapshot
 from tests.report import (
     HOSTILE,
     HOSTILE_CLUSTER,
@@ -33,6 +31,8 @@ from tests.report import (
     previous_report,
     write_hostile_snapshot,
 )
+from tests.support.factories import Series, gpu_labels
+from tests.support.factories import snapshot as make_snapshot
 
 runner = CliRunner()
 # Elements that load or run something; none may appear.

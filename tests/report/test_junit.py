@@ -15,14 +15,14 @@ import pytest
 import xmlschema
 
 from gpuaudit import snapshot
-from gpuaudit.audit import AuditResult, run_checks
+from gpuaudit.audit.assemble import AuditResult, run_checks
+from gpuaudit.audit.settings import settings_from
+from gpuaudit.audit.waivers import Waiver
 from gpuaudit.inventory import build
 from gpuaudit.report import junit
-from gpuaudit.settings import settings_from
-from gpuaudit.waivers import Waiver
 from tests.conftest import DEMO, ROOT
-from tests.factories import snapshot as make_snapshot
 from tests.report import demo_result, write_hostile_snapshot
+from tests.support.factories import snapshot as make_snapshot
 
 SCHEMAS = {
     name: xmlschema.XMLSchema(ROOT / "tests" / "data" / "junit" / name)

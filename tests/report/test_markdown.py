@@ -14,12 +14,12 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
+from gpuaudit.audit.compare import load_report
+from gpuaudit.audit.waivers import Waiver
+from gpuaudit.checks.findings import Skipped
 from gpuaudit.cli import app
-from gpuaudit.compare import load_report
-from gpuaudit.findings import Skipped
 from gpuaudit.report import markdown
 from gpuaudit.report.text import terminal
-from gpuaudit.waivers import Waiver
 from tests.report import (
     HOSTILE,
     HOSTILE_CLUSTER,

@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 import gpuaudit.report
-from gpuaudit.audit import AuditResult
+from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.checks import REGISTRY
-from gpuaudit.findings import Skipped
+from gpuaudit.checks.findings import Skipped
 from gpuaudit.report import (
     FORMATS,
     html,
@@ -30,7 +30,7 @@ from tests.report import demo_result
 
 RENDERERS = ("table", "json_report", "markdown", "html", "junit")
 SHARED = {
-    "gpuaudit.report.interface",
+    "gpuaudit.report.renderer",
     "gpuaudit.report.text",
     "gpuaudit.report.charts",
     "gpuaudit.report.fold",

@@ -21,7 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from gpuaudit.errors import GpuauditError
+from gpuaudit.core.errors import GpuauditError
 from gpuaudit.report import webhook
 from tests.conftest import DEMO, ROOT
 from tests.report import write_hostile_snapshot

@@ -10,6 +10,7 @@ from typing import IO, Any
 import numpy as np
 
 from gpuaudit.scenario import nodes
+from gpuaudit.scenario.cluster import Holding
 from gpuaudit.scenario.emit import (
     _envelope,
     _esc,
@@ -20,7 +21,6 @@ from gpuaudit.scenario.emit import (
     spelling_of,
 )
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.model import Holding
 from gpuaudit.scenario.series import (
     HEALTH,
     INT_METRICS,

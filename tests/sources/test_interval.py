@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuaudit.errors import ConfigError
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.sources.interface import check_step, span
 from gpuaudit.sources.prometheus.discovery import (
     ScrapeInterval,

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from gpuaudit.errors import ConfigError, SourceError
+from gpuaudit.core.errors import ConfigError, SourceError
 from gpuaudit.scenario import generate, k8s_lists
 from gpuaudit.sources.kubernetes import connect
-from gpuaudit.sources.kubernetes.reader import MAX_RESTARTS, KubeCollection
+from gpuaudit.sources.kubernetes.kubesource import collect
+from gpuaudit.sources.kubernetes.pager import MAX_RESTARTS, KubeCollection
 from gpuaudit.sources.kubernetes.resources import RESOURCES
-from gpuaudit.sources.kubernetes.source import collect
-from tests.k8s_apiserver import (
+from tests.support.apiserver import (
     DEFAULT_TOKEN,
     KubeAPIServer,
     TLSFiles,

@@ -1,6 +1,6 @@
 """An API server cannot make the Kubernetes source wait, grow or list without end, and a token
 written with a Windows line end still works and never shows. The real `kubernetes` client
-against the test API server (tests/k8s_apiserver.py) and its faults."""
+against the test API server (tests/support/apiserver.py) and its faults."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from gpuaudit.errors import SourceError
+from gpuaudit.core.errors import SourceError
 from gpuaudit.scenario import generate, k8s_lists
-from gpuaudit.sources.kubernetes.source import collect
-from gpuaudit.sources.limits import MIB, Limits
-from tests.k8s_apiserver import DEFAULT_TOKEN, KubeAPIServer
-from tests.promfault import gzip_bomb
+from gpuaudit.sources.bounds import MIB, Limits
+from gpuaudit.sources.kubernetes.kubesource import collect
+from tests.support.apiserver import DEFAULT_TOKEN, KubeAPIServer
+from tests.support.promfault import gzip_bomb
 
 PAGE = 50
 

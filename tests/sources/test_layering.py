@@ -11,13 +11,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "gpuaudit"
 FOUNDATION = {
     "gpuaudit.__version__",
-    "gpuaudit.errors",
-    "gpuaudit.gcpause",
-    "gpuaudit.limits",
-    "gpuaudit.numbers",
-    "gpuaudit.progress",
-    "gpuaudit.redact",
-    "gpuaudit.xid",  # a domain table of the foundation (the XID alert rules read it)
+    "gpuaudit.core.errors",
+    "gpuaudit.core.gcpause",
+    "gpuaudit.core.limits",
+    "gpuaudit.core.numbers",
+    "gpuaudit.core.progress",
+    "gpuaudit.core.redact",
+    "gpuaudit.domain.xid",  # a domain table of the foundation (the XID alert rules read it)
 }
 
 

@@ -9,9 +9,9 @@ import zlib
 
 import pytest
 
-from gpuaudit.errors import ConfigError
-from gpuaudit.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
-from gpuaudit.sources.live import parse_headers
+from gpuaudit.core.errors import ConfigError
+from gpuaudit.core.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
+from gpuaudit.sources.collect import parse_headers
 from gpuaudit.sources.prometheus.http import _warnings
 from gpuaudit.sources.transfer import (
     AnswerTooLarge,

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuaudit.errors import SourceError
-from gpuaudit.redact import url_for_display
-from gpuaudit.sources.kubernetes.redact import clip
+from gpuaudit.core.errors import SourceError
+from gpuaudit.core.redact import url_for_display
+from gpuaudit.sources.kubernetes.messages import clip
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where a pod's service-account token and cluster CA are mounted."""

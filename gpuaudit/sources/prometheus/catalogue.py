@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuaudit.errors import ConfigError
+from gpuaudit.core.errors import ConfigError
 
 ACT_PROF = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -46,7 +46,7 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 POWER_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
 """The GPU's power management limit (W): not in dcgm-exporter's default counters; where it is
 exported, the maximum power an idle finding's draw is measured against (else the model's board
-power from `gpuaudit.power`)."""
+power from `gpuaudit.domain.power`)."""
 XID = "DCGM_FI_DEV_XID_ERRORS"
 REMAP_UNCORR = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
 REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaudit import limits
-from gpuaudit.errors import SourceError
+from gpuaudit.core import limits
+from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError

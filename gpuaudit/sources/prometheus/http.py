@@ -32,9 +32,9 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from gpuaudit import __version__
-from gpuaudit.errors import ConfigError, SourceError
-from gpuaudit.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
-from gpuaudit.sources.limits import DEFAULT_ANSWER_MIB, DEFAULT_TIMEOUT_S, MIB
+from gpuaudit.core.errors import ConfigError, SourceError
+from gpuaudit.core.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
+from gpuaudit.sources.bounds import DEFAULT_ANSWER_MIB, DEFAULT_TIMEOUT_S, MIB
 from gpuaudit.sources.transfer import (
     AnswerTooLarge,
     BadEncoding,

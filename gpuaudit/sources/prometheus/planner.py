@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaudit.errors import SourceError
+from gpuaudit.core.errors import SourceError
+from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Window
-from gpuaudit.sources.limits import DEFAULT_QUERIES
 from gpuaudit.sources.prometheus import stats
 from gpuaudit.sources.prometheus.catalogue import Part, QuerySpec
 from gpuaudit.sources.prometheus.discovery import Capabilities

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaudit import xid
+from gpuaudit.domain import xid
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 
 RULE_INTERVAL_S = 300
 DRAIN_XIDS = xid.codes_in(xid.Bucket.REBOOT, xid.Bucket.CONTACT_SUPPORT)
 """XIDs whose resolution bucket in NVIDIA's Xid catalog is a reboot or a support case: the
-node must be drained (see `gpuaudit.xid`)."""
+node must be drained (see `gpuaudit.domain.xid`)."""
 
 
 def xid_event(window: str) -> str:

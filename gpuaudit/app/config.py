@@ -1,0 +1,624 @@
+"""The configuration of one run of `scan` or `snapshot save`: resolved once, validated in one
+place, frozen.
+
+Every option follows one precedence: its flag, then its `GPUAUDIT_...` environment variable, then
+the `[scan]` table of `gpuaudit.toml`, then the default. The command line resolves the first two
+(a flag beats its variable) and hands over, by option name, only the options the user gave;
+`for_scan` and `for_snapshot_save` read the file once, fill in the rest from it and from the
+defaults, and check everything a user can get wrong before any data is read.
+
+`[scan]` keys are the option names with `_` for `-` (`prometheus_url = "..."`, `fail_on = "high"`,
+`namespace = ["ml", "batch"]`); `docs/config.md` lists them. Relative paths in the file are
+relative to the file's folder. Secrets (`--prometheus-token`, `--prometheus-password`, `--webhook`)
+are never read from the file, which is easily committed or shared: pass them by flag or
+environment variable (a CI secret, a Kubernetes Secret). `--set` has its own table, `[checks]`.
+Options that exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`,
+`--previous`) are taken together from the first layer (flag, environment, file) that sets any
+of them, so a flag replaces the environment's or the file's choice instead of clashing with it.
+
+Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the
+Kubernetes connection, every Prometheus option, `--step`) is refused with `--demo` or
+`--snapshot`, naming the flag, the variable or the file's key that set it. The one exception is
+a layer (the environment, the file) that names its own `prometheus_url`: its connection settings
+go with that URL, which a layer above replaced. `--namespace` narrows a snapshot as it narrows a
+live collection. Every number is checked: check settings by the kind their `Thresholds` field
+declares (`gpuaudit.checks.contract.SettingKind`), prices, `--timeout`, and the window
+(`--window` at most `--max-window` and at most `MAX_BUCKETS` buckets of `--step`, `--end` a
+finite time).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from gpuaudit import checks as check_registry
+from gpuaudit.app.options import BY_NAME, OPTIONS, Kind
+from gpuaudit.audit.capacity import WHAT_IFS
+from gpuaudit.audit.settings import (
+    Settings,
+    known_check_settings,
+    load_config,
+    parse_duration,
+    settings_from,
+)
+from gpuaudit.audit.waivers import Waiver
+from gpuaudit.audit.waivers import parse as parse_waivers
+from gpuaudit.checks.findings import Severity
+from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.report import FORMATS
+from gpuaudit.sources.collect import (
+    LiveOptions,
+    check_cluster_scope,
+    check_url,
+    parse_cluster_label,
+    parse_headers,
+)
+from gpuaudit.sources.interface import span as _span
+
+SCAN_KEYS = {o.name: o.kind for o in OPTIONS if o.in_file == "scan"}
+"""The keys of `[scan]` in `gpuaudit.toml`, one per option the file may set."""
+
+DEFAULTS = {o.name: o.default for o in OPTIONS if o.default is not None}
+"""Defaults other than off, empty or unset (the command line's help shows these)."""
+
+_GROUPS = (("demo", "snapshot", "prometheus_url"), ("baseline", "previous"))
+_GROUP_OF = {name: group for group in _GROUPS for name in group}
+
+MAX_BUCKETS = 20_000
+"""The most buckets of `--step` a window may hold (`--window` / `--step`): a week at 1 m is
+10,080. More would hold one row per GPU and bucket in memory for nothing a report can show."""
+MAX_TIMEOUT_S = 3600.0
+"""The longest `--timeout`: an hour for one answer."""
+LATEST_END = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
+"""The latest `--end` a date can name."""
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Kubernetes namespace name (an RFC 1123 DNS label)."""
+
+
+@dataclass(frozen=True)
+class ReportTarget:
+    """One `--report FORMAT=FILE`: a report written to a file besides stdout or `--output`."""
+
+    format: str
+    """One of `gpuaudit.report.FORMATS`."""
+    path: Path
+    """Where it is written."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything one run of `scan` or `snapshot save` needs, resolved and validated."""
+
+    settings: Settings
+    """Window, prices, currency, check thresholds and the topology folder."""
+    snapshot: Path | None = None
+    """The snapshot file to audit (the bundled demo's for `--demo`); None for a live scan."""
+    live: LiveOptions | None = None
+    """How to collect live data; None when auditing a snapshot file."""
+    format: str = "table"
+    """The report format, one of `gpuaudit.report.FORMATS`."""
+    output: Path | None = None
+    """Where the report goes; None for stdout."""
+    reports: tuple[ReportTarget, ...] = ()
+    """More reports of the same audit, each in its format to its file (`--report`)."""
+    namespaces: tuple[str, ...] = ()
+    """`--namespace`: the namespaces whose Kubernetes objects are read (live) or kept (a
+    snapshot); empty for all."""
+    fail_on: Severity | None = None
+    """Exit 1 for a finding at or above this severity; None never."""
+    strict: bool = False
+    """Exit 2 when the audit is incomplete."""
+    baseline: Path | None = None
+    """An earlier JSON report that only new or worse findings are gated against (CI)."""
+    previous: Path | None = None
+    """An earlier JSON report to show the trend against (cron)."""
+    group_by_label: str = ""
+    """A pod label to break waste down by, or empty."""
+    what_if: tuple[str, ...] = ()
+    """`--what-if`: the capacity plan's scenarios the reports show (`release-idle`)."""
+    webhook: str | None = None
+    """A Slack-compatible incoming webhook URL to post the summary to."""
+    quiet: bool = False
+    """No progress bar or summary line."""
+    all_findings: bool = False
+    """`--all`: the table lists every finding, unfolded, each with its message."""
+    waivers: tuple[Waiver, ...] = ()
+    """Accepted findings, from `[[waivers]]`."""
+    timings: bool = False
+    """Report the time of each stage (`GPUAUDIT_TIMINGS`, read by the benchmarks)."""
+    window_given: bool = False
+    """Whether `--window` was given (flag, environment or file): on a snapshot it narrows the
+    audit to part of the recorded window, which otherwise is audited whole."""
+
+
+def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()) -> Config:
+    """The configuration of `scan` from the options the user gave (flag or environment;
+    `from_env` names those that came from their variable)."""
+    doc, opts = _layers(given, from_env)
+    fail_on = _fail_on(opts.text("fail_on", "none"))
+    demo, snapshot, url = opts.flag("demo"), opts.path("snapshot"), opts.text("prometheus_url")
+    chosen = sum([demo, snapshot is not None, bool(url)])
+    if chosen == 0:
+        raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
+    if chosen > 1:
+        raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
+    if not url:
+        _refuse_live_only(opts, "--demo" if demo else "--snapshot")
+    settings = _settings(doc, opts, opts.strings("set"), opts.path("topology"))
+    live = _live(opts, url) if url else None
+    baseline, previous = opts.path("baseline"), opts.path("previous")
+    if baseline and previous:
+        raise ConfigError("use --baseline (CI) or --previous (trend), not both")
+    output = opts.path("output")
+    return Config(
+        settings=settings,
+        snapshot=demo_path() if demo else snapshot,
+        live=live,
+        format=_format(opts.text("format", "table")),
+        output=output,
+        reports=_reports(opts.strings("report"), output),
+        namespaces=_namespaces(opts.strings("namespace")),
+        fail_on=fail_on,
+        strict=opts.flag("strict"),
+        baseline=baseline,
+        previous=previous,
+        group_by_label=opts.text("group_by_label") or "",
+        what_if=_what_if(opts.text("what_if")),
+        webhook=opts.text("webhook"),
+        quiet=opts.flag("quiet"),
+        all_findings=opts.flag("all"),
+        waivers=tuple(parse_waivers(doc)),
+        timings=bool(os.environ.get("GPUAUDIT_TIMINGS")),
+        window_given=opts.text("window") is not None,
+    )
+
+
+def for_snapshot_save(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> Config:
+    """The configuration of `snapshot save` (a live source, a window) from the options given."""
+    doc, opts = _layers(given, from_env)
+    url = opts.text("prometheus_url")
+    if not url:
+        raise ConfigError("snapshot save needs --prometheus-url URL")
+    settings = _settings(doc, opts)
+    live = _live(opts, url)
+    return Config(
+        settings=settings, live=live, namespaces=live.namespaces, quiet=opts.flag("quiet")
+    )
+
+
+def parse_end(text: str | None) -> float | None:
+    """`--end`: unix seconds or an RFC 3339 time, between 1970 and the year 9999; None (or
+    empty) means now."""
+    if text is None or text == "":
+        return None
+    t = text.strip()
+    try:
+        end = float(t)
+    except ValueError:
+        end = _rfc3339(text)
+    if not 0 <= end <= LATEST_END:  # also false for NaN
+        raise ConfigError(
+            f"--end {text.strip()[:40]!r} is not a time between 1970 and 9999: use unix seconds "
+            "or RFC 3339 such as 2026-11-23T00:00:00Z"
+        )
+    return end
+
+
+def _rfc3339(text: str) -> float:
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"invalid --end {text.strip()[:40]!r}; use unix seconds or RFC 3339 such as "
+            "2026-11-23T00:00:00Z"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.timestamp()
+    except (OverflowError, ValueError, OSError):
+        return math.nan
+
+
+def demo_path() -> Path:
+    """The bundled demo snapshot."""
+    try:
+        res = files("gpuaudit.fixtures").joinpath("demo.snapshot.json.gz")
+        if res.is_file():
+            return Path(str(res))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    here = Path(__file__).resolve().parent.parent.parent / "fixtures" / "demo.snapshot.json.gz"
+    if here.is_file():
+        return here
+    raise GpuauditError("the bundled demo snapshot is missing from this installation")
+
+
+class _Options:
+    """Each option's value from the first layer that sets it: its flag, its variable, its
+    `[scan]` key, else its default. Options that exclude each other (`_GROUPS`) are decided
+    together by the first layer that sets any of them."""
+
+    def __init__(
+        self,
+        given: Mapping[str, object],
+        scan: Mapping[str, object],
+        from_env: frozenset[str] = frozenset(),
+        file: Path | None = None,
+    ):
+        unknown = set(given) - set(BY_NAME)
+        if unknown:  # the command line and this module disagree: a bug, not a user error
+            raise TypeError(f"not options of gpuaudit: {', '.join(sorted(unknown))}")
+        flags = {k: v for k, v in given.items() if k not in from_env}
+        env = {k: v for k, v in given.items() if k in from_env}
+        self._layers: tuple[tuple[str, Mapping[str, object]], ...] = (
+            ("flag", flags),
+            ("env", env),
+            ("file", scan),
+        )
+        self._file = file
+
+    def layer(self, name: str) -> str | None:
+        """`flag`, `env` or `file`: the layer the option's value comes from; None for its
+        default (or when another option of its group was chosen)."""
+        group = _GROUP_OF.get(name, (name,))
+        for layer, values in self._layers:
+            if any(_is_set(values.get(n)) or (n == name and n in values) for n in group):
+                return layer if name in values else None
+        return None
+
+    def sets(self, layer: str, name: str) -> bool:
+        """Whether `layer` sets the option, whether or not a layer above replaces it."""
+        return _is_set(dict(self._layers)[layer].get(name))
+
+    def origin(self, name: str) -> str | None:
+        """Who set the option, as an error names it: its flag, its variable, or its key in the
+        file; None when it has its default."""
+        option, layer = BY_NAME[name], self.layer(name)
+        if layer == "flag":
+            return option.flag
+        if layer == "env":
+            return f"{option.envvar} ({option.flag})"
+        if layer == "file":
+            return f"[scan] {name} in {self._file or 'gpuaudit.toml'}"
+        return None
+
+    def raw(self, name: str) -> object:
+        """The value as resolved, unconverted."""
+        return self._value(name)
+
+    def _value(self, name: str) -> object:
+        layer = self.layer(name)
+        if layer is not None:
+            return dict(self._layers)[layer][name]
+        group = _GROUP_OF.get(name, (name,))
+        if any(self.layer(n) is not None for n in group if n != name):
+            return None
+        return DEFAULTS.get(name)
+
+    def text(self, name: str, default: str | None = None) -> str | None:
+        value = self._value(name)
+        return default if value is None else str(value)
+
+    def flag(self, name: str) -> bool:
+        return bool(self._value(name))
+
+    def number(self, name: str) -> float:
+        value = self._value(name)
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"{name} is not a number: {value!r}")
+        return float(value)
+
+    def path(self, name: str) -> Path | None:
+        value = self._value(name)
+        return None if value is None else Path(str(value))
+
+    def strings(self, name: str) -> tuple[str, ...]:
+        value = self._value(name)
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} is not a list: {value!r}")
+        return tuple(str(v) for v in value)
+
+
+def _is_set(value: object) -> bool:
+    """Whether a layer's value chooses something (an unset flag or an empty value does not)."""
+    return value not in (None, False, "", (), [])
+
+
+def _layers(
+    given: Mapping[str, object], from_env: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], _Options]:
+    path = given.get("config")
+    if path is not None and not isinstance(path, Path):
+        raise TypeError(f"config is not a path: {path!r}")
+    doc = load_config(path)
+    scan = doc.get("scan", {})
+    if not isinstance(scan, dict):
+        raise ConfigError("[scan] must be a table")
+    folder = (path or Path("gpuaudit.toml")).parent
+    values = {key: _from_file(key, value, folder) for key, value in scan.items()}
+    return doc, _Options(given, values, from_env, path)
+
+
+def _from_file(name: str, value: object, folder: Path) -> object:
+    """A `[scan]` value, checked against its kind; relative paths resolved against `folder`."""
+    kind = SCAN_KEYS.get(name)
+    if kind is None:
+        known = BY_NAME.get(name)
+        if known is None:
+            raise ConfigError(f"unknown setting scan.{name}; known: {', '.join(sorted(SCAN_KEYS))}")
+        raise ConfigError(
+            f"[scan] {name} is not read from gpuaudit.toml ({known.in_file}); "
+            f"use {known.flag} or {known.envvar}"
+        )
+    ok = {
+        Kind.TEXT: isinstance(value, str),
+        Kind.FLAG: isinstance(value, bool),
+        Kind.NUMBER: isinstance(value, (int, float)) and not isinstance(value, bool),
+        Kind.PATH: isinstance(value, str),
+        Kind.LIST: isinstance(value, list) and all(isinstance(v, str) for v in value),
+        Kind.SPAN: isinstance(value, (str, int, float, date)) and not isinstance(value, bool),
+        Kind.REPORTS: isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[kind]
+    if not ok:
+        raise ConfigError(f"[scan] {name} must be {kind.value}, got {value!r}")
+    if kind is Kind.PATH:
+        return folder / Path(str(value)).expanduser()
+    if kind is Kind.REPORTS and isinstance(value, list):
+        return [_report_in(folder, str(v)) for v in value]
+    if kind is Kind.SPAN and isinstance(value, date):  # a TOML date-time for `end`
+        return value.isoformat()
+    return value
+
+
+def _fail_on(text: str | None) -> Severity | None:
+    if text is None or text.strip().lower() == "none":
+        return None
+    try:
+        return Severity.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"--fail-on: {exc}") from None
+
+
+def _what_if(text: str | None) -> tuple[str, ...]:
+    if text is None or text.strip() == "":
+        return ()
+    value = text.strip().lower()
+    if value not in WHAT_IFS:
+        raise ConfigError(
+            f"--what-if must be one of {', '.join(WHAT_IFS)}, got {text.strip()[:40]!r}"
+        )
+    return (value,)
+
+
+def _format(text: str | None) -> str:
+    if text is None or text not in FORMATS:
+        raise ConfigError(f"[scan] format must be one of {', '.join(FORMATS)}, got {text!r}")
+    return text
+
+
+def _settings(
+    doc: Mapping[str, Any],
+    opts: _Options,
+    sets: tuple[str, ...] = (),
+    topology: Path | None = None,
+) -> Settings:
+    checks = _check_overrides(sets)
+    window_s, step_s, end = _window(opts)
+    # The window comes from the options (which read `[scan]` themselves), so the file's
+    # `[scan]` is left out here: it is parsed, with its errors named, in one place.
+    rest = {key: value for key, value in doc.items() if key != "scan"}
+    settings = settings_from(
+        rest,
+        window_s=window_s,
+        step_s=step_s,
+        end=end,
+        topology_dir=_topology_dir(topology),
+        **checks,
+    )
+    _check_values(settings, checks, opts)
+    return settings
+
+
+def _window(opts: _Options) -> tuple[int | None, int | None, float | None]:
+    """`--window`, `--step` and `--end`, each parsed and the three checked together: a step
+    of at least a second, a window of whole steps no longer than `--max-window` nor than
+    `MAX_BUCKETS` steps, starting after 1970."""
+    window_s = _duration(opts, "window")
+    step_s = _duration(opts, "step")
+    end = parse_end(opts.text("end"))
+    defaults = Settings()
+    window, step = window_s or defaults.window_s, step_s or defaults.step_s
+    longest = _duration(opts, "max_window") or window
+    named = opts.origin("window") or "--window"
+    if window > longest:
+        raise ConfigError(
+            f"{named} {_span(window)} is longer than --max-window {_span(longest)}: audit a "
+            "shorter window, or raise --max-window (GPUAUDIT_MAX_WINDOW, [scan] max_window) if "
+            "you mean it"
+        )
+    if window < step or window % step:
+        raise ConfigError(
+            f"{named} {_span(window)} must be a whole number of --step {_span(step)} buckets"
+        )
+    if window // step > MAX_BUCKETS:
+        raise ConfigError(
+            f"{named} {_span(window)} at --step {_span(step)} makes {window // step:,} buckets; "
+            f"at most {MAX_BUCKETS:,} are allowed: use a longer --step"
+        )
+    if end is not None and end - window < 0:
+        raise ConfigError(f"{named} {_span(window)} before --end {end:g} starts before 1970")
+    return window_s, step_s, end
+
+
+def _duration(opts: _Options, name: str) -> int | None:
+    """A duration option in whole seconds (at least 1), or None when not set."""
+    text = opts.text(name)
+    if text is None or text.strip() == "":
+        return None
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{opts.origin(name) or BY_NAME[name].flag}: {exc}") from None
+
+
+def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
+    """`--set NAME=NUMBER` entries, checked against the thresholds the checks declare."""
+    known = known_check_settings()
+    checks: dict[str, float] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("checks.")
+        if not sep or key not in known:
+            raise ConfigError(
+                f"--set {item!r}: use NAME=NUMBER with one of: " + ", ".join(sorted(known))
+            )
+        try:
+            checks[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"--set {item!r}: {value!r} is not a number") from None
+    return checks
+
+
+def _check_values(settings: Settings, sets: Mapping[str, float], opts: _Options) -> None:
+    """Every check setting in the range its kind allows, and every price a finite number of
+    at least 0; the error names where the value was set."""
+    kinds = check_registry.settings()
+    for name, value in settings.checks.overrides().items():
+        problem = kinds[name].kind.problem(value)
+        if problem:
+            where = f"--set {name}={value:g}" if name in sets else f"[checks] {name}"
+            raise ConfigError(f"{where}: {name} {problem}")
+    for model, price in settings.prices.items():
+        if not (math.isfinite(price) and price >= 0):
+            raise ConfigError(
+                f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
+                f"got {price:g}"
+            )
+
+
+def _refuse_live_only(opts: _Options, source: str) -> None:
+    """Refuse, naming it, an option that shapes a live collection when the source is a file
+    (`source` is the flag that chose it). A layer (the environment, the file) that names its
+    own `prometheus_url` keeps its connection settings with it: a layer above replaced that
+    source, settings and all, which is no clash."""
+    for option in OPTIONS:
+        layer = opts.layer(option.name)
+        if not option.live_only or layer is None or not _is_set(opts.raw(option.name)):
+            continue
+        if opts.sets(layer, "prometheus_url"):
+            continue  # it goes with that layer's live source, which a layer above replaced
+        where = opts.origin(option.name)
+        if where is not None:
+            raise ConfigError(
+                f"{where} applies only to a live scan (--prometheus-url); {source} audits "
+                "what was recorded, so remove it"
+            )
+
+
+def _reports(items: tuple[str, ...], output: Path | None) -> tuple[ReportTarget, ...]:
+    """`--report FORMAT=FILE` entries: known formats, each file named once (and not the
+    `--output` file)."""
+    targets: list[ReportTarget] = []
+    seen = {_same_file(output): "--output"} if output else {}
+    for item in items:
+        fmt, sep, file = item.partition("=")
+        fmt, file = fmt.strip(), file.strip()
+        if not sep or not file or fmt not in FORMATS:
+            raise ConfigError(
+                f"--report {item!r}: use FORMAT=FILE with FORMAT one of {', '.join(FORMATS)}"
+            )
+        path = Path(file).expanduser()
+        key = _same_file(path)
+        if key in seen:
+            raise ConfigError(f"--report {item!r}: {file} is already written by {seen[key]}")
+        seen[key] = f"--report {item!r}"
+        targets.append(ReportTarget(fmt, path))
+    return tuple(targets)
+
+
+def _report_in(folder: Path, item: str) -> str:
+    """A `[scan] report` entry with its file relative to the config file's folder."""
+    fmt, sep, file = item.partition("=")
+    if not sep or not file.strip():
+        return item  # `_reports` says what is wrong with it
+    return f"{fmt}={folder / Path(file.strip()).expanduser()}"
+
+
+def _same_file(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def _namespaces(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`--namespace` values, each a valid namespace name, duplicates dropped, order kept."""
+    out: list[str] = []
+    for raw in names:
+        ns = raw.strip()
+        if not _NAMESPACE.fullmatch(ns):
+            raise ConfigError(
+                f"--namespace {raw[:80]!r} is not a valid Kubernetes namespace name "
+                "(lower-case letters, digits and '-', at most 63 characters)"
+            )
+        if ns not in out:
+            out.append(ns)
+    return tuple(out)
+
+
+def _timeout(opts: _Options) -> float:
+    timeout = opts.number("timeout")
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{opts.origin('timeout') or '--timeout'} {timeout:g}: the timeout is seconds to wait "
+            f"for one answer, more than 0 and at most {MAX_TIMEOUT_S:g}"
+        )
+    return timeout
+
+
+def _topology_dir(path: Path | None) -> Path | None:
+    if path is not None and not path.is_dir():
+        raise ConfigError(f"--topology {path} is not a folder of `nvidia-smi topo -m` files")
+    return path
+
+
+def _live(opts: _Options, url: str) -> LiveOptions:
+    """The live connection, with what can be checked without connecting checked now."""
+    live = LiveOptions(
+        prometheus_url=url,
+        token=opts.text("prometheus_token"),
+        token_file=opts.path("prometheus_token_file"),
+        user=opts.text("prometheus_user"),
+        password=opts.text("prometheus_password"),
+        headers=opts.strings("header"),
+        ca_file=opts.path("ca_file"),
+        client_cert=opts.path("client_cert"),
+        client_key=opts.path("client_key"),
+        insecure=opts.flag("insecure_skip_tls_verify"),
+        cluster_label=opts.text("cluster_label"),
+        timeout=_timeout(opts),
+        max_answer_mib=opts.number("max_answer_mib"),
+        max_objects=opts.number("max_objects"),
+        max_queries=opts.number("max_queries"),
+        parallel_queries=opts.number("parallel_queries"),
+        kubeconfig=opts.path("kubeconfig"),
+        context=opts.text("context"),
+        namespaces=_namespaces(opts.strings("namespace")),
+        no_kubernetes=opts.flag("no_kubernetes"),
+    )
+    parse_cluster_label(live.cluster_label)
+    check_cluster_scope(live)
+    parse_headers(live.headers)
+    live.limits()
+    check_url(url)
+    return live

@@ -1,0 +1,307 @@
+"""One run, from a resolved `Config` to an `Outcome`: source, inventory, checks with waivers and
+comparison, the reports, the webhook and the exit code.
+
+One collection feeds every output: the report goes where the configuration says (a file, else
+stdout, the report's own place), then each `--report FORMAT=FILE`, then the webhook; the exit
+code is decided last, so a failing gate never loses a report. Nothing here prints: the summary
+line, the timings and errors are the caller's to print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter
+
+from rich.console import Console
+
+from gpuaudit import report, snapshot
+from gpuaudit.app.config import Config
+from gpuaudit.audit.assemble import AuditResult, run_checks
+from gpuaudit.audit.compare import load_report
+from gpuaudit.core import gcpause
+from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.core.progress import SILENT, Progress
+from gpuaudit.inventory import build
+from gpuaudit.inventory.window import requested as requested_window
+from gpuaudit.report.markdown import summary as markdown_summary
+from gpuaudit.report.text import money, num, plural
+from gpuaudit.report.webhook import post as post_webhook
+from gpuaudit.snapshot import Snapshot
+from gpuaudit.sources.interface import check_step
+from gpuaudit.sources.kubernetes.resources import RESOURCES
+from gpuaudit.sources.prometheus import rules
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a scan found and how the process should end."""
+
+    result: AuditResult
+    """The audit result the reports were rendered from."""
+    exit_code: int
+    """See `exit_code`: 0, 1 or 2."""
+    timings: Mapping[str, float]
+    """Wall seconds of each stage: load, inventory, checks, render."""
+    hint: str = ""
+    """What to check when nothing was audited, for the source the run read."""
+
+    def summary_line(self) -> str:
+        """The one-line summary for stderr: findings (and how many were waived), idle
+        GPU-hours, waste, and how many checks ran and were skipped."""
+        r, s = self.result, self.result.summary
+        note = ""
+        if r.nothing_audited:
+            note = " (INCOMPLETE: nothing was audited)"
+        elif not r.complete:
+            note = " (INCOMPLETE: some sources answered in part)"
+        aside = f" ({len(r.suppressed):,} waived)" if r.suppressed else ""
+        return (
+            f"gpuaudit: {plural(len(r.findings), 'finding')}{aside}, {num(s.idle_gpu_hours)} "
+            f"idle GPU-hours, {money(s.wasted_cost, s.currency)} wasted over "
+            f"{num(s.window_hours)} h; {plural(len(r.checks_run), 'check')} ran, "
+            f"{len(r.skipped):,} skipped{note}"
+        )
+
+    def nothing_line(self) -> str | None:
+        """The warning printed when the audit audited nothing (even with `--quiet`), else
+        None."""
+        if not self.result.nothing_audited:
+            return None
+        reasons = "; ".join(
+            r.removeprefix("nothing was audited: ") for r in self.result.nothing_audited
+        )
+        hint = f" {self.hint}" if self.hint else ""
+        return (
+            f"gpuaudit: WARNING: NOTHING WAS AUDITED: {reasons[:500]}. The report is marked "
+            f"incomplete; its zero findings do not mean healthy GPUs.{hint}"
+        )
+
+    def strict_line(self) -> str:
+        """Why the run ends with exit code 2 although the audit ran."""
+        if self.result.nothing_audited:
+            return "gpuaudit: exit code 2: an audit that audited nothing never passes a gate"
+        reasons = "; ".join(self.result.incomplete_reasons)[:500]
+        return f"gpuaudit: exit code 2: the audit is incomplete: {reasons}"
+
+    def timings_line(self) -> str:
+        """The stage timings as one JSON line (the benchmarks read it)."""
+        return "gpuaudit-timings: " + json.dumps(dict(self.timings))
+
+
+def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
+    """Audit what `config` names, write every report, post the webhook; then say how to
+    exit. `progress` is told of each stage as it goes."""
+    clock = _Stages()
+    snap = load(config, progress, as_arrays=True)
+    if config.live is None and config.namespaces:
+        snap = narrow_namespaces(snap, config.namespaces)
+    clock.mark("load")
+    with progress.stage("building the inventory"):
+        inv = build(snap, config.settings.topology_dir, narrowing(config, snap), consume=True)
+    if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
+        check_step(config.settings.step_s, inv.scrape_interval_s)
+    del snap  # the raw answers are no longer needed; free them before the checks run
+    gcpause.settled()
+    clock.mark("inventory")
+    against = config.baseline or config.previous
+    previous = (against.name, load_report(against)) if against else None
+    with progress.stage("running the checks", "checks") as tick:
+        result = run_checks(
+            inv,
+            config.settings,
+            waivers=config.waivers,
+            group_label=config.group_by_label,
+            previous=previous,
+            progress=tick,
+            what_if=config.what_if,
+        )
+    clock.mark("checks")
+    write_report(result, config.format, config.output, every=config.all_findings)
+    for target in config.reports:
+        write_report(result, target.format, target.path, every=config.all_findings)
+    clock.mark("render")
+    if config.webhook:
+        post_webhook(config.webhook, markdown_summary(result))
+    return Outcome(result, exit_code(config, result), clock.stages, _hint(config))
+
+
+def save_snapshot(
+    config: Config, file: Path, *, progress: Progress = SILENT, side_file: bool = True
+) -> int:
+    """Collect live data and write it as a snapshot file; returns how many answers it holds.
+    `side_file`: write its columnar side-file beside it too (`snapshot.index`), so that the
+    first scan of it already skips parsing its text."""
+    snap = load(config, progress, as_arrays=False)
+    try:
+        snapshot.write(snap, file)
+    except OSError as exc:
+        raise GpuauditError(f"cannot write {file}: {exc.strerror or exc}") from None
+    answers = sum(len(v) for v in snap.prometheus.values())
+    del snap  # the raw answers are on disk; the side-file is made from the file itself
+    if side_file:
+        with progress.stage("writing the columnar side-file"):
+            try:
+                snapshot.index(file)
+            except GpuauditError as exc:
+                raise GpuauditError(f"{file} was written, but not its side-file: {exc}") from None
+    return answers
+
+
+def load(config: Config, progress: Progress = SILENT, as_arrays: bool = False) -> Snapshot:
+    """The snapshot `config` names: read from its file, or collected live (`as_arrays` for a
+    scan: answers parsed as they arrive, no raw text kept)."""
+    if config.live is None:
+        if config.snapshot is None:
+            raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
+        with progress.stage("loading the snapshot", "bytes") as tick:
+            return snapshot.read(config.snapshot, progress=tick)
+    s = config.settings
+    return snapshot.collect_live(
+        config.live, s.window_s, s.step_s, s.end, as_arrays=as_arrays, progress=progress
+    )
+
+
+def narrowing(config: Config, snap: Snapshot) -> tuple[float, float] | None:
+    """The part of a snapshot's recorded window `--window`/`--end` ask to audit (None: all of
+    it; a live scan collects its window instead)."""
+    if config.live is not None:
+        return None
+    s = config.settings
+    return requested_window(
+        snap.manifest["window"], s.window_s if config.window_given else None, s.end
+    )
+
+
+def exit_code(config: Config, result: AuditResult) -> int:
+    """2 when the audit audited nothing and a gate was asked for (`--fail-on` other than none,
+    or `--strict`): an empty audit never passes a gate; 2 when `--strict` and incomplete; 1
+    when a finding (with `--baseline`, a new or worse one) is at or above `--fail-on`; else
+    0."""
+    if result.nothing_audited and (config.strict or config.fail_on is not None):
+        return 2
+    if config.strict and not result.complete:
+        return 2
+    gating = result.findings
+    if config.baseline:
+        gating = tuple(f for f in result.findings if result.status_of(f) in ("new", "worse"))
+    threshold = config.fail_on
+    if threshold is not None and any(f.severity.rank >= threshold.rank for f in gating):
+        return 1
+    return 0
+
+
+def write_report(
+    result: AuditResult, fmt: str, output: Path | None, *, every: bool = False
+) -> None:
+    """The report in `fmt`, to `output` or stdout (the table in colour, as wide as the
+    terminal, on a terminal). `every`: the table lists every finding (`--all`)."""
+    if fmt != "table":
+        deliver(report.render(result, fmt), output)
+    elif output:
+        write_text(output, report.table_text(result, every=every))
+    else:
+        report.print_table(result, Console(highlight=False), every=every)
+
+
+def deliver(text: str, output: Path | None) -> None:
+    """`text` to the file `output`, or to stdout."""
+    if output:
+        write_text(output, text)
+    else:
+        sys.stdout.write(text)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a UTF-8 text file whole or not at all (a reader never sees half a report: it is
+    written beside the file and renamed over it; a device or pipe such as `/dev/stdout` is
+    written directly); failure is one clear error."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            path.write_text(text, encoding="utf-8")
+            return
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise GpuauditError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+_NAMESPACED = frozenset(r.key for r in RESOURCES if r.namespaced)
+"""The Kubernetes lists whose objects live in namespaces (pods, PodGroups, Workloads ...)."""
+
+
+def narrow_namespaces(snap: Snapshot, namespaces: Sequence[str]) -> Snapshot:
+    """The snapshot as a live collection with `--namespace` would have recorded it: the
+    objects of namespaced resources outside `namespaces` left out, cluster-scoped ones (nodes,
+    PriorityClasses, ClusterQueues) and the Prometheus answers kept whole. A namespace with no
+    object in the snapshot adds a warning (a typo would otherwise read as an empty team)."""
+    wanted = set(namespaces)
+    seen: set[str] = set()
+    kube: dict[str, list[dict[str, object]]] = {}
+    for key, pages in snap.kubernetes.items():
+        if key not in _NAMESPACED:
+            kube[key] = pages
+            continue
+        kept_pages = []
+        for page in pages:
+            items = page.get("items") if isinstance(page, dict) else None
+            if not isinstance(items, list):
+                kept_pages.append(page)
+                continue
+            kept = [i for i in items if _namespace_of(i) in wanted]
+            seen.update(_namespace_of(i) for i in kept)
+            kept_pages.append({**page, "items": kept})
+        kube[key] = kept_pages
+    absent = [ns for ns in namespaces if ns not in seen]
+    warnings = tuple(snap.manifest.warnings)
+    if absent:
+        warnings += (
+            f"--namespace {', '.join(absent)}: the snapshot holds no Kubernetes object in "
+            f"{'this namespace' if len(absent) == 1 else 'these namespaces'}",
+        )
+    narrowed = Snapshot(snap.manifest, snap.prometheus, kube)
+    return narrowed.with_manifest(warnings=warnings)
+
+
+def _namespace_of(item: object) -> str:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return ns if isinstance(ns, str) else ""
+
+
+def _hint(config: Config) -> str:
+    """What to check when a run audited nothing, for the source it read."""
+    if config.live is None:
+        return "Check that the snapshot holds DCGM series in its window."
+    label = config.live.cluster_label
+    where = f", and that --cluster-label {label} names a cluster it holds" if label else ""
+    return (
+        "Check that this Prometheus holds dcgm-exporter series in the window (--window, "
+        f"--end){where}."
+    )
+
+
+def rules_text(fmt: str, pod_label: str) -> str:
+    """The alerting and recording rules (`gpuaudit rules`)."""
+    if pod_label not in ("exported", "pod"):
+        raise ConfigError("--pod-label must be exported or pod")
+    return rules.render(fmt, pod_label)
+
+
+class _Stages:
+    """Wall time per stage, from the start of the run."""
+
+    def __init__(self) -> None:
+        self._last = perf_counter()
+        self.stages: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = perf_counter()
+        self.stages[name] = round(now - self._last, 4)
+        self._last = now

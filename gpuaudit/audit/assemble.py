@@ -1,0 +1,376 @@
+"""Run the checks over an inventory and assemble the audit result reports render."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from gpuaudit import __version__
+from gpuaudit.audit.breakdown import Breakdown, breakdown, label_warning
+from gpuaudit.audit.capacity import CapacityPlan, Release
+from gpuaudit.audit.capacity import plan as capacity_plan
+from gpuaudit.audit.coherence import make_coherent
+from gpuaudit.audit.compare import Comparison, compare
+from gpuaudit.audit.ledger import Ledger, ledger
+from gpuaudit.audit.settings import Settings
+from gpuaudit.audit.summary import Summary, summarise
+from gpuaudit.audit.waivers import Suppressed, Waiver
+from gpuaudit.audit.waivers import apply as apply_waivers
+from gpuaudit.checks import Check, discover
+from gpuaudit.checks.findings import Finding, Severity, Skipped
+from gpuaudit.core import gcpause
+from gpuaudit.inventory import Capability, Inventory, Views
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.prom import cluster_of
+
+SCHEMA_VERSION = "1.3"
+
+
+@dataclass(frozen=True)
+class ClusterSection:
+    """One cluster of a scan of every cluster: the fleet summary's figures over its GPUs and
+    findings alone. The clusters' sums are the fleet's."""
+
+    name: str
+    summary: Summary
+    findings: int
+    """Findings on the cluster's resources (primary and related, waived ones not counted)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary.to_dict(), "findings": self.findings}
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything a report shows, computed once; reports never re-sort or re-compute."""
+
+    cluster: str
+    window_start: float
+    window_end: float
+    summary: Summary
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+    warnings: tuple[str, ...]
+    complete: bool
+    """False when a source answered only in part or nothing was audited."""
+    incomplete_reasons: tuple[str, ...]
+    checks_run: tuple[str, ...]
+    breakdown: Breakdown | None = None
+    """Waste by namespace and by a team label, and the hourly series charts draw."""
+    suppressed: tuple[Suppressed, ...] = ()
+    """Findings a waiver accepted: counted and listed, never silently dropped."""
+    comparison: Comparison | None = None
+    """Against `--baseline` or `--previous`, when given."""
+    nothing_audited: tuple[str, ...] = ()
+    """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
+    audited something. Each reason is also one of `incomplete_reasons`."""
+    attribution: Ledger | None = None
+    """The attribution ledger: allocated GPU-hours by method, unattributed ones by reason."""
+    capacity: CapacityPlan | None = None
+    """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
+    same after releasing the idle reservations found."""
+    cluster_label: str = ""
+    """The label a scan of every cluster kept clusters apart by; empty for one cluster."""
+    clusters: tuple[ClusterSection, ...] = ()
+    """Per cluster of a scan of every cluster, by name; empty for one cluster."""
+    generated_at: str = field(
+        default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+
+    def worst(self) -> Severity | None:
+        return self.findings[0].severity if self.findings else None
+
+    @property
+    def primaries(self) -> tuple[Finding, ...]:
+        """The findings reports list as rows: one per resource, the first in rank order (the
+        others are shown under it, see `related_to`)."""
+        return tuple(f for f in self.findings if f.primary)
+
+    def related_to(self, f: Finding) -> tuple[Finding, ...]:
+        """The other findings on the resource of primary finding `f`, in rank order."""
+        if not f.related:
+            return ()
+        key = (f.resource.kind, f.resource.namespace, f.resource.name)
+        return tuple(
+            g
+            for g in self.findings
+            if not g.primary and (g.resource.kind, g.resource.namespace, g.resource.name) == key
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "gpuaudit_version": __version__,
+            "generated_at": self.generated_at,
+            "cluster": self.cluster,
+            "window": {
+                "start": _iso(self.window_start),
+                "end": _iso(self.window_end),
+                "hours": round((self.window_end - self.window_start) / 3600.0, 2),
+            },
+            "complete": self.complete,
+            "incomplete_reasons": list(self.incomplete_reasons),
+            "nothing_audited": bool(self.nothing_audited),
+            "summary": self.summary.to_dict(),
+            "findings": [self._finding(f) for f in self.findings],
+            "checks_run": list(self.checks_run),
+            "skipped": [s.to_dict() for s in self.skipped],
+            "suppressed_count": len(self.suppressed),
+            "suppressed": [s.to_dict() for s in self.suppressed],
+            "breakdown": self._breakdown_dict(),
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "capacity": self.capacity.to_dict() if self.capacity else None,
+            "attribution": self.attribution.to_dict() if self.attribution else None,
+            "warnings": list(self.warnings),
+            # Only in a scan of every cluster (schema 1.3): other reports stay as they were.
+            **(
+                {
+                    "cluster_label": self.cluster_label,
+                    "clusters": {c.name: c.to_dict() for c in self.clusters},
+                }
+                if self.cluster_label
+                else {}
+            ),
+        }
+
+    def _finding(self, f: Finding) -> dict[str, Any]:
+        d = f.to_dict()
+        if self.comparison is not None:
+            d["status"] = self.status_of(f)
+        return d
+
+    def _breakdown_dict(self) -> dict[str, Any]:
+        b = self.breakdown
+        if b is None:
+            return {"by_namespace": [], "group_label": "", "by_group": []}
+        return {
+            "by_namespace": [g.to_dict() for g in b.by_namespace],
+            "group_label": b.group_label,
+            "by_group": [g.to_dict() for g in b.by_group],
+        }
+
+    def status_of(self, f: Finding) -> str:
+        """new, worse, improved or unchanged against the comparison; empty without one."""
+        return self.comparison.status.get(f.fingerprint(), "") if self.comparison else ""
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+IDLE_ACTIVITY = "idle_activity"
+"""The check setting whose value also marks idle GPU-hours in the summary and breakdown."""
+
+
+def run_checks(
+    inv: Inventory,
+    settings: Settings,
+    checks: Sequence[Check] | None = None,
+    waivers: tuple[Waiver, ...] = (),
+    group_label: str = "",
+    previous: tuple[str, dict[str, Any]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    what_if: Sequence[str] = (),
+) -> AuditResult:
+    """Run every check whose data exists, apply waivers, make the findings agree
+    (`gpuaudit.audit.coherence`), and assemble the result.
+
+    `checks` defaults to every check `gpuaudit.checks.discover()` finds. The shared views are
+    made once here and handed to every check, the summary and the breakdown. `previous` is
+    (source name, an earlier JSON report) for `--baseline` or `--previous`. `progress` gets
+    (checks done, checks in all) after each check. `what_if` (`--what-if`) names the
+    scenarios the capacity plan's reports show (see `gpuaudit.audit.capacity.WHAT_IFS`).
+    """
+    views = Views(inv, settings.prices)
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    ran: list[str] = []
+    todo = discover() if checks is None else checks
+    # The row-long views some check still to run may read, after each check (see `VIEWS`).
+    later: list[frozenset[str]] = []
+    wanted: frozenset[str] = frozenset()
+    for check in reversed(todo):
+        later.append(wanted)
+        declared = getattr(check, "views", None)
+        wanted |= frozenset(Views.ROW_LONG) if declared is None else declared
+    later.reverse()
+    for done, check in enumerate(todo):
+        if progress is not None:
+            progress(done, len(todo))
+        lacking = [r for r in check.requires if r not in inv.capabilities]
+        if lacking:
+            reasons = "; ".join(inv.missing.get(r, f"{r.value} is not available") for r in lacking)
+            skipped.append(Skipped(check.code, reasons))
+            continue
+        with gcpause.stage():
+            findings.extend(check.run(views, check.configure(settings.checks)))
+        ran.append(check.code)
+        views.forget(set(Views.ROW_LONG) - later[done])
+    if progress is not None:
+        progress(len(todo), len(todo))
+    # The summary, breakdown and plan as one stage (see `gcpause.stage`).
+    with gcpause.paused():
+        views.forget_check_rows()  # before the summary, breakdown and plan make their own
+        nothing = nothing_audited(inv, ran, skipped)
+        findings = _with_clusters(inv, findings)
+        kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
+        unmatched = label_warning(inv, group_label)
+        if unmatched:
+            waiver_warnings = [*waiver_warnings, unmatched]
+        idle = settings.checks[IDLE_ACTIVITY]
+        # After waivers: a finding someone accepted neither drains nor leads another.
+        ranked, totals = make_coherent(kept)
+        summary = dataclasses.replace(
+            summarise(views, idle, settings.currency),
+            findings_gpu_hours=totals.gpu_hours,
+            findings_cost=totals.cost,
+        )
+        sections = _sections(views, idle, settings.currency, ranked)
+        comparison = None
+        if previous is not None:
+            comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
+        return AuditResult(
+            cluster=inv.cluster,
+            window_start=inv.window_start,
+            window_end=inv.window_end,
+            summary=summary,
+            findings=ranked,
+            skipped=tuple(skipped),
+            warnings=tuple(inv.warnings) + tuple(waiver_warnings),
+            complete=inv.complete and not nothing,
+            incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
+            checks_run=tuple(ran),
+            breakdown=breakdown(views, idle, group_label),
+            # A waived finding counts toward no total (and leads, drains and relates to nothing).
+            suppressed=tuple(
+                Suppressed(dataclasses.replace(s.finding, counted=False), s.waiver)
+                for s in sorted(suppressed, key=lambda s: s.finding.sort_key())
+            ),
+            comparison=comparison,
+            nothing_audited=nothing,
+            capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
+            attribution=ledger(views),
+            cluster_label=inv.cluster_label,
+            clusters=sections,
+        )
+
+
+def _with_clusters(inv: Inventory, findings: list[Finding]) -> list[Finding]:
+    """The findings of a scan of every cluster, each naming its cluster (`Resource.cluster`):
+    the cluster its namespace, node, or (a node or GPU) its own name is qualified by."""
+    if not inv.cluster_label:
+        return findings
+    known = set(inv.clusters)
+    out = []
+    for f in findings:
+        r = f.resource
+        where = r.namespace or r.node or (r.name if r.kind in ("Node", "GPU") else "")
+        cluster = cluster_of(where)
+        out.append(
+            dataclasses.replace(f, resource=dataclasses.replace(r, cluster=cluster))
+            if cluster in known
+            else f
+        )
+    return out
+
+
+def _sections(
+    views: Views, idle: float, currency: str, ranked: tuple[Finding, ...]
+) -> tuple[ClusterSection, ...]:
+    """Per cluster of a scan of every cluster: the summary over its GPUs, with the counted
+    impact of its findings (each finding belongs to one cluster, so the sums are the fleet's)."""
+    inv = views.inv
+    if not inv.cluster_label:
+        return ()
+    out = []
+    for name in inv.clusters:
+        mine = [f for f in ranked if f.resource.cluster == name]
+        counted = [f for f in mine if f.counted]
+        summary = dataclasses.replace(
+            summarise(views, idle, currency, name),
+            findings_gpu_hours=sum(f.impact.gpu_hours for f in counted),
+            findings_cost=sum(f.impact.cost for f in counted),
+        )
+        out.append(ClusterSection(name, summary, len(mine)))
+    return tuple(out)
+
+
+RELEASE_CODES = ("GPU001", "GPU002")
+"""The checks whose findings are the idle reservations the capacity plan releases: GPU001's
+pods for the whole window, GPU002's from the start of their idle tail."""
+
+
+def _releases(ranked: tuple[Finding, ...]) -> list[Release]:
+    """The idle reservations of GPU001's and GPU002's findings (after waivers), each exactly
+    what its finding says was idle."""
+    out = []
+    for f in ranked:
+        if f.code not in RELEASE_CODES or f.resource.kind != "Pod":
+            continue
+        since = None
+        if f.code == "GPU002":
+            start = f.evidence.get("idle_tail_from")
+            if not isinstance(start, str):
+                continue  # a tail without its start cannot be released exactly
+            since = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
+        out.append(Release(f.resource.namespace, f.resource.name, f.code, since))
+    return out
+
+
+def _capacity(
+    views: Views,
+    idle: float,
+    currency: str,
+    ranked: tuple[Finding, ...],
+    skipped: list[Skipped],
+    ran: list[str],
+    what_if: Sequence[str] = (),
+) -> CapacityPlan:
+    """The capacity plan, releasing the idle reservations GPU001 and GPU002 reported (after
+    waivers)."""
+    released: list[Release] | None = None
+    if any(code in ran for code in RELEASE_CODES):
+        released = _releases(ranked)
+    notes = [
+        f"{code} was skipped: {why}" if why else f"{code} was not run"
+        for code in RELEASE_CODES
+        if code not in ran
+        for why in [next((s.reason for s in skipped if s.code == code), "")]
+    ]
+    note = "; ".join(notes)
+    inv = views.inv
+    # Queue figures need the queue objects and the DCGM history they are measured against.
+    measured = {Capability.QUEUES, Capability.ACTIVITY} <= inv.capabilities
+    queues = views.queue_usage(idle) if measured else ()
+    return capacity_plan(views, idle, currency, released, note, queues, what_if)
+
+
+def nothing_audited(
+    inv: Inventory, ran: Sequence[str], skipped: Sequence[Skipped]
+) -> tuple[str, ...]:
+    """Why an audit audited nothing: no GPU in the DCGM data (no series in the window, or none
+    with the cluster label), or no check could run. Empty when neither holds. An empty audit
+    is incomplete, never healthy: it has no findings because it looked at nothing."""
+    reasons: list[str] = []
+    if inv.gpus.empty:
+        reasons.append("nothing was audited: no GPU appears in the DCGM data of the window")
+    if not ran:
+        reasons.append(
+            f"nothing was audited: every check ({len(skipped)}) was skipped for lack of data"
+        )
+    return tuple(reasons)
+
+
+def _pod_labels(inv: Inventory) -> dict[tuple[str, str], dict[str, str]]:
+    """(namespace, pod) -> the pod's labels, for waivers that match on labels."""
+    labels: dict[tuple[str, str], dict[str, str]] = {}
+    if C.LABELS in inv.pods.columns:
+        for ns, pod, lab in zip(
+            inv.pods[C.NAMESPACE], inv.pods[C.POD], inv.pods[C.LABELS], strict=True
+        ):
+            if isinstance(lab, dict):
+                labels[(str(ns), str(pod))] = lab
+    return labels

@@ -1,0 +1,169 @@
+"""Waivers: accepted findings, suppressed with a reason and an expiry date, never dropped.
+
+In `gpuaudit.toml`:
+
+    [[waivers]]
+    code = "GPU001"                 # required
+    namespace = "research"          # any of namespace, selector, resource narrows it
+    selector = "team=ml,tier!=prod" # a label selector on the pod's labels (=, ==, !=, key, !key)
+    resource = "research/notebook-0"
+    reason = "shared demo notebook" # required
+    expires = 2026-12-31            # required; an expired waiver no longer applies and warns
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from typing import Any
+
+from gpuaudit.checks.findings import Finding
+from gpuaudit.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Waiver:
+    code: str
+    reason: str
+    expires: date
+    namespace: str = ""
+    selector: str = ""
+    resource: str = ""
+
+    def describe(self) -> str:
+        parts = [self.code]
+        if self.namespace:
+            parts.append(f"namespace={self.namespace}")
+        if self.selector:
+            parts.append(f"selector={self.selector}")
+        if self.resource:
+            parts.append(f"resource={self.resource}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "namespace": self.namespace,
+            "selector": self.selector,
+            "resource": self.resource,
+            "reason": self.reason,
+            "expires": self.expires.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    finding: Finding
+    waiver: Waiver
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.finding.to_dict()
+        d["waiver"] = self.waiver.to_dict()
+        return d
+
+
+def parse(config: Mapping[str, Any]) -> list[Waiver]:
+    raw = config.get("waivers", [])
+    if not isinstance(raw, list):
+        raise ConfigError("waivers must be an array of tables: [[waivers]]")
+    out: list[Waiver] = []
+    for i, w in enumerate(raw):
+        where = f"waivers[{i}]"
+        if not isinstance(w, Mapping):
+            raise ConfigError(f"{where} must be a table")
+        unknown = set(w) - {"code", "reason", "expires", "namespace", "selector", "resource"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
+        code = str(w.get("code", "")).strip().upper()
+        reason = str(w.get("reason", "")).strip()
+        if not code or not reason:
+            raise ConfigError(f"{where} needs a code and a reason")
+        exp = w.get("expires")
+        if isinstance(exp, datetime):
+            exp = exp.date()
+        elif isinstance(exp, str):
+            try:
+                exp = date.fromisoformat(exp)
+            except ValueError:
+                raise ConfigError(f"{where}: expires {exp!r} is not a date (YYYY-MM-DD)") from None
+        if not isinstance(exp, date):
+            raise ConfigError(f"{where} needs an expiry date: expires = YYYY-MM-DD")
+        selector = str(w.get("selector", ""))
+        _parse_selector(selector, where)
+        out.append(
+            Waiver(
+                code, reason, exp, str(w.get("namespace", "")), selector, str(w.get("resource", ""))
+            )
+        )
+    return out
+
+
+def _parse_selector(text: str, where: str) -> list[tuple[str, str, str]]:
+    """`a=b,c!=d,e,!f` -> [(key, op, value)]; op is =, !=, exists or !exists."""
+    terms: list[tuple[str, str, str]] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if "!=" in part:
+            k, v = part.split("!=", 1)
+            terms.append((k.strip(), "!=", v.strip()))
+        elif "==" in part or "=" in part:
+            k, v = part.split("==", 1) if "==" in part else part.split("=", 1)
+            terms.append((k.strip(), "=", v.strip()))
+        elif part.startswith("!"):
+            terms.append((part[1:].strip(), "!exists", ""))
+        else:
+            terms.append((part, "exists", ""))
+        if not terms[-1][0]:
+            raise ConfigError(f"{where}: bad label selector {text!r}")
+    return terms
+
+
+def _matches(selector: str, labels: Mapping[str, str]) -> bool:
+    for key, op, value in _parse_selector(selector, "selector"):
+        if op == "=" and labels.get(key) != value:
+            return False
+        if op == "!=" and labels.get(key) == value:
+            return False
+        if op == "exists" and key not in labels:
+            return False
+        if op == "!exists" and key in labels:
+            return False
+    return True
+
+
+def apply(
+    findings: Sequence[Finding],
+    waivers: Sequence[Waiver],
+    pod_labels: Mapping[tuple[str, str], Mapping[str, str]],
+    today: date | None = None,
+) -> tuple[list[Finding], list[Suppressed], list[str]]:
+    """Split findings into kept and suppressed; warn about expired waivers."""
+    today = today or datetime.now(timezone.utc).date()
+    active = [w for w in waivers if w.expires >= today]
+    warnings = [
+        f"waiver {w.describe()} expired on {w.expires.isoformat()} and no longer applies "
+        f"(reason was: {w.reason})"
+        for w in waivers
+        if w.expires < today
+    ]
+    kept: list[Finding] = []
+    suppressed: list[Suppressed] = []
+    for f in findings:
+        r = f.resource
+        hit = None
+        for w in active:
+            if w.code != f.code:
+                continue
+            if w.namespace and w.namespace != r.namespace:
+                continue
+            if w.resource and w.resource not in (r.ref(), r.name):
+                continue
+            if w.selector and not _matches(w.selector, pod_labels.get((r.namespace, r.name), {})):
+                continue
+            hit = w
+            break
+        if hit is None:
+            kept.append(f)
+        else:
+            suppressed.append(Suppressed(f, hit))
+    return kept, suppressed, warnings

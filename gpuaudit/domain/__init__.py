@@ -1,0 +1,1 @@
+"""Domain tables: NVLink topology, XID codes, MIG profiles, power specifications and list prices."""

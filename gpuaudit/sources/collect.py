@@ -1,0 +1,320 @@
+"""A live collection: Prometheus first, then the Kubernetes API when it can be reached.
+
+`collect` returns the raw answers of both sources with what the manifest records about them
+(`LiveCollection`); `gpuaudit.snapshot.collect_live` turns that into a snapshot. Progress is
+reported through the callable passed in, and each Prometheus answer is kept as the `keep`
+passed in decides (as the API returned it, by default).
+
+Kubernetes is read when a kubeconfig or the in-cluster service account is around (or asked for
+with `--kubeconfig`/`--context`), unless `--no-kubernetes`. When it was not asked for and cannot
+be read, the scan goes on without it and says why; when it was asked for, that is an error.
+
+A scan of every cluster of a central backend (`--cluster-label NAME`, no value) never reads
+Kubernetes: one kubeconfig context is one cluster, and its objects cannot be joined to the
+series of the others. Asking for it there (`--kubeconfig`, `--context`, `--namespace`) is
+refused (`check_cluster_scope`); a kubeconfig merely lying around is left unread, and the
+manifest says why. To join one cluster's API server, name that cluster (`NAME=VALUE`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.core.progress import SILENT, Progress
+from gpuaudit.core.redact import url_for_display
+from gpuaudit.sources.bounds import (
+    DEFAULT_ANSWER_MIB,
+    DEFAULT_OBJECTS,
+    DEFAULT_PARALLEL,
+    DEFAULT_QUERIES,
+    DEFAULT_TIMEOUT_S,
+    Limits,
+    limits_from,
+)
+from gpuaudit.sources.interface import Window, make_window
+from gpuaudit.sources.kubernetes.connect import connect
+from gpuaudit.sources.kubernetes.kubesource import KubernetesSource
+from gpuaudit.sources.prometheus.catalogue import ClusterLabel
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig, check_headers
+from gpuaudit.sources.prometheus.planner import Keep, keep_body
+from gpuaudit.sources.prometheus.promsource import PromCollection, PrometheusSource
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Everything a live collection needs, from flags and the environment."""
+
+    prometheus_url: str
+    token: str | None = None
+    token_file: Path | None = None
+    user: str | None = None
+    password: str | None = None
+    headers: tuple[str, ...] = ()
+    """Extra HTTP headers as `Name: value` (see `parse_headers`)."""
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    insecure: bool = False
+    cluster_label: str | None = None
+    """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend);
+    `NAME`: read every cluster at once, kept apart by the label."""
+    timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds one request may take, from start to last byte, on either API."""
+    max_answer_mib: float = DEFAULT_ANSWER_MIB
+    max_objects: float = DEFAULT_OBJECTS
+    max_queries: float = DEFAULT_QUERIES
+    parallel_queries: float = DEFAULT_PARALLEL
+    kubeconfig: Path | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()
+    no_kubernetes: bool = False
+
+    def limits(self) -> Limits:
+        """The bounds of the collection (`ConfigError` for a value out of reason)."""
+        return limits_from(
+            self.timeout,
+            self.max_answer_mib,
+            self.max_objects,
+            self.max_queries,
+            self.parallel_queries,
+        )
+
+
+@dataclass(frozen=True)
+class LiveCollection:
+    """The raw answers of one live collection and what the manifest records about them."""
+
+    window: Window
+    cluster: str
+    """The `--cluster-label` value, else the Kubernetes context, else the Prometheus URL; for a
+    scan of every cluster, `N clusters by <label>`."""
+    prometheus_url: str
+    """The Prometheus URL as recorded: without credentials, query or fragment."""
+    prometheus: PromCollection
+    kubernetes: dict[str, list[dict[str, Any]]]
+    """Resource key -> the list response pages, as the API server sent them."""
+    objects: dict[str, str]
+    """Resource key -> `"ok"` or why not (`not read: ...` when Kubernetes was not read)."""
+    warnings: list[str]
+    """The backend's warnings, then the Kubernetes ones."""
+    incomplete_reasons: list[str]
+    """Why the answers may be incomplete: partial Prometheus answers, then Kubernetes lists
+    that were forbidden, failed or cut short."""
+
+
+def collect(
+    live: LiveOptions,
+    window_s: int,
+    step_s: int,
+    end: float | None,
+    *,
+    progress: Progress = SILENT,
+    keep: Keep = keep_body,
+    keep_page: KeepPage | None = None,
+) -> LiveCollection:
+    """Collect from Prometheus, then from the Kubernetes API when it is reachable. Raises
+    `ConfigError` for unusable options and `SourceError` when a source that must be read
+    cannot be. `keep_page(resource key, page)` is what is kept of each Kubernetes list page
+    (the page as the API sent it, by default). Both sources are checked before either is
+    read (`preflight`), so that a wrong `--kubeconfig` is reported before a long Prometheus
+    collection, not after it."""
+    cluster_label = parse_cluster_label(live.cluster_label)
+    check_cluster_scope(live)
+    limits = live.limits()
+    cfg = PromConfig(
+        url=live.prometheus_url,
+        token=live.token,
+        token_file=live.token_file,
+        username=live.user,
+        password=live.password,
+        headers=parse_headers(live.headers),
+        ca_file=live.ca_file,
+        client_cert=live.client_cert,
+        client_key=live.client_key,
+        insecure_skip_tls_verify=live.insecure,
+        timeout_s=limits.timeout_s,
+        max_answer_bytes=limits.answer_bytes,
+    )
+    url = check_url(live.prometheus_url)
+    w = make_window(window_s, step_s, end)
+    preflight(live)
+    with PromClient(cfg) as client, progress.stage("querying Prometheus", "queries") as tick:
+        prom = PrometheusSource(
+            client, cluster_label, tick, keep, limits.queries, limits.parallel
+        ).collect(w)
+    with progress.stage("listing Kubernetes objects") as stage:
+        kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page, stage.note)
+    reasons = list(prom.incomplete_reasons)
+    for key, state in sorted(objects.items()):
+        if state.startswith(("forbidden", "failed", "incomplete")):
+            reasons.append(f"Kubernetes {key}: {state}")
+    if cluster_label and cluster_label.grouped:
+        n = len(prom.capabilities.clusters)
+        many = f"{n} cluster{'' if n == 1 else 's'}" if n else "every cluster"
+        cluster = f"{many} by {cluster_label.name}"
+    else:
+        cluster = (cluster_label.value if cluster_label else "") or kube_cluster
+    return LiveCollection(
+        window=w,
+        cluster=cluster or url,
+        prometheus_url=url,
+        prometheus=prom,
+        kubernetes=kube,
+        objects=objects,
+        warnings=prom.warnings + warnings,
+        incomplete_reasons=reasons,
+    )
+
+
+KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
+"""What is kept of one Kubernetes list page, given its resource key and the page."""
+
+
+def check_url(url: str) -> str:
+    """The Prometheus URL as messages show it, once it is known to be usable: http or https,
+    with a host. Raises `ConfigError` otherwise."""
+    import httpx
+
+    shown = display_url(url)
+    if not shown.startswith(("http://", "https://")):
+        raise ConfigError(f"--prometheus-url must start with http:// or https://, got {shown!r}")
+    try:
+        host = httpx.URL(url.strip()).host
+    except Exception:  # noqa: BLE001 - httpx raises several types for a malformed URL
+        host = ""
+    if not host:
+        raise ConfigError(f"--prometheus-url {shown!r} is not a well-formed URL with a host")
+    return shown
+
+
+def preflight(live: LiveOptions) -> None:
+    """Check, without any request, what can be checked before the collection starts: the
+    kubeconfig is readable and holds the context asked for. Raises `SourceError` when
+    Kubernetes was asked for (`--kubeconfig`, `--context`) and cannot be used; when it was
+    only found lying around, `collect` goes on without it and says why."""
+    if not _use_kubernetes(live) or not (live.kubeconfig or live.context):
+        return
+    conn = connect(live.kubeconfig, live.context)
+    conn.api.close()
+
+
+def _kubernetes(
+    live: LiveOptions,
+    w: Window,
+    limits: Limits,
+    keep_page: KeepPage | None,
+    note: Callable[[str], None],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str]:
+    """The Kubernetes pages, the status per resource, the warnings and the context name;
+    `note` gets a short line after every page."""
+    if not _use_kubernetes(live):
+        if live.no_kubernetes:
+            why = "not read: --no-kubernetes"
+        elif _every_cluster(live):
+            why = (
+                f"not read: --cluster-label {live.cluster_label} audits every cluster, and one "
+                "kubeconfig context is one cluster"
+            )
+        else:
+            why = "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
+        return {}, {"pods": why, "nodes": why}, [], ""
+    explicit = bool(live.kubeconfig or live.context)
+    try:
+        source = KubernetesSource(
+            live.kubeconfig,
+            live.context,
+            live.namespaces,
+            on_progress=note,
+            limits=limits,
+            keep_page=keep_page,
+        )
+        kc = source.collect(w)
+    except ConfigError:
+        raise
+    except GpuauditError as exc:
+        if explicit:
+            raise
+        why = f"not read: {exc}"
+        return {}, {"pods": why, "nodes": why}, [f"the Kubernetes API was not read: {exc}"], ""
+    return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
+
+
+def parse_cluster_label(text: str | None) -> ClusterLabel | None:
+    """`--cluster-label`: `NAME=VALUE` (one cluster) or `NAME` (every cluster, grouped by the
+    label); `ConfigError` for a name PromQL cannot hold."""
+    return ClusterLabel.parse(text)
+
+
+def check_cluster_scope(live: LiveOptions) -> None:
+    """Refuse, before anything is read, the Kubernetes options a scan of every cluster cannot
+    apply: one kubeconfig context is one cluster (`ConfigError`)."""
+    if not _every_cluster(live) or live.no_kubernetes:
+        return
+    asked = [
+        flag
+        for flag, given in (
+            ("--kubeconfig", live.kubeconfig),
+            ("--context", live.context),
+            ("--namespace", live.namespaces),
+        )
+        if given
+    ]
+    if asked:
+        raise ConfigError(
+            f"--cluster-label {live.cluster_label} audits every cluster the backend holds, but "
+            f"{' and '.join(asked)} name{'s' if len(asked) == 1 else ''} one cluster's "
+            "Kubernetes API: name that cluster (--cluster-label "
+            f"{live.cluster_label}=VALUE) to join its API server, or add --no-kubernetes"
+        )
+
+
+def _every_cluster(live: LiveOptions) -> bool:
+    label = parse_cluster_label(live.cluster_label)
+    return label is not None and label.grouped
+
+
+def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
+    """Extra headers from `--header 'Name: value'` entries (in `GPUAUDIT_HEADER`, one per
+    line). An entry that cannot be read is one `ConfigError` that names the entry by its place
+    and the header by its name, never by its value, which may be a credential."""
+    out: dict[str, str] = {}
+    for i, h in enumerate(raw, 1):
+        if not h.strip():
+            continue
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(
+                f"--header number {i} has no ':' between name and value (its text is not "
+                "shown, it may hold a secret); write 'Name: value', and in GPUAUDIT_HEADER "
+                "one header per line"
+            )
+        out[name.strip()] = value
+    return check_headers(out)
+
+
+def _use_kubernetes(live: LiveOptions) -> bool:
+    if live.no_kubernetes or _every_cluster(live):
+        return False
+    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    if os.environ.get("KUBECONFIG"):
+        return True
+    return (Path.home() / ".kube" / "config").is_file()
+
+
+def display_url(url: str) -> str:
+    """The Prometheus URL as messages and the manifest show it: normalised as httpx reads it
+    (scheme and host in lower case, a default port left out, non-ASCII encoded), then made safe
+    by the one redactor (no credentials, query or fragment)."""
+    import httpx
+
+    try:
+        normal = str(httpx.URL(url.strip()))
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given, made safe
+        normal = url
+    return url_for_display(normal)

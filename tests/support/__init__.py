@@ -1,0 +1,3 @@
+"""Test support: factories, real servers (Prometheus, VictoriaMetrics, a test API server), fault
+servers and recorded objects.
+"""
