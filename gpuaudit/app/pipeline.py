@@ -23,8 +23,8 @@ from gpuaudit import report, snapshot
 from gpuaudit.app.config import Config
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.compare import load_report
-from gpuaudit.core import gcpause
 from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.core.gcpause import SCOPED, Collector
 from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.inventory import build
 from gpuaudit.inventory.window import requested as requested_window
@@ -93,9 +93,10 @@ class Outcome:
         return "gpuaudit-timings: " + json.dumps(dict(self.timings))
 
 
-def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
+def run(config: Config, *, progress: Progress = SILENT, collector: Collector = SCOPED) -> Outcome:
     """Audit what `config` names, write every report, post the webhook; then say how to
-    exit. `progress` is told of each stage as it goes."""
+    exit. `progress` is told of each stage as it goes; `collector` is how the audit treats the
+    cyclic collector (the caller owns the process: only a one-command process freezes)."""
     clock = _Stages()
     snap = load(config, progress, as_arrays=True)
     if config.live is None and config.namespaces:
@@ -106,7 +107,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
     if config.live is not None:  # a snapshot's buckets were fixed when it was recorded
         check_step(config.settings.step_s, inv.scrape_interval_s)
     del snap  # the raw answers are no longer needed; free them before the checks run
-    gcpause.settled()
+    collector.settled()
     clock.mark("inventory")
     against = config.baseline or config.previous
     previous = (against.name, load_report(against)) if against else None
@@ -119,6 +120,7 @@ def run(config: Config, *, progress: Progress = SILENT) -> Outcome:
             previous=previous,
             progress=tick,
             what_if=config.what_if,
+            collector=collector,
         )
     clock.mark("checks")
     write_report(result, config.format, config.output, every=config.all_findings)

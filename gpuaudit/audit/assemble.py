@@ -21,7 +21,7 @@ from gpuaudit.audit.waivers import Suppressed, Waiver
 from gpuaudit.audit.waivers import apply as apply_waivers
 from gpuaudit.checks import Check, discover
 from gpuaudit.checks.findings import Finding, Severity, Skipped
-from gpuaudit.core import gcpause
+from gpuaudit.core.gcpause import SCOPED, Collector, paused
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
@@ -174,6 +174,7 @@ def run_checks(
     previous: tuple[str, dict[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
     what_if: Sequence[str] = (),
+    collector: Collector = SCOPED,
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
     (`gpuaudit.audit.coherence`), and assemble the result.
@@ -183,6 +184,7 @@ def run_checks(
     (source name, an earlier JSON report) for `--baseline` or `--previous`. `progress` gets
     (checks done, checks in all) after each check. `what_if` (`--what-if`) names the
     scenarios the capacity plan's reports show (see `gpuaudit.audit.capacity.WHAT_IFS`).
+    `collector` runs each check as a stage (`gpuaudit.core.gcpause.Collector`).
     """
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
@@ -205,14 +207,14 @@ def run_checks(
             reasons = "; ".join(inv.missing.get(r, f"{r.value} is not available") for r in lacking)
             skipped.append(Skipped(check.code, reasons))
             continue
-        with gcpause.stage():
+        with collector.stage():
             findings.extend(check.run(views, check.configure(settings.checks)))
         ran.append(check.code)
         views.forget(set(Views.ROW_LONG) - later[done])
     if progress is not None:
         progress(len(todo), len(todo))
-    # The summary, breakdown and plan as one stage (see `gcpause.stage`).
-    with gcpause.paused():
+    # The summary, breakdown and plan with the collector paused (see `Collector.stage`).
+    with paused():
         views.forget_check_rows()  # before the summary, breakdown and plan make their own
         nothing = nothing_audited(inv, ran, skipped)
         findings = _with_clusters(inv, findings)

@@ -10,6 +10,7 @@ from gpuaudit.app.options import OPTIONS
 from gpuaudit.console.params import from_environment, given, takes
 from gpuaudit.console.style import failing, say_outcome
 from gpuaudit.core import debuglog
+from gpuaudit.core.gcpause import FREEZING
 
 
 class Format(str, enum.Enum):
@@ -42,7 +43,7 @@ def scan(ctx: typer.Context, **_: object) -> None:
         debuglog.configure(True)
     with failing():
         cfg = configuration.for_scan(options, from_environment(ctx))
-        outcome = pipeline.run(cfg, progress=progress.for_run(cfg.quiet))
+        outcome = pipeline.run(cfg, progress=progress.for_run(cfg.quiet), collector=FREEZING)
     say_outcome(outcome, quiet=cfg.quiet, timings=cfg.timings)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)

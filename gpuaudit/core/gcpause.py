@@ -12,6 +12,7 @@ import functools
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 _P = ParamSpec("_P")
@@ -41,29 +42,40 @@ def without_gc(f: Callable[_P, _R]) -> Callable[_P, _R]:
     return run
 
 
-_settled = False
-"""Whether `settled` was called: `stage` then freezes what each stage leaves alive too."""
+@dataclass(frozen=True)
+class Collector:
+    """How one audit treats Python's cyclic collector, chosen by whoever owns the process.
+
+    Library code never changes the collector for longer than a block: the default, `SCOPED`,
+    pauses it while a stage runs and restores it after. Freezing survivors (`gc.freeze`) lasts
+    for the rest of the process, so only an entry point whose process ends with the command asks
+    for it (`FREEZING`, `gpuaudit.cli`); a test session or any long-lived caller keeps `SCOPED`.
+    """
+
+    freeze: bool = False
+    """Freeze what exists once the audit has settled, and what each stage leaves alive."""
+
+    def settled(self) -> None:
+        """Say that what exists now lives until the audit ends (the inventory, once built).
+        With `freeze`, the collector stops traversing it (`gc.freeze`); reference counting
+        frees frozen objects as usual, only their reference cycles are no longer looked for."""
+        if self.freeze:
+            gc.freeze()
+
+    @contextmanager
+    def stage(self) -> Iterator[None]:
+        """One stage of an audit (a check): the collector paused while it runs, then one
+        collection of the reference cycles among the objects it made, and with `freeze` what
+        it leaves alive (the views it made) frozen too, so that later collections do not walk
+        every view made so far again."""
+        with paused():
+            yield
+        gc.collect(0)  # what the stage made is all in the youngest generation
+        if self.freeze:
+            gc.freeze()
 
 
-def settled() -> None:
-    """Say that what exists now lives until the audit ends (the inventory, once built): the
-    collector stops traversing it (`gc.freeze`). Objects made later are collected as usual;
-    reference counting frees the frozen ones as usual too, only their reference cycles are no
-    longer looked for."""
-    global _settled
-    gc.freeze()
-    _settled = True
-
-
-@contextmanager
-def stage() -> Iterator[None]:
-    """One stage of an audit (a check): the collector paused while it runs, then one
-    collection of the reference cycles among the objects it made, and, after `settled`, what
-    it leaves alive (the views it made) frozen too. At 100,000 GPUs the collector otherwise
-    ran some 4,400 times during the checks and the plan (3.7 s), each full collection walking
-    every view made so far."""
-    with paused():
-        yield
-    gc.collect(0)  # what the stage made is all in the youngest generation
-    if _settled:
-        gc.freeze()
+SCOPED = Collector()
+"""Pauses only: nothing outlives a stage. The default of every library call."""
+FREEZING = Collector(freeze=True)
+"""For a process of one command (the console script)."""
