@@ -1,17 +1,21 @@
+"""The test run's hooks and shared fixtures. Helpers that tests import live in tests/support."""
+
 from __future__ import annotations
 
-import gzip
-import json
-import shutil
 from collections import Counter
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "fixtures" / "demo.snapshot.json.gz"
-DEMO_TRUTH = ROOT / "fixtures" / "demo.truth.json"
+from tests.support import servers
+
+SERVER_FOLDERS = ("live",)
+"""Folders under tests/ whose every test runs a real server."""
+SERVER_FIXTURES = frozenset({"chromium", "captures", "hostile_cluster", "tls"})
+"""Fixtures that run a real server or program (Chromium, tmux, Prometheus, openssl): every test
+that uses one, directly or through another fixture, is marked `server`."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,27 +26,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-REAL_SERVERS = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl")
-"""The programs the tests run as real servers and tools (scripts/test.sh installs them)."""
-INSTALL = "apt-get install -y --no-install-recommends prometheus victoria-metrics chromium openssl"
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    folders = [tests / name for name in SERVER_FOLDERS]
+    server = getattr(pytest.mark, servers.MARKER)
+    for item in items:
+        in_folder = any(item.path.is_relative_to(folder) for folder in folders)
+        if in_folder or SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(server)
 
 
-def real_servers() -> list[str]:
-    """Which real servers this run has, for the header of the test run."""
-    found = {name: shutil.which(name) for name in REAL_SERVERS}
-    lines = [
-        "real servers: " + ", ".join(f"{n} {'found' if p else 'MISSING'}" for n, p in found.items())
-    ]
-    if not all(found.values()):
-        lines.append(
-            "the tests that need a missing one are skipped, each named in the summary "
-            f"(with CI set they fail); install as root: {INSTALL}"
-        )
-    return lines
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    # `servers.require` refuses a program to a test without the marker (fixtures included,
+    # which run inside the protocol of the first test that needs them).
+    servers.running(None if item.get_closest_marker(servers.MARKER) else item.nodeid)
+    try:
+        return (yield)
+    finally:
+        servers.running(None)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return real_servers()
+    return servers.real_servers()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -58,28 +66,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("real servers missing", sep="=", yellow=True)
         for why, n in sorted(reasons.items()):
             terminalreporter.line(f"{n} tests skipped: {why}")
-        terminalreporter.line(f"install as root: {INSTALL}")
+        terminalreporter.line(f"install as root: {servers.INSTALL}")
 
 
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
-
-
-def raw_snapshot(path: Path) -> dict[str, Any]:
-    """A snapshot file read with plain Python (no gpuaudit code), as one version 1 document:
-    `{"manifest": ..., "prometheus": {id: [entry, ...]}, "kubernetes": {res: [page, ...]}}`."""
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
-    if lines[0].get("version") == 1:
-        return dict(lines[0])
-    doc: dict[str, Any] = {"manifest": lines[0]["manifest"], "prometheus": {}, "kubernetes": {}}
-    for rec in lines[1:]:
-        if "prometheus" in rec:
-            qid = rec.pop("prometheus")
-            doc["prometheus"].setdefault(qid, []).append(rec)
-        elif "kubernetes" in rec:
-            doc["kubernetes"].setdefault(rec["kubernetes"], []).append(rec["page"])
-    return doc

@@ -19,7 +19,6 @@ from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, 
 from gpuaudit.cli import app
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views
-from tests.conftest import DEMO, raw_snapshot
 from tests.support.factories import (
     START,
     STEP,
@@ -30,7 +29,9 @@ from tests.support.factories import (
     make_node,
     make_pod,
 )
+from tests.support.paths import DEMO
 from tests.support.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_snapshot import raw_snapshot
 from tests.test_demo import claimed_since
 
 runner = CliRunner()

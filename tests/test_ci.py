@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 runner = CliRunner()
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())

@@ -20,7 +20,7 @@ from gpuaudit.app.options import OPTIONS
 from gpuaudit.cli import app, main
 from gpuaudit.console.params import environment, environment_table
 from gpuaudit.core import debuglog
-from tests.conftest import DEMO, ROOT
+from tests.support.paths import DEMO, ROOT
 
 runner = CliRunner()
 

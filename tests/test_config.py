@@ -21,7 +21,7 @@ from gpuaudit.app.options import OPTIONS
 from gpuaudit.checks.findings import Severity
 from gpuaudit.cli import app
 from gpuaudit.cli.scan import Format
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 runner = CliRunner()
 

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
-from tests.conftest import DEMO, DEMO_TRUTH, raw_snapshot
+from tests.support.paths import DEMO, DEMO_TRUTH
 from tests.support.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
 

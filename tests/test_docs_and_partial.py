@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus import catalogue as queries
-from tests.conftest import DEMO, ROOT
+from tests.support.paths import DEMO, ROOT
 
 runner = CliRunner()
 

@@ -20,7 +20,8 @@ from gpuaudit.inventory.gangs import GANG_LISTS
 from tests.support.apiserver import KubeAPIServer
 from tests.support.factories import Series, gpu_labels, make_node, make_pod
 from tests.support.factories import snapshot as make_snapshot
-from tests.support.promserver import prometheus, require
+from tests.support.promserver import prometheus
+from tests.support.servers import require
 
 runner = CliRunner()
 

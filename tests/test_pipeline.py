@@ -25,8 +25,8 @@ from gpuaudit.checks import by_code
 from gpuaudit.cli import app
 from gpuaudit.inventory import build
 from gpuaudit.sources.kubernetes.resources import RESOURCES
-from tests.conftest import DEMO
 from tests.support.factories import snapshot as make_snapshot
+from tests.support.paths import DEMO
 
 runner = CliRunner()
 

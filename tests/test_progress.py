@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from gpuaudit.app import config, pipeline
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
-from tests.conftest import DEMO, ROOT
+from tests.support.paths import DEMO, ROOT
 
 runner = CliRunner()
 

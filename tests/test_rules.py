@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 from typer.testing import CliRunner
 
@@ -17,7 +18,7 @@ from gpuaudit.sources.prometheus import catalogue as queries
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
 from gpuaudit.sources.prometheus.promsource import collect_prometheus
-from tests.support.promserver import require
+from tests.support.servers import require
 
 runner = CliRunner()
 
@@ -115,6 +116,7 @@ def _promtool() -> str:
     return require("promtool")
 
 
+@pytest.mark.server
 def test_rule_files_pass_promtool_check(tmp_path: Path) -> None:
     promtool = _promtool()
     for fmt in ("rules", "prometheusrule"):
@@ -131,6 +133,7 @@ def test_rule_files_pass_promtool_check(tmp_path: Path) -> None:
     assert doc["kind"] == "PrometheusRule"
 
 
+@pytest.mark.server
 def test_alerts_fire_and_stay_quiet_under_promtool_test(tmp_path: Path) -> None:
     promtool = _promtool()
     out = tmp_path / "rules.yml"

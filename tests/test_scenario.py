@@ -15,7 +15,7 @@ from gpuaudit.cli import app
 from gpuaudit.scenario import cases, generate, to_snapshot, write_openmetrics, write_snapshot
 from gpuaudit.scenario.cases import Notebook, On, Plant, Waiting, finds, near_miss
 from gpuaudit.scenario.workloads import pattern
-from tests.conftest import DEMO, DEMO_TRUTH
+from tests.support.paths import DEMO, DEMO_TRUTH
 
 runner = CliRunner()
 

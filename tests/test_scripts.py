@@ -61,7 +61,7 @@ def test_with_everything_there_it_says_nothing(tmp_path: Path) -> None:
 def test_the_run_names_the_real_servers_it_found_or_missed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tests.conftest as conf
+    import tests.support.servers as conf
 
     real = shutil.which
     monkeypatch.setattr(

@@ -21,7 +21,7 @@ from gpuaudit.core.errors import SnapshotError
 from gpuaudit.snapshot import reader
 from gpuaudit.snapshot import sidefile as columns
 from gpuaudit.snapshot.answers import Answer
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 runner = CliRunner()
 

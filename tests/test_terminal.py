@@ -30,8 +30,8 @@ from gpuaudit.checks.findings import Skipped
 from gpuaudit.cli import app
 from gpuaudit.report import print_table, table_text
 from gpuaudit.report.fold import fold
-from tests.conftest import ROOT
-from tests.report import demo_result
+from tests.support.paths import ROOT
+from tests.support.reports import demo_result
 
 GOLDENS = Path(__file__).parent / "goldens" / "terminal"
 WIDTHS = (80, 120, 200)

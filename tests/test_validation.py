@@ -18,7 +18,7 @@ from gpuaudit.checks import contract
 from gpuaudit.cli import app
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.sources.interface import check_step
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 runner = CliRunner()
 LIVE = ["--prometheus-url", "http://127.0.0.1:9", "--no-kubernetes"]

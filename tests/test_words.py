@@ -23,8 +23,8 @@ from gpuaudit.checks import gpu070_sick_gpus as gpu070
 from gpuaudit.cli import app
 from gpuaudit.report import table_text
 from gpuaudit.scenario import generate, write_openmetrics
-from tests.report import demo_result
 from tests.support.factories import Series, gpu_labels, inventory, make_node, make_pod, run_check
+from tests.support.reports import demo_result
 
 runner = CliRunner()
 

@@ -79,7 +79,7 @@ def test_rows_read_in_slices_give_the_same_findings(
     """The held rows are tested a slice at a time: the same rows pass as in one slice."""
     from gpuaudit import snapshot
     from gpuaudit.inventory import arrays, build
-    from tests.conftest import DEMO
+    from tests.support.paths import DEMO
 
     inv = build(snapshot.read(DEMO))
     whole = run_check(gpu040, inv)

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import DEMO, raw_snapshot
+from tests.support.paths import DEMO
+from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from gpuaudit import checks
 from gpuaudit.audit.settings import known_check_settings
 from gpuaudit.checks import RETIRED, CheckContractError, contract, discover
 from gpuaudit.inventory import Capability
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_code_file_and_module_agree() -> None:

@@ -14,7 +14,7 @@ from gpuaudit.audit.assemble import run_checks
 from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import discover
 from gpuaudit.inventory import Inventory, Views, build
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 
 class _Reading(Views):

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpuaudit import snapshot
 from gpuaudit.inventory import build
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 
 def test_an_inventory_built_consuming_its_snapshot_is_the_same() -> None:

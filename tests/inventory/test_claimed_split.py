@@ -15,7 +15,7 @@ import numpy as np
 from gpuaudit import snapshot
 from gpuaudit.inventory import claimed
 from gpuaudit.inventory.parse import Metric, Parser, Stat, from_hourly
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 # The package exports the function `build` under the module's name.
 build = importlib.import_module("gpuaudit.inventory.build")

@@ -19,7 +19,7 @@ from gpuaudit.audit.summary import summarise
 from gpuaudit.checks import discover
 from gpuaudit.inventory import Inventory, Views, build, derived
 from gpuaudit.inventory import columns as C
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 MINE = {"GPU001", "GPU002", "GPU003", "GPU020", "GPU021", "GPU040", "GPU070"}
 

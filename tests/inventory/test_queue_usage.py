@@ -171,7 +171,7 @@ def test_demo_queue_usage_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch)
     every row gives."""
     from gpuaudit import snapshot
     from gpuaudit.inventory import Views, arrays, build
-    from tests.conftest import DEMO
+    from tests.support.paths import DEMO
 
     inv = build(snapshot.read(DEMO))
     whole = Views(inv, {}).queue_usage(0.05)
@@ -186,7 +186,7 @@ def test_demo_queue_usage_reads_only_the_rows_of_each_line(monkeypatch: pytest.M
     figures, to the last bit, as testing every row."""
     from gpuaudit import snapshot
     from gpuaudit.inventory import Views, build, queue_usage
-    from tests.conftest import DEMO
+    from tests.support.paths import DEMO
 
     inv = build(snapshot.read(DEMO))
     ranged = Views(inv, {}).queue_usage(0.05)

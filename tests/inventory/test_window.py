@@ -18,7 +18,7 @@ from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import Capability, Inventory, Views, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.window import narrow, requested
-from tests.conftest import DEMO
+from tests.support.paths import DEMO
 
 runner = CliRunner()
 DAY = 86400

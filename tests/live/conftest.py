@@ -12,7 +12,6 @@ import pytest
 
 from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
-from tests.conftest import raw_snapshot
 from tests.support.apiserver import KubeAPIServer, make_tls
 from tests.support.promserver import (
     Backfilled,
@@ -23,6 +22,7 @@ from tests.support.promserver import (
     require,
     server,
 )
+from tests.support.raw_snapshot import raw_snapshot
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.console.show import describe
-from tests.conftest import raw_snapshot
 from tests.support.promserver import Backfilled
+from tests.support.raw_snapshot import raw_snapshot
 from tests.test_progress import _run_on_a_terminal
 
 runner = CliRunner()

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 from tests.support.promserver import Backfilled
 
 BIN = Path(sys.executable).parent

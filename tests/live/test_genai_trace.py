@@ -35,8 +35,9 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus import discovery
-from tests.conftest import ROOT
-from tests.support.promserver import prometheus, require
+from tests.support.paths import ROOT
+from tests.support.promserver import prometheus
+from tests.support.servers import require
 
 TRACE = Path("alibaba-genai-2026") / "pod_gpu_duty_cycle_anon.tar.gz"
 STEP = 3600

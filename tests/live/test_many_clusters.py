@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import raw_snapshot
 from tests.support.multicluster import Fleet, load, victoriametrics
+from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
 

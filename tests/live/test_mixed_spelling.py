@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics, write_snapshot
-from tests.support.promserver import prometheus, require
+from tests.support.promserver import prometheus
+from tests.support.servers import require
 
 runner = CliRunner()
 GPUS, DAYS, SCRAPE = 24, 1, 600

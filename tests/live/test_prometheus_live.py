@@ -10,9 +10,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import raw_snapshot
 from tests.support.apiserver import KubeAPIServer
 from tests.support.promserver import Backfilled
+from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
 

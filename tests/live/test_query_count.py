@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import raw_snapshot
 from tests.support.promserver import backfill, prometheus
+from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
 

@@ -17,7 +17,8 @@ from gpuaudit.scenario import generate
 from gpuaudit.scenario.recorded_series import write_recorded
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.rules import recording_rules
-from tests.support.promserver import backfill, prometheus, require
+from tests.support.promserver import backfill, prometheus
+from tests.support.servers import require
 
 Points = dict[frozenset[tuple[str, str]], list[tuple[int, float]]]
 

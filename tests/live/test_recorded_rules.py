@@ -23,8 +23,9 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.console.show import describe
 from gpuaudit.sources.prometheus.rules import recording_rules
-from tests.conftest import raw_snapshot
-from tests.support.promserver import Backfilled, prometheus, require
+from tests.support.promserver import Backfilled, prometheus
+from tests.support.raw_snapshot import raw_snapshot
+from tests.support.servers import require
 
 runner = CliRunner()
 

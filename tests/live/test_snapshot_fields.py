@@ -23,8 +23,8 @@ from gpuaudit.inventory import build
 from gpuaudit.inventory import columns as C
 from gpuaudit.snapshot.fields import KEEP, keep_page
 from gpuaudit.sources.kubernetes.resources import RESOURCES
-from tests.conftest import DEMO
 from tests.support.apiserver import KNOWN, KubeAPIServer
+from tests.support.paths import DEMO
 from tests.support.promserver import Backfilled
 
 runner = CliRunner()

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics
 from gpuaudit.scenario.recorded_series import write_recorded
-from tests.support.promserver import create_blocks, prometheus, require
+from tests.support.promserver import create_blocks, prometheus
+from tests.support.servers import require
 from tests.support.tsdbblocks import SAMPLES_PER_CHUNK, write_blocks, write_scenario
 
 runner = CliRunner()

@@ -24,8 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
-from tests.conftest import ROOT
-from tests.report import HOSTILE, Page, previous_report, write_hostile_snapshot
+from tests.support.paths import ROOT
+from tests.support.reports import HOSTILE, Page, previous_report, write_hostile_snapshot
 
 runner = CliRunner()
 TIMEOUT_S = 60.0

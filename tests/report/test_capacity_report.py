@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.report.text import terminal
-from tests.report import Page
 from tests.support.factories import Series, gpu_labels, make_node, make_pod
 from tests.support.factories import snapshot as make_snapshot
 from tests.support.queue_objects import cluster_queue, flavor, local_queue, workload
+from tests.support.reports import Page
 
 runner = CliRunner()
 EVIL = "<script>alert(1)</script>[bold]x[/bold]|*md*\x1b[31m"

@@ -22,7 +22,9 @@ from gpuaudit.cli import app
 from gpuaudit.report import charts
 from gpuaudit.report import html as html_report
 from gpuaudit.report.text import terminal
-from tests.report import (
+from tests.support.factories import Series, gpu_labels
+from tests.support.factories import snapshot as make_snapshot
+from tests.support.reports import (
     HOSTILE,
     HOSTILE_CLUSTER,
     RESOLVED_NAME,
@@ -31,8 +33,6 @@ from tests.report import (
     previous_report,
     write_hostile_snapshot,
 )
-from tests.support.factories import Series, gpu_labels
-from tests.support.factories import snapshot as make_snapshot
 
 runner = CliRunner()
 # Elements that load or run something; none may appear.

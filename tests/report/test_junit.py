@@ -20,9 +20,9 @@ from gpuaudit.audit.settings import settings_from
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.inventory import build
 from gpuaudit.report import junit
-from tests.conftest import DEMO, ROOT
-from tests.report import demo_result, write_hostile_snapshot
 from tests.support.factories import snapshot as make_snapshot
+from tests.support.paths import DEMO, ROOT
+from tests.support.reports import demo_result, write_hostile_snapshot
 
 SCHEMAS = {
     name: xmlschema.XMLSchema(ROOT / "tests" / "data" / "junit" / name)

@@ -20,7 +20,7 @@ from gpuaudit.checks.findings import Skipped
 from gpuaudit.cli import app
 from gpuaudit.report import markdown
 from gpuaudit.report.text import terminal
-from tests.report import (
+from tests.support.reports import (
     HOSTILE,
     HOSTILE_CLUSTER,
     RESOLVED_NAME,

@@ -26,7 +26,7 @@ from gpuaudit.report import (
     render,
     table_text,
 )
-from tests.report import demo_result
+from tests.support.reports import demo_result
 
 RENDERERS = ("table", "json_report", "markdown", "html", "junit")
 SHARED = {

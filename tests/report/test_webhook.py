@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.core.errors import GpuauditError
 from gpuaudit.report import webhook
-from tests.conftest import DEMO, ROOT
-from tests.report import write_hostile_snapshot
+from tests.support.paths import DEMO, ROOT
+from tests.support.reports import write_hostile_snapshot
 
 runner = CliRunner()
 SECRET_PATH = "/services/T0SECRET/B0SECRET/xoxSECRETtoken"

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.servers import require
+
 DEFAULT_TOKEN = "gpuaudit-test-token-5f0c1e9a7b3d"
 """The bearer token the server accepts unless told otherwise."""
 
@@ -624,9 +626,10 @@ def make_tls(directory: Path) -> TLSFiles:
     with the `openssl` command-line tool (EC P-256 keys, valid for two days)."""
     directory.mkdir(parents=True, exist_ok=True)
     d = directory
+    openssl = require("openssl")
 
     def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+        subprocess.run([openssl, *args], check=True, capture_output=True, cwd=d)
 
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run(

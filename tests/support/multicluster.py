@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 
 from gpuaudit.scenario import Scenario, generate, write_openmetrics
-from tests.support.promserver import free_port, require, server
+from tests.support.promserver import free_port, server
+from tests.support.servers import require
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 
 from gpuaudit.scenario import generate, k8s_lists, write_openmetrics, write_snapshot
-
-
-def require(binary: str) -> str:
-    path = shutil.which(binary)
-    if path:
-        return path
-    if os.environ.get("CI"):
-        pytest.fail(f"{binary} is not installed; scripts/test.sh installs Debian's prometheus")
-    pytest.skip(f"{binary} is not installed (scripts/test.sh installs it)")
+from tests.support.servers import require
 
 
 def free_port() -> int:
