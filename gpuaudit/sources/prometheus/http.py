@@ -5,7 +5,8 @@ Every query is a form-encoded POST (no URL length limits); answers are gzip-comp
 wire; `warnings` are collected, never dropped, and an answer a backend marks as partial
 (VictoriaMetrics' `isPartial`) says so. Retries are bounded and back off: on 429, on 5xx other
 than a query timeout (a 503 `timeout` means the query was too heavy: retrying it only
-multiplies the load, so the planner cuts it smaller instead), and on connection errors.
+multiplies the load, so the planner cuts it smaller instead), and on connection errors;
+tenacity counts the tries and waits between them.
 
 Each request is bounded as a whole (`transfer`): it must be done, last byte read, within
 `timeout_s`, and its answer may not grow past `max_answer_bytes` once decompressed. A request
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
+import tenacity
 
 from gpuaudit import __version__
 from gpuaudit.core.errors import ConfigError, SourceError
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuaudit.prometheus")
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
+"""Answers worth another try: the server is busy or briefly unwell."""
+_MAX_RETRY_AFTER_S = 30.0
+"""The longest `Retry-After` honoured."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CHUNK = 1 << 16
 
@@ -136,6 +141,17 @@ class PromError(SourceError):
         if self.status == 400:
             return "maximum resolution" in text or "points" in text
         return False
+
+
+class _Again(Exception):
+    """A try that failed in a way the next may not (a busy server, a dropped connection):
+    `error` is what the user is told if no later try succeeds."""
+
+    def __init__(self, error: PromError, retry_after: str | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+        """The answer's `Retry-After` header, if it had one."""
 
 
 @dataclass
@@ -233,6 +249,7 @@ class PromClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`sleep` waits between tries (tests pass one that only notes the waits)."""
         import httpx
 
         self.cfg = cfg
@@ -292,58 +309,76 @@ class PromClient:
 
     # -- transport -------------------------------------------------------------------------
     def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Response:
+        """One API call: tried again, with waits that double, while `_attempt` says that a
+        failure may pass (`_Again`); the last failure's one-line `PromError` otherwise."""
+        where = f"{self._where}/{path}"
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.cfg.retries + 1),
+            retry=tenacity.retry_if_exception_type(_Again),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, method, path, data, where)
+        except _Again as again:
+            raise again.error from None
+
+    def _attempt(
+        self, method: str, path: str, data: Mapping[str, Any] | None, where: str
+    ) -> Response:
+        """One try of a request: its answer, a `PromError` not worth another try, or `_Again`
+        holding the error to give if no later try succeeds."""
         import httpx
 
-        where = f"{self._where}/{path}"
-        attempt = 0
-        while True:
-            attempt += 1
-            with self._counting:  # queries may be in flight together
-                self.requests += 1
-            log.debug("%s %s %s", method, where, redact_headers(dict(self._http.headers)))
-            try:
-                resp, body_bytes = within(
-                    self.cfg.timeout_s, lambda dl: self._send(method, path, data, dl)
+        with self._counting:  # queries may be in flight together
+            self.requests += 1
+        log.debug("%s %s %s", method, where, redact_headers(dict(self._http.headers)))
+        try:
+            resp, body_bytes = within(
+                self.cfg.timeout_s, lambda dl: self._send(method, path, data, dl)
+            )
+        except DeadlineExceeded:
+            raise PromError(
+                f"{where}: no complete answer within {self.cfg.timeout_s:g} s (--timeout); "
+                "raise --timeout, or audit a shorter --window",
+                unanswered=True,
+            ) from None
+        except AnswerTooLarge as exc:
+            raise PromError(
+                f"{where}: the answer is {exc} once decompressed "
+                "(--max-answer-mib); raise --max-answer-mib if it is genuine, or narrow "
+                "the scan with --cluster-label or a shorter --window"
+            ) from None
+        except BadEncoding as exc:
+            raise PromError(f"{where}: cannot read the answer: {exc}") from None
+        except httpx.TransportError as exc:
+            if isinstance(exc, httpx.TimeoutException):
+                error = PromError(
+                    f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)",
+                    unanswered=isinstance(exc, httpx.ReadTimeout),
                 )
-            except DeadlineExceeded:
-                raise PromError(
-                    f"{where}: no complete answer within {self.cfg.timeout_s:g} s (--timeout); "
-                    "raise --timeout, or audit a shorter --window",
-                    unanswered=True,
-                ) from None
-            except AnswerTooLarge as exc:
-                raise PromError(
-                    f"{where}: the answer is {exc} once decompressed "
-                    "(--max-answer-mib); raise --max-answer-mib if it is genuine, or narrow "
-                    "the scan with --cluster-label or a shorter --window"
-                ) from None
-            except BadEncoding as exc:
-                raise PromError(f"{where}: cannot read the answer: {exc}") from None
-            except httpx.TransportError as exc:
-                # A read that timed out is as slow again when retried: give up at once.
-                if attempt <= self.cfg.retries and not isinstance(exc, httpx.ReadTimeout):
-                    self._backoff(attempt, None)
-                    continue
-                if isinstance(exc, httpx.TimeoutException):
-                    raise PromError(
-                        f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)",
-                        unanswered=isinstance(exc, httpx.ReadTimeout),
-                    ) from None
+            else:
                 msg = self._scrub(str(exc) or type(exc).__name__)
-                raise PromError(f"cannot reach Prometheus at {where}: {msg}") from None
-            except httpx.HTTPError as exc:
-                msg = self._scrub(str(exc) or type(exc).__name__)
-                raise PromError(f"cannot query Prometheus at {where}: {msg}") from None
-            try:
-                return self._parse(resp, body_bytes, where, data)
-            except PromError as err:
-                retryable = resp.status_code in _RETRY_STATUS and not (
-                    resp.status_code == 503 and err.error_type == "timeout"
-                )
-                if retryable and attempt <= self.cfg.retries:
-                    self._backoff(attempt, resp.headers.get("Retry-After"))
-                    continue
-                raise
+                error = PromError(f"cannot reach Prometheus at {where}: {msg}")
+            # A read that timed out is as slow again when retried: give up at once.
+            if isinstance(exc, httpx.ReadTimeout):
+                raise error from None
+            raise _Again(error) from None
+        except httpx.HTTPError as exc:
+            msg = self._scrub(str(exc) or type(exc).__name__)
+            raise PromError(f"cannot query Prometheus at {where}: {msg}") from None
+        try:
+            return self._parse(resp, body_bytes, where, data)
+        except PromError as err:
+            # A 503 `timeout` is a query too heavy to finish: retrying it only multiplies the
+            # load, so the planner cuts it smaller instead.
+            retryable = resp.status_code in _RETRY_STATUS and not (
+                resp.status_code == 503 and err.error_type == "timeout"
+            )
+            if retryable:
+                raise _Again(err, resp.headers.get("Retry-After")) from None
+            raise
 
     def _send(
         self, method: str, path: str, data: Mapping[str, Any] | None, deadline: Deadline
@@ -370,14 +405,19 @@ class PromClient:
             resp.close()
         return resp, body
 
-    def _backoff(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.cfg.backoff_s * (2 ** (attempt - 1))
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Seconds to wait before the next try: `backoff_s`, doubled after every failed try,
+        or the server's `Retry-After` in seconds when that is longer (at most
+        `_MAX_RETRY_AFTER_S`)."""
+        delay = tenacity.wait_exponential(multiplier=self.cfg.backoff_s, exp_base=2)(state)
+        again = state.outcome.exception() if state.outcome is not None else None
+        retry_after = again.retry_after if isinstance(again, _Again) else None
         if retry_after:
             try:
-                delay = max(delay, min(float(retry_after), 30.0))
+                delay = max(delay, min(float(retry_after), _MAX_RETRY_AFTER_S))
             except ValueError:
                 pass
-        self._sleep(delay)
+        return delay
 
     def _parse(
         self, resp: httpx.Response, raw: bytes, where: str, data: Mapping[str, Any] | None
