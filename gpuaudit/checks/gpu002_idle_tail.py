@@ -47,6 +47,7 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.checks.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import edge
 from gpuaudit.inventory.views import PodHours
 
 CODE = "GPU002"
@@ -106,7 +107,7 @@ def _candidates(
     pos = np.arange(len(ph.pod), dtype=np.int32 if len(ph.pod) < 2**31 else np.intp)
     last_pos = ends - 1
     # NaN activity counts as idle here, as it did in the grouped filter; `run` decides exactly.
-    busy_pos = np.maximum.reduceat(np.where(act >= idle, pos, -1), starts)
+    busy_pos = np.maximum.reduceat(np.where(act >= edge(idle), pos, -1), starts)
     tail = last_pos - busy_pos
     ok = (
         (busy_pos >= 0)
@@ -131,6 +132,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     if len(ph.pod) == 0:
         return []
     act = idle.floored(ph.act, cfg.activity_noise_floor)
+    # Hourly activities are means of sums: compared at the thresholds' edges.
+    idle_at, active_at = edge(cfg.idle_activity), edge(cfg.active_activity)
     candidates = _candidates(
         ph, act, inv.window_end, cfg.idle_activity, cfg.idle_tail_hours / bucket_h
     )
@@ -147,7 +150,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         acts = act[start:stop].tolist()
         tail = 0
         for a in reversed(acts):
-            if a < cfg.idle_activity:
+            if a < idle_at:
                 tail += 1
             else:
                 break
@@ -155,11 +158,11 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             continue
         earlier = acts[: len(acts) - tail]
         peak = max(earlier)
-        if peak < cfg.active_activity:
+        if peak < active_at:
             continue
         longest, run_len = 0, 0
         for a in earlier:
-            run_len = run_len + 1 if a < cfg.idle_activity else 0
+            run_len = run_len + 1 if a < idle_at else 0
             longest = max(longest, run_len)
         if tail <= longest:
             continue

@@ -45,7 +45,7 @@ from gpuaudit.checks.contract import days, fraction, hours
 from gpuaudit.checks.findings import Confidence, Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.derived import sorted_sums
+from gpuaudit.inventory.derived import edge, sorted_sums
 from gpuaudit.inventory.views import PodHours
 
 CODE = "GPU003"
@@ -95,12 +95,14 @@ def _candidates(
     ph: PodHours, all_act: npt.NDArray[np.float64], cfg: Thresholds
 ) -> list[tuple[int, int, int]]:
     """(pod number, start, end) entry spans of the pods that pass the rule, found with array
-    arithmetic rather than a Python loop per pod; `run` then describes each of them."""
+    arithmetic rather than a Python loop per pod; `run` then describes each of them. Figures
+    made from sums (hours held, activities) meet their thresholds at the thresholds' `edge`,
+    here and in `run`, so both find the same pods whatever order they sum in."""
     starts, ends = ph.spans()
     size = ends - starts
     if len(starts) == 0:
         return []
-    is_long = np.add.reduceat(ph.held_h(), starts) >= cfg.part_time_min_days * 24
+    is_long = np.add.reduceat(ph.held_h(), starts) >= edge(cfg.part_time_min_days * 24)
     long = np.flatnonzero(is_long)
     if len(long) == 0:
         return []
@@ -118,13 +120,12 @@ def _candidates(
     del entries
     cells = len(long) * 24
     seen = np.bincount(cell, minlength=cells)
-    active = np.bincount(cell[act >= cfg.active_activity], minlength=cells)
+    active = np.bincount(cell[act >= edge(cfg.active_activity)], minlength=cells)
     with np.errstate(divide="ignore", invalid="ignore"):
         win = (seen > 0) & (active / seen >= cfg.part_time_recurrence)
     n_win = win.reshape(len(long), 24).sum(axis=1)
     ok_n = (n_win >= 1) & (n_win <= cfg.part_time_max_hours)
-    # The mean activity outside the window, as the groupby mean computed it (compensated sums
-    # in time order, NaN left out), so the same pods pass at the threshold's edge.
+    # The mean activity outside the window, hours without a value left out.
     out_rows = np.flatnonzero(~win[cell])
     del cell
     out_pod = local[out_rows]
@@ -139,7 +140,7 @@ def _candidates(
         with np.errstate(divide="ignore", invalid="ignore"):
             mean[out_pod[first]] = np.where(counts > 0, sums / counts, np.nan)
     with np.errstate(invalid="ignore"):
-        good = np.flatnonzero(ok_n & (mean < cfg.idle_activity))
+        good = np.flatnonzero(ok_n & (mean < edge(cfg.idle_activity)))
     chosen = long[good]
     return list(
         zip(
@@ -172,7 +173,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         ns, pod = str(ph.pods.namespace[number]), str(ph.pods.pod[number])
         held = ph.held_h(slice(start, stop))
         held_h = float(held.sum())
-        if held_h < cfg.part_time_min_days * 24:
+        if held_h < edge(cfg.part_time_min_days * 24):
             continue
         hod = [hour_of[b] for b in ph.bucket[start:stop].tolist()]
         acts = all_act[start:stop].tolist()
@@ -180,7 +181,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         days_active: dict[int, int] = {}
         for h, a in zip(hod, acts, strict=True):
             days_seen[h] = days_seen.get(h, 0) + 1
-            if a >= cfg.active_activity:
+            if a >= edge(cfg.active_activity):
                 days_active[h] = days_active.get(h, 0) + 1
         window = [
             h
@@ -194,7 +195,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         if not outside:
             continue
         outside_mean = sum(outside) / len(outside)
-        if outside_mean >= cfg.idle_activity:
+        if outside_mean >= edge(cfg.idle_activity):
             continue
         gpus = float(ph.gpus[start:stop].max())
         info = pods.loc[(ns, pod)]

@@ -140,9 +140,9 @@ def _pod_hourly_of(views: Views, namespace: str, names: set[str]) -> pd.DataFram
     `names` of `namespace` only.
 
     Their held hourly rows are found through the holdings and grouped as that view groups
-    them, so each bucket's GPUs add the same numbers in the same order and the rows come in the
-    same order; the whole view is made only when hourly rows cannot be placed in the
-    holdings."""
+    them, so each bucket's GPUs add the same numbers (up to the last bit of their sums) and the
+    rows come in the same order; the whole view is made only when hourly rows cannot be placed
+    in the holdings."""
     import pandas as pd
 
     inv = views.inv

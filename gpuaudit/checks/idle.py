@@ -38,6 +38,7 @@ from gpuaudit.checks.findings import Confidence
 from gpuaudit.domain.power import spec_for
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.derived import edge
 
 POWER_LIMIT_SOURCE = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
 """Where the maximum came from when the GPU exported its limit."""
@@ -263,12 +264,12 @@ def _signals(
 
 
 def floored(act: np.ndarray[Any, Any], floor: float) -> np.ndarray[Any, Any]:
-    """Bucket activities with those measured under `floor` counted as 0; NaN (not measured)
-    stays NaN."""
+    """Bucket activities with those measured under `floor` (at its `edge`: they are means of
+    sums) counted as 0; NaN (not measured) stays NaN."""
     if floor <= 0:
         return act
     with np.errstate(invalid="ignore"):
-        return np.where(act < floor, 0.0, act)
+        return np.where(act < edge(floor), 0.0, act)
 
 
 def floored_means(views: Views, floor: float) -> dict[tuple[str, str], float]:
@@ -281,7 +282,7 @@ def floored_means(views: Views, floor: float) -> dict[tuple[str, str], float]:
         return {}
     act = ph.act
     with np.errstate(invalid="ignore"):
-        under = np.isfinite(act) & (act < floor) & (act > 0)
+        under = np.isfinite(act) & (act < edge(floor)) & (act > 0)
     if not under.any():
         return {}
     n = len(ph.pods.pod)

@@ -295,56 +295,40 @@ def group_sums(
     return [sums[str(i)].to_numpy(dtype="float64") for i in range(len(values))]
 
 
+TOLERANCE = 1e-9
+"""How far under a threshold, relative to it (absolutely, for a threshold under 1), a figure
+summed in floating point may lie and still count as reaching it. Sums of the same numbers in
+different orders differ in their last bits, some 1e-16 of the sum: far less than this, which
+is itself far less than any difference a threshold is set to tell apart."""
+
+
+def edge(threshold: float) -> float:
+    """Where a figure made from floating-point sums starts to reach `threshold`: a little under
+    it (`TOLERANCE`), so that a mean that is the threshold in exact arithmetic (8 GPUs at
+    0.6762 against 0.6762) reaches it whatever order its sum was taken in. A figure reaches the
+    threshold when `>= edge(threshold)` and lies under it when `< edge(threshold)`."""
+    return threshold - TOLERANCE * max(abs(threshold), 1.0)
+
+
 def sorted_sums(
     values: npt.NDArray[np.float64], starts: npt.NDArray[np.intp]
 ) -> npt.NDArray[np.float64]:
-    """Per-group sums of `values` sorted by group, each group starting at `starts`, summed as
-    pandas' Cython groupby sums (Kahan-compensated, in row order, NaN skipped): the figures the
-    groupbys on string keys these views replaced gave, to the last bit. Made for many small
-    groups: it steps through the groups' first rows, then their second rows, and so on.
+    """Per-group sums of `values` sorted by group, each group starting at `starts` (NaN
+    skipped, as a pandas groupby sum skips it): numpy's sum of each group (`np.add.reduceat`).
 
-    Why not call pandas: given rows already sorted by group and no NaN, pandas (3.x,
-    `BaseGrouper._cython_operation` -> `_reduceat_aggregate`) sums with `np.add.reduceat`,
-    without compensation, and the last bit differs (8 GPUs at 0.6762: 5.409599999999999
-    instead of 5.4096; 1,785 of the demo's 58,037 pod-hour activities). The rows here are
-    always sorted by group, so pandas would always take that path, and a threshold compared
-    at its edge (`act < idle_activity`) could flip."""
+    Sums in another order (a groupby on unsorted keys, a Python `sum`) may differ in the last
+    bit (8 GPUs at 0.6762: 5.409599999999999 here, 5.4096 correctly rounded): a threshold is
+    compared with a figure made from these sums at its `edge`."""
     import numpy as np
 
-    n = len(starts)
-    if n == 0:
+    if len(starts) == 0:
         return np.zeros(0, dtype="float64")
-    # The first step, for every group at once: the running sum starts at 0.0 (so -0.0 becomes
-    # 0.0) and the compensation stays 0. Only the groups of more than one row take further
-    # steps; their rows and compensations are kept for them alone (most groups are one row).
-    total = values[starts]
-    total += 0.0
-    total[np.isnan(total)] = 0.0
-    group = np.flatnonzero(np.diff(starts) > 1)
-    if len(values) - int(starts[-1]) > 1:
-        group = np.append(group, n - 1)
-    after = np.minimum(group + 1, n - 1)
-    counts = np.where(group + 1 < n, starts[after], len(values)) - starts[group]
-    comp = np.zeros(len(group))
-    mine = np.arange(len(group))  # each group's place in `counts` and `comp`
-    rank = 1
-    with np.errstate(invalid="ignore"):  # inf - inf: NaN, handled as pandas handles it
-        while len(group):
-            v = values[starts[group] + rank]
-            tg, cg = total[group], comp[mine]
-            # pandas' group_sum, step by step: Kahan summation, a NaN left out, and an
-            # infinite value's NaN compensation reset to 0.
-            y = v - cg
-            t = tg + y
-            c = (t - tg) - y
-            c[np.isnan(c)] = 0.0
-            present = ~np.isnan(v)
-            total[group] = np.where(present, t, tg)
-            comp[mine] = np.where(present, c, cg)
-            rank += 1
-            more = counts[mine] > rank
-            group, mine = group[more], mine[more]
-    return total
+    x = np.asarray(values, dtype="float64")
+    missing = np.isnan(x)
+    if missing.any():
+        x = np.where(missing, 0.0, x)
+    out: npt.NDArray[np.float64] = np.add.reduceat(x, starts)
+    return out
 
 
 def series_sum(values: npt.NDArray[np.float64]) -> float:

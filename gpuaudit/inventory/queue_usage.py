@@ -173,7 +173,7 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
     import numpy as np
 
     from gpuaudit.inventory.arrays import KeyTable, slices
-    from gpuaudit.inventory.derived import bucket_hours
+    from gpuaudit.inventory.derived import bucket_hours, edge
 
     # Each bucket's hour of the window, and which lie in it.
     hour, nb = bucket_hours(inv, rows)
@@ -209,7 +209,7 @@ def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: flo
         pod = pods.of_holding[hp].astype(np.int64)
         act = table.get(np.where(pod >= 0, pod * nbb + b, -1))
         with np.errstate(invalid="ignore"):
-            busy[at:end] = act >= idle
+            busy[at:end] = act >= edge(idle)  # a mean of sums: at the threshold's edge
         at = end
     starts = None
     if all(bool(np.all(np.diff(holding[sl.start : sl.stop + 1]) >= 0)) for sl in parts):
