@@ -1,14 +1,12 @@
-"""The one place where numbers that come from outside (JSON answers, labels, annotations, settings,
-earlier reports, Kubernetes quantities) are read. Every reader returns None, or raises
-`ConfigError` where a caller asked for an error, instead of letting a malformed value through:
-no NaN, no infinity, no boolean read as 1, no digit-like text (`"²"`, `"١"`) read as a count."""
+"""The one place where numbers that come from outside (JSON answers, labels, annotations, earlier
+reports, Kubernetes quantities) are read. Every reader returns None instead of letting a malformed
+value through: no NaN, no infinity, no boolean read as 1, no digit-like text (`"²"`, `"١"`) read
+as a count."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
-
-from gpuaudit.core.errors import ConfigError
 
 
 def json_number(value: Any) -> float | None:
@@ -20,18 +18,6 @@ def json_number(value: Any) -> float | None:
     except OverflowError:  # an int too large for a float
         return None
     return f if math.isfinite(f) else None
-
-
-def lenient_number(value: Any) -> float | None:
-    """A number from a JSON number or a numeric string (`"1.5"`); None for anything else and for
-    NaN."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def whole_number(value: Any, default: int | None = None) -> int | None:
@@ -118,11 +104,3 @@ def quantity(raw: Any) -> float | None:
     except (ValueError, OverflowError):
         return None
     return f if math.isfinite(f) else None
-
-
-def setting_number(value: Any, what: str) -> float:
-    """A number a user wrote in a config file; `ConfigError` naming `what` otherwise."""
-    f = json_number(value)
-    if f is None:
-        raise ConfigError(f"{what} must be a number, got {value!r}")
-    return f

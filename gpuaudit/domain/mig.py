@@ -94,11 +94,3 @@ def profiles_for(model: str) -> list[MigProfile]:
         return []
     out = [p for p in (parse_profile(n) for n in fam[1]) if p is not None]
     return sorted(out, key=lambda p: (p.memory_gb, p.slices))
-
-
-def smallest_fitting(model: str, need_gb: float, min_slices: int = 1) -> MigProfile | None:
-    """The smallest profile of `model` with at least `need_gb` GB and `min_slices` slices."""
-    for p in profiles_for(model):
-        if p.memory_gb >= need_gb and p.slices >= min_slices:
-            return p
-    return None

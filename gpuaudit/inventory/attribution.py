@@ -83,11 +83,6 @@ GPU_SHARED = "nvidia.com/gpu.shared"
 """The resource name of shared replicas when the device plugin renames them."""
 
 
-def base_method(held: bool) -> str:
-    """The `ATTRIBUTION` of a holding as read from its series: the DCGM pod label, or empty."""
-    return Method.DCGM_POD_LABEL.value if held else ""
-
-
 def _gpus_of(row: Mapping[Any, Any], model: str, replicas: float) -> tuple[float, float, float]:
     """(whole GPUs, MIG GPUs, shared replicas in GPUs) a pod row requests."""
     requests = row[C.REQUESTS] if isinstance(row[C.REQUESTS], Mapping) else {}

@@ -430,7 +430,8 @@ class _Spans:
 
 @dataclass(frozen=True)
 class _Grid:
-    """The window's bucket grid, and each holding id's scrape target (`held.detect` groups)."""
+    """The window's bucket grid, and each holding id's scrape target (the groups of
+    `held.detect_chunks`)."""
 
     start: float
     end: float

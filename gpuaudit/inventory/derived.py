@@ -567,11 +567,6 @@ def gpu_nodes(inv: Inventory) -> pd.DataFrame:
     return result
 
 
-def fits_products(selector: str, product: str) -> bool:
-    """Whether a node of `product` matches a pod's pinned products (empty: any)."""
-    return not selector or product in selector.split(",")
-
-
 def physical_slot(h: pd.DataFrame) -> pd.Series:
     """The physical GPU of each holding without a UUID: its slot, less the MIG instance that
     ends a MIG slot (`<node>:gpu<i>/<instance>`). The instance is cut from the end, since a

@@ -167,18 +167,14 @@ class Intervals:
     """The interval each group's samples stand for (NaN where none is known)."""
 
 
-def detect(group: Arr, counts: Arr, groups: int, step: float) -> Intervals:
-    """The fleet's scrape interval and each group's (scrape target's), from the sample counts
-    of buckets their series cover end to end (`covered`), grouped by `group` (0 .. groups-1)."""
-    return detect_chunks(lambda: iter([(group, counts)]), groups, step)
-
-
 def detect_chunks(
     chunks: Callable[[], Iterator[tuple[Arr, Arr]]], groups: int, step: float
 ) -> Intervals:
-    """`detect` of (group, counts) given in pieces: `chunks()` yields them, and is called
-    more than once. Counted into a histogram a piece at a time, so that no array as long as
-    all the pieces is made (unless the histogram would be too large: then they are joined)."""
+    """The fleet's scrape interval and each group's (scrape target's), from the sample counts
+    of buckets their series cover end to end (`covered`), grouped by group number (0 ..
+    groups-1), given as (group, counts) pieces: `chunks()` yields them, and is called more than
+    once. Counted into a histogram a piece at a time, so that no array as long as all the
+    pieces is made (unless the histogram would be too large: then they are joined)."""
     width = 0
     for _group, counts in chunks():
         rounded = np.rint(counts)

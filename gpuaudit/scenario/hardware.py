@@ -10,7 +10,7 @@ exactly as it was.
 from __future__ import annotations
 
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.cluster import NodeSpec, SlotSpec
+from gpuaudit.scenario.cluster import NodeSpec
 from gpuaudit.scenario.workloads import place
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -335,15 +335,6 @@ def plant_spread(b: Builder) -> None:
         "ddp-wide",
         "its pods together need more GPUs than one node has",
     )
-
-
-def _free_at(b: Builder, node: NodeSpec, h: int) -> list[SlotSpec]:
-    """The node's slots no pod holds in hour `h`."""
-    return [
-        s
-        for s in b.slots_by_node[node.name]
-        if not any(h0 <= h < h1 for h0, h1 in b.used.get(s.key, []))
-    ]
 
 
 def _short_pytorchjob(

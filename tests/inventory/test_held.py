@@ -4,6 +4,7 @@ is detected from the samples per bucket, through gaps, jitter and odd targets.""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.core.errors import SnapshotError
 from gpuaudit.inventory import Views, build, held
 from gpuaudit.inventory import columns as C
+from gpuaudit.report import json_report
 from tests.support.factories import (
     SAMPLES_PER_HOUR,
     Series,
@@ -112,7 +114,7 @@ def test_an_older_snapshot_without_counts_says_its_held_time_is_bucket_rounded()
     assert any("whole --step buckets (approximate)" in w for w in inv.warnings)
     assert inv.holdings.set_index(C.POD).loc["eval-1", C.HOURS] == pytest.approx(1.0)
     result = run_checks(inv, Settings())
-    doc = result.to_dict()
+    doc = json.loads(json_report.render(result))
     assert doc["summary"]["held_time"] == "buckets"
     assert doc["summary"]["scrape_interval_s"] is None
     assert any("approximate" in w for w in doc["warnings"])
@@ -129,6 +131,11 @@ def test_no_bucket_covered_end_to_end_means_no_interval_and_a_warning() -> None:
 # ---- detection on its own -------------------------------------------------------------------
 
 
+def _detect(group: np.ndarray, counts: np.ndarray, groups: int, step: float) -> held.Intervals:
+    """`held.detect_chunks` of (group, counts) in one piece."""
+    return held.detect_chunks(lambda: iter([(group, counts)]), groups, step)
+
+
 def _counts_of(times: np.ndarray, step: float = 3600.0) -> np.ndarray:
     """Samples per bucket (t - step, t] of sample times starting after 0."""
     buckets = np.ceil(times / step).astype(np.int64)
@@ -140,7 +147,7 @@ def test_detects_an_interval_that_does_not_divide_the_hour() -> None:
     the mode alone would say 57.14 s."""
     counts = _counts_of(np.arange(1, 24 * 3600 // 57) * 57.0)[1:-1]
     assert set(counts.tolist()) == {63.0, 64.0}
-    got = held.detect(np.zeros(len(counts), dtype=np.int64), counts, 1, 3600.0)
+    got = _detect(np.zeros(len(counts), dtype=np.int64), counts, 1, 3600.0)
     assert got.fleet == pytest.approx(57.0, rel=2e-3)
 
 
@@ -152,7 +159,7 @@ def test_missed_scrapes_and_an_odd_target_do_not_move_the_fleet_interval() -> No
     odd = np.full(40, 120.0)  # one target scraped every 30 s
     counts = np.concatenate([fleet, odd])
     group = np.r_[np.zeros(400, dtype=np.int64), np.ones(40, dtype=np.int64)]
-    got = held.detect(group, counts, 2, 3600.0)
+    got = _detect(group, counts, 2, 3600.0)
     assert got.fleet == pytest.approx(60.0)
     assert got.of_group.tolist() == pytest.approx([60.0, 30.0])
 
@@ -160,14 +167,14 @@ def test_missed_scrapes_and_an_odd_target_do_not_move_the_fleet_interval() -> No
 def test_jitter_at_a_bucket_edge_averages_out() -> None:
     """A 60 s scrape whose samples straddle the hour: 59, 60 and 61 in turn."""
     counts = np.array([59.0, 61.0, 60.0] * 20)
-    got = held.detect(np.zeros(len(counts), dtype=np.int64), counts, 1, 3600.0)
+    got = _detect(np.zeros(len(counts), dtype=np.int64), counts, 1, 3600.0)
     assert got.fleet == pytest.approx(60.0)
 
 
 def test_a_target_close_to_the_fleet_uses_the_fleet_interval() -> None:
     counts = np.r_[np.full(50, 60.0), np.full(4, 58.0)]
     group = np.r_[np.zeros(50, dtype=np.int64), np.ones(4, dtype=np.int64)]
-    got = held.detect(group, counts, 2, 3600.0)
+    got = _detect(group, counts, 2, 3600.0)
     assert got.of_group.tolist() == pytest.approx([60.0, 60.0])
 
 
@@ -192,14 +199,14 @@ def test_counting_in_a_table_and_sorting_agree(seed: int, monkeypatch: pytest.Mo
     rng = np.random.default_rng(seed)
     group = rng.integers(0, 30, 5000)
     counts = rng.choice([58, 59, 60, 60, 60, 61, 120, 3], 5000).astype(np.float64)
-    table = held.detect(group, counts, 30, 3600.0)
+    table = _detect(group, counts, 30, 3600.0)
     pieces = held.detect_chunks(
         lambda: ((group[i : i + 777], counts[i : i + 777]) for i in range(0, 5000, 777)),
         30,
         3600.0,
     )
     monkeypatch.setattr(held, "HISTOGRAM_CELLS", 0)
-    sorted_ = held.detect(group, counts, 30, 3600.0)
+    sorted_ = _detect(group, counts, 30, 3600.0)
     assert table.fleet == sorted_.fleet == pieces.fleet
     np.testing.assert_array_equal(table.of_group, sorted_.of_group)
     np.testing.assert_array_equal(table.of_group, pieces.of_group)
