@@ -19,6 +19,7 @@ from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, 
 from gpuaudit.cli import app
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views
+from gpuaudit.report.models.from_result import capacity_plan
 from tests.support.factories import (
     START,
     STEP,
@@ -249,7 +250,7 @@ def test_an_idle_tail_is_released_from_its_start() -> None:
     assert after.held_by_hour == (9.0, 7.0, 7.0, 7.0)
     assert after.min_nodes_at_peak == 2 and p.freed["NVIDIA-H100-80GB-HBM3"].nodes == 0
     assert p.released_by_product == {"NVIDIA-H100-80GB-HBM3": 1}
-    (held,) = p.to_dict()["after_release_idle"]["released_holdings"]
+    (held,) = capacity_plan(p).model_dump(mode="json")["after_release_idle"]["released_holdings"]
     assert held == {"pod": "ns/p2", "code": "GPU002", "from": iso(START + STEP)}
     assert "would have freed no node of it at the peak" in p.headlines()[1]
 
@@ -284,7 +285,7 @@ def test_without_gpu001_nothing_is_released() -> None:
     )
     assert p.released is None and p.after_release_idle == p.by_product
     assert "no idle reservation was released (GPU001 was skipped: no data)" in p.headlines()[0]
-    doc = p.to_dict()
+    doc = capacity_plan(p).model_dump(mode="json")
     assert doc["after_release_idle"]["released_reservations"] is None
 
 
@@ -604,7 +605,7 @@ def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> Non
 
     def made() -> dict[str, Any]:
         out = plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
-        return out.to_dict()
+        return capacity_plan(out).model_dump(mode="json")
 
     whole = made()
     assert whole["by_product"]

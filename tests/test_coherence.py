@@ -14,6 +14,7 @@ from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks.findings import Alternative, Drain, Finding, Impact, Resource, Severity
 from gpuaudit.cli import app
+from gpuaudit.report import json_report
 from tests.support.factories import Series, gpu_labels, inventory
 
 runner = CliRunner()
@@ -155,7 +156,7 @@ def test_the_total_is_derivable_from_the_json_report() -> None:
     lab = gpu_labels(uuid="G0", pod="nb-0", namespace="ml")
     s = Series(lab, act=[0.01] * 40, fb_used=20000.0, fb_free=61559.0, xids=[119])
     result = run_checks(inventory([s], 40), Settings())
-    doc = json.loads(json.dumps(result.to_dict()))
+    doc = json.loads(json_report.render(result))
     codes = sorted(f["code"] for f in doc["findings"])
     assert "GPU001" in codes and "GPU070" in codes
     counted = [f for f in doc["findings"] if f["counted_in_total"]]

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from gpuaudit import __version__
 from gpuaudit.audit.breakdown import Breakdown, breakdown, label_warning
 from gpuaudit.audit.capacity import CapacityPlan, Release
 from gpuaudit.audit.capacity import plan as capacity_plan
@@ -26,8 +25,6 @@ from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
 
-SCHEMA_VERSION = "1.3"
-
 
 @dataclass(frozen=True)
 class ClusterSection:
@@ -38,9 +35,6 @@ class ClusterSection:
     summary: Summary
     findings: int
     """Findings on the cluster's resources (primary and related, waived ones not counted)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary.to_dict(), "findings": self.findings}
 
 
 @dataclass(frozen=True)
@@ -100,65 +94,9 @@ class AuditResult:
             if not g.primary and (g.resource.kind, g.resource.namespace, g.resource.name) == key
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "gpuaudit_version": __version__,
-            "generated_at": self.generated_at,
-            "cluster": self.cluster,
-            "window": {
-                "start": _iso(self.window_start),
-                "end": _iso(self.window_end),
-                "hours": round((self.window_end - self.window_start) / 3600.0, 2),
-            },
-            "complete": self.complete,
-            "incomplete_reasons": list(self.incomplete_reasons),
-            "nothing_audited": bool(self.nothing_audited),
-            "summary": self.summary.to_dict(),
-            "findings": [self._finding(f) for f in self.findings],
-            "checks_run": list(self.checks_run),
-            "skipped": [s.to_dict() for s in self.skipped],
-            "suppressed_count": len(self.suppressed),
-            "suppressed": [s.to_dict() for s in self.suppressed],
-            "breakdown": self._breakdown_dict(),
-            "comparison": self.comparison.to_dict() if self.comparison else None,
-            "capacity": self.capacity.to_dict() if self.capacity else None,
-            "attribution": self.attribution.to_dict() if self.attribution else None,
-            "warnings": list(self.warnings),
-            # Only in a scan of every cluster (schema 1.3): other reports stay as they were.
-            **(
-                {
-                    "cluster_label": self.cluster_label,
-                    "clusters": {c.name: c.to_dict() for c in self.clusters},
-                }
-                if self.cluster_label
-                else {}
-            ),
-        }
-
-    def _finding(self, f: Finding) -> dict[str, Any]:
-        d = f.to_dict()
-        if self.comparison is not None:
-            d["status"] = self.status_of(f)
-        return d
-
-    def _breakdown_dict(self) -> dict[str, Any]:
-        b = self.breakdown
-        if b is None:
-            return {"by_namespace": [], "group_label": "", "by_group": []}
-        return {
-            "by_namespace": [g.to_dict() for g in b.by_namespace],
-            "group_label": b.group_label,
-            "by_group": [g.to_dict() for g in b.by_group],
-        }
-
     def status_of(self, f: Finding) -> str:
         """new, worse, improved or unchanged against the comparison; empty without one."""
         return self.comparison.status.get(f.fingerprint(), "") if self.comparison else ""
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 IDLE_ACTIVITY = "idle_activity"
@@ -233,7 +171,9 @@ def run_checks(
         sections = _sections(views, idle, settings.currency, ranked)
         comparison = None
         if previous is not None:
-            comparison = compare(ranked, summary.to_dict(), previous[1], previous[0])
+            comparison = compare(
+                ranked, dataclasses.asdict(summary.rounded()), previous[1], previous[0]
+            )
         return AuditResult(
             cluster=inv.cluster,
             window_start=inv.window_start,

@@ -30,15 +30,6 @@ class Group:
     wasted_cost: float
     mean_activity: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "allocated_gpu_hours": round(self.allocated_gpu_hours, 2),
-            "idle_gpu_hours": round(self.idle_gpu_hours, 2),
-            "wasted_cost": round(self.wasted_cost, 2),
-            "mean_activity": None if self.mean_activity is None else round(self.mean_activity, 4),
-        }
-
 
 @dataclass(frozen=True)
 class Charts:

@@ -19,7 +19,6 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit.checks.base import short_model
@@ -105,9 +104,6 @@ class Stat:
         ordered = sorted(values)
         rank = max(1, math.ceil(0.95 * len(ordered) - EPS))
         return cls(ordered[-1], ordered[rank - 1], sum(ordered) / len(ordered))
-
-    def to_dict(self) -> dict[str, float]:
-        return {"peak": round(self.peak, 4), "p95": round(self.p95, 4), "mean": round(self.mean, 4)}
 
 
 # ---- the packer ---------------------------------------------------------------------------
@@ -317,24 +313,6 @@ class ProductPlan:
     whole_node_units: int = 0
     """Peak-hour units packed a node each, as members of a whole-node gang."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodes": self.nodes,
-            "nodes_cordoned": self.nodes_cordoned,
-            "nodes_unlisted": self.nodes_unlisted,
-            "gpus": round(self.gpus, 4),
-            "hours_with_data": self.hours_with_data,
-            "gpus_held": self.gpus_held.to_dict(),
-            "gpus_busy": self.gpus_busy.to_dict(),
-            "nodes_ran_gpu_pods": self.nodes_ran_gpu_pods,
-            "min_nodes_at_peak": self.min_nodes_at_peak,
-            "peak_hour": _iso(self.peak_hour) if self.peak_hour is not None else None,
-            "unplaced_gpus": round(self.unplaced_gpus, 4),
-            "nodes_used_at_peak": list(self.nodes_used),
-            "whole_node_gang_members_at_peak": self.whole_node_units,
-            "units_without_pod_spec_at_peak": self.units_without_spec,
-        }
-
 
 @dataclass(frozen=True)
 class Freed:
@@ -431,72 +409,9 @@ class CapacityPlan:
             f"over the window"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        after: dict[str, Any] = {}
-        for product, p in self.after_release_idle.items():
-            f = self.freed.get(product, Freed(0, 0.0, 0.0))
-            after[product] = {
-                **p.to_dict(),
-                "released_reservations": self.released_by_product.get(product, 0),
-                "nodes_freed": f.nodes,
-                "gpus_freed": round(f.gpus, 4),
-                "cost_freed": round(f.cost, 2),
-            }
-        pods = self.released_pods
-        return {
-            "window_hours": round(self.window_hours, 2),
-            "idle_activity": self.idle_activity,
-            "currency": self.currency,
-            "headlines": self.headlines(),
-            "assumptions": list(self.assumptions),
-            "by_product": {k: v.to_dict() for k, v in self.by_product.items()},
-            "what_if": list(self.what_if),
-            "after_release_idle": {
-                "released_reservations": None if pods is None else len(pods),
-                "released": None if pods is None else list(pods),
-                "released_holdings": None
-                if self.released is None
-                else [r.to_dict() for r in self.released],
-                "note": self.release_note,
-                "by_product": after,
-            },
-            "queues": [_queue_dict(u) for u in self.queues],
-        }
-
 
 def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x - round(x)) < 1e-6 or abs(x) >= 100 else f"{x:,.1f}"
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _queue_dict(u: QueueUsage) -> dict[str, Any]:
-    def r(x: float | None, n: int = 2) -> float | None:
-        return None if x is None else round(x, n)
-
-    return {
-        "system": u.system,
-        "kind": u.kind,
-        "queue": u.queue,
-        "cohort": u.cohort,
-        "flavor": u.flavor,
-        "resource": u.resource,
-        "quota": u.quota,
-        "guarantee": u.guarantee,
-        "borrowing_limit": u.borrowing_limit,
-        "lending_limit": u.lending_limit,
-        "flavor_allocatable": u.allocatable,
-        "quota_gpu_hours": r(u.quota_gpu_hours),
-        "admitted_gpu_hours": r(u.admitted_gpu_hours),
-        "held_gpu_hours": r(u.held_gpu_hours),
-        "busy_gpu_hours": r(u.busy_gpu_hours),
-        "peak_admitted": r(u.peak_admitted, 4),
-        "peak_held": r(u.peak_held, 4),
-        "peak_held_in_namespaces": r(u.peak_namespaces, 4),
-        "pending_workloads": len({(p.namespace, p.name) for p in u.pending}),
-    }
 
 
 # ---- computing it -------------------------------------------------------------------------
@@ -948,13 +863,6 @@ class Release:
     since: float | None = None
     """Unix seconds from which the pod's holdings are released (the start of GPU002's idle
     tail); None for the whole window."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pod": f"{self.namespace}/{self.pod}",
-            "code": self.code,
-            "from": None if self.since is None else _iso(self.since),
-        }
 
 
 def _kept_rows(

@@ -42,18 +42,6 @@ class Comparison:
     def count(self, status: str) -> int:
         return sum(1 for s in self.status.values() if s == status)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "against": self.source,
-            "against_generated_at": self.previous_generated_at,
-            "new": self.count(NEW),
-            "worse": self.count(WORSE),
-            "improved": self.count(IMPROVED),
-            "unchanged": self.count(UNCHANGED),
-            "resolved": [dict(r) for r in self.resolved],
-            "summary_delta": {k: dict(v) for k, v in self.summary_delta.items()},
-        }
-
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read an earlier gpuaudit JSON report, with one clear error when it is not one: larger

@@ -51,18 +51,6 @@ class Ledger:
         parts.update({("unattributed", k): v for k, v in self.unattributed.items()})
         return _largest_remainder(parts, round(self.allocated_gpu_hours * 100))
 
-    def to_dict(self) -> dict[str, Any]:
-        parts = self.rounded()
-        return {
-            "allocated_gpu_hours": round(sum(parts.values()), 2),
-            "unattributed_unknown": self.unknown or None,
-            "attributed": {k: {"gpu_hours": parts[("attributed", k)]} for k in self.attributed},
-            "unattributed": {
-                k: {"gpu_hours": parts[("unattributed", k)], "pods": self.unattributed_pods[k]}
-                for k in self.unattributed
-            },
-        }
-
 
 def _largest_remainder(parts: Mapping[tuple[str, str], float], total: int) -> dict[Any, float]:
     hundredths = {k: max(0.0, v) * 100 for k, v in parts.items()}

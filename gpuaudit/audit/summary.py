@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from gpuaudit.audit.ledger import ledger
 from gpuaudit.inventory import Views
@@ -51,26 +50,28 @@ class Summary:
     """`samples`: held time is samples x the scrape interval; `buckets`: some of it is
     counted in whole buckets (older snapshots, or no interval detected), an approximation."""
 
-    def to_dict(self) -> dict[str, Any]:
-        def r(x: float | None, n: int = 4) -> float | None:
+    def rounded(self) -> Summary:
+        """The summary as reports give it: GPUs, GPU-hours, costs and the window to 2 decimal
+        places, ratios to 4, the scrape interval to 3. The JSON report writes these figures,
+        and the comparison with an earlier report (`gpuaudit.audit.compare`) compares them."""
+
+        def r(x: float | None, n: int) -> float | None:
             return None if x is None else round(x, n)
 
-        return {
-            "gpus_total": self.gpus_total,
-            "gpus_allocated_now": r(self.gpus_allocated_now, 2),
-            "gpus_allocated_avg": r(self.gpus_allocated_avg, 2),
-            "allocation_rate": r(self.allocation_rate),
-            "mean_activity": r(self.mean_activity),
-            "allocated_gpu_hours": r(self.allocated_gpu_hours, 2),
-            "idle_gpu_hours": r(self.idle_gpu_hours, 2),
-            "wasted_cost": r(self.wasted_cost, 2),
-            "window_hours": r(self.window_hours, 2),
-            "currency": self.currency,
-            "findings_gpu_hours": r(self.findings_gpu_hours, 2),
-            "findings_cost": r(self.findings_cost, 2),
-            "scrape_interval_s": r(self.scrape_interval_s, 3),
-            "held_time": self.held_time,
-        }
+        return replace(
+            self,
+            gpus_allocated_now=round(self.gpus_allocated_now, 2),
+            gpus_allocated_avg=round(self.gpus_allocated_avg, 2),
+            allocation_rate=r(self.allocation_rate, 4),
+            mean_activity=r(self.mean_activity, 4),
+            allocated_gpu_hours=round(self.allocated_gpu_hours, 2),
+            idle_gpu_hours=round(self.idle_gpu_hours, 2),
+            wasted_cost=round(self.wasted_cost, 2),
+            window_hours=round(self.window_hours, 2),
+            findings_gpu_hours=round(self.findings_gpu_hours, 2),
+            findings_cost=round(self.findings_cost, 2),
+            scrape_interval_s=r(self.scrape_interval_s, 3),
+        )
 
 
 def summarise(

@@ -41,26 +41,11 @@ class Waiver:
             parts.append(f"resource={self.resource}")
         return " ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "namespace": self.namespace,
-            "selector": self.selector,
-            "resource": self.resource,
-            "reason": self.reason,
-            "expires": self.expires.isoformat(),
-        }
-
 
 @dataclass(frozen=True)
 class Suppressed:
     finding: Finding
     waiver: Waiver
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.finding.to_dict()
-        d["waiver"] = self.waiver.to_dict()
-        return d
 
 
 def parse(config: Mapping[str, Any]) -> list[Waiver]:

@@ -86,17 +86,6 @@ class Resource:
         """`namespace/name`, or `name` for cluster-scoped resources."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-            "node": self.node,
-            "gpus": round(self.gpus, 4),
-            # Only in a scan of every cluster: other reports stay as they were.
-            **({"cluster": self.cluster} if self.cluster else {}),
-        }
-
 
 @dataclass(frozen=True)
 class Impact:
@@ -106,9 +95,6 @@ class Impact:
     """Wasted (or unaudited) GPU-hours over the window, in whole-GPU equivalents."""
     cost: float
     """`gpu_hours` priced at the configured price per GPU-hour of the GPU model."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gpu_hours": round(self.gpu_hours, 2), "cost": round(self.cost, 2)}
 
 
 @dataclass(frozen=True)
@@ -202,25 +188,6 @@ class Finding:
             self.resource.node,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "fingerprint": self.fingerprint(),
-            "explain": f"gpuaudit explain {self.code}",
-            "severity": self.severity.value,
-            "resource": self.resource.to_dict(),
-            "message": self.message,
-            "impact": self.impact.to_dict(),
-            "evidence": dict(self.evidence),
-            "recommendation": self.recommendation,
-            "primary": self.primary,
-            "related": list(self.related),
-            "counted_in_total": self.counted,
-            "confidence": self.confidence.value if self.confidence else None,
-            "targets": list(self.targets),
-            "drains": [{"node": d.node, "gpu": d.gpu} for d in self.drains],
-        }
-
 
 @dataclass(frozen=True)
 class Skipped:
@@ -228,9 +195,6 @@ class Skipped:
 
     code: str
     reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"check": self.code, "reason": self.reason}
 
 
 def rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:

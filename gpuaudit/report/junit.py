@@ -25,11 +25,12 @@ from collections import Counter
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
+from gpuaudit import __version__
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.checks import by_code
 from gpuaudit.checks.findings import Finding
 from gpuaudit.report.renderer import ReportFormat
-from gpuaudit.report.text import num, plural, terminal, window_text
+from gpuaudit.report.text import num, plural, terminal, window_bounds, window_text
 
 
 def _attr(text: str) -> str:
@@ -143,7 +144,7 @@ def _completeness_case(result: AuditResult) -> list[_Case]:
 
 
 def _properties(result: AuditResult) -> str:
-    start, end = result.to_dict()["window"]["start"], result.to_dict()["window"]["end"]
+    start, end = window_bounds(result)
     pairs = [
         ("cluster", result.cluster),
         ("window.start", start),
@@ -153,7 +154,7 @@ def _properties(result: AuditResult) -> str:
         ("checks.skipped", str(len(result.skipped))),
         ("findings", str(len(result.findings))),
         ("waived", str(len(result.suppressed))),
-        ("gpuaudit.version", str(result.to_dict()["gpuaudit_version"])),
+        ("gpuaudit.version", __version__),
     ]
     rows = "\n".join(f"      <property name={_attr(k)} value={_attr(v)}/>" for k, v in pairs)
     return f"    <properties>\n{rows}\n    </properties>"

@@ -16,6 +16,7 @@ from typing import Any
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.summary import Summary
 from gpuaudit.core.numbers import json_number
+from gpuaudit.inventory.window import iso
 
 MAX_LISTED = 25
 """Waived and resolved findings listed by name in the Markdown and HTML reports."""
@@ -100,8 +101,7 @@ def plural(n: int, noun: str, many: str = "") -> str:
 
 def window_bounds(result: AuditResult) -> tuple[str, str]:
     """Start and end of the audit window as the JSON report writes them (RFC 3339, UTC)."""
-    w = result.to_dict()["window"]
-    return str(w["start"]), str(w["end"])
+    return iso(result.window_start), iso(result.window_end)
 
 
 def window_text(result: AuditResult) -> str:

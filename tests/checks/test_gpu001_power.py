@@ -9,6 +9,7 @@ import pytest
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
 from gpuaudit.checks import idle
 from gpuaudit.checks.findings import Confidence
+from gpuaudit.report.models.from_result import finding
 from tests.support.factories import Series, gpu_labels, inventory, run_check
 
 H100 = "NVIDIA H100 80GB HBM3"  # gpuaudit.domain.power: 700 W board power, about 70 W idle
@@ -45,7 +46,7 @@ def test_idle_power_gives_high_confidence_with_board_power() -> None:
         "near the H100 80GB HBM3's idle draw of about 70 W; 2,048 MiB of framebuffer in use "
         "per GPU (3 %)."
     )
-    assert f.to_dict()["confidence"] == "high"
+    assert finding(f).model_dump(mode="json")["confidence"] == "high"
 
 
 def test_high_power_under_the_limit_gives_low_confidence_or_drops() -> None:
@@ -60,7 +61,7 @@ def test_high_power_under_the_limit_gives_low_confidence_or_drops() -> None:
     assert "Confidence low: its GPUs drew 300 W on average (60 % of their 500 W limit)" in (
         f.message
     )
-    assert f.to_dict()["confidence"] == "low"
+    assert finding(f).model_dump(mode="json")["confidence"] == "low"
     assert run_check(gpu001, inventory([s], 10), idle_power_drop=1.0) == []
 
 

@@ -22,6 +22,7 @@ from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method, Reason
+from gpuaudit.report import json_report
 from gpuaudit.report.text import attribution_sentence
 from tests.support.factories import (
     START,
@@ -292,7 +293,7 @@ def test_the_ledger_adds_up_to_the_allocated_gpu_hours_in_the_json_report() -> N
         p["spec"]["nodeName"] = "node-c"
     nodes = [_shared_node(), make_node("node-b"), make_node("node-c"), make_node("node-d")]
     inv = inventory(series, 8, pods=pods, nodes=nodes)
-    doc = run_checks(inv, Settings()).to_dict()
+    doc = json.loads(json_report.render(run_checks(inv, Settings())))
     jsonschema.validate(doc, SCHEMA)
     book = doc["attribution"]
     parts = [v["gpu_hours"] for side in ("attributed", "unattributed") for v in book[side].values()]
@@ -310,7 +311,7 @@ def test_the_ledger_adds_up_to_the_allocated_gpu_hours_in_the_json_report() -> N
 def test_without_the_kubernetes_pods_the_unattributed_side_is_unknown_not_zero() -> None:
     inv = inventory(_copies(["a"], 0.3), 4, nodes=[make_node("node-a")])
     result = run_checks(inv, Settings())
-    doc = result.to_dict()
+    doc = json.loads(json_report.render(result))
     jsonschema.validate(doc, SCHEMA)
     assert doc["attribution"]["unattributed_unknown"].startswith(
         "GPU-hours pods held without DCGM series need the Kubernetes pods"

@@ -34,6 +34,7 @@ SHARED = {
     "gpuaudit.report.text",
     "gpuaudit.report.charts",
     "gpuaudit.report.fold",
+    "gpuaudit.report.models",
 }
 
 

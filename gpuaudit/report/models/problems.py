@@ -1,0 +1,139 @@
+"""The findings of the JSON report: `findings`, `suppressed` (waived findings) and `skipped`
+(checks that could not run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from gpuaudit.checks.findings import Confidence, Severity
+from gpuaudit.report.models.units import Code, ReportModel, Round2, Round4
+
+Status = Literal["new", "worse", "improved", "unchanged"]
+"""A finding against an earlier report (`gpuaudit.audit.compare`)."""
+
+
+class Resource(ReportModel):
+    """The thing a finding is about."""
+
+    kind: str
+    """`Pod`, `Node`, `Gang`, `GPU`, ..."""
+    namespace: str
+    """The namespace; empty for a cluster-scoped resource."""
+    name: str
+    """The object's name as the cluster spells it (untrusted text)."""
+    node: str
+    """The node the resource ran on; empty when there is none."""
+    gpus: Round4
+    """GPUs concerned, in whole-GPU equivalents (a 1g slice of a GPU partitioned into 7 MIG
+    slices counts 1/7)."""
+    cluster: str = Field("", exclude_if=lambda value: not value)
+    """The cluster of a scan of every cluster (`--cluster-label NAME`, schema 1.3); absent
+    otherwise, and for a resource of no one cluster. Its name also qualifies `namespace`,
+    `node` and a GPU's UUID (`cluster/name`)."""
+
+
+class Impact(ReportModel):
+    """What a finding costs over the audit window, in one unit every check shares."""
+
+    gpu_hours: Round2
+    """Wasted (or unaudited) GPU-hours over the window, in whole-GPU equivalents (a MIG slice
+    counts its share of a GPU)."""
+    cost: Round2
+    """`gpu_hours` priced at the configured price per GPU-hour of the GPU model, in the
+    summary's currency."""
+
+
+class Drain(ReportModel):
+    """A node, or one GPU of it, a recommendation takes out of service."""
+
+    node: str
+    """The node's name."""
+    gpu: str
+    """The GPU's UUID when only it must be freed (for a reset); empty for the whole node."""
+
+
+class Finding(ReportModel):
+    """One problem a check found."""
+
+    code: Code
+    """The check's stable code."""
+    fingerprint: str
+    """A stable identity across runs: code, kind, namespace and the owning workload when known
+    (pod names change with every rollout), else the resource's name. `--baseline` and
+    `--previous` match findings by it."""
+    explain: str
+    """The command that prints the check's documentation."""
+    severity: Severity
+    """How urgent the finding is: critical, high, medium, low or info, most urgent first."""
+    resource: Resource
+    """What the finding is about."""
+    message: str
+    """A whole sentence that names the resource and the figures."""
+    impact: Impact
+    """Wasted GPU-hours and their cost."""
+    evidence: Mapping[str, Any]
+    """The figures the check's rule used, by name."""
+    recommendation: str
+    """What to change, concretely."""
+    primary: bool
+    """True for the finding that leads its resource (the first in rank order); false for the
+    others on the same resource, which reports show under it."""
+    related: tuple[Code, ...]
+    """Codes of the other findings on the same resource (kind, namespace, name)."""
+    counted_in_total: bool
+    """Whether `impact` counts toward `summary.findings_gpu_hours` and `findings_cost` (see
+    there)."""
+    confidence: Confidence | None
+    """How sure the finding is where its check weighs a second signal (an idle finding's power
+    draw): high when it agrees, medium when it is unavailable, low when it disagrees; null where
+    the check weighs none."""
+    targets: tuple[str, ...]
+    """Nodes the recommendation places work on. Never a node another finding drains unless the
+    recommendation says why (`evidence.coherence`)."""
+    drains: tuple[Drain, ...]
+    """Nodes, or GPUs of them, the recommendation takes out of service."""
+    status: Status | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
+    """Against `--baseline` or `--previous`: new, worse, improved or unchanged; absent without
+    one."""
+
+
+class Waiver(ReportModel):
+    """An accepted finding's waiver, as `[[waivers]]` in `gpuaudit.toml` gives it."""
+
+    code: str
+    """The check code it accepts."""
+    namespace: str
+    """The namespace it is narrowed to; empty for any."""
+    selector: str
+    """The label selector on the pod's labels it is narrowed to (`=`, `==`, `!=`, `key`,
+    `!key`); empty for any."""
+    resource: str
+    """The resource (`namespace/name`, or `name`) it is narrowed to; empty for any."""
+    reason: str
+    """Why the finding is accepted."""
+    expires: date
+    """The last day it applies; after it, it no longer applies and the report warns."""
+
+
+class Suppressed(Finding):
+    """A finding a waiver accepted: counted in `suppressed_count` and listed, never silently
+    dropped."""
+
+    counted_in_total: Literal[False]
+    """Always false: a waived finding counts toward no total."""
+    waiver: Waiver
+    """The waiver that accepted it."""
+
+
+class Skipped(ReportModel):
+    """A check that could not run: missing data never reads as healthy."""
+
+    check: str
+    """The check's code."""
+    reason: str
+    """Why it could not run: the data it needs that is missing."""
