@@ -14,7 +14,7 @@ How it decides
     `checks.oversized_min_hours` (default 24 h):
     - need = peak framebuffer use (`DCGM_FI_DEV_FB_USED` max) plus `checks.fb_headroom`
       (default 20 %);
-    - the smallest MIG profile of the model (REFERENCE.md §3) whose memory (a profile named
+    - the smallest MIG profile of the model (`docs/domain.md`) whose memory (a profile named
       `Ngb` holds about 0.95 N GiB) covers the need and whose compute share (slices / 7)
       covers the p95 engine activity with 25 % to spare, and that is smaller than the whole
       GPU;

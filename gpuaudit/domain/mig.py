@@ -1,4 +1,5 @@
-"""MIG profiles per GPU model (REFERENCE.md §3): names, compute slices, memory, fit."""
+"""MIG profiles per GPU model (`docs/domain.md`, MIG profiles): names, compute slices, memory,
+fit."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ class MigProfile:
 
 _PROFILE_RE = re.compile(r"^(\d+)g\.(\d+)gb")
 
-# Profile lists per model family (without the +me/+gfx variants), from REFERENCE.md §3.
+# Profile lists per model family (without the +me/+gfx variants): the GPU Operator's default MIG
+# layouts (`docs/domain.md` gives the sources).
 _FAMILIES: list[tuple[tuple[str, ...], int, tuple[str, ...]]] = [
     (
         ("A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB", "A800-40GB"),

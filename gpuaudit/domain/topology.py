@@ -1,4 +1,4 @@
-"""GPU-to-GPU links inside a node (REFERENCE.md §4): how well each pair of GPUs is connected.
+"""GPU-to-GPU links inside a node (`docs/domain.md`): how well each pair of GPUs is connected.
 
 Three sources, most specific first:
 

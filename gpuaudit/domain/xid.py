@@ -1,4 +1,4 @@
-"""NVIDIA XID codes: what each means and what NVIDIA says to do about it (REFERENCE.md §1.6, §7).
+"""NVIDIA XID codes: what each means and what NVIDIA says to do about it.
 
 Sources, as read for this table:
 

@@ -2,7 +2,7 @@
 
 A pod that gets its GPUs through Dynamic Resource Allocation requests no `nvidia.com/gpu`, and
 dcgm-exporter labels the device with the pod only when its own DRA mapping is on
-(`KUBERNETES_ENABLE_DRA`; REFERENCE.md §1.4). The Kubernetes side says who holds what:
+(`KUBERNETES_ENABLE_DRA`; `docs/domain.md`, DRA). The Kubernetes side says who holds what:
 
 - a pod names its claims in `spec.resourceClaims[]` (`resourceClaimName`, or a
   `resourceClaimTemplateName` whose generated claim `status.resourceClaimStatuses[]` names);

@@ -1,4 +1,4 @@
-"""Gangs: pods that must all run for any of them to make progress (REFERENCE.md §5).
+"""Gangs: pods that must all run for any of them to make progress (`docs/domain.md`, Gangs).
 
 A gang comes from, in this order of precedence (a pod joins the first gang that claims it):
 

@@ -323,7 +323,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     queries.XID: (0.0, 2.0**31),
     queries.P2P_STATUS: (0.0, 2.0**31),
 }
-"""What each metric can read (REFERENCE.md §1): the profiling activities are ratios from 0 to 1,
+"""What each metric can read (`docs/domain.md`): the profiling activities are ratios from 0 to 1,
 `DCGM_FI_DEV_GPU_UTIL` a percentage, the framebuffer MiB (at most 1 PiB), the power and its
 limit W (at most 1 MW); XID codes and P2P statuses are small whole numbers; error counters are
 not negative."""

@@ -1,10 +1,11 @@
 """Normalised DCGM identities of Prometheus series (answers are parsed in
 `gpuaudit.snapshot.answers`).
 
-Label spellings accepted (REFERENCE.md §0-1): `exported_pod`/`exported_namespace`/
-`exported_container` (Helm default, where `pod` names the exporter itself), `pod`/`namespace`/
-`container`, the old `pod_name`/`pod_namespace`/`container_name`; `UUID` or `uuid`; `Hostname`,
-`hostname` or a relabelled `node`. An absent or empty pod label means "not held".
+Label spellings accepted (`docs/domain.md`, dcgm-exporter labels): `exported_pod`/
+`exported_namespace`/`exported_container` (Helm default, where `pod` names the exporter itself),
+`pod`/`namespace`/`container`, the old `pod_name`/`pod_namespace`/`container_name`; `UUID` or
+`uuid`; `Hostname`, `hostname` or a relabelled `node`. An absent or empty pod label means "not
+held".
 
 The spelling `any` (a backend holding series of both kinds, `gpuaudit.sources.prometheus.
 discovery`) takes each series by its own: `exported_*` where it carries `exported_pod`, else

@@ -1,7 +1,7 @@
 """GPUs shared by time-slicing or MPS: which nodes share their GPUs, into how many replicas,
 and how many pods held one device at once.
 
-The signs (REFERENCE.md §2), each stated in the evidence:
+The signs (`docs/domain.md`, GPU sharing), each stated in the evidence:
 
 - GPU Feature Discovery's node labels `nvidia.com/gpu.replicas` (above 1) and
   `nvidia.com/gpu.sharing-strategy` (`time-slicing` or `mps`), and the product's `-SHARED`

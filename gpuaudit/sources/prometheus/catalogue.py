@@ -103,7 +103,7 @@ IDENTITY_LABELS = (
 
 DRA_LABELS = ("dra_claim_name", "dra_claim_namespace")
 """dcgm-exporter's labels of a device allocated through a DRA ResourceClaim (with its DRA
-mapping on, REFERENCE.md §1.4): the claim names the pod where no pod label does."""
+mapping on, `docs/domain.md`, DRA): the claim names the pod where no pod label does."""
 
 POD_LABELS = {
     "exported": (
