@@ -197,7 +197,7 @@ def test_a_product_with_nothing_released_keeps_its_plan(
 ) -> None:
     """The plan after the release is made again only for the products whose rows it drops;
     every other product's is the one it had, the same as made again from the kept rows."""
-    from gpuaudit.audit.assemble import capacity
+    from gpuaudit.audit import capacity
 
     assert cluster_plan.after_release_idle["NVIDIA-L40S"] is cluster_plan.by_product["NVIDIA-L40S"]
     every = capacity._plans
