@@ -807,8 +807,8 @@ def build(
 ) -> Inventory:
     """Join a snapshot's raw answers into the inventory tables. `consume`: empty the
     snapshot's Prometheus answers once they are read into series, and its Kubernetes lists once
-    they are read into rows, for a caller that holds the snapshot only to build (at 100,000
-    GPUs, about half a GB each is freed before the build's peak).
+    they are read into rows, for a caller that holds the snapshot only to build (both are
+    large for a large fleet, and are freed before the build's peak).
 
     `topology` is a folder of `nvidia-smi topo -m` outputs (`--topology`: `<node>.txt` or
     `<nvidia.com/gpu.product>.txt`); each node's GPU links are resolved from it, the built-in
@@ -846,7 +846,7 @@ def build(
     )
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     del objects
-    if consume:  # every object is in rows now: the parsed lists go (half a GB at 100,000 GPUs)
+    if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
     s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace, unread)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the

@@ -150,8 +150,8 @@ class HeldRows:
     bucket: Index
     """Each row's bucket, an index into `bucket_ts` (-1 where its time is missing).
 
-    The three are 4-byte integers where the hourly table has fewer than 2**31 rows (a
-    100,000-GPU week has 27 million: 8 bytes each would be 320 MB more)."""
+    The three are 4-byte integers where the hourly table has fewer than 2**31 rows: they are as
+    long as the hourly table, and 8 bytes each would double what they hold."""
     bucket_ts: npt.NDArray[np.float64]
     """Bucket end times, ascending."""
 
@@ -289,7 +289,7 @@ def group_sums(
     if not values:
         return []
     key = pd.Categorical.from_codes(codes, categories=pd.RangeIndex(n))
-    # Each column its own block, not copied into one (two of 27 million rows are 430 MB).
+    # Each column its own block, not copied into one (row-long columns: a copy as large again).
     frame = pd.DataFrame({str(i): v for i, v in enumerate(values)}, copy=False)
     sums = frame.groupby(key, observed=False).sum()
     return [sums[str(i)].to_numpy(dtype="float64") for i in range(len(values))]
@@ -363,7 +363,7 @@ class PodHours:
     def held_h(self, at: slice = slice(None)) -> npt.NDArray[np.float64]:
         """Hours the pod held its GPUs in the buckets of the entries `at` (`gpu_h / gpus`:
         the GPU-weighted mean of its GPUs' held hours; 0 where it held none): made on each
-        call, not kept (row-long: 216 MB at 100,000 GPUs)."""
+        call, not kept (it is as long as the pod hours)."""
         import numpy as np
 
         gpus, gpu_h = self.gpus[at], self.gpu_h[at]
@@ -399,7 +399,7 @@ def pod_hours(inv: Inventory, rows: HeldRows, pods: Holders) -> PodHours:
 
     holding, bucket, at = rows.holding, rows.bucket, rows.rows
     nb = len(rows.bucket_ts)
-    # (pod, bucket) keys in 4 bytes where every one fits (a 100,000-GPU week: 17 million).
+    # (pod, bucket) keys in 4 bytes where every one fits (there are as many as held rows).
     key_t = np.int32 if (len(pods.namespace) + 1) * max(nb, 1) < 2**31 else np.int64
     pod = pods.of_holding[holding].astype(key_t)
     keep = (pod >= 0) & (bucket >= 0)

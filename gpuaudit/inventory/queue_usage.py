@@ -168,8 +168,8 @@ class _Rows:
 
 def _rows(inv: Inventory, rows: HeldRows, pods: Holders, ph: PodHours, idle: float) -> _Rows:
     """Each held hourly row's window bucket, holding, and whether its pod was busy in that
-    hour, worked out a slice of rows at a time into arrays of 4-byte integers (a 100,000-GPU
-    week holds some 27 million rows)."""
+    hour, worked out a slice of rows at a time into arrays of 4-byte integers (they are as long
+    as the held hourly rows)."""
     import numpy as np
 
     from gpuaudit.inventory.arrays import KeyTable, slices

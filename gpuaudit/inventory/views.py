@@ -62,8 +62,8 @@ class Views:
         """Let go of the views as long as the hourly table that only the checks read (pod
         hours, whole-GPU rows and what is made of them): the summary, the breakdown, the
         capacity plan and the ledger read none of them (the plan reads queue usage, which is
-        kept), and at 100,000 GPUs they hold some 1.5 GB. One asked for again is made anew,
-        the same."""
+        kept), and they are among the largest things an audit holds. One asked for again is
+        made anew, the same."""
         self.forget(self.ROW_LONG)
 
     def price(self, model: str) -> float:

@@ -2,8 +2,8 @@
 
 An answer of the HTTP API (`{"status": "success", "data": {"resultType": ..., "result": [...]}}`)
 is parsed once into an `Answer`: the label sets of its series, and their samples as float64
-numpy arrays. Held that way, the 2.7 million hourly points of a 10,000-GPU week take 43 MB
-instead of the 1.9 GB the same JSON takes as Python lists and strings.
+numpy arrays. Held that way, a fleet's week of hourly points takes a small part of the memory
+the same JSON takes as Python lists and strings (`benchmarks/README.md` has the figures).
 
 Every path goes through here: live answers, answers in a version 1 snapshot, and answer lines of
 a version 2 snapshot, which are streamed and, for range vectors, parsed straight from their bytes

@@ -143,7 +143,7 @@ def _read(path: Path, snapshot: Path, limit: int) -> Parts:
     from concurrent.futures import ThreadPoolExecutor
 
     # The snapshot's digest is worked out beside the header's parse (hashing lets go of the
-    # interpreter while it reads: a 100,000-GPU snapshot is some 240 MB).
+    # interpreter while it reads, and a large fleet's snapshot takes a while to hash).
     with ThreadPoolExecutor(max_workers=1) as pool:
         hashed = pool.submit(digest, snapshot)
         members = _mapped(path, ("header", *_ARRAYS))
@@ -168,8 +168,9 @@ _LOCAL_HEADER = 30
 def _mapped(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
     """The members `names` (`NAME.npy`, stored uncompressed) of the side-file as arrays over a
     private copy-on-write map of the file, read in place: no copy of the arrays, and no fresh
-    memory to fill (a 100,000-GPU side-file holds about 1 GB). None where a member is not laid
-    out as `np.savez` writes it, or the file cannot be mapped: then `np.load` reads it."""
+    memory to fill (a large fleet's side-file holds its whole hourly table). None where a
+    member is not laid out as `np.savez` writes it, or the file cannot be mapped: then
+    `np.load` reads it."""
     import mmap
 
     from numpy.lib import format as npy

@@ -193,9 +193,9 @@ def hourly_parts(cov: Coverage, s: int, t: int, step: int) -> tuple[Part, ...] |
     """How `(s, t]` (seconds) is read: pieces for a window or a chunk (`step` 0); for a bucket
     of a range query (`t - s == step`) only the recorded points, or None (raw). Pieces cost a
     range query at every step: each piece is a vector of every series, tagged and joined with
-    the others (`catalogue._combined`) at each of the window's steps. Measured on 20,502
-    series over a week of hourly buckets (`benchmarks/README.md`, round 7), the activity mean
-    took 496 s in three pieces against 112 s raw, and 61 s from the recorded points alone. So
+    the others (`catalogue._combined`) at each of the window's steps. Measured over a week of
+    hourly buckets (`benchmarks/README.md`, round 7), the activity mean in pieces took several
+    times as long as read raw, and read from the recorded points alone less than raw. So
     the buckets read the recorded series only where the evaluations fall on their edges (the
     window's end on the evaluation grid, a step of whole evaluation intervals)."""
     parts = cov.parts(s * 1000, t * 1000)
