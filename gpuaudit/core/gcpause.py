@@ -2,8 +2,9 @@
 
 Parsing a large snapshot and joining it into tables allocates millions of small objects
 (labels, samples) and creates no reference cycles. Each allocation burst triggers collections
-that traverse every live object, which at 10,000 GPUs cost more than the parsing itself;
-reference counting still frees everything as usual while the collector is paused.
+that traverse every live object, and at fleet scale those traversals cost more than the parsing
+itself (`benchmarks/README.md` has the figures); reference counting still frees everything as
+usual while the collector is paused.
 """
 
 from __future__ import annotations
