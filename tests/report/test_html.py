@@ -1,9 +1,10 @@
-"""The HTML report through the CLI: self-contained, complete, deterministic charts, and names
-from the cluster shown as text, never markup."""
+"""The HTML report through the CLI: self-contained, complete, deterministic charts, names
+from the cluster shown as text, never markup, and templates that ship with the package."""
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import html
 import json
 import re
@@ -12,6 +13,11 @@ import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 import pytest
 from typer.testing import CliRunner
@@ -24,6 +30,7 @@ from gpuaudit.report import html as html_report
 from gpuaudit.report.text import terminal
 from tests.support.factories import Series, gpu_labels
 from tests.support.factories import snapshot as make_snapshot
+from tests.support.paths import ROOT
 from tests.support.reports import (
     HOSTILE,
     HOSTILE_CLUSTER,
@@ -226,3 +233,53 @@ def test_incomplete_banner_waivers_skipped_and_warnings() -> None:
     assert f"Waived findings ({len(result.suppressed)})" in out
     assert "<td>nightly &lt;batch&gt; accepted</td><td>2099-01-01</td>" in out
     assert '<section id="warnings">' in out and "<li>a &lt;warning&gt;</li>" in out
+
+
+NASTY = "<script>alert('x')</script> \"q\" & \x1b[31mred"
+# Autoescaped, with the escape sequence shown as text first.
+ESCAPED = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &quot;q&quot; &amp; \\x1b[31mred"
+
+
+def test_a_hostile_name_reaches_the_page_escaped() -> None:
+    result = demo_result()
+    first = result.primaries[0]
+    evil = dataclasses.replace(first, resource=dataclasses.replace(first.resource, name=NASTY))
+    result = dataclasses.replace(
+        result,
+        cluster=NASTY,
+        findings=tuple(evil if f is first else f for f in result.findings),
+        warnings=(NASTY,),
+    )
+    out = html_report.render(result)
+    assert f"<title>GPU audit: {ESCAPED}</title>" in out
+    assert f'<h1>GPU audit <span class="cluster">{ESCAPED}</span></h1>' in out
+    ref = f"{first.resource.namespace}/{ESCAPED}" if first.resource.namespace else ESCAPED
+    assert f'<td class="res">{ref}<span class="kind">' in out
+    assert f"<li>{ESCAPED}</li>" in out  # the warnings
+    assert "<script>" not in out and "\x1b" not in out
+    assert "script" not in Page(out).tags()
+    assert NASTY.replace("\x1b", "\\x1b") in Page(out).text  # shown, as text
+
+
+def test_the_templates_layout_does_not_reach_the_page() -> None:
+    """Line breaks and indentation in the section templates are for their reader: the body
+    is one line, but for the charts' own SVG."""
+    out = html_report.render(demo_result())
+    body = out[out.index("<main>\n") + len("<main>\n") : out.index("\n</main>")]
+    assert "\n" not in re.sub(r"<svg\b.*?</svg>", "", body, flags=re.S)
+    assert body.startswith("<header><h1>") and body.endswith("</footer>")
+
+
+def test_every_template_is_package_data() -> None:
+    """A wheel carries the templates and the stylesheet: each file under `templates/` matches
+    a package-data pattern of its folder, and setuptools lists that folder as a package."""
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    setup = setup["setuptools"]
+    folder = Path(html_report.__file__).parent / "templates"
+    files = [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert any(p.name == "report.css" for p in files)
+    for path in files:
+        package = ".".join(path.parent.relative_to(ROOT).parts)
+        assert package in setup["packages"], package
+        patterns = setup["package-data"].get(package, [])
+        assert any(fnmatch.fnmatch(path.name, g) for g in patterns), path
