@@ -97,14 +97,14 @@ def test_a_bool_option_follows_the_precedence(
 @pytest.mark.parametrize(
     ("layer", "expected"),
     [
-        ("default", ()),
-        ("toml", ("A: 1", "B: 2")),
-        ("env", ("C:3", "D:4")),
-        ("flag", ("E: 5",)),
+        ("default", {}),
+        ("toml", {"A": "1", "B": "2"}),
+        ("env", {"C": "3", "D": "4"}),
+        ("flag", {"E": "5"}),
     ],
 )
 def test_a_repeatable_option_follows_the_precedence(
-    monkeypatch: pytest.MonkeyPatch, layer: str, expected: tuple[str, ...]
+    monkeypatch: pytest.MonkeyPatch, layer: str, expected: dict[str, str]
 ) -> None:
     kw = _layered(
         layer,
@@ -142,7 +142,7 @@ def test_a_number_option_follows_the_precedence(
     kw = _layered(layer, "[scan]\ntimeout = 5\n", {"GPUAUDIT_TIMEOUT": "7"}, ["--timeout", "9"])
     args = ["--prometheus-url", "http://prometheus.invalid:9090", *kw["args"]]
     cfg = _resolved(monkeypatch, args, kw["env"], kw["toml"])
-    assert cfg.live is not None and cfg.live.timeout == expected
+    assert cfg.live is not None and cfg.live.limits.timeout_s == expected
 
 
 def test_relative_paths_in_the_file_are_relative_to_its_folder(
@@ -259,7 +259,8 @@ def test_a_flag_replaces_the_environments_choice_as_it_replaces_the_files(
     assert cfg.live is None and cfg.snapshot == config.demo_path()
     assert (cfg.baseline, cfg.previous) == (None, Path("b.json"))
     cfg = _resolved(monkeypatch, [], env)
-    assert cfg.live is not None and cfg.live.token == "t0ken" and cfg.live.timeout == 30.0
+    assert cfg.live is not None and cfg.live.token == "t0ken"
+    assert cfg.live.limits.timeout_s == 30.0
 
 
 def test_unknown_option_names_are_a_bug_not_a_user_error() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gpuaudit.app import config
 from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.cli import app
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import prom
-from gpuaudit.sources.collect import LiveOptions, check_cluster_scope
 from gpuaudit.sources.prometheus.catalogue import BY_ID, CATALOGUE, ClusterLabel
 
 runner = CliRunner()
@@ -94,8 +94,8 @@ def test_overlapping_findings_of_one_cluster_pod_are_recognised() -> None:
     assert "Pod|a/ml|train-0" in f.overlap_keys()
 
 
-def _live(**kw: object) -> LiveOptions:
-    return LiveOptions(prometheus_url="http://p", cluster_label="cluster", **kw)  # type: ignore[arg-type]
+def _scan(label: str, **kw: object) -> None:
+    config.for_scan({"prometheus_url": "http://p", "cluster_label": label, **kw})
 
 
 @pytest.mark.parametrize(
@@ -103,18 +103,17 @@ def _live(**kw: object) -> LiveOptions:
     [
         ({"kubeconfig": Path("k")}, "--kubeconfig"),
         ({"context": "prod"}, "--context"),
-        ({"namespaces": ("ml",)}, "--namespace"),
+        ({"namespace": ["ml"]}, "--namespace"),
     ],
 )
 def test_kubernetes_options_are_refused_with_every_cluster(
     kw: dict[str, object], named: str
 ) -> None:
     with pytest.raises(ConfigError, match=f"{named} names one cluster's") as exc:
-        check_cluster_scope(_live(**kw))
+        _scan("cluster", **kw)
     assert "--no-kubernetes" in str(exc.value) and "cluster=VALUE" in str(exc.value)
-    check_cluster_scope(_live(**kw, no_kubernetes=True))  # said not to read it: nothing to refuse
-    one = LiveOptions(prometheus_url="http://p", cluster_label="cluster=prod", **kw)  # type: ignore[arg-type]
-    check_cluster_scope(one)
+    _scan("cluster", **kw, no_kubernetes=True)  # said not to read it: nothing to refuse
+    _scan("cluster=prod", **kw)
 
 
 def test_the_cli_refuses_a_context_with_every_cluster_before_any_request() -> None:

@@ -107,6 +107,13 @@ def test_a_bad_value_is_one_clear_line(args: list[str], expected: str) -> None:
         (["--window", "1h", "--step", "2h"], "--window 1h must be a whole number of --step 2h"),
         (["--window", "30d", "--step", "1m"], "makes 43,200 buckets; at most 20,000"),
         (["--window", "9999d", "--max-window", "99999d"], "makes 239,976 buckets"),
+        (["--namespace", "ml", "-n", "Bad_NS"], "--namespace 'Bad_NS' is not a valid"),
+        (["--max-objects", "1.5"], "--max-objects must be a whole number at least 1"),
+        (["--parallel-queries", "17"], "--parallel-queries must be a whole number at least 1 "),
+        (["--max-answer-mib", "0"], "and at most 65536, got 0.0"),
+        (["--max-queries", "nan"], "--max-queries must be a whole number"),
+        (["--cluster-label", "1c"], "--cluster-label '1c' does not start with a label name"),
+        (["--header", "X-Token sekrit"], "--header number 1 has no ':' between name and value"),
     ],
 )
 def test_a_bad_live_value_is_one_clear_line_before_any_query(
@@ -182,7 +189,7 @@ def test_good_values_pass() -> None:
     ]
     assert cfg.namespaces == ("ml-train", "batch")
     live = config.for_scan({"prometheus_url": "http://p", "timeout": 3600.0, "step": "1m"})
-    assert live.live is not None and live.live.timeout == 3600.0
+    assert live.live is not None and live.live.limits.timeout_s == 3600.0
 
 
 @pytest.mark.parametrize(

@@ -1,30 +1,37 @@
-"""The configuration of one run of `scan` or `snapshot save`: resolved once, validated in one
-place, frozen.
+"""The one resolver of `scan` and `snapshot save`: flags, environment, `gpuaudit.toml` and
+defaults into one frozen, typed `Config`, every value checked once, before any data is read.
 
 Every option follows one precedence: its flag, then its `GPUAUDIT_...` environment variable, then
-the `[scan]` table of `gpuaudit.toml`, then the default. The command line resolves the first two
-(a flag beats its variable) and hands over, by option name, only the options the user gave;
-`for_scan` and `for_snapshot_save` read the file once, fill in the rest from it and from the
-defaults, and check everything a user can get wrong before any data is read.
+the `[scan]` table of `gpuaudit.toml`, then its default (`gpuaudit.app.options`). The command line
+hands over, by option name, only the options the user gave, and names those that came from their
+variable; `for_scan` and `for_snapshot_save` read the file once, fill in the rest from it and from
+the defaults, and check everything a user can get wrong.
+
+Each option's value is checked in one function here (`_duration` for `--window`, `--step` and
+`--max-window`, `parse_end`, `_timeout`, `_count`, `_namespaces`, `_fail_on`, `_format`,
+`_what_if`, `_reports`, `_check_overrides` for `--set`, `_topology_dir`; the Prometheus URL,
+`--header` and `--cluster-label` by the parsers of the sources, `check_url`, `parse_headers` and
+`ClusterLabel.parse`), and the rules between options once after them (one source, the window
+against its step, one cluster's Kubernetes options). What the pipeline and the sources receive
+is typed and checked (`Settings`, `LiveOptions`, `Limits`); they do not check it again. They
+check only what the data or a server tells: a snapshot's recorded window, the scrape interval.
 
 `[scan]` keys are the option names with `_` for `-` (`prometheus_url = "..."`, `fail_on = "high"`,
 `namespace = ["ml", "batch"]`); `docs/config.md` lists them. Relative paths in the file are
 relative to the file's folder. Secrets (`--prometheus-token`, `--prometheus-password`, `--webhook`)
 are never read from the file, which is easily committed or shared: pass them by flag or
-environment variable (a CI secret, a Kubernetes Secret). `--set` has its own table, `[checks]`.
-Options that exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`,
-`--previous`) are taken together from the first layer (flag, environment, file) that sets any
-of them, so a flag replaces the environment's or the file's choice instead of clashing with it.
+environment variable (a CI secret, a Kubernetes Secret). `--set` has its own table, `[checks]`,
+read with `[prices]` and `currency` by `gpuaudit.audit.settings.settings_from`. Options that
+exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`, `--previous`) are
+taken together from the first layer (flag, environment, file) that sets any of them, so a flag
+replaces the environment's or the file's choice instead of clashing with it.
 
 Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the
 Kubernetes connection, every Prometheus option, `--step`) is refused with `--demo` or
 `--snapshot`, naming the flag, the variable or the file's key that set it. The one exception is
 a layer (the environment, the file) that names its own `prometheus_url`: its connection settings
 go with that URL, which a layer above replaced. `--namespace` narrows a snapshot as it narrows a
-live collection. Every number is checked: check settings by the kind their `Thresholds` field
-declares (`gpuaudit.checks.contract.SettingKind`), prices, `--timeout`, and the window
-(`--window` at most `--max-window` and at most `MAX_BUCKETS` buckets of `--step`, `--end` a
-finite time).
+live collection.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from importlib.resources import files
 from pathlib import Path
@@ -42,26 +50,21 @@ from typing import Any
 from gpuaudit import checks as check_registry
 from gpuaudit.app.options import BY_NAME, OPTIONS, Kind
 from gpuaudit.audit.capacity import WHAT_IFS
-from gpuaudit.audit.settings import (
-    Settings,
-    known_check_settings,
-    load_config,
-    parse_duration,
-    settings_from,
-)
+from gpuaudit.audit.settings import DEFAULT_STEP_S, DEFAULT_WINDOW_S, Settings, settings_from
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.audit.waivers import parse as parse_waivers
 from gpuaudit.checks.findings import Severity
 from gpuaudit.core.errors import ConfigError, GpuauditError
 from gpuaudit.report import FORMATS
-from gpuaudit.sources.collect import (
-    LiveOptions,
-    check_cluster_scope,
-    check_url,
-    parse_cluster_label,
-    parse_headers,
-)
+from gpuaudit.sources.bounds import MIB, Limits
+from gpuaudit.sources.collect import LiveOptions, check_url, parse_headers
 from gpuaudit.sources.interface import span as _span
+from gpuaudit.sources.prometheus.catalogue import ClusterLabel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 SCAN_KEYS = {o.name: o.kind for o in OPTIONS if o.in_file == "scan"}
 """The keys of `[scan]` in `gpuaudit.toml`, one per option the file may set."""
@@ -77,10 +80,21 @@ MAX_BUCKETS = 20_000
 10,080. More would hold one row per GPU and bucket in memory for nothing a report can show."""
 MAX_TIMEOUT_S = 3600.0
 """The longest `--timeout`: an hour for one answer."""
+MAX_ANSWER_MIB = 64 * 1024
+"""The largest `--max-answer-mib`."""
+MAX_OBJECTS = 100_000_000
+"""The largest `--max-objects`."""
+MAX_QUERIES = 1_000_000
+"""The largest `--max-queries`."""
+MAX_PARALLEL = 16
+"""The largest `--parallel-queries`."""
 LATEST_END = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
 """The latest `--end` a date can name."""
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-"""A Kubernetes namespace name (an RFC 1123 DNS label)."""
+"""A Kubernetes namespace name: a DNS-1123 label (lower-case letters, digits and '-', starting
+and ending with a letter or digit, at most 63 characters)."""
+_DURATION = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)([smhdw]?)", re.ASCII)
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True)
@@ -165,7 +179,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         format=_format(opts.text("format", "table")),
         output=output,
         reports=_reports(opts.strings("report"), output),
-        namespaces=_namespaces(opts.strings("namespace")),
+        namespaces=live.namespaces if live else _namespaces(opts.strings("namespace")),
         fail_on=fail_on,
         strict=opts.flag("strict"),
         baseline=baseline,
@@ -194,6 +208,37 @@ def for_snapshot_save(
     return Config(
         settings=settings, live=live, namespaces=live.namespaces, quiet=opts.flag("quiet")
     )
+
+
+def load_config(path: Path | None) -> dict[str, Any]:
+    """Read `gpuaudit.toml` (`path`, else the working directory's when there is one); an
+    explicit path that does not exist is an error."""
+    if path is None:
+        default = Path("gpuaudit.toml")
+        if not default.is_file():
+            return {}
+        path = default
+    try:
+        with open(path, "rb") as fh:
+            doc: dict[str, Any] = tomllib.load(fh)
+            return doc
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def parse_duration(text: str) -> int:
+    """`7d`, `12h`, `30m`, `90s` or plain seconds -> whole seconds, at least 1. At most 15
+    digits, so the result is a finite number whatever the text."""
+    t = text.strip()
+    m = _DURATION.fullmatch(t)
+    if not m:
+        raise ConfigError(f"invalid duration {t[:40]!r}; use e.g. 7d, 12h, 30m or seconds")
+    seconds = int(float(m.group(1)) * _UNIT[m.group(2)])
+    if seconds <= 0:
+        raise ConfigError(f"duration {t!r} must be at least 1 second")
+    return seconds
 
 
 def parse_end(text: str | None) -> float | None:
@@ -295,9 +340,6 @@ class _Options:
 
     def raw(self, name: str) -> object:
         """The value as resolved, unconverted."""
-        return self._value(name)
-
-    def _value(self, name: str) -> object:
         layer = self.layer(name)
         if layer is not None:
             return dict(self._layers)[layer][name]
@@ -307,24 +349,24 @@ class _Options:
         return DEFAULTS.get(name)
 
     def text(self, name: str, default: str | None = None) -> str | None:
-        value = self._value(name)
+        value = self.raw(name)
         return default if value is None else str(value)
 
     def flag(self, name: str) -> bool:
-        return bool(self._value(name))
+        return bool(self.raw(name))
 
     def number(self, name: str) -> float:
-        value = self._value(name)
+        value = self.raw(name)
         if not isinstance(value, (int, float)):
             raise TypeError(f"{name} is not a number: {value!r}")
         return float(value)
 
     def path(self, name: str) -> Path | None:
-        value = self._value(name)
+        value = self.raw(name)
         return None if value is None else Path(str(value))
 
     def strings(self, name: str) -> tuple[str, ...]:
-        value = self._value(name)
+        value = self.raw(name)
         if value is None:
             return ()
         if not isinstance(value, (list, tuple)):
@@ -353,7 +395,8 @@ def _layers(
 
 
 def _from_file(name: str, value: object, folder: Path) -> object:
-    """A `[scan]` value, checked against its kind; relative paths resolved against `folder`."""
+    """A `[scan]` value, checked against its kind (what the command line's types check of a
+    flag); relative paths resolved against `folder`."""
     kind = SCAN_KEYS.get(name)
     if kind is None:
         known = BY_NAME.get(name)
@@ -384,6 +427,7 @@ def _from_file(name: str, value: object, folder: Path) -> object:
 
 
 def _fail_on(text: str | None) -> Severity | None:
+    """`--fail-on`: a severity, or none."""
     if text is None or text.strip().lower() == "none":
         return None
     try:
@@ -393,6 +437,7 @@ def _fail_on(text: str | None) -> Severity | None:
 
 
 def _what_if(text: str | None) -> tuple[str, ...]:
+    """`--what-if`: one of the capacity plan's scenarios, or none."""
     if text is None or text.strip() == "":
         return ()
     value = text.strip().lower()
@@ -404,6 +449,8 @@ def _what_if(text: str | None) -> tuple[str, ...]:
 
 
 def _format(text: str | None) -> str:
+    """`--format`: the flag and its variable are a choice of the command line, so only the
+    file's `format` can name another."""
     if text is None or text not in FORMATS:
         raise ConfigError(f"[scan] format must be one of {', '.join(FORMATS)}, got {text!r}")
     return text
@@ -415,32 +462,27 @@ def _settings(
     sets: tuple[str, ...] = (),
     topology: Path | None = None,
 ) -> Settings:
+    """The audit's settings: the window from the options, the thresholds from `--set` over
+    the file's, the file's prices and currency, the topology folder."""
     checks = _check_overrides(sets)
     window_s, step_s, end = _window(opts)
-    # The window comes from the options (which read `[scan]` themselves), so the file's
-    # `[scan]` is left out here: it is parsed, with its errors named, in one place.
-    rest = {key: value for key, value in doc.items() if key != "scan"}
-    settings = settings_from(
-        rest,
-        window_s=window_s,
+    return replace(
+        settings_from(doc, **checks),
+        window_s=window_s or DEFAULT_WINDOW_S,
         step_s=step_s,
         end=end,
         topology_dir=_topology_dir(topology),
-        **checks,
     )
-    _check_values(settings, checks, opts)
-    return settings
 
 
-def _window(opts: _Options) -> tuple[int | None, int | None, float | None]:
-    """`--window`, `--step` and `--end`, each parsed and the three checked together: a step
-    of at least a second, a window of whole steps no longer than `--max-window` nor than
+def _window(opts: _Options) -> tuple[int | None, int, float | None]:
+    """`--window` (None when not given), `--step` and `--end`, each parsed and the three
+    checked together: a window of whole steps no longer than `--max-window` nor than
     `MAX_BUCKETS` steps, starting after 1970."""
     window_s = _duration(opts, "window")
-    step_s = _duration(opts, "step")
+    step = _duration(opts, "step") or DEFAULT_STEP_S
     end = parse_end(opts.text("end"))
-    defaults = Settings()
-    window, step = window_s or defaults.window_s, step_s or defaults.step_s
+    window = window_s or DEFAULT_WINDOW_S
     longest = _duration(opts, "max_window") or window
     named = opts.origin("window") or "--window"
     if window > longest:
@@ -460,11 +502,12 @@ def _window(opts: _Options) -> tuple[int | None, int | None, float | None]:
         )
     if end is not None and end - window < 0:
         raise ConfigError(f"{named} {_span(window)} before --end {end:g} starts before 1970")
-    return window_s, step_s, end
+    return window_s, step, end
 
 
 def _duration(opts: _Options, name: str) -> int | None:
-    """A duration option in whole seconds (at least 1), or None when not set."""
+    """A duration option (`--window`, `--step`, `--max-window`) in whole seconds (at least
+    1), or None when not set."""
     text = opts.text(name)
     if text is None or text.strip() == "":
         return None
@@ -475,38 +518,26 @@ def _duration(opts: _Options, name: str) -> int | None:
 
 
 def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
-    """`--set NAME=NUMBER` entries, checked against the thresholds the checks declare."""
-    known = known_check_settings()
+    """`--set NAME=NUMBER` entries: names the checks declare, each value in the range its kind
+    allows (`gpuaudit.checks.contract.SettingKind`); a name set twice keeps the later value."""
+    kinds = check_registry.settings()
     checks: dict[str, float] = {}
     for item in sets:
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("checks.")
-        if not sep or key not in known:
+        if not sep or key not in kinds:
             raise ConfigError(
-                f"--set {item!r}: use NAME=NUMBER with one of: " + ", ".join(sorted(known))
+                f"--set {item!r}: use NAME=NUMBER with one of: " + ", ".join(sorted(kinds))
             )
         try:
             checks[key] = float(value)
         except ValueError:
             raise ConfigError(f"--set {item!r}: {value!r} is not a number") from None
-    return checks
-
-
-def _check_values(settings: Settings, sets: Mapping[str, float], opts: _Options) -> None:
-    """Every check setting in the range its kind allows, and every price a finite number of
-    at least 0; the error names where the value was set."""
-    kinds = check_registry.settings()
-    for name, value in settings.checks.overrides().items():
-        problem = kinds[name].kind.problem(value)
+    for name, number in checks.items():
+        problem = kinds[name].kind.problem(number)
         if problem:
-            where = f"--set {name}={value:g}" if name in sets else f"[checks] {name}"
-            raise ConfigError(f"{where}: {name} {problem}")
-    for model, price in settings.prices.items():
-        if not (math.isfinite(price) and price >= 0):
-            raise ConfigError(
-                f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
-                f"got {price:g}"
-            )
+            raise ConfigError(f"--set {name}={number:g}: {name} {problem}")
+    return checks
 
 
 def _refuse_live_only(opts: _Options, source: str) -> None:
@@ -577,6 +608,7 @@ def _namespaces(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _timeout(opts: _Options) -> float:
+    """`--timeout`: seconds, more than 0 and at most `MAX_TIMEOUT_S`."""
     timeout = opts.number("timeout")
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
         raise ConfigError(
@@ -586,39 +618,82 @@ def _timeout(opts: _Options) -> float:
     return timeout
 
 
+def _count(opts: _Options, name: str, most: int) -> int:
+    """A bound that counts (`--max-answer-mib`, `--max-objects`, `--max-queries`,
+    `--parallel-queries`): a whole number from 1 to `most`."""
+    value = opts.number(name)
+    if not (math.isfinite(value) and value.is_integer() and 1 <= value <= most):
+        raise ConfigError(
+            f"{BY_NAME[name].flag} must be a whole number at least 1 and at most {most:g}, "
+            f"got {value!r}"
+        )
+    return int(value)
+
+
 def _topology_dir(path: Path | None) -> Path | None:
+    """`--topology`: a folder."""
     if path is not None and not path.is_dir():
         raise ConfigError(f"--topology {path} is not a folder of `nvidia-smi topo -m` files")
     return path
 
 
+def _one_cluster_only(
+    opts: _Options, label: ClusterLabel | None, namespaces: tuple[str, ...]
+) -> None:
+    """Refuse the Kubernetes options a scan of every cluster (`--cluster-label NAME`) cannot
+    apply, unless Kubernetes is not read at all: one kubeconfig context is one cluster."""
+    if label is None or not label.grouped or opts.flag("no_kubernetes"):
+        return
+    asked = [
+        flag
+        for flag, given in (
+            ("--kubeconfig", opts.path("kubeconfig")),
+            ("--context", opts.text("context")),
+            ("--namespace", namespaces),
+        )
+        if given
+    ]
+    if asked:
+        text = opts.text("cluster_label")
+        raise ConfigError(
+            f"--cluster-label {text} audits every cluster the backend holds, but "
+            f"{' and '.join(asked)} name{'s' if len(asked) == 1 else ''} one cluster's "
+            f"Kubernetes API: name that cluster (--cluster-label {text}=VALUE) to join its API "
+            "server, or add --no-kubernetes"
+        )
+
+
 def _live(opts: _Options, url: str) -> LiveOptions:
-    """The live connection, with what can be checked without connecting checked now."""
-    live = LiveOptions(
+    """The live connection, each option checked and typed, with what can be checked without
+    connecting checked now."""
+    timeout = _timeout(opts)
+    namespaces = _namespaces(opts.strings("namespace"))
+    label = ClusterLabel.parse(opts.text("cluster_label"))
+    _one_cluster_only(opts, label, namespaces)
+    headers = parse_headers(opts.strings("header"))
+    limits = Limits(
+        timeout_s=timeout,
+        answer_bytes=_count(opts, "max_answer_mib", MAX_ANSWER_MIB) * MIB,
+        objects=_count(opts, "max_objects", MAX_OBJECTS),
+        queries=_count(opts, "max_queries", MAX_QUERIES),
+        parallel=_count(opts, "parallel_queries", MAX_PARALLEL),
+    )
+    check_url(url)
+    return LiveOptions(
         prometheus_url=url,
         token=opts.text("prometheus_token"),
         token_file=opts.path("prometheus_token_file"),
         user=opts.text("prometheus_user"),
         password=opts.text("prometheus_password"),
-        headers=opts.strings("header"),
+        headers=headers,
         ca_file=opts.path("ca_file"),
         client_cert=opts.path("client_cert"),
         client_key=opts.path("client_key"),
         insecure=opts.flag("insecure_skip_tls_verify"),
-        cluster_label=opts.text("cluster_label"),
-        timeout=_timeout(opts),
-        max_answer_mib=opts.number("max_answer_mib"),
-        max_objects=opts.number("max_objects"),
-        max_queries=opts.number("max_queries"),
-        parallel_queries=opts.number("parallel_queries"),
+        cluster_label=label,
+        limits=limits,
         kubeconfig=opts.path("kubeconfig"),
         context=opts.text("context"),
-        namespaces=_namespaces(opts.strings("namespace")),
+        namespaces=namespaces,
         no_kubernetes=opts.flag("no_kubernetes"),
     )
-    parse_cluster_label(live.cluster_label)
-    check_cluster_scope(live)
-    parse_headers(live.headers)
-    live.limits()
-    check_url(url)
-    return live

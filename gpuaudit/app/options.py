@@ -2,15 +2,24 @@
 holds, its default, its help and help panel. The flag gives the rest: `--fail-on` is read from
 `GPUAUDIT_FAIL_ON` and from the key `fail_on` of `[scan]` in `gpuaudit.toml`.
 
-The command line declares its options from this table and `gpuaudit.app.config` resolves and checks
-their values by it; `docs/config.md` documents the `[scan]` keys it lists. Only the standard
-library is imported, so that `gpuaudit --help` stays fast.
+The command line declares each option with its entry (`gpuaudit.console.params.option`, in the
+commands' `Annotated` parameters) and `gpuaudit.app.config` resolves and checks their values by
+it; `docs/config.md` documents the `[scan]` keys it lists. Only the standard library and the
+bounds' defaults are imported, so that `gpuaudit --help` stays fast.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from gpuaudit.sources.bounds import (
+    DEFAULT_ANSWER_MIB,
+    DEFAULT_OBJECTS,
+    DEFAULT_PARALLEL,
+    DEFAULT_QUERIES,
+    DEFAULT_TIMEOUT_S,
+)
 
 
 class Kind(enum.Enum):
@@ -176,6 +185,7 @@ OPTIONS: tuple[Option, ...] = (
         "table",
         short="-f",
         scan_only=True,
+        value="table|json|markdown|html|junit",
     ),
     Option(
         "--output",
@@ -375,7 +385,7 @@ OPTIONS: tuple[Option, ...] = (
         "Kubernetes API (more than 0, at most 3600). Prometheus is asked to stop evaluating "
         "a query at nine tenths of it; a query stopped so, or left unanswered (at most 8 a "
         "collection), is cut smaller and sent again.",
-        120.0,
+        DEFAULT_TIMEOUT_S,
         value="SECONDS",
         live_only=True,
     ),
@@ -385,7 +395,7 @@ OPTIONS: tuple[Option, ...] = (
         PROM,
         "Largest answer read, in MiB once decompressed: one Prometheus answer or one "
         "Kubernetes list page.",
-        512,
+        DEFAULT_ANSWER_MIB,
         live_only=True,
     ),
     Option(
@@ -393,7 +403,7 @@ OPTIONS: tuple[Option, ...] = (
         Kind.NUMBER,
         PROM,
         "Most Prometheus queries one collection sends, time chunks and shards included.",
-        10_000,
+        DEFAULT_QUERIES,
         live_only=True,
     ),
     Option(
@@ -402,7 +412,7 @@ OPTIONS: tuple[Option, ...] = (
         PROM,
         "Prometheus queries in flight at once (1 to 16): the backend evaluates each on a "
         "core of its own. The answers are the same; only the time and the load change.",
-        1,
+        DEFAULT_PARALLEL,
         live_only=True,
     ),
     Option(
@@ -411,7 +421,7 @@ OPTIONS: tuple[Option, ...] = (
         KUBE,
         "Most objects read of one Kubernetes resource; a longer list is cut off there and the "
         "report marked incomplete.",
-        300_000,
+        DEFAULT_OBJECTS,
         live_only=True,
     ),
 )

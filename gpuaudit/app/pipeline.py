@@ -158,8 +158,8 @@ def load(config: Config, progress: Progress = SILENT, as_arrays: bool = False) -
     """The snapshot `config` names: read from its file, or collected live (`as_arrays` for a
     scan: answers parsed as they arrive, no raw text kept)."""
     if config.live is None:
-        if config.snapshot is None:
-            raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
+        if config.snapshot is None:  # `gpuaudit.app.config` never makes such a configuration
+            raise TypeError("a configuration names a snapshot file or a live source")
         with progress.stage("loading the snapshot", "bytes") as tick:
             return snapshot.read(config.snapshot, progress=tick)
     s = config.settings
@@ -282,7 +282,8 @@ def _hint(config: Config) -> str:
     if config.live is None:
         return "Check that the snapshot holds DCGM series in its window."
     label = config.live.cluster_label
-    where = f", and that --cluster-label {label} names a cluster it holds" if label else ""
+    named = label and (label.name if label.grouped else f"{label.name}={label.value}")
+    where = f", and that --cluster-label {named} names a cluster it holds" if label else ""
     return (
         "Check that this Prometheus holds dcgm-exporter series in the window (--window, "
         f"--end){where}."

@@ -1,11 +1,16 @@
-"""Settings: flag > environment > `gpuaudit.toml` > default, resolved once into a frozen object."""
+"""The settings an audit runs with (`Settings`): window, prices, currency, check thresholds and
+the topology folder, frozen and passed explicitly.
+
+`gpuaudit.app.config` resolves them once, with every option, from flags, environment,
+`gpuaudit.toml` and defaults. The file's tables that are no option's, `[prices]`, `[checks]` and
+`currency`, are read and checked here (`settings_from`), in the one place that reads them.
+"""
 
 from __future__ import annotations
 
-import re
-import sys
+import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -14,26 +19,10 @@ from gpuaudit import checks as check_registry
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
-
-_DURATION_RE = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)([smhdw]?)", re.ASCII)
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> int:
-    """`7d`, `12h`, `30m`, `90s` or plain seconds -> whole seconds, at least 1. At most 15
-    digits, so the result is a finite number whatever the text."""
-    t = text.strip()
-    m = _DURATION_RE.fullmatch(t)
-    if not m:
-        raise ConfigError(f"invalid duration {t[:40]!r}; use e.g. 7d, 12h, 30m or seconds")
-    seconds = int(float(m.group(1)) * _UNIT[m.group(2)])
-    if seconds <= 0:
-        raise ConfigError(f"duration {t!r} must be at least 1 second")
-    return seconds
+DEFAULT_WINDOW_S = 7 * 86400
+"""The window of a live scan when `--window` is not given: a week."""
+DEFAULT_STEP_S = 3600
+"""The bucket of the hourly series when `--step` is not given: an hour."""
 
 
 def known_check_settings() -> dict[str, str]:
@@ -86,10 +75,10 @@ class CheckSettings(Mapping[str, float]):
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything a run needs, resolved once and passed explicitly."""
+    """Everything an audit needs besides its data, resolved once and passed explicitly."""
 
-    window_s: int = 7 * 86400
-    step_s: int = 3600
+    window_s: int = DEFAULT_WINDOW_S
+    step_s: int = DEFAULT_STEP_S
     end: float | None = None
     prices: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     checks: CheckSettings = field(default_factory=CheckSettings)
@@ -101,21 +90,36 @@ class Settings:
     placement checks (`--topology`)."""
 
 
-def load_config(path: Path | None) -> dict[str, Any]:
-    """Read `gpuaudit.toml`; an explicit path that does not exist is an error."""
-    if path is None:
-        default = Path("gpuaudit.toml")
-        if not default.is_file():
-            return {}
-        path = default
-    try:
-        with open(path, "rb") as fh:
-            doc: dict[str, Any] = tomllib.load(fh)
-            return doc
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+def settings_from(config: Mapping[str, Any], **checks: float) -> Settings:
+    """Settings from a parsed `gpuaudit.toml`: its `[prices]`, `[checks]` and `currency`, each
+    value checked (`ConfigError` naming the key), then the thresholds `checks` on top (values
+    already checked, such as `--set`'s: a threshold set there replaces the file's, which then
+    goes unchecked). Window, step, end and topology folder keep their defaults: the resolver
+    (`gpuaudit.app.config`) sets them from the options."""
+    prices = dict(DEFAULT_PRICES)
+    raw_prices = config.get("prices", {})
+    if not isinstance(raw_prices, dict):
+        raise ConfigError("[prices] must be a table of model = price per GPU-hour")
+    for key, value in raw_prices.items():
+        prices[str(key)] = _price(str(key), value)
+    raw_checks = config.get("checks", {})
+    if not isinstance(raw_checks, dict):
+        raise ConfigError("[checks] must be a table")
+    kinds = check_registry.settings()
+    values: dict[str, float] = {}
+    for key, value in raw_checks.items():
+        if key not in kinds:
+            raise _unknown(f"checks.{key}", kinds)
+        number = _num(value, f"checks.{key}")
+        problem = None if key in checks else kinds[key].kind.problem(number)
+        if problem:
+            raise ConfigError(f"[checks] {key}: {key} {problem}")
+        values[key] = number
+    return Settings(
+        prices=prices,
+        checks=CheckSettings(**{**values, **checks}),
+        currency=str(config.get("currency", "USD")),
+    )
 
 
 def _num(value: Any, what: str) -> float:
@@ -124,41 +128,12 @@ def _num(value: Any, what: str) -> float:
     return float(value)
 
 
-def settings_from(config: Mapping[str, Any], **overrides: Any) -> Settings:
-    """Build settings from a parsed config file, then apply non-None overrides (flags/env)."""
-    s = Settings()
-    prices = dict(DEFAULT_PRICES)
-    raw_prices = config.get("prices", {})
-    if not isinstance(raw_prices, dict):
-        raise ConfigError("[prices] must be a table of model = price per GPU-hour")
-    for key, value in raw_prices.items():
-        prices[str(key)] = _num(value, f"prices.{key}")
-    raw_checks = config.get("checks", {})
-    if not isinstance(raw_checks, dict):
-        raise ConfigError("[checks] must be a table")
-    known = known_check_settings()
-    values: dict[str, float] = {}
-    for key, value in raw_checks.items():
-        if key not in known:
-            raise _unknown(f"checks.{key}", known)
-        values[key] = _num(value, f"checks.{key}")
-    checks = CheckSettings(**values)
-    scan = config.get("scan", {})
-    if not isinstance(scan, dict):
-        raise ConfigError("[scan] must be a table")
-    window_s = parse_duration(str(scan["window"])) if "window" in scan else s.window_s
-    step_s = parse_duration(str(scan["step"])) if "step" in scan else s.step_s
-    s = replace(
-        s,
-        window_s=window_s,
-        step_s=step_s,
-        prices=prices,
-        checks=checks,
-        currency=str(config.get("currency", s.currency)),
-    )
-    clean = {k: v for k, v in overrides.items() if v is not None}
-    check_over = {k: v for k, v in clean.items() if k in known}
-    top = {k: v for k, v in clean.items() if k not in known}
-    if check_over:
-        s = replace(s, checks=s.checks.replace(**check_over))
-    return replace(s, **top)
+def _price(model: str, value: Any) -> float:
+    """A `[prices]` entry: a finite number of at least 0."""
+    price = _num(value, f"prices.{model}")
+    if not (math.isfinite(price) and price >= 0):
+        raise ConfigError(
+            f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
+            f"got {price:g}"
+        )
+    return price

@@ -4,15 +4,14 @@ A backend that goes past one gets one clear error, or a list marked incomplete; 
 gpuaudit wait, grow or ask without end.
 
 The command line sets them (`--timeout`, `--max-answer-mib`, `--max-objects`,
-`--max-queries`, `--parallel-queries`); README's "Limits" lists them.
+`--max-queries`, `--parallel-queries`), and `gpuaudit.app.config` checks each value once, against
+the ranges it states; README's "Limits" lists them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from gpuaudit.core.errors import ConfigError
 
 MIB = 1024 * 1024
 
@@ -21,12 +20,6 @@ DEFAULT_ANSWER_MIB = 512
 DEFAULT_OBJECTS = 300_000
 DEFAULT_QUERIES = 10_000
 DEFAULT_PARALLEL = 1
-
-_MAX_TIMEOUT_S = 86_400.0
-_MAX_ANSWER_MIB = 64 * 1024
-_MAX_OBJECTS = 100_000_000
-_MAX_QUERIES = 1_000_000
-_MAX_PARALLEL = 16
 
 
 @dataclass(frozen=True)
@@ -52,42 +45,3 @@ class Limits:
         """The most pages read of one Kubernetes resource: enough for `objects` in pages at
         least half full, and a few more (a server may send short pages, never endless ones)."""
         return 2 * math.ceil(self.objects / max(1, page_size)) + 10
-
-
-def limits_from(
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    answer_mib: float = DEFAULT_ANSWER_MIB,
-    objects: float = DEFAULT_OBJECTS,
-    queries: float = DEFAULT_QUERIES,
-    parallel: float = DEFAULT_PARALLEL,
-) -> Limits:
-    """The limits given as option values, checked: `ConfigError` for a value that is not a
-    positive number (a whole one where it counts) within reason."""
-    t = _number("--timeout", timeout_s, 0.0, _MAX_TIMEOUT_S, whole=False)
-    return Limits(
-        timeout_s=t,
-        answer_bytes=int(_number("--max-answer-mib", answer_mib, 1, _MAX_ANSWER_MIB)) * MIB,
-        objects=int(_number("--max-objects", objects, 1, _MAX_OBJECTS)),
-        queries=int(_number("--max-queries", queries, 1, _MAX_QUERIES)),
-        parallel=int(_number("--parallel-queries", parallel, 1, _MAX_PARALLEL)),
-    )
-
-
-def _number(flag: str, value: float, low: float, high: float, whole: bool = True) -> float:
-    ok = (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and low < value <= high
-        if not whole
-        else isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and float(value).is_integer()
-        and low <= value <= high
-    )
-    if not ok:
-        kind = "a whole number" if whole else "a number of seconds"
-        lowest = f"at least {low:g}" if whole else f"above {low:g}"
-        raise ConfigError(f"{flag} must be {kind} {lowest} and at most {high:g}, got {value!r}")
-    return float(value)

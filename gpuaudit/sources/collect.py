@@ -12,30 +12,27 @@ be read, the scan goes on without it and says why; when it was asked for, that i
 A scan of every cluster of a central backend (`--cluster-label NAME`, no value) never reads
 Kubernetes: one kubeconfig context is one cluster, and its objects cannot be joined to the
 series of the others. Asking for it there (`--kubeconfig`, `--context`, `--namespace`) is
-refused (`check_cluster_scope`); a kubeconfig merely lying around is left unread, and the
-manifest says why. To join one cluster's API server, name that cluster (`NAME=VALUE`).
+refused by the resolver (`gpuaudit.app.config`); a kubeconfig merely lying around is left
+unread, and the manifest says why. To join one cluster's API server, name that cluster
+(`NAME=VALUE`).
+
+The options arrive checked (`LiveOptions`, made by `gpuaudit.app.config`, the one place an option
+is checked): a collection takes them as they are. What it checks is what only the sources can
+tell (a kubeconfig that cannot be read, a step shorter than the scrape interval).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuaudit.core.errors import ConfigError, GpuauditError
 from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.core.redact import url_for_display
-from gpuaudit.sources.bounds import (
-    DEFAULT_ANSWER_MIB,
-    DEFAULT_OBJECTS,
-    DEFAULT_PARALLEL,
-    DEFAULT_QUERIES,
-    DEFAULT_TIMEOUT_S,
-    Limits,
-    limits_from,
-)
+from gpuaudit.sources.bounds import Limits
 from gpuaudit.sources.interface import Window, make_window
 from gpuaudit.sources.kubernetes.connect import connect
 from gpuaudit.sources.kubernetes.kubesource import KubernetesSource
@@ -47,42 +44,32 @@ from gpuaudit.sources.prometheus.promsource import PromCollection, PrometheusSou
 
 @dataclass(frozen=True)
 class LiveOptions:
-    """Everything a live collection needs, from flags and the environment."""
+    """Everything a live collection needs, from flags, the environment and `gpuaudit.toml`,
+    each value checked and typed by `gpuaudit.app.config`."""
 
     prometheus_url: str
+    """An http or https URL with a host (`check_url`)."""
     token: str | None = None
     token_file: Path | None = None
     user: str | None = None
     password: str | None = None
-    headers: tuple[str, ...] = ()
-    """Extra HTTP headers as `Name: value` (see `parse_headers`)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra HTTP headers, name -> value, as `parse_headers` reads `--header` entries."""
     ca_file: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None
     insecure: bool = False
-    cluster_label: str | None = None
+    cluster_label: ClusterLabel | None = None
     """`NAME=VALUE`: read only the series with this label (one cluster of a shared backend);
     `NAME`: read every cluster at once, kept apart by the label."""
-    timeout: float = DEFAULT_TIMEOUT_S
-    """Seconds one request may take, from start to last byte, on either API."""
-    max_answer_mib: float = DEFAULT_ANSWER_MIB
-    max_objects: float = DEFAULT_OBJECTS
-    max_queries: float = DEFAULT_QUERIES
-    parallel_queries: float = DEFAULT_PARALLEL
+    limits: Limits = field(default_factory=Limits)
+    """The bounds of the collection: time of a request, size of an answer, objects of a list,
+    queries and queries in flight."""
     kubeconfig: Path | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
+    """Namespace names, each once: the Kubernetes objects of these namespaces only."""
     no_kubernetes: bool = False
-
-    def limits(self) -> Limits:
-        """The bounds of the collection (`ConfigError` for a value out of reason)."""
-        return limits_from(
-            self.timeout,
-            self.max_answer_mib,
-            self.max_objects,
-            self.max_queries,
-            self.parallel_queries,
-        )
 
 
 @dataclass(frozen=True)
@@ -118,21 +105,19 @@ def collect(
     keep_page: KeepPage | None = None,
 ) -> LiveCollection:
     """Collect from Prometheus, then from the Kubernetes API when it is reachable. Raises
-    `ConfigError` for unusable options and `SourceError` when a source that must be read
-    cannot be. `keep_page(resource key, page)` is what is kept of each Kubernetes list page
-    (the page as the API sent it, by default). Both sources are checked before either is
-    read (`preflight`), so that a wrong `--kubeconfig` is reported before a long Prometheus
-    collection, not after it."""
-    cluster_label = parse_cluster_label(live.cluster_label)
-    check_cluster_scope(live)
-    limits = live.limits()
+    `SourceError` when a source that must be read cannot be, and `ConfigError` for a step
+    shorter than the scrape interval the backend shows. `keep_page(resource key, page)` is
+    what is kept of each Kubernetes list page (the page as the API sent it, by default). Both
+    sources are checked before either is read (`preflight`), so that a wrong `--kubeconfig` is
+    reported before a long Prometheus collection, not after it."""
+    cluster_label, limits = live.cluster_label, live.limits
     cfg = PromConfig(
         url=live.prometheus_url,
         token=live.token,
         token_file=live.token_file,
         username=live.user,
         password=live.password,
-        headers=parse_headers(live.headers),
+        headers=live.headers,
         ca_file=live.ca_file,
         client_cert=live.client_cert,
         client_key=live.client_key,
@@ -140,7 +125,7 @@ def collect(
         timeout_s=limits.timeout_s,
         max_answer_bytes=limits.answer_bytes,
     )
-    url = check_url(live.prometheus_url)
+    url = display_url(live.prometheus_url)
     w = make_window(window_s, step_s, end)
     preflight(live)
     with PromClient(cfg) as client, progress.stage("querying Prometheus", "queries") as tick:
@@ -176,8 +161,8 @@ KeepPage = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 def check_url(url: str) -> str:
-    """The Prometheus URL as messages show it, once it is known to be usable: http or https,
-    with a host. Raises `ConfigError` otherwise."""
+    """`--prometheus-url` checked (`gpuaudit.app.config` calls it, once): http or https, with a
+    host; `ConfigError` otherwise. Returns the URL as messages show it."""
     import httpx
 
     shown = display_url(url)
@@ -216,8 +201,9 @@ def _kubernetes(
         if live.no_kubernetes:
             why = "not read: --no-kubernetes"
         elif _every_cluster(live):
+            label = live.cluster_label.name if live.cluster_label else ""
             why = (
-                f"not read: --cluster-label {live.cluster_label} audits every cluster, and one "
+                f"not read: --cluster-label {label} audits every cluster, and one "
                 "kubeconfig context is one cluster"
             )
         else:
@@ -244,44 +230,15 @@ def _kubernetes(
     return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
 
 
-def parse_cluster_label(text: str | None) -> ClusterLabel | None:
-    """`--cluster-label`: `NAME=VALUE` (one cluster) or `NAME` (every cluster, grouped by the
-    label); `ConfigError` for a name PromQL cannot hold."""
-    return ClusterLabel.parse(text)
-
-
-def check_cluster_scope(live: LiveOptions) -> None:
-    """Refuse, before anything is read, the Kubernetes options a scan of every cluster cannot
-    apply: one kubeconfig context is one cluster (`ConfigError`)."""
-    if not _every_cluster(live) or live.no_kubernetes:
-        return
-    asked = [
-        flag
-        for flag, given in (
-            ("--kubeconfig", live.kubeconfig),
-            ("--context", live.context),
-            ("--namespace", live.namespaces),
-        )
-        if given
-    ]
-    if asked:
-        raise ConfigError(
-            f"--cluster-label {live.cluster_label} audits every cluster the backend holds, but "
-            f"{' and '.join(asked)} name{'s' if len(asked) == 1 else ''} one cluster's "
-            "Kubernetes API: name that cluster (--cluster-label "
-            f"{live.cluster_label}=VALUE) to join its API server, or add --no-kubernetes"
-        )
-
-
 def _every_cluster(live: LiveOptions) -> bool:
-    label = parse_cluster_label(live.cluster_label)
-    return label is not None and label.grouped
+    return live.cluster_label is not None and live.cluster_label.grouped
 
 
 def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
-    """Extra headers from `--header 'Name: value'` entries (in `GPUAUDIT_HEADER`, one per
-    line). An entry that cannot be read is one `ConfigError` that names the entry by its place
-    and the header by its name, never by its value, which may be a credential."""
+    """`--header 'Name: value'` entries (in `GPUAUDIT_HEADER`, one per line) checked and read
+    into a mapping (`gpuaudit.app.config` calls it, once). An entry that cannot be read is one
+    `ConfigError` that names the entry by its place and the header by its name, never by its
+    value, which may be a credential."""
     out: dict[str, str] = {}
     for i, h in enumerate(raw, 1):
         if not h.strip():

@@ -41,11 +41,8 @@ class Window:
 
 def make_window(window_s: int, step_s: int, end: float | None) -> Window:
     """The audit window, its end aligned down to the step so hourly buckets line up (`end`
-    None: now)."""
-    if step_s <= 0 or window_s < step_s:
-        raise SourceError("--window must be at least one --step long")
-    if window_s % step_s:
-        raise SourceError("--window must be a whole number of --step")
+    None: now). `window_s` is a whole number of `step_s`, at least one, as
+    `gpuaudit.app.config` checks `--window` and `--step`."""
     now = datetime.now(timezone.utc).timestamp() if end is None else end
     e = int(now) - int(now) % step_s
     return Window(start=e - window_s, end=e, step=step_s)

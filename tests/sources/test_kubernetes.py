@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuaudit.core.errors import ConfigError, SourceError
+from gpuaudit.core.errors import SourceError
 from gpuaudit.scenario import generate, k8s_lists
 from gpuaudit.sources.kubernetes import connect
 from gpuaudit.sources.kubernetes.kubesource import collect
@@ -298,11 +298,6 @@ def test_namespaces_narrow_namespaced_lists_only(
     assert merged(kc.kubernetes["nodes"]) == lists["nodes"]["items"]
     jobs = [j for j in lists["pytorchjobs"]["items"] if j["metadata"]["namespace"] in wanted]
     assert names(merged(kc.kubernetes["pytorchjobs"])) == names(jobs)
-
-
-def test_an_invalid_namespace_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not a valid Kubernetes namespace name"):
-        collect(tmp_path / "never-read", None, ["Bad_Name"])
 
 
 # --- CRDs and discovery --------------------------------------------------------------------

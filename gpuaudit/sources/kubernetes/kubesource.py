@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,8 +29,6 @@ DEFAULT_PAGE_SIZE = 500
 DEFAULT_TIMEOUT_S = 60.0
 """Seconds one request may take when `collect` is called without `timeout_s` or `limits`
 (a live scan passes `--timeout`)."""
-
-_NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class KubernetesSource(Source[KubeCollection]):
@@ -91,16 +87,15 @@ def collect(
     Raises `SourceError` (one line) when the kubeconfig cannot be used, the cluster cannot be
     reached, the credentials are refused (401), or pods or nodes cannot be listed; a 403 on
     nodes is the exception, recorded as `forbidden: ...` like any optional resource. Raises
-    `ConfigError` for an invalid namespace name, page size or timeout.
+    `ConfigError` for a page size that is not a positive whole number. `namespaces` and the
+    timeout are taken as given: `gpuaudit.app.config` checks `--namespace` and `--timeout`.
     """
-    scopes = _check_namespaces(namespaces)
+    scopes = _scopes(namespaces)
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
         raise ConfigError(f"page size must be a positive whole number, got {page_size!r}")
     bounds = limits or Limits(timeout_s=DEFAULT_TIMEOUT_S)
     if timeout_s is not None:
         bounds = dataclasses.replace(bounds, timeout_s=timeout_s)
-    if not (isinstance(bounds.timeout_s, (int, float)) and 0 < bounds.timeout_s < math.inf):
-        raise ConfigError(f"timeout must be a positive number, got {bounds.timeout_s!r}")
     conn = connect(kubeconfig, context)
     out = KubeCollection(cluster=conn.cluster, server=conn.server)
     if conn.server.startswith("http://"):
@@ -137,18 +132,12 @@ class _NoRetryNoise(logging.Filter):
         return not str(record.msg).startswith("Retrying")
 
 
-def _check_namespaces(namespaces: Sequence[str]) -> list[str | None]:
+def _scopes(namespaces: Sequence[str]) -> list[str | None]:
     """`[None]` (all namespaces) or the distinct namespaces asked for, in order."""
     if isinstance(namespaces, str):
         namespaces = [namespaces]
     chosen: list[str | None] = []
-    for raw in namespaces:
-        ns = raw.strip()
-        if not _NAMESPACE_RE.match(ns):
-            raise ConfigError(
-                f"namespace {raw!r} is not a valid Kubernetes namespace name "
-                "(lower-case letters, digits and '-', at most 63 characters)"
-            )
+    for ns in namespaces:
         if ns not in chosen:
             chosen.append(ns)
     return chosen or [None]
