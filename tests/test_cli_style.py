@@ -9,10 +9,12 @@ import gzip
 import json
 import re
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 import typer
+from typer.models import OptionInfo
 from typer.testing import CliRunner
 
 from gpuaudit import checks
@@ -239,6 +241,26 @@ def test_snapshot_show_of_a_file_that_is_not_a_snapshot(tmp_path: Path) -> None:
         res.stderr
         == f'gpuaudit: error: {bad} is not a gpuaudit snapshot (no "format": "gpuaudit-snapshot")\n'
     )
+
+
+def test_the_commands_declare_their_options_as_typer_documents() -> None:
+    """Each option an `Annotated` parameter with its `typer.Option`, read by Typer from the
+    function as written: no signature rewritten."""
+    from gpuaudit.cli import scan, snapshot
+
+    shared = {o.name for o in OPTIONS if not o.scan_only}
+    for command, names in (
+        (scan.scan, {o.name for o in OPTIONS}),
+        (snapshot.save, shared | {"no_side_file"}),
+    ):
+        assert "__signature__" not in vars(command)
+        hints = typing.get_type_hints(command, include_extras=True)
+        declared = {
+            name
+            for name, hint in hints.items()
+            if any(isinstance(m, OptionInfo) for m in getattr(hint, "__metadata__", ()))
+        }
+        assert declared == names, command
 
 
 def test_root_app_uses_the_style_classes() -> None:

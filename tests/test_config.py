@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from gpuaudit import report
 from gpuaudit.app import config, pipeline
 from gpuaudit.app.config import Config
-from gpuaudit.app.options import OPTIONS
+from gpuaudit.app.options import BY_FLAG, OPTIONS, Kind
 from gpuaudit.checks.findings import Severity
 from gpuaudit.cli import app
 from gpuaudit.cli.scan import Format
@@ -269,11 +269,16 @@ def test_unknown_option_names_are_a_bug_not_a_user_error() -> None:
 
 
 def test_the_option_table_the_command_line_and_the_docs_agree() -> None:
-    scan = typer.main.get_command(app).commands["scan"]  # type: ignore[attr-defined]
-    flags = {p.opts[0]: p for p in scan.params if p.param_type_name == "option"}
-    assert list(flags) == [o.flag for o in OPTIONS]
-    for o in OPTIONS:
-        assert flags[o.flag].envvar == o.envvar
+    root = typer.main.get_command(app)
+    scan = root.commands["scan"]  # type: ignore[attr-defined]
+    save = root.commands["snapshot"].commands["save"]  # type: ignore[attr-defined]
+    for command, declared in ((scan, OPTIONS), (save, [o for o in OPTIONS if not o.scan_only])):
+        flags = {p.opts[0]: p for p in command.params if p.param_type_name == "option"}
+        assert [f for f in flags if f in BY_FLAG] == [o.flag for o in declared]
+        for o in declared:
+            param = flags[o.flag]
+            assert param.envvar == o.envvar and param.help == o.help, o.flag
+            assert param.default == (False if o.kind is Kind.FLAG else o.default), o.flag
     assert tuple(f.value for f in Format) == tuple(report.FORMATS)
     doc = (ROOT / "docs" / "config.md").read_text()
     keys = set(re.findall(r"^\| `(\w+)` \|", doc, re.M))

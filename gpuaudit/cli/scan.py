@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import enum
+from pathlib import Path
+from typing import Annotated as A
 
 import typer
 
-from gpuaudit.app.options import OPTIONS
-from gpuaudit.console.params import from_environment, given, takes
+from gpuaudit.console.params import from_environment, given, option
 from gpuaudit.console.style import failing, say_outcome
 from gpuaudit.core import debuglog
 from gpuaudit.core.gcpause import FREEZING
+from gpuaudit.sources.bounds import (
+    DEFAULT_ANSWER_MIB,
+    DEFAULT_OBJECTS,
+    DEFAULT_PARALLEL,
+    DEFAULT_QUERIES,
+    DEFAULT_TIMEOUT_S,
+)
 
 
 class Format(str, enum.Enum):
@@ -31,18 +39,64 @@ HELP = (
 """The command's help, each paragraph one line (Typer keeps a docstring's line breaks)."""
 
 
-@takes(*OPTIONS, format=Format)
-def scan(ctx: typer.Context, **_: object) -> None:
-    """Audit GPU usage (`HELP`)."""
+def scan(
+    ctx: typer.Context,
+    demo: A[bool, option("demo")] = False,
+    snapshot: A[Path | None, option("snapshot")] = None,
+    prometheus_url: A[str | None, option("prometheus_url")] = None,
+    kubeconfig: A[Path | None, option("kubeconfig")] = None,
+    context: A[str | None, option("context")] = None,
+    namespace: A[list[str] | None, option("namespace")] = None,
+    no_kubernetes: A[bool, option("no_kubernetes")] = False,
+    window: A[str | None, option("window")] = None,
+    end: A[str | None, option("end")] = None,
+    step: A[str | None, option("step")] = None,
+    max_window: A[str, option("max_window")] = "366d",
+    format: A[Format, option("format")] = Format.table,
+    output: A[Path | None, option("output")] = None,
+    report: A[list[str] | None, option("report")] = None,
+    fail_on: A[str, option("fail_on")] = "none",
+    config: A[Path | None, option("config")] = None,
+    set: A[list[str] | None, option("set")] = None,
+    topology: A[Path | None, option("topology")] = None,
+    strict: A[bool, option("strict")] = False,
+    baseline: A[Path | None, option("baseline")] = None,
+    previous: A[Path | None, option("previous")] = None,
+    group_by_label: A[str | None, option("group_by_label")] = None,
+    what_if: A[str | None, option("what_if")] = None,
+    all: A[bool, option("all")] = False,
+    webhook: A[str | None, option("webhook")] = None,
+    quiet: A[bool, option("quiet")] = False,
+    debug: A[bool, option("debug")] = False,
+    prometheus_token: A[str | None, option("prometheus_token")] = None,
+    prometheus_token_file: A[Path | None, option("prometheus_token_file")] = None,
+    prometheus_user: A[str | None, option("prometheus_user")] = None,
+    prometheus_password: A[str | None, option("prometheus_password")] = None,
+    header: A[list[str] | None, option("header")] = None,
+    ca_file: A[Path | None, option("ca_file")] = None,
+    client_cert: A[Path | None, option("client_cert")] = None,
+    client_key: A[Path | None, option("client_key")] = None,
+    insecure_skip_tls_verify: A[bool, option("insecure_skip_tls_verify")] = False,
+    cluster_label: A[str | None, option("cluster_label")] = None,
+    timeout: A[float, option("timeout")] = DEFAULT_TIMEOUT_S,
+    max_answer_mib: A[float, option("max_answer_mib")] = DEFAULT_ANSWER_MIB,
+    max_queries: A[float, option("max_queries")] = DEFAULT_QUERIES,
+    parallel_queries: A[float, option("parallel_queries")] = DEFAULT_PARALLEL,
+    max_objects: A[float, option("max_objects")] = DEFAULT_OBJECTS,
+) -> None:
+    """Audit GPU usage (`HELP`).
+
+    The parameters declare the options, in the order `--help` lists them; their values are
+    read back from `ctx` (`given`), which says where each came from, since
+    `gpuaudit.app.config` puts `gpuaudit.toml` between the environment and the defaults."""
     from gpuaudit.app import config as configuration  # lazy, as the pipeline:
     from gpuaudit.app import pipeline  # they load pandas, which would slow `gpuaudit --help`
     from gpuaudit.console import progressbar as progress
 
-    options = given(ctx)
-    if options.get("debug"):
+    if debug:
         debuglog.configure(True)
     with failing():
-        cfg = configuration.for_scan(options, from_environment(ctx))
+        cfg = configuration.for_scan(given(ctx), from_environment(ctx))
         outcome = pipeline.run(cfg, progress=progress.for_run(cfg.quiet), collector=FREEZING)
     say_outcome(outcome, quiet=cfg.quiet, timings=cfg.timings)
     if outcome.exit_code:

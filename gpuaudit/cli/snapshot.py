@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated as A
 
 import typer
 
-from gpuaudit.app.options import OPTIONS
 from gpuaudit.console import style
-from gpuaudit.console.params import from_environment, given, opt, takes
+from gpuaudit.console.params import from_environment, given, opt, option
 from gpuaudit.console.style import failing
 from gpuaudit.core import debuglog
+from gpuaudit.sources.bounds import (
+    DEFAULT_ANSWER_MIB,
+    DEFAULT_OBJECTS,
+    DEFAULT_PARALLEL,
+    DEFAULT_QUERIES,
+    DEFAULT_TIMEOUT_S,
+)
 
 app = typer.Typer(
     help="Save snapshots of live data, and show what a snapshot holds.",
@@ -31,20 +37,47 @@ SAVE_HELP = {
 }
 
 
-@app.command("save", cls=style.Command)
-@takes(*(o for o in OPTIONS if not o.scan_only))
+SAVE_DOC = "Collect a snapshot from live sources and write it, without auditing."
+
+
+@app.command("save", cls=style.Command, help=SAVE_DOC)
 def save(
     ctx: typer.Context,
-    file: Annotated[
-        Path, typer.Argument(help="Where to write (.json or .json.gz).", metavar="FILE")
-    ],
-    no_side_file: Annotated[
-        bool,
-        opt("--no-side-file", table=SAVE_HELP, command="snapshot_save", metavar=""),
+    file: A[Path, typer.Argument(help="Where to write (.json or .json.gz).", metavar="FILE")],
+    no_side_file: A[
+        bool, opt("--no-side-file", table=SAVE_HELP, command="snapshot_save", metavar="")
     ] = False,
-    **_: object,
+    prometheus_url: A[str | None, option("prometheus_url")] = None,
+    kubeconfig: A[Path | None, option("kubeconfig")] = None,
+    context: A[str | None, option("context")] = None,
+    namespace: A[list[str] | None, option("namespace")] = None,
+    no_kubernetes: A[bool, option("no_kubernetes")] = False,
+    window: A[str | None, option("window")] = None,
+    end: A[str | None, option("end")] = None,
+    step: A[str | None, option("step")] = None,
+    max_window: A[str, option("max_window")] = "366d",
+    config: A[Path | None, option("config")] = None,
+    quiet: A[bool, option("quiet")] = False,
+    debug: A[bool, option("debug")] = False,
+    prometheus_token: A[str | None, option("prometheus_token")] = None,
+    prometheus_token_file: A[Path | None, option("prometheus_token_file")] = None,
+    prometheus_user: A[str | None, option("prometheus_user")] = None,
+    prometheus_password: A[str | None, option("prometheus_password")] = None,
+    header: A[list[str] | None, option("header")] = None,
+    ca_file: A[Path | None, option("ca_file")] = None,
+    client_cert: A[Path | None, option("client_cert")] = None,
+    client_key: A[Path | None, option("client_key")] = None,
+    insecure_skip_tls_verify: A[bool, option("insecure_skip_tls_verify")] = False,
+    cluster_label: A[str | None, option("cluster_label")] = None,
+    timeout: A[float, option("timeout")] = DEFAULT_TIMEOUT_S,
+    max_answer_mib: A[float, option("max_answer_mib")] = DEFAULT_ANSWER_MIB,
+    max_queries: A[float, option("max_queries")] = DEFAULT_QUERIES,
+    parallel_queries: A[float, option("parallel_queries")] = DEFAULT_PARALLEL,
+    max_objects: A[float, option("max_objects")] = DEFAULT_OBJECTS,
 ) -> None:
-    """Collect a snapshot from live sources and write it, without auditing."""
+    """Collect and write a snapshot (`SAVE_DOC`). After its own, the parameters declare the
+    options it shares with `scan` (those of `gpuaudit.app.options` that are not `scan_only`),
+    read back as `scan` reads them."""
     from gpuaudit.app import config as configuration  # lazy, as the pipeline:
     from gpuaudit.app import pipeline  # they load pandas, which would slow `gpuaudit --help`
     from gpuaudit.console import progressbar as progress
@@ -52,7 +85,7 @@ def save(
 
     options = given(ctx)
     options.pop("no_side_file", None)  # this command's own, not a scan option
-    if options.get("debug"):
+    if debug:
         debuglog.configure(True)
     with failing():
         cfg = configuration.for_snapshot_save(options, from_environment(ctx))
@@ -72,7 +105,7 @@ SHOW_HELP = (
 
 @app.command("show", cls=style.Command, help=SHOW_HELP)
 def show(
-    file: Annotated[Path, typer.Argument(help="A snapshot file.", metavar="FILE")],
+    file: A[Path, typer.Argument(help="A snapshot file.", metavar="FILE")],
 ) -> None:
     """Print what a snapshot holds (`SHOW_HELP`)."""
     from gpuaudit.console import progressbar as progress
@@ -94,7 +127,7 @@ INDEX_HELP = (
 
 @app.command("index", cls=style.Command, help=INDEX_HELP)
 def index(
-    file: Annotated[Path, typer.Argument(help="A snapshot file (format 2).", metavar="FILE")],
+    file: A[Path, typer.Argument(help="A snapshot file (format 2).", metavar="FILE")],
 ) -> None:
     """Write the columnar side-file of a snapshot (`INDEX_HELP`)."""
     from gpuaudit.snapshot import reader

@@ -1,67 +1,34 @@
 """How the commands declare their options and read back the ones the user gave: `scan` and
-`snapshot save` from the table in `gpuaudit.app.options` (`takes`), the other commands one by one
-(`opt`), each with its `GPUAUDIT_...` variable; and the table of those variables README shows.
+`snapshot save` each option from its entry in `gpuaudit.app.options` (`option`), the other
+commands one by one (`opt`), every one a `typer.Option` in an `Annotated` parameter, each with
+its `GPUAUDIT_...` variable; and the table of those variables README shows.
 
 Only Typer is imported at the top, so that `gpuaudit --help` stays fast.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any
 
 import typer
 
 from gpuaudit.app.options import BY_NAME, Kind, Option
 from gpuaudit.core import debuglog
 
-F = TypeVar("F", bound=Callable[..., None])
 
-
-_TYPES: dict[Kind, object] = {
-    Kind.TEXT: str | None,
-    Kind.SPAN: str | None,
-    Kind.FLAG: bool,
-    Kind.NUMBER: float,
-    Kind.PATH: Path | None,
-    Kind.LIST: list[str] | None,
-    Kind.REPORTS: list[str] | None,
-}
-
-
-def takes(*options: Option, **types: type) -> Callable[[F], F]:
-    """Declare `options` on a command, after its own parameters, each from its one entry in
-    `gpuaudit.app.options` (`types` by name where the kind does not give the Python type). Typer
-    reads a command's options from its signature, so they are written there; the command
-    takes them as `**_` and reads the ones the user gave with `given`."""
-
-    def declare(command: F) -> F:
-        sig = inspect.signature(command, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        more = [_parameter(o, types.get(o.name)) for o in options]
-        command.__signature__ = sig.replace(parameters=[*own, *more])  # type: ignore[attr-defined]
-        return command
-
-    return declare
-
-
-def _parameter(o: Option, hint: type | None) -> inspect.Parameter:
-    default = False if o.kind is Kind.FLAG else o.default
-    metavar = o.metavar
-    if hint is not None:
-        default = hint(default)
-        if issubclass(hint, Enum):
-            metavar = "|".join(str(m.value) for m in hint)
+def option(name: str) -> Any:
+    """The `typer.Option` of the option `name` of `gpuaudit.app.options`, for an `Annotated`
+    parameter of `scan` or `snapshot save`: its flags, help, help panel, variable and what
+    `--help` shows for its value, all from its one entry in the table."""
+    o = BY_NAME[name]
     flags = (o.flag, o.short) if o.short else (o.flag,)
-    info = typer.Option(
-        *flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help, metavar=metavar
+    return typer.Option(
+        *flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help, metavar=o.metavar
     )
-    kind, annotation = inspect.Parameter.KEYWORD_ONLY, Annotated[hint or _TYPES[o.kind], info]
-    return inspect.Parameter(o.name, kind, default=default, annotation=annotation)
 
 
 def opt(
@@ -71,7 +38,7 @@ def opt(
     for a flag), read from `GPUAUDIT_`, the command and the flag's name (`rules --pod-label`
     from `GPUAUDIT_RULES_POD_LABEL`) unless `envvar=` says otherwise: a variable exported for
     one command never changes what another does. `scan` and `snapshot save` take theirs from
-    `gpuaudit.app.options` instead."""
+    `gpuaudit.app.options` instead (`option`)."""
     name = flag.removeprefix("--").upper().replace("-", "_")
     kw.setdefault("envvar", envvar(command, name))
     return typer.Option(flag, *short, help=table[flag], metavar=metavar, **kw)
@@ -83,34 +50,44 @@ def envvar(command: str, name: str) -> str:
 
 
 def given(ctx: typer.Context) -> dict[str, object]:
-    """The options the user set, by flag or environment variable, by name (a trailing `_` that
-    avoids a Python name dropped, enums as their values). Defaults are left out so that
-    `gpuaudit.toml` can fill them in."""
+    """The options the user set, by flag or environment variable, by name (enums as their
+    values). Defaults are left out so that `gpuaudit.toml` can fill them in."""
     out: dict[str, object] = {}
     for param in ctx.command.params:
         name = param.name
         if param.param_type_name != "option" or name is None:
             continue
-        source = ctx.get_parameter_source(name)
-        # By name: the enum's module differs between click and the click that Typer vendors.
-        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+        source = _source(ctx, name)
+        if source in ("COMMANDLINE", "ENVIRONMENT"):
             value = ctx.params[name]
-            known = BY_NAME.get(name.rstrip("_"))
-            if source.name == "ENVIRONMENT" and known is not None and known.env_lines:
+            known = BY_NAME.get(name)
+            if source == "ENVIRONMENT" and known is not None and known.env_lines:
                 # One value per line: the command line split the variable at every space.
                 value = os.environ.get(known.envvar, "").splitlines()
-            out[name.rstrip("_")] = value.value if isinstance(value, Enum) else value
+            out[name] = _typed(value, known)
     return out
+
+
+def _typed(value: object, known: Option | None) -> object:
+    """A value as the command's function receives it: a path as a `Path` (before Typer 0.29
+    the context holds it as text, converted only on the way to the function), an enum as its
+    value."""
+    if isinstance(value, str) and known is not None and known.kind is Kind.PATH:
+        return Path(value)
+    return value.value if isinstance(value, Enum) else value
 
 
 def from_environment(ctx: typer.Context) -> frozenset[str]:
     """The names of the options `given` took from their `GPUAUDIT_...` variable, so that an
     error about one can name the variable the user set."""
-    return frozenset(
-        name.rstrip("_")
-        for name in ctx.params
-        if (source := ctx.get_parameter_source(name)) is not None and source.name == "ENVIRONMENT"
-    )
+    return frozenset(name for name in ctx.params if _source(ctx, name) == "ENVIRONMENT")
+
+
+def _source(ctx: typer.Context, name: str) -> str | None:
+    """Where the parameter's value came from (Click's `Context.get_parameter_source`), by the
+    name of the `ParameterSource` member: Typer does not export the enum."""
+    source = ctx.get_parameter_source(name)
+    return None if source is None else source.name
 
 
 def environment(app: typer.Typer) -> dict[str, list[tuple[str, str]]]:

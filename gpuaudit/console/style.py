@@ -3,14 +3,19 @@ errors too, exit code 2; an unexpected error as one line that asks for a report,
 that shows `--demo` as a flag, not `--demo <bool>`, and the summary line fitted to the terminal.
 
 Typer prints its usage errors as framed boxes over several lines, unlike every other error
-gpuaudit prints, and since it vendors Click (0.29) it labels every option with its Python type
-(`<bool>`, `<str>`, `{file}`). The command classes here replace the first and give the help
-option a blank value; the commands give every other parameter an explicit `metavar`
-(`gpuaudit.console.params`). `tests/test_cli_style.py` holds both to it.
+gpuaudit prints, and labels parameters with their Python type (`<bool>`, `<str>`, `{FILE}`).
+The command classes here, given to Typer as its documented `cls`, replace the first by
+overriding Click's public `Command.main`, and give the help option a blank value
+(`get_help_option`) and arguments their plain name in the usage line
+(`collect_usage_pieces`); the commands give every other parameter an explicit `metavar`
+(`gpuaudit.console.params`). One nicety has no documented API: the help lists an argument
+without its type (`_untyped`), in each of the Typer series `pyproject.toml` allows.
+`tests/test_cli_style.py` holds all of it, and `--help` stays as it was recorded.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import textwrap
@@ -40,8 +45,7 @@ class Command(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             if param.param_type_name == "argument":
-                # Typer 0.29 adds the Python type after an argument's name in the help.
-                param.display_type_rich = _no_type  # type: ignore[attr-defined]
+                _untyped(param)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _blank(super().get_help_option(ctx))
@@ -57,7 +61,25 @@ class Command(TyperCommand):
         return pieces
 
 
+def _untyped(argument: Any) -> None:
+    """List `argument` in the help by its name alone (`FILE`), without its Python type after
+    it (`FILE <path>`): its help says what it is. Typer has no setting for this, so here
+    gpuaudit reaches past its documented API, once, for each series `pyproject.toml` allows:
+    Typer 0.29 asks the argument for the type it shows (`display_type_rich`), 0.28 asks the
+    argument's Click type (`get_metavar`, a copy's, as Click shares its types)."""
+    if hasattr(argument, "display_type_rich"):
+        argument.display_type_rich = _no_type
+    else:
+        shown = copy.copy(argument.type)
+        shown.get_metavar = _no_metavar
+        argument.type = shown
+
+
 def _no_type(ctx: Any) -> str:
+    return ""
+
+
+def _no_metavar(param: Any, ctx: Any) -> str:
     return ""
 
 
