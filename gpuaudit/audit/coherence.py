@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from gpuaudit.checks.findings import Alternative, Drain, Finding, Impact, rank
 
 EXPLAIN = """In reports
-    After the checks, one pass makes the findings agree (gpuaudit.audit.coherence):
+    After the checks, one pass makes the findings agree:
     - no recommendation places work on a node, or next to a GPU, that another finding says to
       take out of service: it names another node when the check offered one, else it says which
       finding drains the node and to wait for it (evidence `coherence`);

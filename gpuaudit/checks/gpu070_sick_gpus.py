@@ -24,8 +24,8 @@ How it decides
       "stale": it is listed in the evidence but decides nothing. Snapshots without the query
       count every code seen as one event, and say so.
     - each XID with an event takes its action from NVIDIA's Xid catalog (resolution bucket,
-      immediate action; see `gpuaudit.domain.xid`): restart the application, reset the GPU,
-      reboot the node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a row-remap
+      immediate action; docs.nvidia.com/deploy/xid-errors/): restart the application, reset the
+      GPU, reboot the node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a row-remap
       recorded) means a remap waits for the next GPU reset: reset when idle. By code:
         contact support (RMA): 54
         reboot the node: 79, 154
