@@ -61,10 +61,6 @@ class CheckSettings(Mapping[str, float]):
     def __len__(self) -> int:
         return len(check_registry.settings())
 
-    def overrides(self) -> Mapping[str, float]:
-        """Only the settings given a value."""
-        return self._set
-
     def replace(self, **values: float) -> CheckSettings:
         """A copy with these settings given these values."""
         return CheckSettings(**{**self._set, **values})

@@ -25,8 +25,8 @@ How it decides
       count every code seen as one event, and say so.
     - each XID with an event takes its action from NVIDIA's Xid catalog (resolution bucket,
       immediate action; docs.nvidia.com/deploy/xid-errors/): restart the application, reset the
-      GPU, reboot the node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a row-remap
-      recorded) means a remap waits for the next GPU reset: reset when idle. By code:
+      GPU, reboot the node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a
+      row-remap recorded) means a remap waits for the next GPU reset: reset when idle. By code:
         contact support (RMA): 54
         reboot the node: 79, 154
         reset the GPU: 46, 48, 62, 64, 74, 95, 109, 110, 119, 120, 136, 140, 143, 144, 145,

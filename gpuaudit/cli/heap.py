@@ -3,9 +3,9 @@
 glibc's malloc gives every allocation above its mmap threshold (32 MB at most, so every
 row-long array of a large audit) a mapping of its own, and unmaps it when it is freed: the next
 array as long starts again from fresh pages, and the kernel faults each of them in (in a virtual
-machine, often the host as well). An audit makes and frees such arrays all the time: at 100,000
-GPUs x 7 days, a third of its time went to those faults on the machine `benchmarks/README.md`
-measures on. A command is one short process, so `keep_freed_memory` asks malloc to take every
+machine, often the host as well). An audit makes and frees such arrays all the time, and at
+fleet scale those faults take a large share of its time (`benchmarks/README.md` has the
+figures). A command is one short process, so `keep_freed_memory` asks malloc to take every
 allocation from its heap and to keep what is freed for the next one (`mallopt`): freed pages
 are reused as they are, and given back when the process ends.
 """

@@ -54,7 +54,7 @@ class LiveOptions:
     user: str | None = None
     password: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    """Extra HTTP headers, name -> value, as `parse_headers` reads `--header` entries."""
+    """Extra HTTP headers, name -> value, as `parse_headers` read and checked them."""
     ca_file: Path | None = None
     client_cert: Path | None = None
     client_key: Path | None = None

@@ -257,7 +257,7 @@ class PromClient:
         self.requests = 0
         self._counting = threading.Lock()
         headers = {"User-Agent": f"gpuaudit/{__version__}", "Accept-Encoding": "gzip"}
-        headers.update(check_headers(cfg.headers))
+        headers.update(cfg.headers)  # checked once, where the option was resolved
         token = _bearer(cfg)
         if token:
             headers["Authorization"] = f"Bearer {token}"
