@@ -7,6 +7,9 @@
 # what it can: each test that needs a missing server is skipped with its reason in the pytest
 # summary (with CI set, those tests fail instead of skipping).
 #
+# pytest runs on one worker per CPU core (pytest-xdist; `-n 0` among the arguments runs it in one
+# process), each test file on one worker.
+#
 #   scripts/test.sh [pytest arguments]   # everything
 #   scripts/test.sh --deps-only          # only check (and install) the servers
 set -euo pipefail
@@ -81,4 +84,4 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy --strict gpuaudit
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n auto "$@"

@@ -105,6 +105,7 @@ def test_openmetrics_is_well_formed(tmp_path: Path) -> None:
     assert all(t % 3600 != 0 for t in ts)  # never on a bucket edge
 
 
+@pytest.mark.slow
 def test_an_odd_scrape_interval_samples_on_half_seconds() -> None:
     """At 15 s the samples fall 7.5 s past each mark: the text and the arrays agree, and no
     sample lies on a step's edge."""

@@ -2,27 +2,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
 from tests.support.apiserver import KubeAPIServer, make_tls
-from tests.support.promserver import (
-    Backfilled,
-    backfill,
-    create_blocks,
-    free_port,
-    prometheus,
-    require,
-    server,
-)
+from tests.support.promserver import Backfilled, backfill, create_blocks, prometheus
 from tests.support.raw_snapshot import raw_snapshot
+from tests.support.vmserver import (
+    UUID_SHARDS,
+    import_lines,
+    import_samples,
+    victoriametrics,
+    wait_for_samples,
+)
 
 
 @pytest.fixture(scope="session")
@@ -99,22 +95,6 @@ def empty_prom_url(
         yield url
 
 
-def _import_lines(om: Path) -> Iterator[bytes]:
-    """OpenMetrics (seconds) -> Prometheus text with millisecond timestamps, VM's import form."""
-    buf: list[str] = []
-    with open(om, encoding="utf-8") as fh:
-        for line in fh:
-            if line.startswith("#"):
-                continue
-            head, ts = line.rsplit(" ", 1)
-            buf.append(f"{head} {int(ts) * 1000}\n")
-            if len(buf) >= 50_000:
-                yield "".join(buf).encode()
-                buf = []
-    if buf:
-        yield "".join(buf).encode()
-
-
 @pytest.fixture(scope="session")
 def vm_url(scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with _victoria(scenario_tsdb, tmp_path_factory.mktemp("vm")) as url:
@@ -137,60 +117,24 @@ def small_vm_url(
 @contextlib.contextmanager
 def _victoria(scenario_tsdb: Backfilled, tmp: Path, *flags: str) -> Iterator[str]:
     """A real VictoriaMetrics fed the scenario through its import API."""
-    binary = require("victoria-metrics")
-    om = tmp / "s.om"
-    with open(om, "w", encoding="utf-8") as fh:
-        # The same scenario as the Prometheus fixture (see `scenario_tsdb`).
-        write_openmetrics(generate(60, 2, 5, scrape_s=300), fh)
-    port = free_port()
-    cmd = [
-        binary,
-        f"-storageDataPath={tmp / 'data'}",
-        f"-httpListenAddr=127.0.0.1:{port}",
-        "-retentionPeriod=100y",
-        *flags,
-    ]
-    try:
-        with server(cmd, f"http://127.0.0.1:{port}", "/health", tmp / "vm.log") as url:
-            r = httpx.post(
-                f"{url}/api/v1/import/prometheus", content=_import_lines(om), timeout=120
-            )
-            assert r.status_code == 204, r.text
-            httpx.get(f"{url}/internal/force_flush", timeout=30)
-            om.unlink()
-            _wait_until_searchable(url, scenario_tsdb)
-            yield url
-    finally:
-        shutil.rmtree(tmp / "data", ignore_errors=True)
-
-
-def _wait_until_searchable(url: str, scenario_tsdb: Backfilled) -> None:
-    """Imported rows become searchable asynchronously: wait until every sample is there."""
-    snap = raw_snapshot(scenario_tsdb.snapshot_path)
-    expected = sum(
-        float(r["value"][1])
-        for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]
-    )
-    deadline = time.monotonic() + 60
-    # One query per first hex digit of the UUID (and one for the rest): a server with a small
-    # series limit (`small_vm_url`) answers each.
-    shards = [f'UUID=~"GPU-[{d}{d.upper()}].*"' for d in "0123456789abcdef"]
-    shards.append('UUID!~"GPU-[0-9a-fA-F].*"')
-    while True:
-        total = 0.0
-        for shard in shards:
-            q = httpx.post(
-                f"{url}/api/v1/query",
-                data={
-                    "query": f"sum(count_over_time(DCGM_FI_DEV_FB_USED{{{shard}}}[3d]))",
-                    "time": str(scenario_tsdb.end),
-                },
-                timeout=10,
-            ).json()
-            got = q["data"]["result"]
-            total += float(got[0]["value"][1]) if got else 0.0
-        if total >= expected:
-            return
-        assert time.monotonic() < deadline, "imported data never became searchable"
-        httpx.get(f"{url}/internal/force_flush", timeout=30)
-        time.sleep(0.2)
+    with victoriametrics(tmp, *flags) as url:
+        om = tmp / "s.om"
+        with open(om, "w", encoding="utf-8") as fh:
+            # The same scenario as the Prometheus fixture (see `scenario_tsdb`).
+            write_openmetrics(generate(60, 2, 5, scrape_s=300), fh)
+        import_samples(url, import_lines(om))
+        om.unlink()
+        snap = raw_snapshot(scenario_tsdb.snapshot_path)
+        expected = sum(
+            float(r["value"][1])
+            for r in snap["prometheus"]["fb_used_count"][0]["body"]["data"]["result"]
+        )
+        wait_for_samples(
+            url,
+            "DCGM_FI_DEV_FB_USED",
+            expected,
+            scenario_tsdb.end,
+            scenario_tsdb.days,
+            shards=UUID_SHARDS,
+        )
+        yield url

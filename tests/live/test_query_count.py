@@ -12,6 +12,7 @@ from tests.support.raw_snapshot import raw_snapshot
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_request_count_is_the_same_for_100_and_2000_gpus(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

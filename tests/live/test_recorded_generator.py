@@ -42,6 +42,7 @@ def _promtool(args: list[str]) -> None:
     subprocess.run([require("promtool"), "tsdb", "create-blocks-from", *args], check=True)
 
 
+@pytest.mark.slow
 def test_generated_recorded_series_equal_promtool_evaluated_rules(tmp_path: Path) -> None:
     gpus, days, seed, scrape = 20, 1, 3, 60
     b = backfill(tmp_path / "raw", gpus=gpus, days=days, seed=seed, scrape_s=scrape)

@@ -80,6 +80,8 @@ def test_irregular_series_read_back_as_promtool_writes_them(tmp_path: Path) -> N
     assert mine == _dump(tmp_path / "ref")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("scrape", [60, 15])
 def test_a_scenario_reads_back_and_audits_as_promtool_backfills_it(
     tmp_path: Path, scrape: int
