@@ -708,6 +708,12 @@ def _left_out(p: Parser) -> list[str]:
         for qid, n in sorted(p.outside.items())
     )
     out.extend(
+        f"{n} points of {qid} lay inside the snapshot's window but off its bucket grid (its "
+        "start plus whole steps) and were left out: a range query's answer holds its own "
+        "steps alone, so they were not the backend's answer (an edited snapshot?)"
+        for qid, n in sorted(p.off_grid.items())
+    )
+    out.extend(
         f"{r.n} {'window means' if what.endswith('_mean') else 'values'} of {what} "
         f"({r.metric}) were outside what it can read ({r.lo:g} to {r.hi:g}) and were left "
         "out: the backend's data is not what DCGM reports (a percentage where a ratio belongs, "
@@ -723,6 +729,7 @@ def _left_out_reason(p: Parser) -> list[str]:
         *([f"{p.dropped} unusable samples"] if p.dropped else []),
         *([f"{p.malformed} malformed series"] if p.malformed else []),
         *(f"{n} points of {qid} outside the window" for qid, n in sorted(p.outside.items())),
+        *(f"{n} points of {qid} off the bucket grid" for qid, n in sorted(p.off_grid.items())),
         *(f"{r.n} values of {what} out of range" for what, r in sorted(p.refused.items())),
     ]
     if not parts:

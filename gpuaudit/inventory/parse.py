@@ -41,8 +41,12 @@ class Parser:
         self.dropped = self.malformed = 0
         window = snap.manifest.window
         self._start, self._end = float(window.start), float(window.end)
+        self._step = float(window.step)
         self.outside: dict[str, int] = {}
         """Query id -> points of its range answers outside the window, left out."""
+        self.off_grid: dict[str, int] = {}
+        """Query id -> points of its range answers inside the window but off its bucket grid
+        (not at its start plus a whole number of steps), left out."""
         self.refused: dict[str, Refused] = {}
         """What was refused (a query id, or `act_mean` for window means) -> the values left
         out because their metric cannot read them (`value_range`)."""
@@ -118,7 +122,9 @@ class Parser:
 
     def _bounded(self, qid: str, a: Answer) -> Answer:
         """`a` without the values its metric cannot read, and for a range answer without the
-        points outside the window (counted in `refused` and `outside`)."""
+        points outside the window or off its bucket grid (counted in `refused`, `outside` and
+        `off_grid`): a range query's answer holds its own steps alone, so a point between them
+        is not the backend's answer, and would count as one more bucket."""
         spec = queries.BY_ID.get(qid)
         if spec is None:
             return a
@@ -134,16 +140,23 @@ class Parser:
                 return replace(a, metrics=metrics, values=vals[ok], ts=ts, numbers=numbers)
             return replace(a, values=vals) if vals is not a.values else a
         inside = (a.ts > self._start) & (a.ts <= self._end)
+        on, ts = _on_grid(a.ts, self._start, self._step)
         vals, ok = _in_range(a.vs, lo, hi)
-        keep = inside & ok
+        keep = inside & ok if on is None else inside & on & ok
         if keep.all():
+            a = a if ts is a.ts else replace(a, ts=ts)
             return replace(a, vs=vals) if vals is not a.vs else a
         if not inside.all():
             self.outside[qid] = self.outside.get(qid, 0) + int(len(inside) - inside.sum())
+        if on is not None:
+            off = int((inside & ~on).sum())
+            if off:
+                self.off_grid[qid] = self.off_grid.get(qid, 0) + off
+            inside &= on
         self.refuse(qid, spec.metric, (lo, hi), int((inside & ~ok).sum()))
         kept = np.zeros(len(keep) + 1, dtype=np.int64)
         np.cumsum(keep, out=kept[1:])
-        return replace(a, offsets=kept[a.offsets], ts=a.ts[keep], vs=vals[keep])
+        return replace(a, offsets=kept[a.offsets], ts=ts[keep], vs=vals[keep])
 
     def refuse(self, what: str, metric: str, bounds: tuple[float, float], n: int) -> None:
         """Count `n` values of `what` left out for lying outside `bounds`."""
@@ -308,6 +321,23 @@ class Parser:
                 raise SnapshotError(
                     f"prometheus.{qid}[{i}]: expected resultType {rtype!r}, got {a.rtype!r}"
                 )
+
+
+GRID_SLACK = 0.0005
+"""How far, in seconds, a point may lie from the bucket grid and still be on it: less than half
+the millisecond that Prometheus' timestamps count in, more than the rounding of a time with a
+fraction of a second held as a float."""
+
+
+def _on_grid(ts: Arr, start: float, step: float) -> tuple[Arr | None, Arr]:
+    """Which times lie on the grid `start + k x step` (None: all of them), and the times with
+    those that lie within `GRID_SLACK` of it put exactly on it (`ts` itself when all are)."""
+    if not len(ts) or not np.fmod(ts - start, step).any():
+        return None, ts
+    k = np.rint((ts - start) / step)
+    grid = start + k * step
+    on = np.abs(ts - grid) <= GRID_SLACK
+    return on, np.where(on, grid, ts)
 
 
 _RATIO = (0.0, 1.0)
