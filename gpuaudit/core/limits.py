@@ -50,6 +50,11 @@ SNAPSHOT_LINE_BYTES = Limit(
     1024**3,
     "the length of one line of a snapshot (one answer), in bytes",
 )
+SIDE_FILE_HEADER_BYTES = Limit(
+    "GPUAUDIT_SIDE_FILE_MAX_HEADER_BYTES",
+    1024**3,
+    "the header of a snapshot's columnar side-file (FILE.columns), in bytes",
+)
 WINDOW_BUCKETS = Limit(
     "GPUAUDIT_MAX_BUCKETS",
     200_000,
@@ -80,6 +85,7 @@ CLUSTERS = Limit(
 ALL = (
     SNAPSHOT_BYTES,
     SNAPSHOT_LINE_BYTES,
+    SIDE_FILE_HEADER_BYTES,
     WINDOW_BUCKETS,
     NODE_GPUS,
     GANG_SIZE,

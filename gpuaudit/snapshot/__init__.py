@@ -22,7 +22,7 @@ gpuaudit reads (`fields`: no `env`, no annotations beyond the gang ones). Live s
 the demo and test scenarios all go through the same parsing code (`answers`).
 
 The modules: `model` (`Snapshot`), `manifest` (`Manifest`), `reader` (`read`, and `index`
-for the columnar side-file of `columns`), `writer`
+for the columnar side-file of `sidefile`, sealed with this user's key, `sidekey`), `writer`
 (`write`, and `write_records` for streaming), `answers` (answer parsing into arrays), `live`
 (what a snapshot makes of a live collection; `collect_live` below composes the two), `fields`
 (what is kept of the Kubernetes objects: the fields gpuaudit reads), `format` (name and

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import queue
+import sys
 import threading
 import zlib
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from gpuaudit.core import limits
 from gpuaudit.core.errors import SnapshotError
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.snapshot import sidefile as columns
+from gpuaudit.snapshot import sidekey
 from gpuaudit.snapshot.answers import Interner, from_record_line, parse
 from gpuaudit.snapshot.format import FORMAT_NAME, READABLE_VERSIONS
 from gpuaudit.snapshot.manifest import Manifest
@@ -183,12 +185,14 @@ def read(
     line_limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     side_file: bool = True,
+    note: Callable[[str], None] | None = None,
 ) -> Snapshot:
     """Read and validate a snapshot file. Raises `SnapshotError` with one clear line.
 
-    When the file has a columnar side-file (`columns`, written by `index`) that names it, the
-    answers are taken from there instead of being parsed from the text again (`side_file`
-    False: never).
+    When the file has a columnar side-file (`columns`, written by `index`) that is proven to be
+    this user's copy of it, the answers are taken from there instead of being parsed from the
+    text again (`side_file` False: never). A side-file that is there but not proven is passed
+    over, and `note` is told so in one sentence (None: a line on stderr).
 
     A version 2 file is streamed: one line at a time, each Prometheus answer parsed into arrays
     as it is read, so memory holds the parsed data and one line, never the whole text. A
@@ -200,7 +204,7 @@ def read(
     limit = limits.SNAPSHOT_BYTES.value() if limit is None else limit
     line_limit = limits.SNAPSHOT_LINE_BYTES.value() if line_limit is None else line_limit
     if side_file:
-        snap = _from_side_file(path, limit, name)
+        snap = _from_side_file(path, limit, name, note or _on_stderr)
         if snap is not None:
             if progress is not None:
                 size = path.stat().st_size
@@ -233,36 +237,68 @@ def read(
         raise SnapshotError(f"snapshot {name} could not be read: {exc}") from None
 
 
-def _from_side_file(path: Path, limit: int, name: str) -> Snapshot | None:
-    """The snapshot as its side-file holds it; None when it has none that names it."""
+def _from_side_file(
+    path: Path, limit: int, name: str, note: Callable[[str], None]
+) -> Snapshot | None:
+    """The snapshot as its side-file holds it; None when it has none, or one that is not
+    proven to be this user's copy of it (`note` is told why)."""
     try:
         parts = columns.read(path, limit)
-    except OSError:
-        return None
-    if parts is None:
-        return None
-    envelope, prom, kube = parts
-    if not _streamed(envelope):
-        return None
-    return from_json({**envelope, "prometheus": prom, "kubernetes": kube}, name)
+    except columns.Stale as exc:
+        why = str(exc)
+    except OSError as exc:
+        why = f"it could not be read ({exc.strerror or exc})"
+    else:
+        if parts is None:
+            return None
+        envelope, prom, kube = parts
+        if _streamed(envelope):
+            return from_json({**envelope, "prometheus": prom, "kubernetes": kube}, name)
+        why = "it does not hold a version 2 snapshot"
+    side = _shown(str(columns.side_path(path)))
+    note(
+        f"the side-file {side} was not used: {why}. The snapshot's text is read instead, "
+        f"which is slower; `gpuaudit snapshot index {_shown(name)}` writes the side-file again."
+    )
+    return None
+
+
+def _on_stderr(text: str) -> None:
+    sys.stderr.write(f"gpuaudit: note: {text}\n")
+
+
+def _shown(text: str) -> str:
+    """`text` with every character that is not printable (escape codes, newlines) escaped: a
+    file name is data, not terminal control."""
+    if text.isprintable():
+        return text[:300]
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)[:300]
 
 
 def index(path: Path) -> Path:
-    """Write the columnar side-file of the version 2 snapshot `path` (`columns`), so that later
-    reads of it skip parsing its text; returns the side-file's path. Raises `SnapshotError`
-    with one clear line."""
+    """Write the columnar side-file of the version 2 snapshot `path` (`columns`), sealed with
+    this user's key (`sidekey`), so that later reads of it skip parsing its text; returns the
+    side-file's path. Raises `SnapshotError` with one clear line."""
     name = str(path)
-    before = _digest(path, name)
+    try:
+        key = sidekey.ensure()
+    except sidekey.Unavailable as exc:
+        raise SnapshotError(
+            f"cannot write the side-file of {name}: there is no key to seal it with: {exc}. "
+            "Set XDG_CACHE_HOME to a folder only you can write, or go without the side-file "
+            "(--no-side-file)"
+        ) from None
+    before = _fingerprint(path, name)
     snap = read(path, side_file=False)
     envelope = _envelope(path, name)
-    if not _streamed(envelope) or _digest(path, name) != before:
+    if not _streamed(envelope) or _fingerprint(path, name) != before:
         raise SnapshotError(
             f"snapshot {name} is format version 1 or changed while it was read; only a "
             "version 2 snapshot gets a side-file (write it again with `gpuaudit snapshot save`)"
         )
     assert isinstance(envelope, dict)
     try:
-        return columns.write(snap, envelope, path)
+        return columns.write(snap, envelope, path, before, key)
     except columns.Stale as exc:
         raise SnapshotError(f"snapshot {name} cannot have a side-file: {exc}") from None
     except OSError as exc:
@@ -271,9 +307,9 @@ def index(path: Path) -> Path:
         ) from None
 
 
-def _digest(path: Path, name: str) -> str:
+def _fingerprint(path: Path, name: str) -> tuple[int, bytes]:
     try:
-        return columns.digest(path)
+        return columns.fingerprint(path)
     except FileNotFoundError:
         raise SnapshotError(f"snapshot {name} does not exist") from None
     except IsADirectoryError:

@@ -2,40 +2,89 @@
 beside it (`FILE.columns`) so that later scans of the same file skip parsing its text.
 
 The snapshot stays the record: it keeps the servers' raw answers, and the side-file is only a
-faster way to the same `Snapshot`. It is an uncompressed `.npz` (a zip of `.npy` arrays, read
-without pickle): one array holds a JSON header (the envelope, the Kubernetes pages, each
-Prometheus entry's fields, the distinct label sets and each answer's sizes), the others the
-answers' numbers, every answer's end to end. The header names the snapshot's size and BLAKE2b
-digest; a side-file that names another file (the snapshot was rewritten), or that does not
-add up (sizes, label numbers, offsets), is passed over and the snapshot read as usual, so a
-stale or damaged side-file can make a scan slower, never different.
+faster way to the same `Snapshot`. A cache is derived data, so it is used only where it is
+proven to be what this user's gpuaudit derived from these very bytes; anything else is passed
+over, the snapshot's text is read and the reader says so.
 
-`gpuaudit snapshot index FILE` writes it (`write`); `reader.read` uses it when it is there
+**How it is proven.** Whoever can write the side-file can compute any digest of its content
+again, so a digest alone proves nothing (a side-file re-saved with valid checksums once hid
+every idle GPU while the snapshot stayed pristine). Nor can a side-file be checked against the
+snapshot more cheaply than by parsing the snapshot, which is what it saves: the numbers are in
+the answers' text, and comparing a sample of them would leave the rest unproven. Who owns the
+file proves nothing either (unpacking someone else's archive makes its files one's own). What
+does prove it is a MAC: when `gpuaudit snapshot index` (or `snapshot save`, or `scenario`) has
+parsed the snapshot, it seals the side-file with a BLAKE2b digest keyed with a secret of this
+user (`sidekey`: 32 random bytes in a file only this user can read) over everything the
+side-file holds, the snapshot's size and digest among it. A reader recomputes the seals over the
+bytes it read and the digest of the snapshot as it is now; only a side-file that this user's
+gpuaudit wrote from this snapshot, unchanged since by so much as a bit, passes. A side-file
+written by another user or on another machine is therefore read as text (`snapshot index`
+writes one of one's own), and so is every side-file when the key is gone.
+
+**What it costs.** The side-file is read whole into memory (not mapped: a file that is
+truncated under a map kills the process with SIGBUS) and hashed once with the key, beside the
+snapshot's own digest (which was taken before too), on a thread of its own: about 1 s per GB of
+side-file on one core (100 MB for 10,000 GPUs over 7 days, 1 GB for 100,000), against the
+minutes that parsing the text of 100,000 GPUs takes (`benchmarks/README.md`).
+
+**Format** (version 2; a version 1 side-file, an `.npz`, is passed over): a preamble of 128
+bytes (`_PREAMBLE`: the magic `gpuaudit-columns`, the version, the snapshot's size and raw
+BLAKE2b-256 digest, the header's length and each array's number of items), two seals of 32
+bytes (the first over the preamble and the header, the second over everything), the JSON header
+(the envelope, the Kubernetes pages, each Prometheus entry's fields, the distinct label sets and
+each answer's sizes) padded with zeros to 8 bytes, then the arrays of `_ARRAYS` end to end
+(every answer's, in order) as little-endian 8-byte items. Nothing is parsed, and nothing the
+size of the arrays is held, before it is proven: the preamble's sizes are checked against the
+file's size, the header's length against `limits.SIDE_FILE_HEADER_BYTES` and the whole against
+the bound on a snapshot; then the header is read and its seal checked, and only then the arrays
+(whose sizes the sealed preamble states) are read and the whole seal checked.
+
+`gpuaudit snapshot index FILE` writes it (`write`); `reader.read` uses it when it is proven
 (`read`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import zipfile
+import hmac
+import io
+import os
+import stat
+import struct
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import orjson
 
+from gpuaudit.core import limits
+from gpuaudit.snapshot import sidekey
 from gpuaudit.snapshot.answers import Answer, Labels
 from gpuaudit.snapshot.model import Snapshot
 
 SUFFIX = ".columns"
-NAME = "gpuaudit-columns"
-VERSION = 1
+MAGIC = b"gpuaudit-columns"
+VERSION = 2
 _ARRAYS = ("metric", "values", "vts", "offsets", "ts", "vs")
+_INTS = frozenset({"metric", "offsets"})
+_PREAMBLE = struct.Struct("<16sIIQ32sQ6Q8x")
+"""Magic, version, reserved (0), the snapshot's size and digest, the header's length, the items
+of each of `_ARRAYS`, 8 reserved bytes: 128 bytes."""
+_SEAL = 32
+_START = _PREAMBLE.size + 2 * _SEAL
+"""Where the header begins: after the preamble, the seal of the preamble and header, and the
+seal of the whole."""
+_ITEM = 8
 _BLOCK = 1 << 23
 
 
 class Stale(Exception):
-    """The side-file is not a faithful copy of this snapshot: read the snapshot instead."""
+    """The side-file is not proven to be a faithful copy of this snapshot: why, as a phrase.
+    Read the snapshot instead."""
 
 
 def side_path(snapshot: Path) -> Path:
@@ -43,19 +92,44 @@ def side_path(snapshot: Path) -> Path:
     return snapshot.with_name(snapshot.name + SUFFIX)
 
 
-def digest(path: Path) -> str:
-    """The BLAKE2b digest of a file's bytes."""
+def fingerprint(path: Path) -> tuple[int, bytes]:
+    """The size of a file and the BLAKE2b-256 digest of its bytes, read in one pass."""
     h = hashlib.blake2b(digest_size=32)
+    size = 0
     with open(path, "rb") as fh:
         while block := fh.read(_BLOCK):
             h.update(block)
-    return h.hexdigest()
+            size += len(block)
+    return size, h.digest()
 
 
-def write(snap: Snapshot, envelope: dict[str, Any], snapshot: Path) -> Path:
+def _sealer(key: bytes) -> Any:
+    return hashlib.blake2b(key=key, digest_size=_SEAL, person=MAGIC)
+
+
+def _padded(n: int) -> int:
+    return -(-n // _ITEM) * _ITEM
+
+
+def _dtype(name: str) -> np.dtype[Any]:
+    return np.dtype("<i8" if name in _INTS else "<f8")
+
+
+def write(
+    snap: Snapshot,
+    envelope: dict[str, Any],
+    snapshot: Path,
+    source: tuple[int, bytes],
+    key: bytes,
+) -> Path:
     """Write the side-file of `snap`, read from the file `snapshot` whose first line is
-    `envelope`; returns its path. Raises `Stale` when `snap` holds an answer not parsed into
-    arrays (nothing then to gain)."""
+    `envelope` and whose size and digest are `source` (`fingerprint`), sealed with `key`;
+    returns its path. Raises `Stale` when `snap` holds an answer not parsed into arrays
+    (nothing then to gain).
+
+    It is written under a fresh name in the same folder (created exclusively, mode 0600, never
+    through a link), then renamed into place: a planted `FILE.columns.tmp`, link or not, is
+    never written through, and a reader never sees half a side-file."""
     labels: list[Labels] = []
     number: dict[int, int] = {}
     parts: dict[str, list[Any]] = {k: [] for k in _ARRAYS}
@@ -90,30 +164,47 @@ def write(snap: Snapshot, envelope: dict[str, Any], snapshot: Path) -> Path:
                 "malformed": answer.malformed,
             }
             entries.append((qid, fields, {**meta, **sizes}))
-    st = snapshot.stat()
-    header = {
-        "format": NAME,
-        "version": VERSION,
-        "snapshot": {"size": st.st_size, "digest": digest(snapshot)},
-        "envelope": envelope,
-        "kubernetes": snap.kubernetes,
-        "labels": labels,
-        "prometheus": entries,
-    }
+    header = orjson.dumps(
+        {
+            "envelope": envelope,
+            "kubernetes": snap.kubernetes,
+            "labels": labels,
+            "prometheus": entries,
+        }
+    )
+    lengths = [sum(len(a) for a in parts[k]) for k in _ARRAYS]
+    preamble = _PREAMBLE.pack(MAGIC, VERSION, 0, source[0], source[1], len(header), *lengths)
+    seal = _sealer(key)
+    seal.update(preamble)
     out = side_path(snapshot)
-    tmp = out.with_name(out.name + ".tmp")
-    data = {
-        k: _joined(v, np.int64 if k in ("metric", "offsets") else np.float64)
-        for k, v in parts.items()
-    }
-    with open(tmp, "wb") as fh:
-        np.savez(fh, header=np.frombuffer(orjson.dumps(header), dtype=np.uint8), **data)
-    tmp.replace(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(bytes(_START))  # the preamble and seals, written once the seals are known
+            text = header + bytes(_padded(len(header)) - len(header))
+            fh.write(text)
+            seal.update(text)
+            sealed = seal.digest()
+            for a in _arrays(parts):
+                fh.write(a)
+                seal.update(a)
+            fh.seek(0)
+            fh.write(preamble + sealed + seal.digest())
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return out
 
 
-def _joined(arrays: list[Any], dtype: Any) -> Any:
-    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+def _arrays(parts: dict[str, list[Any]]) -> Iterator[Any]:
+    """What follows the header, a piece at a time: every array, as it is stored."""
+    for k in _ARRAYS:
+        dtype = _dtype(k)
+        for a in parts[k]:
+            if len(a):
+                yield np.ascontiguousarray(a, dtype=dtype)
 
 
 Parts = tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[str, list[Any]]]
@@ -121,103 +212,123 @@ Parts = tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[str, list[An
 
 
 def read(snapshot: Path, limit: int) -> Parts | None:
-    """What the side-file of `snapshot` holds; None when there is none, or it is stale or
-    damaged (then read the snapshot itself). `limit` bounds the side-file's arrays in bytes,
-    as it bounds a snapshot's text."""
+    """What the side-file of `snapshot` holds; None when there is none. `Stale`, saying why,
+    when there is one that is not proven to be this user's copy of this snapshot (then read the
+    snapshot itself). `limit` bounds the side-file in bytes, as it bounds a snapshot's text."""
     path = side_path(snapshot)
-    if not path.is_file():
-        return None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        return _read(path, snapshot, limit)
-    except (Stale, OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile):
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise Stale(f"it cannot be opened ({exc.strerror or exc})") from None
+    with open(fd, "rb", buffering=0) as fh:
+        try:
+            return _read(fh, snapshot, limit)
+        except OSError as exc:
+            raise Stale(f"it could not be read ({exc.strerror or exc})") from None
+        except (ValueError, KeyError, TypeError, IndexError):
+            # Only reached past the seal: what this gpuaudit wrote does not read back.
+            raise Stale("its content does not add up") from None
 
 
-def _read(path: Path, snapshot: Path, limit: int) -> Parts:
-    with zipfile.ZipFile(path) as z:
-        infos = z.infolist()
-        if sum(i.file_size for i in infos) > limit or any(
-            i.compress_type != zipfile.ZIP_STORED for i in infos
-        ):
-            raise Stale("too large, or compressed")
-    from concurrent.futures import ThreadPoolExecutor
-
-    # The snapshot's digest is worked out beside the header's parse (hashing lets go of the
-    # interpreter while it reads, and a large fleet's snapshot takes a while to hash).
+def _read(fh: io.FileIO, snapshot: Path, limit: int) -> Parts:
+    st = os.fstat(fh.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        raise Stale("it is not a plain file")
+    head = _exactly(fh, _START)
+    if head[:4] == b"PK\x03\x04":
+        raise Stale("it was written by an older gpuaudit (side-file version 1)")
+    if len(head) < _START or head[:16] != MAGIC:
+        raise Stale("it is not a gpuaudit side-file")
+    _, version, _, size, digest, header_n, *lengths = _PREAMBLE.unpack_from(head)
+    if version != VERSION:
+        raise Stale(f"it is side-file version {version}; this gpuaudit reads version {VERSION}")
+    most = limits.SIDE_FILE_HEADER_BYTES.value()
+    if header_n > most:
+        raise Stale(
+            f"its header would be {header_n:,} bytes, more than {most:,} "
+            f"({limits.SIDE_FILE_HEADER_BYTES.env})"
+        )
+    items = _ITEM * sum(lengths)
+    if _START + _padded(header_n) + items > limit:
+        raise Stale(f"it holds more than {limit:,} bytes, the bound on a snapshot")
+    if _START + _padded(header_n) + items != st.st_size:
+        raise Stale("its size is not the one it states (it was cut short or added to)")
+    if size != snapshot.stat().st_size:
+        raise Stale(_OTHER_BYTES)
+    try:
+        key = sidekey.load()
+    except sidekey.Unavailable as exc:
+        raise Stale(f"there is no key to prove it with: {exc}") from None
+    sealed, whole = head[_PREAMBLE.size : _PREAMBLE.size + _SEAL], head[-_SEAL:]
+    # The snapshot's digest is worked out beside the side-file's read and seal (hashing and
+    # reading let go of the interpreter, and a large fleet's files take a while to hash).
     with ThreadPoolExecutor(max_workers=1) as pool:
-        hashed = pool.submit(digest, snapshot)
-        members = _mapped(path, ("header", *_ARRAYS))
-        if members is None:
-            with np.load(path, allow_pickle=False) as z:
-                members = {k: z[k] for k in ("header", *_ARRAYS)}
-        header = orjson.loads(members["header"].tobytes())
-        if not isinstance(header, dict) or header.get("format") != NAME:
-            raise Stale("not a side-file")
-        if header.get("version") != VERSION:
-            raise Stale("another version")
-        named = header["snapshot"]
-        if named["size"] != snapshot.stat().st_size or named["digest"] != hashed.result():
-            raise Stale("written for another file")
-    return _rebuild(header, {k: members[k] for k in _ARRAYS})
+        hashed = pool.submit(fingerprint, snapshot)
+        seal = _sealer(key)
+        seal.update(head[: _PREAMBLE.size])
+        # The header is proven before the arrays are read: what it states (and the preamble's
+        # sizes) is this gpuaudit's own, so nothing is held for sizes someone else planted.
+        text = np.empty(_padded(header_n), dtype=np.uint8)
+        if _fill(fh, text, seal) != len(text):
+            raise Stale(_CUT)
+        if not hmac.compare_digest(seal.digest(), sealed):
+            raise Stale(_NOT_OURS)
+        arrays = np.empty(items, dtype=np.uint8)
+        if _fill(fh, arrays, seal) != items:
+            raise Stale(_CUT)
+        if not hmac.compare_digest(seal.digest(), whole):
+            raise Stale(_NOT_OURS)
+        if hashed.result() != (size, digest):
+            raise Stale(_OTHER_BYTES)
+    header = orjson.loads(text[:header_n].data)
+    del text
+    if not isinstance(header, dict):
+        raise Stale("its header is not an object")
+    columns: dict[str, Any] = {}
+    at = 0
+    for name, n in zip(_ARRAYS, lengths, strict=True):
+        a = arrays[at : at + _ITEM * n].view(_dtype(name))
+        columns[name] = a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+        at += _ITEM * n
+    return _rebuild(header, columns)
 
 
-_LOCAL_HEADER = 30
-"""Bytes of a zip member's local header before its name and extra field."""
+_OTHER_BYTES = "it was written for other bytes than the snapshot's (the snapshot changed since)"
+_CUT = "it was cut short while it was read"
+_NOT_OURS = (
+    "its content is not what this user's gpuaudit wrote for this snapshot (it was damaged or "
+    "changed since, or written by another user or on another machine)"
+)
 
 
-def _mapped(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
-    """The members `names` (`NAME.npy`, stored uncompressed) of the side-file as arrays over a
-    private copy-on-write map of the file, read in place: no copy of the arrays, and no fresh
-    memory to fill (a large fleet's side-file holds its whole hourly table). None where a
-    member is not laid out as `np.savez` writes it, or the file cannot be mapped: then
-    `np.load` reads it."""
-    import mmap
+def _exactly(fh: IO[bytes], n: int) -> bytes:
+    """Up to `n` bytes from where `fh` is (fewer only at its end)."""
+    parts, got = [], 0
+    while got < n and (part := fh.read(n - got)):
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
 
-    from numpy.lib import format as npy
 
-    if not hasattr(mmap, "MAP_PRIVATE"):  # not a POSIX system: np.load reads it
-        return None
-    try:
-        with path.open("rb") as fh, zipfile.ZipFile(fh) as z:
-            size = fh.seek(0, 2)
-            if size == 0:
-                return None
-            mm = mmap.mmap(
-                fh.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE
-            )
-            out: dict[str, Any] = {}
-            for name in names:
-                info = z.getinfo(name + ".npy")
-                at = info.header_offset
-                local = mm[at : at + _LOCAL_HEADER]
-                if len(local) != _LOCAL_HEADER or local[:4] != b"PK\x03\x04":
-                    return None
-                skip = int.from_bytes(local[26:28], "little") + int.from_bytes(
-                    local[28:30], "little"
-                )
-                start = at + _LOCAL_HEADER + skip
-                fh.seek(start)
-                version = npy.read_magic(fh)
-                if version == (1, 0):
-                    shape, fortran, dtype = npy.read_array_header_1_0(fh)
-                elif version in ((2, 0), (3, 0)):
-                    shape, fortran, dtype = npy.read_array_header_2_0(fh)
-                else:
-                    return None
-                if len(shape) != 1 or dtype.hasobject:
-                    return None
-                offset = fh.tell()
-                if offset + shape[0] * dtype.itemsize > min(start + info.file_size, size):
-                    return None
-                out[name] = np.frombuffer(mm, dtype=dtype, count=shape[0], offset=offset)
-            return out
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-        return None
+def _fill(fh: io.FileIO, buf: Any, seal: Any) -> int:
+    """Read into `buf` from where `fh` is, feeding `seal` as it goes; how many bytes came."""
+    view = memoryview(buf)
+    got = 0
+    while got < len(view):
+        n = fh.readinto(view[got : got + _BLOCK])
+        if not n:
+            break
+        seal.update(view[got : got + n])
+        got += n
+    return got
 
 
 def _rebuild(header: dict[str, Any], arrays: dict[str, Any]) -> Parts:
     for k in _ARRAYS:
-        want = np.int64 if k in ("metric", "offsets") else np.float64
+        want = np.int64 if k in _INTS else np.float64
         if arrays[k].dtype != want or arrays[k].ndim != 1:
             raise Stale(f"{k} is not a column of {want}")
     labels = header["labels"]
