@@ -180,3 +180,17 @@ def test_confidence_shows_with_the_findings_text(fmt: str) -> None:
         "Confidence low: its GPUs drew 158 W on average (45 % of their 350 W board power)" in text
     )
     assert "Confidence high: its GPUs drew" in text
+
+def test_the_demo_breaks_waste_down_by_team() -> None:
+    """Every GPU pod of the demo carries a `team` label: `--group-by-label team`, as the docs
+    and the CronJob run it, leaves nothing in (no label) and warns of nothing."""
+    res = runner.invoke(app, ["scan", "--demo", "-f", "json", "-q", "--group-by-label", "team"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    groups = {g["key"]: g for g in doc["breakdown"]["by_group"]}
+    assert set(groups) == {"data", "inference", "research", "training", "vision"}
+    total = sum(g["allocated_gpu_hours"] for g in groups.values())
+    by_namespace = sum(g["allocated_gpu_hours"] for g in doc["breakdown"]["by_namespace"])
+    assert total == pytest.approx(by_namespace, abs=0.1)
+    assert not [w for w in doc["warnings"] if "--group-by-label" in w]
+

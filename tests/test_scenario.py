@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.scenario import cases, generate, to_snapshot, write_openmetrics, write_snapshot
+from gpuaudit.scenario import teams as teams_of
 from gpuaudit.scenario.cases import Notebook, On, Plant, Waiting, finds, near_miss
 from gpuaudit.scenario.workloads import pattern
 from tests.support.paths import DEMO, DEMO_TRUTH
@@ -206,3 +207,22 @@ def test_scenario_modules_import_without_a_circle() -> None:
 
     for mod in sorted(mods):
         visit(mod, ())
+
+
+def test_every_workload_pod_carries_a_team_label() -> None:
+    """`--group-by-label team` (the docs' and the CronJob's label) has a team for every pod a
+    scenario runs; only dcgm-exporter's own pods have none."""
+    sc = generate(60, 2, 5)
+    assert sc.pods
+    teams = {p.labels.get(teams_of.LABEL) for p in sc.pods}
+    assert None not in teams
+    assert teams <= {*teams_of.TEAMS.values(), teams_of.DEFAULT}
+    assert {p.labels[teams_of.LABEL] for p in sc.pods if p.namespace == "serving"} == {"inference"}
+    pods = to_snapshot(sc).kubernetes["pods"]
+    unlabelled = {
+        p["metadata"]["namespace"]
+        for page in pods
+        for p in page["items"]
+        if "team" not in p["metadata"].get("labels", {})
+    }
+    assert unlabelled == {"gpu-operator"}

@@ -137,7 +137,8 @@ def test_a_mig_profile_comes_with_the_repartitioning_step(
     ("label", "hint"),
     [
         ("notebook", "the closest label names the pods carry: notebook-name."),
-        ("tean", "the label names most pods carry: app, pod-template-hash,"),
+        ("tean", "the closest label names the pods carry: team."),
+        ("zone", "the label names most pods carry: team, app, pod-template-hash,"),
     ],
 )
 def test_group_by_label_that_matches_nothing_warns(label: str, hint: str) -> None:

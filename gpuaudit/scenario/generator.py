@@ -5,7 +5,8 @@ Node types (`nodes`): 8x H100 80GB HGX, 8x A100 80GB with MIG in the mixed strat
 trays in two NVLink domains (`nvidia.com/gpu.clique`) and one more L40S node for the placement
 cases. Workloads (`workloads`): gang-scheduled PyTorchJobs, inference Deployments (whole GPUs
 and MIG slices), Kubeflow notebooks and nightly batch, Volcano, coscheduling and Kueue gangs, a
-JobSet, Kueue and Volcano queues with their quota, and pods pending for GPUs. Every planted
+JobSet, Kueue and Volcano queues with their quota, and pods pending for GPUs; every workload
+pod carries a `team` label by its namespace (`teams`). Every planted
 problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
 and what follows from the end state in `truth`.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.core.gcpause import without_gc
-from gpuaudit.scenario import cases, hardware, nodes, truth, workloads
+from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import quota_cases as queues
@@ -82,6 +83,7 @@ def _build(b: Builder) -> None:
     cases.plant_pending(b)
     hardware.plant_spread(b)
     b.free_rest()
+    teams.label(b)
     truth.from_state(b)
 
 
