@@ -22,7 +22,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "468 GPUs" in out
-    assert "findings, worst first" in out
+    assert "findings, ranked by wasted GPU-hours; risks listed apart" in out
     assert "GPU001" in out
     assert "llm-canary-" in out  # the name folds in the resource column at 80 columns
 
@@ -31,7 +31,7 @@ def test_json_stdout_is_only_json() -> None:
     res = runner.invoke(app, ["scan", "--demo", "--format", "json"])
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == "1.3"
+    assert doc["schema_version"] == "1.4"
     assert set(doc) >= {"summary", "findings", "skipped", "warnings", "suppressed", "comparison"}
     f = doc["findings"][0]
     assert set(f) == {
@@ -39,6 +39,7 @@ def test_json_stdout_is_only_json() -> None:
         "fingerprint",
         "explain",
         "severity",
+        "category",
         "resource",
         "message",
         "impact",
@@ -53,7 +54,8 @@ def test_json_stdout_is_only_json() -> None:
     }
     assert set(f["resource"]) == {"kind", "namespace", "name", "node", "gpus"}
     assert set(f["impact"]) == {"gpu_hours", "cost"}
-    ranks = [f["impact"]["gpu_hours"] for f in doc["findings"] if f["severity"] == "high"]
+    # The waste, ranked by wasted GPU-hours after the risks (see tests/test_demo.py).
+    ranks = [f["impact"]["gpu_hours"] for f in doc["findings"] if f["category"] == "waste"]
     assert ranks == sorted(ranks, reverse=True)
 
 

@@ -181,6 +181,7 @@ def test_confidence_shows_with_the_findings_text(fmt: str) -> None:
     )
     assert "Confidence high: its GPUs drew" in text
 
+
 def test_the_demo_breaks_waste_down_by_team() -> None:
     """Every GPU pod of the demo carries a `team` label: `--group-by-label team`, as the docs
     and the CronJob run it, leaves nothing in (no label) and warns of nothing."""
@@ -194,3 +195,22 @@ def test_the_demo_breaks_waste_down_by_team() -> None:
     assert total == pytest.approx(by_namespace, abs=0.1)
     assert not [w for w in doc["warnings"] if "--group-by-label" in w]
 
+
+def test_the_findings_are_ranked_as_the_readme_says(report: dict) -> None:  # type: ignore[type-arg]
+    """The risks first (sick GPUs, memory pressure, unmonitored GPUs, quota or policy that
+    cannot be honoured), most urgent first; then the waste, the most wasted GPU-hours first."""
+    findings = report["findings"]
+    kinds = [f["category"] for f in findings]
+    assert kinds == sorted(kinds, key=lambda c: c != "risk") and set(kinds) == {"risk", "waste"}
+    risks = [f for f in findings if f["category"] == "risk"]
+    waste = [f for f in findings if f["category"] == "waste"]
+    assert {f["code"] for f in risks} == {"GPU020", "GPU050", "GPU070", "GPU080", "GPU090"}
+    assert not {"GPU020", "GPU070", "GPU080"} & {f["code"] for f in waste}
+    assert all(f["impact"]["gpu_hours"] == 0 for f in risks if f["code"] in ("GPU050", "GPU090"))
+    rank = {s: i for i, s in enumerate(("critical", "high", "medium", "low", "info"))}
+    urgency = [rank[f["severity"]] for f in risks]
+    assert urgency == sorted(urgency)
+    hours = [f["impact"]["gpu_hours"] for f in waste]
+    assert hours == sorted(hours, reverse=True)
+    top = waste[0]
+    assert (top["code"], top["resource"]["name"]) == ("GPU090", "vision-reserved")

@@ -75,23 +75,28 @@ class AuditResult:
     )
 
     def worst(self) -> Severity | None:
-        return self.findings[0].severity if self.findings else None
+        """The highest severity of the findings (the first finding need not have it: waste is
+        ranked by GPU-hours)."""
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
 
     @property
     def primaries(self) -> tuple[Finding, ...]:
-        """The findings reports list as rows: one per resource, the first in rank order (the
-        others are shown under it, see `related_to`)."""
+        """The findings reports list as rows: one per resource and list (risks, waste), the
+        first in rank order (the others are shown under it, see `related_to`)."""
         return tuple(f for f in self.findings if f.primary)
 
     def related_to(self, f: Finding) -> tuple[Finding, ...]:
-        """The other findings on the resource of primary finding `f`, in rank order."""
+        """The other findings of `f`'s list on the resource of primary finding `f`, in rank
+        order."""
         if not f.related:
             return ()
         key = (f.resource.kind, f.resource.namespace, f.resource.name)
         return tuple(
             g
             for g in self.findings
-            if not g.primary and (g.resource.kind, g.resource.namespace, g.resource.name) == key
+            if not g.primary
+            and g.category is f.category
+            and (g.resource.kind, g.resource.namespace, g.resource.name) == key
         )
 
     def status_of(self, f: Finding) -> str:

@@ -7,9 +7,13 @@ node, pod or GPU-hours without knowing it. Three rules, applied to the ranked fi
    out of service (`Finding.drains`). A finding whose `targets` meet a drain takes the first of
    its `alternatives` whose nodes are clear and says why it moved; with none, it keeps its
    target and says why no other one was offered, naming the finding that drains it.
-2. A resource with several findings gets one primary finding, the first in rank order; the
-   others are marked `primary=False` and each finding of the group lists the others' codes in
-   `related`. Reports show the primary and its related codes.
+2. A resource with several findings in one list (the risks or the waste, see
+   `gpuaudit.checks.findings.Category`) gets one primary finding there, the first in rank
+   order: the most urgent of its risks, the largest of its waste (its most wasted GPU-hours).
+   The others of that list are marked `primary=False` and shown under it; each finding lists
+   the codes of every other finding on the resource, of either list, in `related`. A resource
+   with both a risk and waste so leads a row in each list: a risk never hides the GPU-hours
+   of its resource's waste from the waste's ranking, nor waste the risk.
 3. Fleet totals never count a GPU-hour twice: findings whose GPU-hours may overlap (the same
    resource, or a pod a GPU or gang finding names in `Finding.pods`) form one group, and only
    the group's largest impact counts (`counted=True`). The total of the counted impacts is a
@@ -21,15 +25,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpuaudit.checks.findings import Alternative, Drain, Finding, Impact, rank
+from gpuaudit.checks.findings import Alternative, Category, Drain, Finding, Impact, rank
 
 EXPLAIN = """In reports
     After the checks, one pass makes the findings agree:
     - no recommendation places work on a node, or next to a GPU, that another finding says to
       take out of service: it names another node when the check offered one, else it says which
       finding drains the node and to wait for it (evidence `coherence`);
-    - a resource with several findings has one primary finding, the first in rank order; the
-      others are shown under it and their codes are its `related` codes;
+    - a resource with several findings has one primary finding in each list it is in (the
+      risks, the waste), the first in rank order; the others of that list are shown under it,
+      and every other finding's code on the resource is among its `related` codes;
     - the report's total (`summary.findings_gpu_hours`) counts no GPU-hour twice: of findings
       that share a resource or name a pod in common, only the largest impact counts
       (`counted_in_total`)."""
@@ -151,10 +156,13 @@ def _primaries(findings: list[Finding]) -> list[Finding]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        for pos, i in enumerate(members):
+        leads: set[Category] = set()
+        for i in members:
+            f = findings[i]
             others = [findings[j].code for j in members if j != i]
-            related = tuple(dict.fromkeys(c for c in others if c != findings[i].code))
-            out[i] = dataclasses.replace(findings[i], related=related, primary=pos == 0)
+            related = tuple(dict.fromkeys(c for c in others if c != f.code))
+            out[i] = dataclasses.replace(f, related=related, primary=f.category not in leads)
+            leads.add(f.category)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Findings, severities and the one total order they are ranked in."""
+"""Findings, severities, the two lists a finding belongs to, and the one total order they are
+ranked in (`rank`)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,20 @@ class Confidence(enum.Enum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class Category(enum.Enum):
+    """Which list a finding belongs to. Reports list the risks apart, before the waste: a risk
+    is urgent, and its GPU-hours are not what fixing it saves."""
+
+    RISK = "risk"
+    """Fixing it prevents a failure, or makes GPUs auditable, rather than saving GPU-hours: a
+    sick GPU (its impact is the GPU-hours of work at risk on it), memory pressure (no
+    GPU-hours), GPUs no metrics describe (GPU-hours nobody can vouch for), a policy or a quota
+    that cannot be honoured (no GPU-hours)."""
+    WASTE = "waste"
+    """Fixing it saves its GPU-hours: they were held idle, waited, or ran slower than they
+    had to."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,9 @@ class Finding:
     confidence: Confidence | None = None
     """How sure the finding is (see `Confidence`); None where the check weighs no second
     signal."""
+    category: Category = Category.WASTE
+    """The list it belongs to (see `Category`): the check says so, finding by finding, where
+    its fix prevents a failure rather than saving GPU-hours."""
 
     def fingerprint(self) -> str:
         """A stable identity across runs: code, kind, namespace and the owning workload when
@@ -178,15 +196,33 @@ class Finding:
         pods = {f"Pod|{p.rpartition('/')[0]}|{p.rpartition('/')[2]}" for p in self.pods if "/" in p}
         return frozenset({own, *pods})
 
-    def sort_key(self) -> tuple[int, float, str, str, str, str]:
+    def sort_key(self) -> tuple[int, float, float, float, str, str, str, str, str, str, str]:
+        """The finding's place in the one total order (`rank`)."""
+        hours = -round(self.impact.gpu_hours, 6)
+        cost = -round(self.impact.cost, 6)
+        urgency = float(-self.severity.rank)
+        r = self.resource
+        if self.category is Category.RISK:
+            first, second, third = urgency, hours, cost
+        else:
+            first, second, third = hours, cost, urgency
         return (
-            -self.severity.rank,
-            -round(self.impact.gpu_hours, 6),
+            _LIST_ORDER[self.category],
+            first,
+            second,
+            third,
             self.code,
-            self.resource.namespace,
-            self.resource.name,
-            self.resource.node,
+            r.cluster,
+            r.namespace,
+            r.name,
+            r.kind,
+            r.node,
+            self.message,
         )
+
+
+_LIST_ORDER = {Category.RISK: 0, Category.WASTE: 1}
+"""The risks come first: short, and urgent."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +233,24 @@ class Skipped:
     reason: str
 
 
+ORDER_RULE = "ranked by wasted GPU-hours; risks listed apart"
+"""The order's rule in a few words, for the reports' headings."""
+
+
 def rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    """The one total order: severity, then impact, then code, then resource."""
+    """The one total order, computed once: the risks first (`Category.RISK`), most urgent first
+    (severity, then the GPU-hours at risk, then cost); then the waste, the most wasted
+    GPU-hours first, then the most cost, then the higher severity. Within either, ties go by
+    code, then resource (cluster, namespace, name, kind, node), then message, so that no two
+    findings a check can tell apart tie. Reports never re-sort."""
     return tuple(sorted(findings, key=Finding.sort_key))
+
+
+def lists(findings: Iterable[Finding]) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """`findings` (in rank order) as the two lists reports show: the risks, then the waste,
+    each in the order given."""
+    items = tuple(findings)
+    return (
+        tuple(f for f in items if f.category is Category.RISK),
+        tuple(f for f in items if f.category is Category.WASTE),
+    )

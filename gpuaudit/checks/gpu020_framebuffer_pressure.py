@@ -17,7 +17,8 @@ How it decides
     - Crash loop: a pod requesting GPUs with at least `checks.crashloop_restarts` (default 3)
       container restarts whose last termination message reports CUDA or GPU out of memory
       (high).
-    Impact: 0 wasted GPU-hours (the GPU-hours at risk are in the evidence); severity ranks it.
+    Impact: 0 wasted GPU-hours (the GPU-hours at risk are in the evidence); severity ranks it
+    among the risks, which reports list apart from the waste.
 
 What to do
     On a MIG slice, move to the next profile up that fits peak use plus
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 from gpuaudit.checks.base import short_model
 from gpuaudit.checks.contract import count, fraction
-from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.domain import mig
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -129,6 +130,7 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
                 ),
                 message=message,
                 impact=Impact(gpu_hours=0.0, cost=0.0),
+                category=Category.RISK,
                 recommendation=rec,
                 evidence={
                     "fb_used_p95_ratio": round(ratio, 4),
@@ -175,6 +177,7 @@ def _crash_loops(views: Views, cfg: Thresholds) -> list[Finding]:
                         f"GPU out-of-memory error ({term[:120]})."
                     ),
                     impact=Impact(gpu_hours=0.0, cost=0.0),
+                    category=Category.RISK,
                     recommendation=(
                         "Give it more GPU memory (a larger MIG profile or GPU) or "
                         "reduce its batch or context size; it cannot run as sized."

@@ -32,8 +32,8 @@ How it decides
     - Policy: in a node pool (a node-pool label, else the GPU product), running GPU pods of
       long-running kinds (Deployment, StatefulSet, LeaderWorkerSet) and of run-to-completion
       kinds (Job, CronJob, PyTorchJob, MPIJob, JobSet, RayCluster ...) both run, and some GPU
-      pods there have no PriorityClass. Impact: none counted (a risk, not waste); the GPU pods
-      without a class are in the evidence. Severity: low.
+      pods there have no PriorityClass. Impact: none counted (a risk, not waste: listed with
+      the risks); the GPU pods without a class are in the evidence. Severity: low.
     Only whole-GPU requests (`nvidia.com/gpu`) are judged; MIG requests are not.
 
 What to do
@@ -50,7 +50,7 @@ from typing import Any
 
 from gpuaudit.checks.base import WAITING, gpu_word
 from gpuaudit.checks.contract import minutes
-from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.feasibility import refusal_summary
@@ -237,6 +237,7 @@ def _pools(inv: Inventory) -> list[Finding]:
                 resource=Resource("NodePool", "", str(pool), "", 0.0),
                 message=message,
                 impact=Impact(gpu_hours=0.0, cost=0.0),
+                category=Category.RISK,
                 recommendation=(
                     f"Give every GPU workload in {pool} a PriorityClass by what it does, not by "
                     "its kind (for example user-facing serving 10000, training 1000, batch 100, "

@@ -45,7 +45,8 @@ How it decides
     contact support and reboot, high for reset the GPU, medium for reset when idle and restart
     the application, low for no action. GPUs with a signal only while no pod held them are left
     out (nothing was at risk), as are GPUs whose only XIDs are stale.
-    Impact: the GPU-hours pods held on the GPU in the window, priced per GPU model.
+    Impact: the GPU-hours pods held on the GPU in the window, priced per GPU model: work at
+    risk, not waste, so reports list it with the risks, apart from the waste.
     Skipped when none of these metrics were collected (they must be in dcgm-exporter's
     counters CSV; the ECC totals and the pending flag are off by default).
 
@@ -68,7 +69,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaudit.checks.base import short_model
-from gpuaudit.checks.findings import Drain, Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Category, Drain, Finding, Impact, Resource, Severity
 from gpuaudit.domain import xid
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -291,6 +292,7 @@ def _finding(views: Views, gpu: str, grp: pd.DataFrame, health: _Health) -> Find
         resource=Resource("GPU", "", gpu, node, 1.0),
         message=message,
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(model)),
+        category=Category.RISK,
         recommendation=rec,
         drains=drains,
         pods=tuple(pods),

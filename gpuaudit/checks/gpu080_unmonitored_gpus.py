@@ -22,7 +22,8 @@ How it decides
     with one pod only. When a node has such pods and no DCGM series at all, one finding names
     the node (no exporter there); otherwise one finding per pod.
     Impact: the GPU-hours that could not be audited, priced per GPU model (from the node's
-    `nvidia.com/gpu.product` label). Severity: medium.
+    `nvidia.com/gpu.product` label): GPU-hours nobody can vouch for, not waste, so reports list
+    it with the risks, apart from the waste. Severity: medium.
 
 What to do
     Run dcgm-exporter on every GPU node (the GPU Operator's DaemonSet, with node selectors
@@ -38,7 +39,7 @@ from typing import Any
 
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.checks.contract import hours
-from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Reason
@@ -120,6 +121,7 @@ def _node_finding(
             "GPU-hours could not be audited."
         ),
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
+        category=Category.RISK,
         pods=tuple(f"{ns}/{p}" for ns, p, *_ in items),
         recommendation=(
             f"Run dcgm-exporter on {node} (check the GPU Operator's "
@@ -160,6 +162,7 @@ def _pod_finding(
             f"{gpu_hours:,.0f} GPU-hours could not be audited."
         ),
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
+        category=Category.RISK,
         recommendation=fix,
         evidence={
             "gpus": round(gpus, 4),

@@ -43,8 +43,9 @@ How it decides
       schedulable nodes (all its `nodeLabels`, not cordoned) allocate of the resource; else
       the ClusterQueues' and Cohorts' quotas for a flavor together above it (one finding on the
       ResourceFlavor); a Volcano queue's `deserved` or `guarantee` above what the cluster's
-      schedulable nodes allocate. Impact: none counted (a risk, not waste). Severity: medium.
-      Needs the ResourceFlavors list; without it this rule is not applied to Kueue.
+      schedulable nodes allocate. Impact: none counted (a risk, not waste: listed with the
+      risks). Severity: medium. Needs the ResourceFlavors list; without it this rule is not
+      applied to Kueue.
     - Starvation: a Workload has waited at least `checks.pending_min_minutes` (default 30)
       for quota of its ClusterQueue (its request is above the queue's quota left free by the
       Workloads admitted at the window's end) and could borrow the rest (`borrowingLimit`
@@ -73,7 +74,7 @@ from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
 from gpuaudit.checks.contract import fraction, gpus, hours, minutes
-from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory.queue_usage import Pending, QueueUsage
 from gpuaudit.inventory.queues import GPU, KUEUE, VOLCANO
@@ -275,6 +276,7 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
         resource=Resource(u.kind, "", u.queue, "", excess * u.unit_gpus),
         message=message,
         impact=Impact(gpu_hours=0.0, cost=0.0),
+        category=Category.RISK,
         recommendation=rec,
         evidence={
             "rule": "quota_not_honoured",
@@ -324,6 +326,7 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
                     "honoured when every queue claims its share."
                 ),
                 impact=Impact(gpu_hours=0.0, cost=0.0),
+                category=Category.RISK,
                 recommendation=(
                     f"Bring the nominal quotas of {resource} in flavor {flavor} down to "
                     f"{alloc:g} in total, or add nodes that match the flavor's nodeLabels."

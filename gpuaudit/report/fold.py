@@ -1,14 +1,16 @@
 """Similar findings folded into one row: thirteen nightly batch Deployments that all hold an L40S
 around the clock for a three-hour job are one problem with one fix, not thirteen rows.
 
-Findings are alike when they share the check, the severity, the confidence (a low-confidence
-idle finding is not folded under confident ones), the kind of resource, the namespace and the
-recommendation once the names of their own objects and their own GPU-hour figures are
-taken out of it (`Replace Deployment batch/* with a CronJob scheduled `0 1 * * *` ...`): the same
-fix for the same kind of thing in the same place. A fold holds `FOLD_MIN` findings or more; its
-row sits where its first (highest-ranked) finding is, and its figures are the sums of its
-findings'. Critical findings never fold: each is its own urgent action. Folding changes neither
-the findings nor their order; `--all` shows every one.
+Findings are alike when they share the check, the list (risks or waste), the severity, the
+confidence (a low-confidence idle finding is not folded under confident ones), the kind of
+resource, the namespace and the recommendation once the names of their own objects and their
+own GPU-hour figures are taken out of it (`Replace Deployment batch/* with a CronJob scheduled
+`0 1 * * *` ...`): the same fix for the same kind of thing in the same place. A fold holds
+`FOLD_MIN` findings or more; its row sits where its first (highest-ranked) finding is, and its
+figures are the sums of its findings' (so a fold of many small findings can show more
+GPU-hours than the rows above it: the rank is its first finding's). Critical findings never
+fold: each is its own urgent action. Folding changes neither the findings nor their order;
+`--all` shows every one. The terminal and HTML reports fold; JSON lists every finding.
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def fold(findings: Sequence[Finding], every: bool = False) -> tuple[Row, ...]:
 
 
 def likeness(f: Finding) -> tuple[str, ...]:
-    """What alike findings share: check, severity, confidence, resource kind, namespace, and
-    the recommendation without the finding's own names and GPU-hour figures."""
+    """What alike findings share: check, list, severity, confidence, resource kind, namespace,
+    and the recommendation without the finding's own names and GPU-hour figures."""
     r = f.resource
     text = f.recommendation
     names = {r.name, r.node, _owner_name(f)} - {""}
@@ -95,7 +97,7 @@ def likeness(f: Finding) -> tuple[str, ...]:
         text = re.sub(re.escape(r.namespace) + r"/[\w.\-]+", f"{r.namespace}/<name>", text)
     text = _FIGURE.sub("<figure>", text)
     confidence = f.confidence.value if f.confidence else ""
-    return (f.code, f.severity.value, confidence, r.kind, r.namespace, text)
+    return (f.code, f.category.value, f.severity.value, confidence, r.kind, r.namespace, text)
 
 
 def _owner_name(f: Finding) -> str:

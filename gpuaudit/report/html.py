@@ -8,7 +8,10 @@ formatted, text from the cluster already made visible (`terminal()`: control cha
 as escapes, long names cut). The Jinja2 templates under `templates/` lay those values out, with
 autoescaping on for every template, so a pod called `<script>` is shown, never run: nothing
 from the cluster reaches the page except through the escaper. Findings appear in the one
-ranked order the audit computed; nothing is re-sorted here.
+ranked order the audit computed, in a table for each list (the risks, then the waste), alike
+ones folded into one row as in the terminal (`gpuaudit.report.fold`); nothing is re-sorted
+here. A table of contents links every section, and the breakdown by namespace and label comes
+before the findings: the page stays short enough to print.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.breakdown import Group
 from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
-from gpuaudit.checks.findings import Finding
+from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report import charts
+from gpuaudit.report.fold import Row as Fold
+from gpuaudit.report.fold import fold
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
     CLUSTER_HEAD,
@@ -52,7 +57,10 @@ from gpuaudit.report.text import (
 )
 
 MAX_FINDINGS = 100
-"""Findings listed; the JSON report always has them all."""
+"""Rows of findings listed (a row may fold alike findings); the JSON report always has them
+all."""
+MAX_FOLDED_NAMES = 12
+"""Resources of a folded row named under it; the JSON report names them all."""
 MAX_GROUPS = 25
 
 # Which way is better for each summary figure: +1 up, -1 down, 0 neither.
@@ -188,12 +196,16 @@ class Related:
 
 @dataclass(frozen=True)
 class FindingRow:
+    """One row of a findings table: a finding, or alike findings folded into one."""
+
     rank: int
     severity: str
     code: str
     related: tuple[Related, ...]
     ref: str
+    """The resource; for a fold, the pattern its resources share (`batch/report-batch-*`)."""
     kind: str
+    """The resource's kind; for a fold, how many (`13 Pods`)."""
     node: str
     gpu_hours: str
     cost: str
@@ -201,17 +213,47 @@ class FindingRow:
     recommendation: str
     status: str | None
     """new, worse, improved, unchanged or empty; None without a previous report."""
+    others: tuple[str, ...] = ()
+    """For a fold: the resources of its other findings (at most `MAX_FOLDED_NAMES`)."""
+    others_more: int = 0
+    """For a fold: how many of its other findings `others` leaves out."""
+
+
+@dataclass(frozen=True)
+class FindingList:
+    """The table of one list of findings: the risks, or the waste."""
+
+    sid: str
+    title: str
+    note: str
+    findings: int
+    rows: tuple[FindingRow, ...]
+    total_rows: int
+    """Rows of this list in all; `rows` may hold fewer (`MAX_FINDINGS` in all)."""
 
 
 @dataclass(frozen=True)
 class Findings:
     total: int
-    rows: tuple[FindingRow, ...]
+    lists: tuple[FindingList, ...]
+    rule: str
+    """The order's rule, for the heading."""
     primaries: int
     under: int
+    folded: int
+    """Findings folded under another row of alike ones."""
     currency: str
     gpu_hours: str
     trend: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A line of the table of contents: the section's id and its title."""
+
+    sid: str
+    title: str
+    sub: tuple[Entry, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -437,11 +479,17 @@ def _trend(result: AuditResult) -> Trend | None:
     )
 
 
-def _finding_row(result: AuditResult, rank: int, f: Finding) -> FindingRow:
+def _finding_row(result: AuditResult, row: Fold) -> FindingRow:
+    f = row.first
     r = f.resource
     status = None if result.comparison is None else terminal(result.status_of(f), 30)
+    others = [terminal(g.resource.ref(), 160) for g in row.findings[1:]]
+    kind = terminal(r.kind, 30)
+    if row.folded:
+        many = kind + "es" if kind.endswith("s") else ""
+        kind = plural(len(row.findings), kind, many)
     return FindingRow(
-        rank=rank,
+        rank=row.rank,
         severity=terminal(f.severity.value, 30),
         code=terminal(f.code, 20),
         # The other findings on the same resource: their codes under this one's, their text
@@ -450,25 +498,66 @@ def _finding_row(result: AuditResult, rank: int, f: Finding) -> FindingRow:
             Related(terminal(g.code, 20), terminal(g.message, 400), terminal(g.recommendation, 400))
             for g in result.related_to(f)
         ),
-        ref=terminal(r.ref(), 160),
-        kind=terminal(r.kind, 30),
-        node=terminal(r.node, 80) if r.node and r.kind != "Node" else "",
-        gpu_hours=num(f.impact.gpu_hours, 1),
-        cost=num(f.impact.cost),
+        ref=terminal(row.pattern(), 160),
+        kind=kind,
+        node=terminal(r.node, 80) if r.node and r.kind != "Node" and not row.folded else "",
+        gpu_hours=num(row.gpu_hours, 1),
+        cost=num(row.cost),
         message=terminal(f.message, 500),
         recommendation=terminal(f.recommendation, 500),
         status=status,
+        others=tuple(others[:MAX_FOLDED_NAMES]),
+        others_more=max(0, len(others) - MAX_FOLDED_NAMES),
     )
+
+
+_LISTS = (
+    (
+        Category.RISK,
+        "risks",
+        "Risks",
+        "Most urgent first: severity, then the GPU-hours at risk. Fixing these prevents "
+        "failures, or makes GPUs auditable, rather than saving GPU-hours: a sick GPU's hours "
+        "are the work at risk on it, an unmonitored GPU's the hours nobody can vouch for.",
+    ),
+    (
+        Category.WASTE,
+        "waste",
+        "Waste",
+        "The most wasted GPU-hours first, then the most cost, then the higher severity; cost is "
+        "those GPU-hours at the configured price of each GPU model.",
+    ),
+)
 
 
 def _findings(result: AuditResult) -> Findings:
     primaries = result.primaries
-    shown = primaries[:MAX_FINDINGS]
+    rows = fold(primaries)
+    left = MAX_FINDINGS
+    tables = []
+    for category, sid, title, note in _LISTS:
+        part = [r for r in rows if r.first.category is category]
+        if not part:
+            continue
+        shown = part[: max(left, 0)]
+        left -= len(shown)
+        tables.append(
+            FindingList(
+                sid=sid,
+                title=title,
+                note=note,
+                findings=sum(1 for f in result.findings if f.category is category),
+                rows=tuple(_finding_row(result, r) for r in shown),
+                total_rows=len(part),
+            )
+        )
     return Findings(
         total=len(result.findings),
-        rows=tuple(_finding_row(result, i, f) for i, f in enumerate(shown, 1)),
+        lists=tuple(tables),
+        rule=ORDER_RULE,
         primaries=len(primaries),
         under=len(result.findings) - len(primaries),
+        folded=len(primaries) - len(rows),
         currency=terminal(result.summary.currency, 10),
         gpu_hours=num(result.summary.findings_gpu_hours),
         trend=result.comparison is not None,
@@ -642,8 +731,45 @@ def _waived(result: AuditResult) -> Waived | None:
     )
 
 
+def _contents(
+    findings: Findings, breakdown: tuple[GroupTable, ...], sections: dict[str, object]
+) -> tuple[Entry, ...]:
+    """The table of contents: the sections the page has (`sections`: id -> its values, None
+    or empty when the page leaves it out), in the page's order."""
+    entries: list[Entry] = []
+
+    def add(sid: str, title: str) -> None:
+        if sections[sid]:
+            entries.append(Entry(sid, title))
+
+    add("attribution", "Attribution of allocated GPU-hours")
+    add("clusters", "Clusters")
+    add("week", "The week")
+    add("trend", "Trend")
+    entries.extend(Entry(t.sid, f"{t.title} {t.label}".strip()) for t in breakdown)
+    sub = tuple(Entry(t.sid, f"{t.title} ({count(t.findings)})") for t in findings.lists)
+    entries.append(Entry("findings", f"Findings ({count(findings.total)})", sub))
+    add("capacity", "Capacity plan")
+    add("waived", "Waived findings")
+    add("skipped", "Skipped checks")
+    add("warnings", "Warnings")
+    return tuple(entries)
+
+
 def render(result: AuditResult) -> str:
     """The whole report as one HTML document."""
+    findings = _findings(result)
+    breakdown = _breakdown(result)
+    parts: dict[str, object] = {
+        "attribution": _attribution(result),
+        "clusters": _clusters(result),
+        "week": _week(result),
+        "trend": _trend(result),
+        "capacity": _capacity(result),
+        "waived": _waived(result),
+        "skipped": tuple((terminal(s.code, 20), terminal(s.reason, 400)) for s in result.skipped),
+        "warnings": tuple(terminal(w, 400) for w in result.warnings),
+    }
     page = _template().render(
         version=__version__,
         title=terminal(result.cluster or "cluster", 80),
@@ -651,17 +777,11 @@ def render(result: AuditResult) -> str:
         header=_header(result),
         incomplete=_incomplete(result),
         kpis=_kpis(result),
-        attribution=_attribution(result),
-        clusters=_clusters(result),
-        week=_week(result),
-        trend=_trend(result),
-        findings=_findings(result),
-        breakdown=_breakdown(result),
-        capacity=_capacity(result),
-        waived=_waived(result),
-        skipped=tuple((terminal(s.code, 20), terminal(s.reason, 400)) for s in result.skipped),
-        warnings=tuple(terminal(w, 400) for w in result.warnings),
+        contents=_contents(findings, breakdown, parts),
+        findings=findings,
+        breakdown=breakdown,
         checks_run=terminal(", ".join(result.checks_run) or "none", 400),
+        **parts,
     )
     # markupsafe writes an escaped quote as `&#39;` or `&#34;`, the standard library (which
     # wrote this page before the templates) as `&#x27;` or `&quot;`: the same characters to

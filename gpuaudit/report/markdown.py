@@ -4,7 +4,9 @@
 Every string that came from the cluster (names, labels, messages that quote them, the cluster
 name, even an earlier report read for the trend) goes through `md()`, so a name cannot open a
 table cell, a link, an image, emphasis, a code span or an HTML tag. Findings appear in the one
-ranked order the audit computed (severity, then wasted GPU-hours); nothing is re-sorted here.
+ranked order the audit computed (the risks, most urgent first, then the waste, the most wasted
+GPU-hours first; `gpuaudit.checks.findings.rank`), in a table for each list; nothing is
+re-sorted here.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.breakdown import Group
 from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
-from gpuaudit.checks.findings import Finding
+from gpuaudit.checks.findings import ORDER_RULE, Finding, lists
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
@@ -43,6 +45,9 @@ MAX_FINDINGS = 50
 MAX_GROUPS = 25
 """Rows of each waste table."""
 SUMMARY_TOP = 5
+"""Waste findings the chat summary names."""
+SUMMARY_RISKS = 3
+"""Risk findings the chat summary names, before the waste."""
 SUMMARY_LIMIT = 3000
 """Characters of the chat summary; Slack shows about this much before folding."""
 
@@ -235,8 +240,7 @@ def _findings(result: AuditResult) -> list[str]:
     n = len(result.findings)
     if not n:
         return ["", "## Findings", "", "No findings."]
-    primaries = result.primaries
-    shown = min(len(primaries), MAX_FINDINGS)
+    risks, waste = lists(result.primaries)
     head = ["#", "Severity", "Code", "Resource", "GPU-h", md(result.summary.currency, 10)]
     head += ["Finding", "Recommendation"]
     align = ["---:", "---", "---", "---", "---:", "---:", "---", "---"]
@@ -245,23 +249,35 @@ def _findings(result: AuditResult) -> list[str]:
         align.append("---")
     lines = [
         "",
-        f"## Findings ({n}, worst first)",
+        f"## Findings ({n}, {ORDER_RULE})",
         "",
-        "Ranked by severity, then wasted GPU-hours over the window. "
+        "The risks first, most urgent first (severity, then the GPU-hours at risk): fixing them "
+        "prevents failures or makes GPUs auditable rather than saving GPU-hours. Then the "
+        "waste, ranked by wasted GPU-hours over the window, then cost, then severity. "
         "`gpuaudit explain CODE` describes each check. Several findings on one resource share "
         "a row (+CODE). Together they count "
         f"{num(result.summary.findings_gpu_hours)} GPU-hours, none twice.",
-        "",
-        _row(head),
-        _row(align),
     ]
-    lines += [_row(_finding_cells(result, i, f)) for i, f in enumerate(primaries[:shown], 1)]
-    if len(primaries) > shown:
-        lines += [
-            "",
-            f"The first {shown} of {len(primaries)} resources with findings; the JSON report "
-            "lists them all.",
-        ]
+    left = MAX_FINDINGS
+    rank = 1
+    every = lists(result.findings)
+    for title, part, found in (("Risks", risks, every[0]), ("Waste", waste, every[1])):
+        if not part:
+            continue
+        shown = part[: max(left, 0)]
+        counts = f"{plural(len(found), 'finding')} on {plural(len(part), 'resource')}"
+        lines += ["", f"### {title} ({counts})", ""]
+        if shown:
+            lines += [_row(head), _row(align)]
+            lines += [_row(_finding_cells(result, rank + i, f)) for i, f in enumerate(shown)]
+        if len(part) > len(shown):
+            lines += [
+                "",
+                f"The first {len(shown)} of {len(part)} resources of this list; the JSON report "
+                "lists them all.",
+            ]
+        left -= len(shown)
+        rank += len(part)
     return lines
 
 
@@ -540,18 +556,20 @@ def summary(result: AuditResult) -> str:
             f"{c.count(IMPROVED)} improved, {len(c.resolved)} resolved; wasted cost "
             f"{delta_text('wasted_cost', d.get('change'), cur)}."
         )
-    top = result.primaries[:SUMMARY_TOP]
-    if top:
-        lines += ["", f"Top {len(top)} of {len(result.findings)} findings:"]
-        for i, f in enumerate(top, 1):
-            status = result.status_of(f)
-            tag = f" ({status})" if status and status != UNCHANGED else ""
-            lines.append(
-                f"{i}. {f.severity.value} {md(f.code, 20)} {md(f.resource.ref(), 80)}: "
-                f"{num(f.impact.gpu_hours)} GPU-h, {money(f.impact.cost, cur)}{tag}. "
-                f"{md(f.message, 220)}"
-            )
-    else:
+    risk_rows, waste_rows = lists(result.primaries)
+    all_risks, all_waste = lists(result.findings)
+    if risk_rows:
+        top = risk_rows[:SUMMARY_RISKS]
+        lines += ["", f"Risks, most urgent first ({len(top)} of {len(all_risks)} findings):"]
+        lines += [_summary_line(result, i, f, cur) for i, f in enumerate(top, 1)]
+    if waste_rows:
+        top = waste_rows[:SUMMARY_TOP]
+        lines += [
+            "",
+            f"Waste, ranked by wasted GPU-hours. Top {len(top)} of {len(all_waste)} findings:",
+        ]
+        lines += [_summary_line(result, i, f, cur) for i, f in enumerate(top, 1)]
+    if not result.findings:
         lines += ["", "No findings."]
     tail = []
     if result.suppressed:
@@ -565,6 +583,16 @@ def summary(result: AuditResult) -> str:
         # Cut at a line end so no escape or emphasis is left half open.
         text = text[: SUMMARY_LIMIT - 2].rsplit("\n", 1)[0] + "\n…"
     return text
+
+
+def _summary_line(result: AuditResult, i: int, f: Finding, cur: str) -> str:
+    status = result.status_of(f)
+    tag = f" ({status})" if status and status != UNCHANGED else ""
+    return (
+        f"{i}. {f.severity.value} {md(f.code, 20)} {md(f.resource.ref(), 80)}: "
+        f"{num(f.impact.gpu_hours)} GPU-h, {money(f.impact.cost, cur)}{tag}. "
+        f"{md(f.message, 220)}"
+    )
 
 
 FORMAT = ReportFormat("markdown", render)

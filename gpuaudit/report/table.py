@@ -1,5 +1,7 @@
-"""The terminal report: a short fleet summary, a ranked table of findings that fits the
-terminal's width, then the full message and recommendation of the top rows.
+"""The terminal report: a short fleet summary, the findings in two ranked tables that fit the
+terminal's width (the risks, most urgent first, then the waste, the most wasted GPU-hours
+first: the audit's one order, `gpuaudit.checks.findings.rank`), then the full message and
+recommendation of the top rows of each.
 
 At 80 columns a finding takes one to three lines: rank, severity, code, the resource (GPU UUIDs
 cut to `GPU-f0f63307…`, long names broken at their dashes), GPU-hours, cost and the check's title.
@@ -24,6 +26,7 @@ from rich.text import Text
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.capacity import Stat
 from gpuaudit.checks import discover
+from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
@@ -39,7 +42,10 @@ from gpuaudit.report.text import (
 )
 
 TOP_DETAILS = 5
-"""Rows whose findings are written out in full after the table (every row with `--all`)."""
+"""Waste rows whose findings are written out in full after the tables (every row with
+`--all`)."""
+TOP_RISKS = 3
+"""Risk rows written out in full after the tables, before the waste rows."""
 INDENT = 4
 """Indent of a detail's message and recommendation."""
 FILE_WIDTH = 160
@@ -81,10 +87,12 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     if rows:
         lines.append(Text())
         lines += _flow([_table_title(result, rows)], width)
-        lines += table_lines(rows, result.summary.currency, console, width)
-        shown = rows if every else rows[:TOP_DETAILS]
+        cur = result.summary.currency
+        for title, part in _parts(result, rows):
+            lines += [Text(), *_flow([Text(title, style="bold")], width)]
+            lines += table_lines(part, cur, console, width, sized_by=rows)
         lines.append(Text())
-        lines += details(shown, len(rows), result.summary.currency, width, every)
+        lines += details(_detailed(rows, every), len(rows), cur, width, every)
     else:
         lines += [Text(), Text("No findings.", style="green")]
     lines += _waived(result, width) + _skipped(result, width) + _warnings(result, width)
@@ -190,7 +198,7 @@ def _status(result: AuditResult, rows: Sequence[Row]) -> list[Text]:
 
 
 def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
-    title = f"{plural(len(result.findings), 'finding')}, worst first"
+    title = f"{plural(len(result.findings), 'finding')}, {ORDER_RULE}"
     under = len(result.findings) - len(result.primaries)
     if under:
         title += f" ({count(under)} shown under another on the same resource)"
@@ -199,23 +207,67 @@ def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
     return Text(title, style="bold")
 
 
+def _parts(result: AuditResult, rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
+    """The rows of each list that has any, with the list's title: the risks, then the waste
+    (the rows come in that order; nothing is re-sorted)."""
+    out = []
+    for category, title in _LIST_TITLES:
+        part = [r for r in rows if r.first.category is category]
+        if part:
+            # Those shown under another finding on the same resource included.
+            n = sum(1 for f in result.findings if f.category is category)
+            found = plural(n, "finding") + (f" in {plural(len(part), 'row')}" if n > 1 else "")
+            out.append((title.format(found=found), part))
+    return out
+
+
+_LIST_TITLES = (
+    (
+        Category.RISK,
+        "Risks ({found}), most urgent first: fixing them prevents failures or makes GPUs "
+        "auditable rather than saving GPU-hours",
+    ),
+    (Category.WASTE, "Waste ({found}), the most wasted GPU-hours first"),
+)
+
+
+def _detailed(rows: Sequence[Row], every: bool) -> list[Row]:
+    """The rows written out in full: every one with `--all`; else the first `TOP_RISKS` risks
+    and the top `TOP_DETAILS` waste rows."""
+    if every:
+        return list(rows)
+    risks = [r for r in rows if r.first.category is Category.RISK]
+    waste = [r for r in rows if r.first.category is Category.WASTE]
+    return risks[:TOP_RISKS] + waste[:TOP_DETAILS]
+
+
 # -- the table
 
 
-def table_lines(rows: Sequence[Row], currency: str, console: Console, width: int) -> list[Text]:
-    """The ranked table, its columns sized to `width`."""
+def table_lines(
+    rows: Sequence[Row],
+    currency: str,
+    console: Console,
+    width: int,
+    *,
+    sized_by: Sequence[Row] = (),
+) -> list[Text]:
+    """The ranked table, its columns sized to `width` and to the rows of `sized_by` (default
+    `rows`), so that the tables of the risks and of the waste line up."""
     titles = {c.code: c.title for c in discover()}
+    sizing = sized_by or rows
     hours = [num(r.gpu_hours, 1) for r in rows]
     costs = [num(r.cost) for r in rows]
-    w_rank = max(1, len(str(rows[-1].rank)))
-    w_hours = max(len("GPU-h"), *map(len, hours))
-    w_cost = max(len(currency), *map(len, costs))
+    w_rank = max(1, *(len(str(r.rank)) for r in sizing))
+    w_hours = max(len("GPU-h"), *(len(num(r.gpu_hours, 1)) for r in sizing))
+    w_cost = max(len(currency), *(len(num(r.cost)) for r in sizing))
     fixed = w_rank + len("critical") + len("GPU000") + w_hours + w_cost + 2 * 6
     room = max(width - fixed, 20)
     names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in rows]
-    w_title = _title_width(rows, names, room)
+    all_names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in sizing]
+    w_title = _title_width(sizing, all_names, room)
     # No wider than the longest resource needs: a wide terminal gets a compact table.
-    w_res = min(room - w_title, max(len(line) for r in rows for line in resource_cell(r, room)))
+    w_res = min(room - w_title, max(len(line) for r in sizing for line in resource_cell(r, room)))
     t = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -314,7 +366,11 @@ def break_name(name: str, width: int, most: int) -> list[str]:
 def details(rows: Sequence[Row], total: int, currency: str, width: int, every: bool) -> list[Text]:
     """The message and recommendation of each of `rows`, wrapped at `width`."""
     titles = {c.code: c.title for c in discover()}
-    head = "Every finding in full" if every else f"The top {plural(len(rows), 'row')} in full"
+    risks = sum(1 for r in rows if r.first.category is Category.RISK)
+    waste = len(rows) - risks
+    parts = [plural(risks, "risk row")] if risks else []
+    parts += [f"the top {plural(waste, 'waste row')}"] if waste else []
+    head = "Every finding in full" if every else f"The first {' and '.join(parts)} in full"
     lines = [Text(head, style="bold")]
     for row in rows:
         lines.append(Text())
@@ -322,7 +378,7 @@ def details(rows: Sequence[Row], total: int, currency: str, width: int, every: b
     if not every and total > len(rows):
         lines.append(Text())
         lines += _wrap(
-            f"The other {plural(total - len(rows), 'row')} of the table: `--all` writes every "
+            f"The other {plural(total - len(rows), 'row')} of the tables: `--all` writes every "
             "finding out in full, as do `--format markdown` and `--format html`; "
             "`gpuaudit explain CODE` gives a check's rule.",
             width,

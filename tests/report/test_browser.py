@@ -130,6 +130,22 @@ def test_screenshot(chromium: str, demo_page: Path, tmp_path: Path) -> None:
     shutil.copyfile(png, artifacts / "report.png")
 
 
+PRINTED_PAGES = 18
+"""Pages the demo's report may take on paper (Chromium's default page): it took 29 before
+alike findings folded, the breakdowns moved before them and the tables got denser in print."""
+
+
+def test_the_demo_report_prints_on_few_pages(
+    chromium: str, demo_page: Path, tmp_path: Path
+) -> None:
+    pdf = tmp_path / "report.pdf"
+    _run(chromium, tmp_path, f"--print-to-pdf={pdf}", "--no-pdf-header-footer", demo_page.as_uri())
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page\b", data))
+    assert 5 <= pages <= PRINTED_PAGES, pages
+
+
 def test_dom_has_the_charts_and_no_script(chromium: str, demo_page: Path, tmp_path: Path) -> None:
     dom = _run(chromium, tmp_path, "--dump-dom", demo_page.as_uri()).decode()
     page = Page(dom)
@@ -143,7 +159,11 @@ def test_dom_has_the_charts_and_no_script(chromium: str, demo_page: Path, tmp_pa
         "GPUs held and busy per hour, by GPU product",
     }
     text = " ".join(page.text.split())
-    assert re.search(r"Findings \(\d+, worst first\)", text) and "1 resolved" in text
+    assert re.search(r"Findings \(\d+, ranked by wasted GPU-hours; risks listed apart\)", text)
+    assert "1 resolved" in text
+    # The table of contents links the sections; the risks come before the waste.
+    links = [a["href"] for t, a in page.elements if t == "a"]
+    assert "#by-namespace" in links and links.index("#risks") < links.index("#waste")
 
 
 class DevTools:
@@ -282,7 +302,8 @@ def test_hostile_names_render_as_text(chromium: str, tmp_path: Path) -> None:
     page_file = _render(tmp_path, "--snapshot", str(snap), "--group-by-label", "team")
     dom = _run(chromium, tmp_path, "--dump-dom", page_file.as_uri()).decode()
     page = Page(dom)
-    assert not page.tags() & {"script", "img", "b", "i", "a", "iframe"}
+    assert not page.tags() & {"script", "img", "b", "i", "iframe"}
+    assert all(a["href"].startswith("#") for t, a in page.elements if t == "a")
     assert HOSTILE["html"] in page.text
     assert "pod-[bold]x[/bold]-[link](http://evil.example/x)" in page.text
     assert "evil-\\x1b[31mred\\x1b[0m" in page.text

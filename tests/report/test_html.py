@@ -100,14 +100,15 @@ def test_demo_html_is_one_self_contained_page(full_html: str, demo_json: dict[st
     page = Page(full_html)
     assert [t for t, _ in page.elements].count("svg") == 3  # the week, the heatmap, capacity
     ids = {a.get("id") for _, a in page.elements if a.get("id")}
-    assert {"week", "trend", "findings", "by-namespace", "by-label"} <= ids
+    assert {"week", "trend", "findings", "risks", "waste", "by-namespace", "by-label"} <= ids
     assert len(ids) == sum(1 for _, a in page.elements if a.get("id"))  # ids are unique
     assert "<title>GPU audit: scenario-1</title>" in full_html
     text = " ".join(page.text.split())
     s = demo_json["summary"]
     assert f"GPUs {s['gpus_total']:,} physical GPUs in the fleet" in text
     assert f"Wasted {s['wasted_cost']:,.0f} USD" in text
-    assert f"Findings ({len(demo_json['findings'])}, worst first)" in text
+    n = len(demo_json["findings"])
+    assert f"Findings ({n}, ranked by wasted GPU-hours; risks listed apart)" in text
     assert "Waste by label app" in text
     # A short explanation goes with each chart.
     assert "The blue area is the number of GPUs held by pods in each hour" in text
@@ -117,13 +118,24 @@ def test_demo_html_is_one_self_contained_page(full_html: str, demo_json: dict[st
 def test_findings_keep_the_ranked_order_with_severity_and_numbers(
     full_html: str, demo_json: dict[str, Any]
 ) -> None:
-    section = full_html[full_html.index('id="findings"') : full_html.index('id="by-namespace"')]
+    section = full_html[full_html.index('id="findings"') : full_html.index('id="capacity"')]
+    assert section.index('id="risks"') < section.index('id="waste"')
     refs = [html.unescape(r) for r in re.findall(r'<td class="res">(.*?)<span', section)]
+    ranks = [int(r) for r in re.findall(r'<tr><td class="num">(\d+)</td>', section)]
     rows = [f for f in demo_json["findings"] if f["primary"]]
-    expected = [f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/") for f in rows]
-    assert refs == expected
+    # Alike findings fold into one row, at the rank of its first: the rows keep the order.
+    assert len(ranks) == len(refs) < len(rows) and ranks == sorted(ranks) and ranks[0] == 1
+    firsts = [rows[r - 1] for r in ranks]
+    for ref, f in zip(refs, firsts, strict=True):
+        name = f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/")
+        assert ref == name or (ref.endswith("*") and name.startswith(ref[:-1])), (ref, name)
     badges = re.findall(r'class="badge sev-(\w+)"', section)
-    assert badges == [f["severity"] for f in rows]
+    assert badges == [f["severity"] for f in firsts]
+    # The risks first, then the waste, the most wasted GPU-hours first.
+    kinds = [f["category"] for f in firsts]
+    assert kinds == sorted(kinds, key=lambda k: k != "risk")
+    waste = [f["impact"]["gpu_hours"] for f in firsts if f["category"] == "waste"]
+    assert waste == sorted(waste, reverse=True)
     # A resource with several findings is one row: the others' codes and text go with it.
     nb = next(f for f in rows if f["resource"]["name"] == "nb-idle-0-0")
     assert nb["code"] == "GPU001" and nb["related"] == ["GPU021"]
@@ -133,11 +145,46 @@ def test_findings_keep_the_ranked_order_with_severity_and_numbers(
     first = demo_json["findings"][0]["impact"]
     gh, cost = f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"
     assert f'<td class="num">{gh}</td><td class="num">{cost}</td>' in section
-    assert re.findall(r'class="badge st-(\w+)"', section)[:3] == ["new", "improved", "worse"]
+    statuses = re.findall(r'class="badge st-(\w+)"', section)
+    assert [s for s in statuses if s != "unchanged"] == ["new", "improved", "worse"]
+
+
+def test_alike_findings_fold_into_one_row_as_in_the_terminal(full_html: str) -> None:
+    section = full_html[full_html.index('id="findings"') : full_html.index('id="capacity"')]
+    row = next(r for r in section.split("<tr>") if 'class="res">batch/' in r)
+    text = " ".join(Page(row).text.split())
+    batch = [
+        f for f in demo_result().findings if (f.code, f.resource.namespace) == ("GPU003", "batch")
+    ]
+    hours = sum(f.impact.gpu_hours for f in batch)
+    assert len(batch) == 13 and "batch/* 13 Pods" in text and f"{hours:,.1f}" in text
+    assert "The same for 12 more like it, each with its own names and figures" in text
+    # The others' names fold away (a <details>, closed: not printed), the JSON names each.
+    assert '<details class="folded"><summary>' in row and "batch/report-batch-" in row
+    assert "Alike findings (the same check, fix and namespace) are folded into one row" in section
+
+
+def test_a_table_of_contents_links_every_section_in_page_order(full_html: str) -> None:
+    page = Page(full_html)
+    order = [a["id"] for _, a in page.elements if a.get("id")]
+    links = [a["href"] for t, a in page.elements if t == "a"]
+    assert links and all(h.startswith("#") for h in links)
+    targets = [h[1:] for h in links]
+    assert set(targets) <= set(order)
+    # The contents list the sections as the page has them; every section is listed.
+    assert targets == [i for i in order if i in targets]
+    sections = [a["id"] for t, a in page.elements if t == "section"]
+    assert set(sections) <= set(targets)
+    # The breakdowns by namespace and label come before the findings, the risks first.
+    for before, after in (("by-namespace", "findings"), ("by-label", "findings")):
+        assert order.index(before) < order.index(after)
+    assert order.index("risks") < order.index("waste") < order.index("capacity")
+    toc = full_html[full_html.index('<nav class="toc"') : full_html.index("</nav>")]
+    assert '<a href="#risks">Risks (' in toc and '<a href="#waste">Waste (' in toc
 
 
 def test_trend_section(full_html: str, demo_json: dict[str, Any]) -> None:
-    section = full_html[full_html.index('id="trend"') : full_html.index('id="findings"')]
+    section = full_html[full_html.index('id="trend"') : full_html.index('id="by-namespace"')]
     text = " ".join(Page(section).text.split())
     assert "Trend since last-week.json, generated 2026-11-16T06:00:00Z" in text
     unchanged = len(demo_json["findings"]) - 3
@@ -196,7 +243,9 @@ def test_hostile_names_are_text_not_markup(tmp_path: Path) -> None:
     assert_self_contained(out)
     assert "\x1b" not in out and "\r" not in out and "x" * 501 not in out
     page = Page(out)
-    assert not page.tags() & {"b", "i", "a", "script", "img"}
+    assert not page.tags() & {"b", "i", "script", "img"}
+    # The only links are the table of contents', to sections of the page.
+    assert all(a["href"].startswith("#") for t, a in page.elements if t == "a")
     text = page.text
     for key, name in HOSTILE.items():
         ns = f"ns-{key}" if key != "html" else "<script>ns</script>"

@@ -83,24 +83,34 @@ def test_demo_report_has_every_section_in_ranked_order(demo_json: dict[str, Any]
     n = len(demo_json["findings"])
     assert out.startswith("# GPU audit: scenario-1\n")
     assert "Window 168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC" in out
-    for heading in ("## Fleet summary", f"## Findings ({n}, worst first)", "## Waste by namespace"):
+    rule = "ranked by wasted GPU-hours; risks listed apart"
+    for heading in ("## Fleet summary", f"## Findings ({n}, {rule})", "## Waste by namespace"):
         assert heading in out
+    risks = sum(1 for f in demo_json["findings"] if f["category"] == "risk")
+    assert out.index(f"### Risks ({risks} findings on ") < out.index(f"### Waste ({n - risks} ")
     s = demo_json["summary"]
     assert f"| GPUs | {s['gpus_total']:,} |" in out
     assert f"| Wasted cost | {s['wasted_cost']:,.0f} USD |" in out
     assert "INCOMPLETE" not in out and "## Trend" not in out and "Waste by label" not in out
     tables = _tables(out)
-    findings = next(t for t in tables if t[0][:4] == ["#", "Severity", "Code", "Resource"])
-    assert findings[0] == [
-        "#",
-        "Severity",
-        "Code",
-        "Resource",
-        "GPU-h",
-        "USD",
-        "Finding",
-        "Recommendation",
+    risk_table, waste_table = [
+        t for t in tables if t[0][:4] == ["#", "Severity", "Code", "Resource"]
     ]
+    findings = [*risk_table, *waste_table[1:]]
+    assert (
+        findings[0]
+        == waste_table[0]
+        == [
+            "#",
+            "Severity",
+            "Code",
+            "Resource",
+            "GPU-h",
+            "USD",
+            "Finding",
+            "Recommendation",
+        ]
+    )
     # The report keeps the audit's one order; it never re-sorts.
     refs = [row[3] for row in findings[1:]]
     rows = [f for f in demo_json["findings"] if f["primary"]]
@@ -114,6 +124,10 @@ def test_demo_report_has_every_section_in_ranked_order(demo_json: dict[str, Any]
     first = demo_json["findings"][0]["impact"]
     assert findings[1][4:6] == [f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"]
     assert all(len(row) == 8 for row in findings)
+    # The ranks go on from one table to the next; the waste, most wasted GPU-hours first.
+    assert [int(row[0]) for row in findings[1:]] == list(range(1, len(findings)))
+    hours = [float(row[4].replace(",", "")) for row in waste_table[1:]]
+    assert hours == sorted(hours, reverse=True) and waste_table[1][3] == "vision-reserved"
 
 
 def test_group_by_label_table() -> None:
@@ -152,9 +166,10 @@ def test_trend_against_previous_report(previous_file: Path, demo_json: dict[str,
     cost = demo_json["summary"]["wasted_cost"]
     assert f"| Wasted cost | {cost + 1000:,.0f} USD | {cost:,.0f} USD | -1,000 USD |" in out
     tables = _tables(out)
-    findings = next(t for t in tables if t[0][:2] == ["#", "Severity"])
+    findings = [row for t in tables if t[0][:2] == ["#", "Severity"] for row in t]
     assert findings[0][-1] == "Trend"
-    assert [row[-1] for row in findings[1:4]] == ["new", "improved", "worse"]
+    statuses = [row[-1] for row in findings if row[-1] not in ("Trend", "unchanged")]
+    assert statuses == ["new", "improved", "worse"]
     resolved = next(t for t in tables if t[0][0] == "Code")
     assert resolved[1][2] == f"old/{RESOLVED_NAME}"  # literal, not a tag or code span
 
@@ -175,7 +190,7 @@ def test_incomplete_waived_and_skipped_sections() -> None:
     assert n > 0 and all(s.finding.code == "GPU003" for s in result.suppressed)
     assert f"## Waived findings ({n})" in out
     assert "nightly batch accepted | 2099-01-01 |" in out
-    assert f"## Findings ({len(result.findings)}, worst first)" in out
+    assert f"## Findings ({len(result.findings)}, ranked by wasted GPU-hours; risks" in out
     assert "## Warnings\n\n- a \\*warning\\*" in out
     short = markdown.summary(result)
     assert "**INCOMPLETE:** Kubernetes pods: forbidden &lt;b&gt;x&lt;/b&gt;" in short
@@ -197,11 +212,15 @@ def test_summary_is_short_and_names_top_findings(
     assert len(text) <= markdown.SUMMARY_LIMIT
     assert text.startswith("**GPU audit: scenario-1** (168 h, 2026-11-16 00:00 to ")
     assert f"wasted **{demo_json['summary']['wasted_cost']:,.0f} USD**" in text
-    assert f"Top 5 of {len(demo_json['findings'])} findings:" in text
-    f = demo_json["findings"][0]
-    ref = f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/")
-    assert f"1. {f['severity']} {f['code']} {ref}: " in text
-    assert "(new)" in text and "6. " not in text
+    risks = [f for f in demo_json["findings"] if f["category"] == "risk"]
+    waste = [f for f in demo_json["findings"] if f["category"] == "waste"]
+    assert f"Risks, most urgent first (3 of {len(risks)} findings):" in text
+    assert f"Waste, ranked by wasted GPU-hours. Top 5 of {len(waste)} findings:" in text
+    assert text.index("Risks, most urgent") < text.index("Waste, ranked")
+    for f in (risks[0], waste[0]):
+        ref = f"{f['resource']['namespace']}/{f['resource']['name']}".lstrip("/")
+        assert f"1. {f['severity']} {f['code']} {ref}: " in text
+    assert "(new)" in text and "6. " not in text and "4. " in text
     assert "1 new, 1 worse, 1 improved, 1 resolved; wasted cost -1,000 USD" in text
 
 

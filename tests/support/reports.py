@@ -59,18 +59,19 @@ def demo_result(**kw: Any) -> AuditResult:
 
 
 def previous_report(doc: dict[str, Any]) -> dict[str, Any]:
-    """An earlier report made from this week's JSON so that every trend status occurs: the
-    first finding is dropped (new), the second had three times the GPU-hours (improved), the
-    third half (worse), and a hostile finding that is gone now (resolved)."""
+    """An earlier report made from this week's JSON so that every trend status occurs: of the
+    findings of 10 GPU-hours or more, the first is dropped (new), the second had three times
+    the GPU-hours (improved), the third half (worse), and a hostile finding that is gone now
+    (resolved)."""
     prev = copy.deepcopy(doc)
     findings = prev["findings"]
-    assert min(f["impact"]["gpu_hours"] for f in findings[1:3]) >= 10, "pick other findings"
-    findings[1]["impact"]["gpu_hours"] *= 3
-    findings[2]["impact"]["gpu_hours"] /= 2
-    gone = copy.deepcopy(findings[3])
+    sized = [f for f in findings if f["impact"]["gpu_hours"] >= 10]
+    sized[1]["impact"]["gpu_hours"] *= 3
+    sized[2]["impact"]["gpu_hours"] /= 2
+    gone = copy.deepcopy(sized[3])
     gone["fingerprint"] = "GPU001|Pod|old|gone"
     gone["resource"].update(namespace="old", name=RESOLVED_NAME)
-    del findings[0]
+    findings.remove(sized[0])
     findings.append(gone)
     prev["summary"]["wasted_cost"] += 1000
     prev["generated_at"] = "2026-11-16T06:00:00Z"

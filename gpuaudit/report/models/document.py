@@ -23,7 +23,7 @@ from gpuaudit.report.models.planning import Capacity
 from gpuaudit.report.models.problems import Finding, Skipped, Suppressed
 from gpuaudit.report.models.units import ReportModel, Timestamp
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """The report's version: a minor version adds fields, a major version may change them."""
 SCHEMA_ID = f"https://gpuaudit.dev/schema/report-{SCHEMA_VERSION}.json"
 """The `$id` of the published schema."""
@@ -66,7 +66,9 @@ class Report(ReportModel):
     summary: Summary
     """The fleet at a glance."""
     findings: tuple[Finding, ...]
-    """Ranked: severity, then wasted GPU-hours, then code, then resource."""
+    """In the one total order, in two parts (`category`): the risks first, most urgent first
+    (severity, then GPU-hours at risk, then cost); then the waste, ranked by wasted GPU-hours,
+    then cost, then severity. Ties go by code, then resource, then message."""
     checks_run: tuple[str, ...]
     """Codes of the checks that ran, in the order they ran."""
     skipped: tuple[Skipped, ...]

@@ -69,6 +69,7 @@ def finding(f: checked.Finding, status: str | None = None) -> problems.Finding:
         fingerprint=f.fingerprint(),
         explain=f"gpuaudit explain {f.code}",
         severity=f.severity,
+        category=f.category,
         resource=_resource(f.resource),
         message=f.message,
         impact=problems.Impact(gpu_hours=f.impact.gpu_hours, cost=f.impact.cost),

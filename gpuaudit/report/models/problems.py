@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gpuaudit.checks.findings import Confidence, Severity
+from gpuaudit.checks.findings import Category, Confidence, Severity
 from gpuaudit.report.models.units import Code, ReportModel, Round2, Round4
 
 Status = Literal["new", "worse", "improved", "unchanged"]
@@ -70,6 +70,12 @@ class Finding(ReportModel):
     """The command that prints the check's documentation."""
     severity: Severity
     """How urgent the finding is: critical, high, medium, low or info, most urgent first."""
+    category: Category
+    """The list the finding belongs to (schema 1.4). `risk`: fixing it prevents a failure or
+    makes GPUs auditable rather than saving GPU-hours (a sick GPU, memory pressure, GPUs no
+    metrics describe, a priority policy or a quota that cannot be honoured); its GPU-hours, if
+    any, are at risk or unaudited, not wasted. `waste`: fixing it saves its GPU-hours. Reports
+    list the risks apart, before the waste; `findings` holds them in that order."""
     resource: Resource
     """What the finding is about."""
     message: str
@@ -81,10 +87,12 @@ class Finding(ReportModel):
     recommendation: str
     """What to change, concretely."""
     primary: bool
-    """True for the finding that leads its resource (the first in rank order); false for the
-    others on the same resource, which reports show under it."""
+    """True for the finding that leads its resource in its list (`category`): the first of the
+    resource's findings of that list in rank order; false for the others of that list on the
+    same resource, which reports show under it."""
     related: tuple[Code, ...]
-    """Codes of the other findings on the same resource (kind, namespace, name)."""
+    """Codes of the other findings on the same resource (kind, namespace, name), of either
+    list."""
     counted_in_total: bool
     """Whether `impact` counts toward `summary.findings_gpu_hours` and `findings_cost` (see
     there)."""
