@@ -84,4 +84,17 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy --strict gpuaudit
+
+# The release build: the sdist and the wheel as `python -m build` makes them, and `twine check`
+# on both (the metadata PyPI would read, README included). Built in a temporary folder so the
+# tree stays as it was (the sdist's egg-info is ignored by git).
+dist=$(mktemp -d)
+trap 'rm -rf "$dist"' EXIT
+if ! .venv/bin/python -m build --outdir "$dist/out" . >"$dist/build.log" 2>&1; then
+  cat "$dist/build.log" >&2
+  echo "scripts/test.sh: the release build (python -m build) failed; its log is above." >&2
+  exit 1
+fi
+.venv/bin/twine check --strict "$dist"/out/*
+
 .venv/bin/python -m pytest -q -n auto "$@"

@@ -4,11 +4,11 @@ The shell of each recipe is taken from the docs at test time and run with `bash 
 `run:` shell, and GitLab's script, which stops at the first failing line), against a real
 Prometheus and the test Kubernetes API server. Only what the CI service provides is stood in
 for: its secrets and variables (the test servers' URL and kubeconfig), `$RUNNER_TEMP`,
-`$GITHUB_STEP_SUMMARY`, the cache and artifact actions (folders), and `pip install gpuaudit`
-(gpuaudit is already installed: a `pip` on `PATH` that installs nothing). The test Prometheus
-holds a past scenario, so the runs audit the window that ends where its data ends
-(`GPUAUDIT_WINDOW`, `GPUAUDIT_END` in the environment), where a real run audits the week that
-ends now.
+`$GITHUB_STEP_SUMMARY`, the cache and artifact actions (folders), and the `pip install` from
+gpuaudit's repository (gpuaudit is already installed: a `pip` on `PATH` that installs nothing).
+The test Prometheus holds a past scenario, so the runs audit the window that ends where its
+data ends (`GPUAUDIT_WINDOW`, `GPUAUDIT_END` in the environment), where a real run audits the
+week that ends now.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ def tools(tmp_path: Path) -> Path:
     folder = tmp_path / "ci-bin"
     folder.mkdir()
     pip = folder / "pip"
-    pip.write_text('#!/bin/sh\n[ "$1 $2" = "install gpuaudit" ] || exit 9\n')
+    # The docs install gpuaudit from its repository: it has no release on PyPI yet.
+    pip.write_text(
+        '#!/bin/sh\n[ "$1" = install ] || exit 9\n'
+        'case "$2" in "gpuaudit @ git+https://"*) ;; *) exit 9 ;; esac\n'
+    )
     pip.chmod(0o755)
     return folder
 
