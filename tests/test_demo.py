@@ -214,3 +214,13 @@ def test_the_findings_are_ranked_as_the_readme_says(report: dict) -> None:  # ty
     assert hours == sorted(hours, reverse=True)
     top = waste[0]
     assert (top["code"], top["resource"]["name"]) == ("GPU090", "vision-reserved")
+
+
+def test_fail_on_still_gates_on_severity_whichever_list() -> None:
+    """The order is by GPU-hours, the gate by severity: the demo's one critical finding (a sick
+    GPU, among the risks) fails `--fail-on critical` though no waste is critical."""
+    res = runner.invoke(app, ["scan", "--demo", "-f", "json", "-q", "--fail-on", "critical"])
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    critical = [f for f in doc["findings"] if f["severity"] == "critical"]
+    assert [(f["code"], f["category"]) for f in critical] == [("GPU070", "risk")]
