@@ -165,9 +165,9 @@ current-context: prod
 @pytest.mark.parametrize(
     ("extra", "error"),
     [
-        (["--kubeconfig", "{tmp}/missing"], "kubeconfig {tmp}/missing does not exist"),
+        (["--kubeconfig", "{tmp}/missing"], "--kubeconfig names {tmp}/missing, which does not"),
         (["--kubeconfig", "{tmp}/kc", "--context", "staging"], "context 'staging' is not in"),
-        (["--kubeconfig", "{tmp}/broken"], "kubeconfig {tmp}/broken is not valid YAML"),
+        (["--kubeconfig", "{tmp}/broken"], "--kubeconfig names {tmp}/broken, which is not valid"),
     ],
 )
 @pytest.mark.parametrize("command", [["scan"], ["snapshot", "save", "{tmp}/s.json"]])

@@ -5,9 +5,12 @@
 reported through the callable passed in, and each Prometheus answer is kept as the `keep`
 passed in decides (as the API returned it, by default).
 
-Kubernetes is read when a kubeconfig or the in-cluster service account is around (or asked for
-with `--kubeconfig`/`--context`), unless `--no-kubernetes`. When it was not asked for and cannot
-be read, the scan goes on without it and says why; when it was asked for, that is an error.
+Kubernetes is read when anything asks for it (`--kubeconfig` by flag, variable or config file,
+`--context`, the `KUBECONFIG` variable, a `~/.kube/config`, or a pod's service account: see
+`connect.asked`), unless `--no-kubernetes`; then a kubeconfig that cannot be used, or an API
+server that cannot be read, is an error (checked before Prometheus is read, where it can be: see
+`preflight`), never a scan without it. Only when nothing asks for it does the scan go on without
+it, and the manifest says why (`NOT_ASKED`).
 
 A scan of every cluster of a central backend (`--cluster-label NAME`, no value) never reads
 Kubernetes: one kubeconfig context is one cluster, and its objects cannot be joined to the
@@ -23,18 +26,18 @@ tell (a kubeconfig that cannot be read, a step shorter than the scrape interval)
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.core.redact import url_for_display
 from gpuaudit.sources.bounds import Limits
 from gpuaudit.sources.interface import Window, make_window
-from gpuaudit.sources.kubernetes.connect import connect
+from gpuaudit.sources.kubernetes.connect import asked, connect
 from gpuaudit.sources.kubernetes.kubesource import KubernetesSource
 from gpuaudit.sources.prometheus.catalogue import ClusterLabel
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, check_headers
@@ -66,6 +69,9 @@ class LiveOptions:
     """The bounds of the collection: time of a request, size of an answer, objects of a list,
     queries and queries in flight."""
     kubeconfig: Path | None = None
+    kubeconfig_origin: str | None = None
+    """Who set `kubeconfig`, as messages name it: `--kubeconfig`, `GPUAUDIT_KUBECONFIG
+    (--kubeconfig)` or the config file's key (None: `--kubeconfig`)."""
     context: str | None = None
     namespaces: tuple[str, ...] = ()
     """Namespace names, each once: the Kubernetes objects of these namespaces only."""
@@ -179,13 +185,31 @@ def check_url(url: str) -> str:
 
 def preflight(live: LiveOptions) -> None:
     """Check, without any request, what can be checked before the collection starts: the
-    kubeconfig is readable and holds the context asked for. Raises `SourceError` when
-    Kubernetes was asked for (`--kubeconfig`, `--context`) and cannot be used; when it was
-    only found lying around, `collect` goes on without it and says why."""
-    if not _use_kubernetes(live) or not (live.kubeconfig or live.context):
+    kubeconfig (or the service account) that asks for Kubernetes can be used and holds the
+    context asked for. Raises `SourceError` when it cannot."""
+    if not _use_kubernetes(live):
         return
-    conn = connect(live.kubeconfig, live.context)
+    conn = connect(live.kubeconfig, live.context, live.kubeconfig_origin)
     conn.api.close()
+
+
+NOT_ASKED = "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
+"""The state of the Kubernetes lists when nothing asked for the API."""
+_UNREAD = re.compile(
+    r"(?:^|; |: |\()(?:forbidden: |failed: |not read: "
+    r"(?!--no-kubernetes|--cluster-label |no kubeconfig or in-cluster service account))"
+)
+
+
+def unread(text: str) -> bool:
+    """Whether `text`, a Kubernetes list's state (the manifest's `objects`) or a skipped
+    check's reason that quotes such states, says that a source that was asked for could not be
+    read: a list the API server refused (`forbidden: ...`) or failed to give (`failed: ...`),
+    or the API not read for an error (as a collection before this rule recorded it: `not read:
+    <error>`). Not a list the cluster does not serve (`absent: ...`), nor the API left unread by
+    choice (`--no-kubernetes`, a scan of every cluster) or because nothing asked for it
+    (`NOT_ASKED`)."""
+    return _UNREAD.search(text) is not None
 
 
 def _kubernetes(
@@ -207,26 +231,18 @@ def _kubernetes(
                 "kubeconfig context is one cluster"
             )
         else:
-            why = "not read: no kubeconfig or in-cluster service account (use --kubeconfig)"
+            why = NOT_ASKED
         return {}, {"pods": why, "nodes": why}, [], ""
-    explicit = bool(live.kubeconfig or live.context)
-    try:
-        source = KubernetesSource(
-            live.kubeconfig,
-            live.context,
-            live.namespaces,
-            on_progress=note,
-            limits=limits,
-            keep_page=keep_page,
-        )
-        kc = source.collect(w)
-    except ConfigError:
-        raise
-    except GpuauditError as exc:
-        if explicit:
-            raise
-        why = f"not read: {exc}"
-        return {}, {"pods": why, "nodes": why}, [f"the Kubernetes API was not read: {exc}"], ""
+    source = KubernetesSource(
+        live.kubeconfig,
+        live.context,
+        live.namespaces,
+        on_progress=note,
+        limits=limits,
+        keep_page=keep_page,
+        origin=live.kubeconfig_origin,
+    )
+    kc = source.collect(w)
     return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
 
 
@@ -257,11 +273,7 @@ def parse_headers(raw: tuple[str, ...]) -> dict[str, str]:
 def _use_kubernetes(live: LiveOptions) -> bool:
     if live.no_kubernetes or _every_cluster(live):
         return False
-    if live.kubeconfig or live.context or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return True
-    if os.environ.get("KUBECONFIG"):
-        return True
-    return (Path.home() / ".kube" / "config").is_file()
+    return asked(live.kubeconfig, live.context)
 
 
 def display_url(url: str) -> str:

@@ -434,11 +434,15 @@ def test_missing_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     missing = tmp_path / "nope" / "config"
     with pytest.raises(SourceError) as err:
         collect(missing, None)
-    assert str(err.value) == f"kubeconfig {missing} does not exist; check --kubeconfig"
+    assert str(err.value) == (
+        f"--kubeconfig names {missing}, which does not exist; check --kubeconfig, or pass "
+        "--no-kubernetes to audit without the Kubernetes API"
+    )
 
     monkeypatch.setenv("KUBECONFIG", str(missing))
-    with pytest.raises(SourceError, match=r"^no kubeconfig file named in KUBECONFIG"):
+    with pytest.raises(SourceError) as err:
         collect(None, None)
+    assert str(err.value).startswith(f"KUBECONFIG names {missing}, which does not exist; ")
 
     monkeypatch.delenv("KUBECONFIG")
     with pytest.raises(SourceError, match=r"^no kubeconfig: .*\.kube/config does not exist"):
@@ -480,13 +484,13 @@ def test_malformed_kubeconfig(tmp_path: Path) -> None:
     with pytest.raises(SourceError) as err:
         collect(bad, None)
     msg = str(err.value)
-    assert msg.startswith(f"kubeconfig {bad} is not valid YAML (line ")
+    assert msg.startswith(f"--kubeconfig names {bad}, which is not valid YAML (line ")
     assert "s3cret" not in msg and "\n" not in msg
 
     bad.write_text("just a string\n")
     with pytest.raises(SourceError) as err:
         collect(bad, None)
-    assert str(err.value).startswith(f"kubeconfig {bad} ")
+    assert str(err.value).startswith(f"--kubeconfig names {bad}, which is not a kubeconfig ")
     assert "\n" not in str(err.value)
 
 

@@ -1,6 +1,11 @@
 """Connect to the Kubernetes API: from a kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else
 `~/.kube/config`) or, inside a pod with no kubeconfig, from the pod's service account.
 
+`asked` says whether anything asks for the Kubernetes API at all; a live collection reads it
+only then, and then a kubeconfig that cannot be used is an error, never a scan without it. Each
+kubeconfig file is checked before the client reads it (there, empty, a file, UTF-8, YAML, a
+mapping), and the message names who named it: "KUBECONFIG names /x, which is empty".
+
 TLS is verified unless the kubeconfig itself says `insecure-skip-tls-verify: true`. Every failure
 is one `SourceError` line that names the file or option to check and never quotes a credential.
 """
@@ -21,6 +26,10 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where a pod's service-account token and cluster CA are mounted."""
 
 _TOKEN_REREAD_S = 60.0
+MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+"""The largest kubeconfig file read (certificates inlined take a few kilobytes)."""
+WITHOUT = "pass --no-kubernetes to audit without the Kubernetes API"
+"""The way out every kubeconfig message offers."""
 
 
 @dataclass
@@ -59,19 +68,44 @@ def k8s_modules() -> tuple[Any, Any]:
     return client, config
 
 
-def connect(kubeconfig: Path | None, context: str | None) -> Connection:
+def connect(kubeconfig: Path | None, context: str | None, origin: str | None = None) -> Connection:
     """A client for the cluster `kubeconfig` and `context` pick (`None`: `$KUBECONFIG`, else
-    `~/.kube/config`, else the pod's service account when running in a cluster)."""
+    `~/.kube/config`, else the pod's service account when running in a cluster). `origin` is
+    who named `kubeconfig`, as messages name it (`--kubeconfig` when not given)."""
     if kubeconfig is None and context is None and _in_cluster():
         return _connect_in_cluster()
-    return _connect_kubeconfig(kubeconfig, context)
+    return _connect_kubeconfig(kubeconfig, context, origin or "--kubeconfig")
+
+
+def asked(kubeconfig: Path | None, context: str | None) -> bool:
+    """Whether anything asks for the Kubernetes API: `--kubeconfig` (by flag, variable or the
+    config file), `--context`, a `KUBECONFIG` that names a file, something at `~/.kube/config`,
+    or a pod's service account (`KUBERNETES_SERVICE_HOST` with a token mounted). When nothing
+    does, a scan goes on without the API; when something does, the API must be read."""
+    if kubeconfig is not None or context:
+        return True
+    if _env_paths() or os.path.lexists(_default_kubeconfig()):
+        return True
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.lexists(
+        SERVICE_ACCOUNT_DIR / "token"
+    )
+
+
+def _default_kubeconfig() -> Path:
+    return Path.home() / ".kube" / "config"
+
+
+def _env_paths() -> list[str]:
+    """The files `KUBECONFIG` names, in order (empty entries left out, as `kubectl` does)."""
+    env = os.environ.get("KUBECONFIG", "")
+    return [os.path.expanduser(p) for p in env.split(os.pathsep) if p.strip()]
 
 
 def _in_cluster() -> bool:
     """Like `kubectl`: the service account is used only when no kubeconfig is around."""
-    if os.environ.get("KUBECONFIG") or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if _env_paths() or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         return False
-    return not (Path.home() / ".kube" / "config").is_file()
+    return not os.path.lexists(_default_kubeconfig())
 
 
 def _connect_in_cluster() -> Connection:
@@ -125,50 +159,120 @@ def _connect_in_cluster() -> Connection:
     )
 
 
-def _kubeconfig_source(kubeconfig: Path | None) -> tuple[str, str, str]:
-    """The `config_file` argument for the client, how to name it, and which option to blame."""
+@dataclass(frozen=True)
+class _Kubeconfig:
+    """The kubeconfig files to use, read and checked."""
+
+    config_file: str
+    """The files for the client, joined by `os.pathsep`."""
+    docs: list[dict[str, Any]]
+    """Each file parsed (for the context names)."""
+    shown: str
+    """How messages name the kubeconfig."""
+    option: str
+    """What to check, in messages."""
+
+
+def _kubeconfig_files(kubeconfig: Path | None, origin: str) -> _Kubeconfig:
+    """The kubeconfig `kubeconfig` names (`origin` named it), else the files `KUBECONFIG`
+    names, else `~/.kube/config`, each checked; `SourceError` naming who named a file that
+    cannot be used. Of several files in `KUBECONFIG`, those that do not exist or are empty are
+    left out, as `kubectl` leaves them, while another can be used."""
     if kubeconfig is not None:
-        path = kubeconfig.expanduser()
-        if not path.exists():
-            raise SourceError(f"kubeconfig {path} does not exist; check --kubeconfig")
-        if not path.is_file():
-            raise SourceError(f"kubeconfig {path} is not a file; check --kubeconfig")
-        return str(path), str(path), "--kubeconfig"
-    env = os.environ.get("KUBECONFIG", "")
-    if env:
-        paths = [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
-        if not any(os.path.isfile(p) for p in paths):
-            raise SourceError(
-                f"no kubeconfig file named in KUBECONFIG ({env}) exists; "
-                "check KUBECONFIG or pass --kubeconfig"
+        path = str(kubeconfig.expanduser())
+        doc = _read(path)
+        if isinstance(doc, str):
+            raise SourceError(f"{origin} names {path}, which {doc}; check {origin}, or {WITHOUT}")
+        return _Kubeconfig(path, [doc], path, origin)
+    paths = _env_paths()
+    if paths:
+        env = os.environ.get("KUBECONFIG", "")
+        found: list[tuple[str, dict[str, Any]]] = []
+        passed: list[tuple[str, str]] = []
+        for path in paths:
+            doc = _read(path)
+            if not isinstance(doc, str):
+                found.append((path, doc))
+            elif doc in _PASSED or len(paths) == 1:
+                passed.append((path, doc))
+            else:
+                raise SourceError(
+                    f"KUBECONFIG names {path}, which {doc}; check KUBECONFIG, or {WITHOUT}"
+                )
+        if not found:
+            said = "; ".join(f"{path} {doc}" for path, doc in passed)
+            what = (
+                f"KUBECONFIG names {passed[0][0]}, which {passed[0][1]}"
+                if len(passed) == 1
+                else f"KUBECONFIG names {len(passed)} files and none holds a kubeconfig ({said})"
             )
-        return env, f"KUBECONFIG ({env})", "KUBECONFIG or --kubeconfig"
-    default = Path.home() / ".kube" / "config"
-    if not default.is_file():
+            raise SourceError(f"{what}; check KUBECONFIG, or {WITHOUT}")
+        return _Kubeconfig(
+            os.pathsep.join(path for path, _ in found),
+            [doc for _, doc in found],
+            f"KUBECONFIG ({env})",
+            "KUBECONFIG or --kubeconfig",
+        )
+    default = str(_default_kubeconfig())
+    if not os.path.lexists(default):
         raise SourceError(
             f"no kubeconfig: {default} does not exist and KUBECONFIG is not set; "
             "pass --kubeconfig, or run gpuaudit in the cluster with a service account"
         )
-    return str(default), str(default), "--kubeconfig"
+    doc = _read(default)
+    if isinstance(doc, str):
+        raise SourceError(f"the default kubeconfig {default} {doc}; fix or remove it, or {WITHOUT}")
+    return _Kubeconfig(default, [doc], default, "--kubeconfig")
 
 
-def _contexts(config_file: str) -> tuple[list[str], str | None]:
-    """Context names and the current context, read leniently (for messages and the name)."""
+_PASSED = ("does not exist", "is empty", "is empty (comments only)")
+"""What `kubectl` passes over in one of several files of `KUBECONFIG`."""
+
+
+def _read(path: str) -> dict[str, Any] | str:
+    """The kubeconfig file at `path`, parsed; or what is wrong with it, as the end of a
+    sentence about it (`is empty`, `does not exist`, `is not valid YAML (line 2, column 1)`)."""
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
+    if not os.path.lexists(path):
+        return "does not exist"
+    if not os.path.exists(path):
+        return "is a link to nothing"
+    if not os.path.isfile(path):
+        return "is not a file"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_KUBECONFIG_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if len(data) > MAX_KUBECONFIG_BYTES:
+        return f"is larger than {MAX_KUBECONFIG_BYTES >> 20} MiB, more than any kubeconfig"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return "is not a kubeconfig (it is not UTF-8 text)"
+    if not text.strip():
+        return "is empty"
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return f"is not valid YAML{where}"
+    except RecursionError:
+        return "is not a kubeconfig (its YAML is nested too deeply)"
+    if doc is None:
+        return "is empty (comments only)"
+    if not isinstance(doc, dict):
+        return "is not a kubeconfig (its YAML is not a mapping of clusters, users and contexts)"
+    return doc
+
+
+def _contexts(docs: list[dict[str, Any]]) -> tuple[list[str], str | None]:
+    """Context names and the current context, read leniently (for messages and the name)."""
     names: list[str] = []
     current: str | None = None
-    for raw in config_file.split(os.pathsep):
-        path = os.path.expanduser(raw)
-        if not raw or not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = yaml.safe_load(fh)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        if not isinstance(doc, dict):
-            continue
+    for doc in docs:
         for ctx in doc.get("contexts") or []:
             if isinstance(ctx, dict) and isinstance(ctx.get("name"), str):
                 if ctx["name"] not in names:
@@ -214,12 +318,13 @@ def _strip_tokens(conf: Any) -> bool:
     return ok
 
 
-def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connection:
+def _connect_kubeconfig(kubeconfig: Path | None, context: str | None, origin: str) -> Connection:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
     client, config = k8s_modules()
-    config_file, shown, option = _kubeconfig_source(kubeconfig)
-    names, current = _contexts(config_file)
+    files = _kubeconfig_files(kubeconfig, origin)
+    config_file, shown, option = files.config_file, files.shown, files.option
+    names, current = _contexts(files.docs)
     listing = f" (it has: {', '.join(names)})" if names else ""
     if context is not None and names and context not in names:
         raise SourceError(f"context {context!r} is not in kubeconfig {shown}{listing}")
@@ -249,6 +354,7 @@ def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connect
         raise SourceError(
             f"kubeconfig {shown} cannot be used: {clip(first)}; check {option}"
             + (" and --context" if context else "")
+            + f", or {WITHOUT}"
         ) from None
     except OSError as exc:
         raise SourceError(
@@ -260,7 +366,7 @@ def _connect_kubeconfig(kubeconfig: Path | None, context: str | None) -> Connect
         # The message may quote kubeconfig content; name only the kind of failure.
         raise SourceError(
             f"kubeconfig {shown} is malformed ({type(exc).__name__}); check {option} "
-            "(`kubectl config view` shows what is wrong)"
+            f"(`kubectl config view` shows what is wrong), or {WITHOUT}"
         ) from None
     api.configuration.retries = 2
     _clean_tokens(api.configuration, shown, option)

@@ -45,10 +45,13 @@ class KubernetesSource(Source[KubeCollection]):
         *,
         limits: Limits | None = None,
         keep_page: KeepPage | None = None,
+        origin: str | None = None,
     ) -> None:
         self.kubeconfig, self.context, self.namespaces = kubeconfig, context, namespaces
         self.limits, self.keep_page = limits, keep_page
         self.on_progress = on_progress
+        self.origin = origin
+        """Who named `kubeconfig` (`--kubeconfig`, its variable, the config file's key)."""
 
     def collect(self, window: Window) -> KubeCollection:
         """The objects as they are now (the API keeps no history, so `window` does not narrow
@@ -60,6 +63,7 @@ class KubernetesSource(Source[KubeCollection]):
             on_progress=self.on_progress,
             limits=self.limits,
             keep_page=self.keep_page,
+            origin=self.origin,
         )
 
 
@@ -73,6 +77,7 @@ def collect(
     *,
     limits: Limits | None = None,
     keep_page: KeepPage | None = None,
+    origin: str | None = None,
 ) -> KubeCollection:
     """List every resource in `RESOURCES` and return the raw pages with a status per resource.
 
@@ -83,6 +88,7 @@ def collect(
     `limits` bound each request's time (`timeout_s`, when given, overrides it; else
     `DEFAULT_TIMEOUT_S` without `limits`) and answer size, and the objects of each resource.
     `keep_page(key, page)` is what is kept of each page (the page itself by default).
+    `origin` is who named `kubeconfig`, as messages name it (`--kubeconfig` when not given).
 
     Raises `SourceError` (one line) when the kubeconfig cannot be used, the cluster cannot be
     reached, the credentials are refused (401), or pods or nodes cannot be listed; a 403 on
@@ -96,7 +102,7 @@ def collect(
     bounds = limits or Limits(timeout_s=DEFAULT_TIMEOUT_S)
     if timeout_s is not None:
         bounds = dataclasses.replace(bounds, timeout_s=timeout_s)
-    conn = connect(kubeconfig, context)
+    conn = connect(kubeconfig, context, origin)
     out = KubeCollection(cluster=conn.cluster, server=conn.server)
     if conn.server.startswith("http://"):
         out.warnings.append(
