@@ -26,11 +26,13 @@ exclude each other (`--demo`, `--snapshot`, `--prometheus-url`; `--baseline`, `-
 taken together from the first layer (flag, environment, file) that sets any of them, so a flag
 replaces the environment's or the file's choice instead of clashing with it.
 
-Nothing is ignored: an option that shapes a live collection (`Option.live_only`: the
-Kubernetes connection, every Prometheus option, `--step`) is refused with `--demo` or
-`--snapshot`, naming the flag, the variable or the file's key that set it. The one exception is
-a layer (the environment, the file) that names its own `prometheus_url`: its connection settings
-go with that URL, which a layer above replaced. `--namespace` narrows a snapshot as it narrows a
+Nothing is ignored silently: an option that shapes a live collection (`Option.live_only`: the
+Kubernetes connection, every Prometheus option, `--step`) given for the run, by flag or
+variable, is refused with `--demo` or `--snapshot`, naming the flag or the variable. An
+environment that names its own `prometheus_url` keeps its connection settings with that URL,
+which a layer above replaced. A config file is written for many runs: its live-only keys (and
+its `prometheus_url`, when a flag or variable chose another source) do not apply to a snapshot
+or the demo, and `Config.notes` says so once. `--namespace` narrows a snapshot as it narrows a
 live collection.
 """
 
@@ -46,16 +48,25 @@ from datetime import date, datetime, timezone
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpuaudit import checks as check_registry
 from gpuaudit.app.options import BY_NAME, OPTIONS, Kind
 from gpuaudit.audit.capacity import WHAT_IFS
-from gpuaudit.audit.settings import DEFAULT_STEP_S, DEFAULT_WINDOW_S, Settings, settings_from
+from gpuaudit.audit.settings import (
+    DEFAULT_STEP_S,
+    DEFAULT_WINDOW_S,
+    Settings,
+    settings_from,
+    unknown_setting,
+)
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.audit.waivers import parse as parse_waivers
 from gpuaudit.checks.findings import Severity
+from gpuaudit.core import limits
 from gpuaudit.core.errors import ConfigError, GpuauditError
 from gpuaudit.report import FORMATS
+from gpuaudit.report.webhook import check_url as check_webhook_url
 from gpuaudit.sources.bounds import MIB, Limits
 from gpuaudit.sources.collect import LiveOptions, check_url, parse_headers
 from gpuaudit.sources.interface import span as _span
@@ -151,6 +162,9 @@ class Config:
     window_given: bool = False
     """Whether `--window` was given (flag, environment or file): on a snapshot it narrows the
     audit to part of the recorded window, which otherwise is audited whole."""
+    notes: tuple[str, ...] = ()
+    """What the configuration set that does not apply to this run, said once on stderr: the
+    live-only keys of a config file when the run audits a snapshot or the demo."""
 
 
 def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()) -> Config:
@@ -164,8 +178,9 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         raise ConfigError("say what to audit: --demo, --snapshot FILE or --prometheus-url URL")
     if chosen > 1:
         raise ConfigError("use only one of --demo, --snapshot and --prometheus-url")
+    notes: tuple[str, ...] = ()
     if not url:
-        _refuse_live_only(opts, "--demo" if demo else "--snapshot")
+        notes = _refuse_live_only(opts, "--demo" if demo else "--snapshot")
     settings = _settings(doc, opts, opts.strings("set"), opts.path("topology"))
     live = _live(opts, url) if url else None
     baseline, previous = opts.path("baseline"), opts.path("previous")
@@ -186,12 +201,13 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         previous=previous,
         group_by_label=opts.text("group_by_label") or "",
         what_if=_what_if(opts.text("what_if")),
-        webhook=opts.text("webhook"),
+        webhook=_webhook(opts.text("webhook")),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
         waivers=tuple(parse_waivers(doc)),
         timings=bool(os.environ.get("GPUAUDIT_TIMINGS")),
         window_given=opts.text("window") is not None,
+        notes=notes,
     )
 
 
@@ -212,20 +228,47 @@ def for_snapshot_save(
 
 def load_config(path: Path | None) -> dict[str, Any]:
     """Read `gpuaudit.toml` (`path`, else the working directory's when there is one); an
-    explicit path that does not exist is an error."""
+    explicit path that does not exist is an error, and so is a file larger than
+    `limits.CONFIG_BYTES` (`--config /dev/zero` ends there), one that is not UTF-8, or one
+    nested too deeply for the TOML reader."""
     if path is None:
         default = Path("gpuaudit.toml")
         if not default.is_file():
             return {}
         path = default
+    limit = limits.CONFIG_BYTES.value()
     try:
         with open(path, "rb") as fh:
-            doc: dict[str, Any] = tomllib.load(fh)
-            return doc
+            data = fh.read(limit + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder; name a gpuaudit.toml file") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"config file {path} cannot be read: {exc.strerror or exc}; check its permissions"
+        ) from None
+    if len(data) > limit:
+        raise ConfigError(
+            f"config file {path} is larger than {limit:,} bytes; a gpuaudit.toml is a few lines "
+            f"(raise {limits.CONFIG_BYTES.env} if this one is genuine)"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start + 1:,} cannot be read); "
+            "save it as UTF-8"
+        ) from None
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"config file {path} nests tables or arrays too deeply to be a gpuaudit.toml"
+        ) from None
+    return doc
 
 
 def parse_duration(text: str) -> int:
@@ -326,6 +369,11 @@ class _Options:
         """Whether `layer` sets the option, whether or not a layer above replaces it."""
         return _is_set(dict(self._layers)[layer].get(name))
 
+    @property
+    def file_name(self) -> str:
+        """The config file as messages name it."""
+        return str(self._file or "gpuaudit.toml")
+
     def origin(self, name: str) -> str | None:
         """Who set the option, as an error names it: its flag, its variable, or its key in the
         file; None when it has its default."""
@@ -335,7 +383,7 @@ class _Options:
         if layer == "env":
             return f"{option.envvar} ({option.flag})"
         if layer == "file":
-            return f"[scan] {name} in {self._file or 'gpuaudit.toml'}"
+            return f"[scan] {name} in {self.file_name}"
         return None
 
     def raw(self, name: str) -> object:
@@ -401,7 +449,7 @@ def _from_file(name: str, value: object, folder: Path) -> object:
     if kind is None:
         known = BY_NAME.get(name)
         if known is None:
-            raise ConfigError(f"unknown setting scan.{name}; known: {', '.join(sorted(SCAN_KEYS))}")
+            raise ConfigError(unknown_setting(name, SCAN_KEYS, "scan."))
         raise ConfigError(
             f"[scan] {name} is not read from gpuaudit.toml ({known.in_file}); "
             f"use {known.flag} or {known.envvar}"
@@ -424,6 +472,14 @@ def _from_file(name: str, value: object, folder: Path) -> object:
     if kind is Kind.SPAN and isinstance(value, date):  # a TOML date-time for `end`
         return value.isoformat()
     return value
+
+
+def _webhook(url: str | None) -> str | None:
+    """`--webhook`: an http or https URL with a host, or none."""
+    if url is None or url.strip() == "":
+        return None
+    check_webhook_url(url)
+    return url
 
 
 def _fail_on(text: str | None) -> Severity | None:
@@ -525,10 +581,10 @@ def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
     for item in sets:
         key, sep, value = item.partition("=")
         key = key.strip().removeprefix("checks.")
-        if not sep or key not in kinds:
-            raise ConfigError(
-                f"--set {item!r}: use NAME=NUMBER with one of: " + ", ".join(sorted(kinds))
-            )
+        if not sep:
+            raise ConfigError(f"--set {item!r}: use NAME=NUMBER, e.g. idle_activity=0.05")
+        if key not in kinds:
+            raise ConfigError(f"--set {item!r}: {unknown_setting(key, kinds)}")
         try:
             checks[key] = float(value)
         except ValueError:
@@ -540,14 +596,16 @@ def _check_overrides(sets: tuple[str, ...]) -> dict[str, float]:
     return checks
 
 
-def _refuse_live_only(opts: _Options, source: str) -> None:
-    """Refuse, naming it, an option that shapes a live collection when the source is a file
-    (`source` is the flag that chose it). A layer (the environment, the file) that names its
-    own `prometheus_url` keeps its connection settings with it: a layer above replaced that
-    source, settings and all, which is no clash."""
+def _refuse_live_only(opts: _Options, source: str) -> tuple[str, ...]:
+    """Refuse, naming it, an option given for this run (flag or variable) that shapes a live
+    collection when the source is a file (`source` is the flag that chose it). A config file
+    is written for many runs: its live-only keys (and a `prometheus_url` another source
+    replaced) do not apply to this one, which the note returned says. A variable layer that
+    names its own `prometheus_url` keeps its connection settings with it: a layer above
+    replaced that source, settings and all, which is no clash."""
     for option in OPTIONS:
         layer = opts.layer(option.name)
-        if not option.live_only or layer is None or not _is_set(opts.raw(option.name)):
+        if not option.live_only or layer in (None, "file") or not _is_set(opts.raw(option.name)):
             continue
         if opts.sets(layer, "prometheus_url"):
             continue  # it goes with that layer's live source, which a layer above replaced
@@ -557,6 +615,17 @@ def _refuse_live_only(opts: _Options, source: str) -> None:
                 f"{where} applies only to a live scan (--prometheus-url); {source} audits "
                 "what was recorded, so remove it"
             )
+    unused = [
+        o.name
+        for o in OPTIONS
+        if (o.live_only or o.name == "prometheus_url") and opts.sets("file", o.name)
+    ]
+    if not unused:
+        return ()
+    what = "applies" if len(unused) == 1 else "apply"
+    return (
+        f"{opts.file_name}: {', '.join(unused)} {what} to live scans only; not used for {source}",
+    )
 
 
 def _reports(items: tuple[str, ...], output: Path | None) -> tuple[ReportTarget, ...]:
@@ -663,14 +732,58 @@ def _one_cluster_only(
         )
 
 
+def _cluster_label(text: str | None) -> ClusterLabel | None:
+    """`--cluster-label`: a label name PromQL can hold, not one Prometheus reserves for itself
+    (`__name__` and every name starting with `__`, which no series keeps as a label)."""
+    label = ClusterLabel.parse(text)
+    if label is not None and label.name.startswith("__"):
+        raise ConfigError(
+            f"--cluster-label {label.name}: names starting with '__' are reserved by "
+            "Prometheus for its own use and name no cluster; use the label your series carry "
+            "(e.g. cluster)"
+        )
+    return label
+
+
+_CREDENTIALS = (
+    ("prometheus_token", "--prometheus-token"),
+    ("prometheus_token_file", "--prometheus-token-file"),
+    ("prometheus_user", "--prometheus-user"),
+)
+
+
+def _one_credential(opts: _Options, url: str, headers: Mapping[str, str]) -> None:
+    """Refuse two credentials for Prometheus, which would leave one silently unused (a user
+    and password in the URL beat every other): the URL's user info, `--prometheus-token`,
+    `--prometheus-token-file`, `--prometheus-user` (with `--prometheus-password`) and an
+    `Authorization` header. Their values are never shown."""
+    given = [opts.origin(name) or flag for name, flag in _CREDENTIALS if _is_set(opts.raw(name))]
+    if _is_set(opts.raw("prometheus_password")) and not _is_set(opts.raw("prometheus_user")):
+        given.append(opts.origin("prometheus_password") or "--prometheus-password")
+    if any(name.strip().lower() == "authorization" for name in headers):
+        given.append("an Authorization --header")
+    try:
+        in_url = bool(urlsplit(url.strip()).netloc.rpartition("@")[1])
+    except ValueError:
+        in_url = False
+    if in_url:
+        given.insert(0, "the user info in --prometheus-url (USER:PASSWORD@)")
+    if len(given) > 1:
+        raise ConfigError(
+            f"{' and '.join(given)} are each a credential for Prometheus, and only one can be "
+            "sent: keep one (a token in --prometheus-token or a file, or a user and password)"
+        )
+
+
 def _live(opts: _Options, url: str) -> LiveOptions:
     """The live connection, each option checked and typed, with what can be checked without
     connecting checked now."""
     timeout = _timeout(opts)
     namespaces = _namespaces(opts.strings("namespace"))
-    label = ClusterLabel.parse(opts.text("cluster_label"))
+    label = _cluster_label(opts.text("cluster_label"))
     _one_cluster_only(opts, label, namespaces)
     headers = parse_headers(opts.strings("header"))
+    _one_credential(opts, url, headers)
     limits = Limits(
         timeout_s=timeout,
         answer_bytes=_count(opts, "max_answer_mib", MAX_ANSWER_MIB) * MIB,
@@ -693,7 +806,6 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         cluster_label=label,
         limits=limits,
         kubeconfig=opts.path("kubeconfig"),
-        kubeconfig_origin=opts.origin("kubeconfig"),
         context=opts.text("context"),
         namespaces=namespaces,
         no_kubernetes=opts.flag("no_kubernetes"),

@@ -3,16 +3,21 @@ comparison, the reports, the webhook and the exit code.
 
 One collection feeds every output: the report goes where the configuration says (a file, else
 stdout, the report's own place), then each `--report FORMAT=FILE`, then the webhook; the exit
-code is decided last, so a failing gate never loses a report. Nothing here prints: the summary
-line, the timings and errors are the caller's to print.
+code is decided last, so a failing gate never loses a report. An output that cannot be written
+(or a webhook that cannot be posted to) does not stop the others: each is tried, and what
+failed is in `Outcome.failures`, which make the run end with exit code 2. Nothing here prints:
+the summary line, the timings and errors are the caller's to print.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
@@ -29,13 +34,13 @@ from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.inventory import build
 from gpuaudit.inventory.window import requested as requested_window
 from gpuaudit.report.markdown import summary as markdown_summary
-from gpuaudit.report.text import money, num, plural, terminal
+from gpuaudit.report.text import money, num, plural
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
-from gpuaudit.sources.collect import unread
 from gpuaudit.sources.interface import check_step
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
+from gpuaudit.sources.prometheus.promsource import NEWEST_SAID
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,16 @@ class Outcome:
     """Wall seconds of each stage: load, inventory, checks, render."""
     hint: str = ""
     """What to check when nothing was audited, for the source the run read."""
+    failing: str = ""
+    """Why the gate fails (exit code 1), as `failing_line` says it; empty when it passes."""
+    failures: tuple[str, ...] = ()
+    """The outputs that could not be written and the webhook that could not be posted to, one
+    sentence each (`cannot write ...`); any makes the process end with exit code 2 (`code`)."""
+
+    @property
+    def code(self) -> int:
+        """The process's exit code: 2 when an output failed, else the gate's (`exit_code`)."""
+        return 2 if self.failures else self.exit_code
 
     def summary_line(self) -> str:
         """The one-line summary for stderr: findings (and how many were waived), idle
@@ -86,13 +101,8 @@ class Outcome:
         """Why the run ends with exit code 2 although the audit ran."""
         if self.result.nothing_audited:
             return "gpuaudit: exit code 2: an audit that audited nothing never passes a gate"
-        skipped = unread_skips(self.result)
-        reasons = "; ".join(self.result.incomplete_reasons) or "; ".join(
-            dict.fromkeys(s.reason for s in self.result.skipped if s.code in skipped)
-        )
-        verb = "was" if len(skipped) == 1 else "were"
-        tail = f" ({', '.join(skipped)} {verb} skipped for it)" if skipped else ""
-        return f"gpuaudit: exit code 2: the audit is incomplete: {terminal(reasons, 500)}{tail}"
+        reasons = "; ".join(self.result.incomplete_reasons)[:500]
+        return f"gpuaudit: exit code 2: the audit is incomplete: {reasons}"
 
     def timings_line(self) -> str:
         """The stage timings as one JSON line (the benchmarks read it)."""
@@ -116,7 +126,8 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
     collector.settled()
     clock.mark("inventory")
     against = config.baseline or config.previous
-    previous = (against.name, load_report(against)) if against else None
+    flag = "--baseline" if config.baseline else "--previous"
+    previous = (against.name, load_report(against, flag)) if against else None
     with progress.stage("running the checks", "checks") as tick:
         result = run_checks(
             inv,
@@ -129,13 +140,33 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
             collector=collector,
         )
     clock.mark("checks")
-    write_report(result, config.format, config.output, every=config.all_findings)
-    for target in config.reports:
-        write_report(result, target.format, target.path, every=config.all_findings)
+    failures = write_reports(config, result)
     clock.mark("render")
     if config.webhook:
-        post_webhook(config.webhook, markdown_summary(result))
-    return Outcome(result, exit_code(config, result), clock.stages, _hint(config))
+        try:
+            post_webhook(config.webhook, markdown_summary(result))
+        except GpuauditError as exc:
+            failures.append(str(exc))
+    code = exit_code(config, result)
+    why = failing_line(config, result) if code == 1 else ""
+    return Outcome(result, code, clock.stages, _hint(config, result), why, tuple(failures))
+
+
+def write_reports(config: Config, result: AuditResult) -> list[str]:
+    """The report (`--format`, to `--output` or stdout) and every `--report`, each written
+    whatever became of the others; why each that could not be written failed."""
+    targets = [(config.format, config.output), *((t.format, t.path) for t in config.reports)]
+    said = (_failure(result, fmt, path, config.all_findings) for fmt, path in targets)
+    return [why for why in said if why]
+
+
+def _failure(result: AuditResult, fmt: str, path: Path | None, every: bool) -> str:
+    """Write one report; why it failed, or empty."""
+    try:
+        write_report(result, fmt, path, every=every)
+    except GpuauditError as exc:
+        return str(exc)
+    return ""
 
 
 def save_snapshot(
@@ -192,7 +223,7 @@ def exit_code(config: Config, result: AuditResult) -> int:
     0."""
     if result.nothing_audited and (config.strict or config.fail_on is not None):
         return 2
-    if config.strict and (not result.complete or unread_skips(result)):
+    if config.strict and not result.complete:
         return 2
     gating = result.findings
     if config.baseline:
@@ -203,11 +234,22 @@ def exit_code(config: Config, result: AuditResult) -> int:
     return 0
 
 
-def unread_skips(result: AuditResult) -> tuple[str, ...]:
-    """The codes of the checks skipped because a source that was asked for could not be read
-    (a list the API server refused or failed to give: `gpuaudit.sources.collect.unread`);
-    `--strict` never passes such an audit, even one whose sources said it was complete."""
-    return tuple(s.code for s in result.skipped if unread(s.reason))
+def failing_line(config: Config, result: AuditResult) -> str:
+    """Why the gate fails, for stderr: `gpuaudit: failing: 3 findings at or above high (2
+    new)`, counting the findings that gate (with `--baseline`, the new and worse ones) and,
+    against an earlier report, how many of them are new or worse."""
+    threshold = config.fail_on
+    if threshold is None:
+        return ""
+    gating = [f for f in result.findings if f.severity.rank >= threshold.rank]
+    if config.baseline:
+        gating = [f for f in gating if result.status_of(f) in ("new", "worse")]
+    statuses = [result.status_of(f) for f in gating]
+    parts = [f"{statuses.count(s):,} {s}" for s in ("new", "worse") if statuses.count(s)]
+    aside = f" ({', '.join(parts)})" if parts else ""
+    return (
+        f"gpuaudit: failing: {plural(len(gating), 'finding')} at or above {threshold.value}{aside}"
+    )
 
 
 def write_report(
@@ -233,18 +275,63 @@ def deliver(text: str, output: Path | None) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """Write a UTF-8 text file whole or not at all (a reader never sees half a report: it is
-    written beside the file and renamed over it; a device or pipe such as `/dev/stdout` is
-    written directly); failure is one clear error."""
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    written to a new file of its own beside it, created exclusively, and renamed over it; a
+    device or pipe such as `/dev/stdout` is written directly); failure is one clear error."""
     try:
         if path.exists() and not path.is_file() and not path.is_dir():
             path.write_text(text, encoding="utf-8")
             return
-        part.write_text(text, encoding="utf-8")
-        os.replace(part, path)
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, "the file is read-only")
+        _replace(path, text.encode("utf-8"))
     except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise GpuauditError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise GpuauditError(f"cannot write {path}: {_why_unwritable(path, exc)}") from None
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """`data` into a new file beside `path` (a short name, whatever the length of `path`'s,
+    created exclusively: never through a planted link), then renamed over `path`, with the
+    mode a new file gets (or the mode `path` had)."""
+    fd, part = tempfile.mkstemp(prefix=".gpuaudit-", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), _mode_for(path))
+            fh.write(data)
+        os.replace(part, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(part)
+        raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _why_unwritable(path: Path, exc: OSError) -> str:
+    """Why `path` could not be written, as the end of a sentence that says what to try."""
+    parent = path.parent
+    if exc.errno == errno.ENAMETOOLONG:
+        return (
+            f"the name is too long for the file system ({len(os.fsencode(path.name))} bytes); "
+            "choose a shorter one"
+        )
+    if exc.errno == errno.EISDIR:
+        return "it is a folder; name a file"
+    if exc.errno == errno.ENOTDIR or (parent.exists() and not parent.is_dir()):
+        return "a part of its path is a file, not a folder; choose another path"
+    if exc.errno == errno.ENOENT and not parent.exists():
+        return f"its folder {parent} does not exist; create it first"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{exc.strerror or 'permission denied'}; choose a path you can write to"
+    return f"{exc.strerror or exc}; choose another path"
 
 
 _NAMESPACED = frozenset(r.key for r in RESOURCES if r.namespaced)
@@ -290,10 +377,15 @@ def _namespace_of(item: object) -> str:
     return ns if isinstance(ns, str) else ""
 
 
-def _hint(config: Config) -> str:
-    """What to check when a run audited nothing, for the source it read."""
+def _hint(config: Config, result: AuditResult) -> str:
+    """What to check when a run audited nothing, for the source the run read: for a live scan
+    whose backend holds DCGM data outside the window, where its newest sample is."""
     if config.live is None:
-        return "Check that the snapshot holds DCGM series in its window."
+        return "Check that the snapshot holds DCGM series in the window."
+    for reason in result.incomplete_reasons:
+        _, found, rest = reason.partition(f"; {NEWEST_SAID} ")
+        if found:
+            return f"The backend's newest DCGM sample is from {rest}."
     label = config.live.cluster_label
     named = label and (label.name if label.grouped else f"{label.name}={label.value}")
     where = f", and that --cluster-label {named} names a cluster it holds" if label else ""

@@ -7,6 +7,7 @@ by more than 10 % (and at least one GPU-hour); improved in the opposite case.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +44,11 @@ class Comparison:
         return sum(1 for s in self.status.values() if s == status)
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """Read an earlier gpuaudit JSON report, with one clear error when it is not one: larger
-    than `limits.REPORT_BYTES`, not strict JSON (`NaN`, `Infinity`, numbers that overflow,
-    nesting deeper than 1024 levels), or not a report."""
+def load_report(path: Path, flag: str = "--baseline") -> dict[str, Any]:
+    """Read an earlier gpuaudit JSON report (given by `flag`, `--baseline` or `--previous`),
+    with one clear error when it is not one: larger than `limits.REPORT_BYTES`, a gpuaudit
+    snapshot, not strict JSON (`NaN`, `Infinity`, numbers that overflow, nesting deeper than
+    1024 levels), or not a report."""
     import orjson
 
     limit = limits.REPORT_BYTES.value()
@@ -54,25 +56,55 @@ def load_report(path: Path) -> dict[str, Any]:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
     except FileNotFoundError:
-        raise ConfigError(f"earlier report {path} does not exist") from None
+        raise ConfigError(f"{flag} {path}: the earlier report does not exist") from None
     except OSError as exc:
-        raise ConfigError(f"earlier report {path} cannot be read: {exc.strerror or exc}") from None
+        raise ConfigError(
+            f"{flag} {path}: the earlier report cannot be read: {exc.strerror or exc}"
+        ) from None
+    if _is_snapshot(data):
+        raise ConfigError(
+            f"{flag} {path} is a gpuaudit snapshot, not a JSON report; {flag} takes an earlier "
+            "`scan --format json` report (write one with `gpuaudit scan --snapshot "
+            f"{path.name} --format json -o report.json`)"
+        )
     if len(data) > limit:
         raise ConfigError(
-            f"earlier report {path} is larger than {limit} bytes; refusing it (raise "
+            f"{flag} {path}: the earlier report is larger than {limit} bytes; refusing it (raise "
             f"{limits.REPORT_BYTES.env} if it is genuine)"
         )
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"earlier report {path} is not valid JSON: {exc}") from None
+        raise ConfigError(
+            f"{flag} {path}: the earlier report is not valid JSON ({exc}); {flag} takes an "
+            "earlier `scan --format json` report"
+        ) from None
     if (
         not isinstance(doc, dict)
         or not str(doc.get("schema_version", "")).startswith("1.")
         or not isinstance(doc.get("findings"), list)
     ):
-        raise ConfigError(f"{path} is not a gpuaudit JSON report (schema_version 1.x)")
+        raise ConfigError(
+            f"{flag} {path} is not a gpuaudit JSON report (schema_version 1.x); {flag} takes "
+            "an earlier `scan --format json` report"
+        )
     return doc
+
+
+_SNAPSHOT_HEAD = b'{"format":"gpuaudit-snapshot"'
+"""How a snapshot's first line starts (`gpuaudit.snapshot.writer`)."""
+
+
+def _is_snapshot(data: bytes) -> bool:
+    """Whether `data` (a file's start) is a gpuaudit snapshot: its first line, once
+    decompressed when it is gzip, names the snapshot format."""
+    head = data[:4096]
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(31).decompress(data[:65536], 256)
+        except zlib.error:
+            return False
+    return head.lstrip().replace(b" ", b"").startswith(_SNAPSHOT_HEAD)
 
 
 def _fp(f: Mapping[str, Any]) -> str:

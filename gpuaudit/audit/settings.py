@@ -8,7 +8,9 @@ the topology folder, frozen and passed explicitly.
 
 from __future__ import annotations
 
+import difflib
 import math
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +34,35 @@ def known_check_settings() -> dict[str, str]:
     return {name: s.line() for name, s in check_registry.settings().items()}
 
 
+def unknown_setting(name: str, known: Iterable[str], table: str = "") -> str:
+    """Why `name` is refused, as a clause: the known names closest to it (`did you mean
+    idle_activity?`), else every known name. `table` prefixes the name as it is shown
+    (`checks.`)."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if close:  # only those about as close as the closest
+        best = _likeness(name, close[0])
+        close = [c for c in close if _likeness(name, c) >= best - 0.1]
+    shown = table + terminal_safe(name)
+    if close:
+        return f"unknown setting {shown}; did you mean {' or '.join(close)}?"
+    return f"unknown setting {shown}; known: {', '.join(names)}"
+
+
+def _likeness(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def terminal_safe(text: str, most: int = 60) -> str:
+    """A name from a file or the command line, as a message shows it: quoted when it holds
+    anything but letters, digits, `_`, `-` and `.`, and cut short."""
+    if text and len(text) <= most and all(c.isalnum() or c in "_-." for c in text):
+        return text
+    return repr(text[:most])
+
+
 def _unknown(what: str, known: Iterable[str]) -> ConfigError:
-    return ConfigError(f"unknown setting {what}; known: {', '.join(sorted(known))}")
+    return ConfigError(unknown_setting(what, known, "checks."))
 
 
 class CheckSettings(Mapping[str, float]):
@@ -47,7 +76,7 @@ class CheckSettings(Mapping[str, float]):
         known = check_registry.settings()
         for name in values:
             if name not in known:
-                raise _unknown(f"checks.{name}", known)
+                raise _unknown(name, known)
         self._set: Mapping[str, float] = MappingProxyType(dict(values))
 
     def __getitem__(self, name: str) -> float:
@@ -105,7 +134,7 @@ def settings_from(config: Mapping[str, Any], **checks: float) -> Settings:
     values: dict[str, float] = {}
     for key, value in raw_checks.items():
         if key not in kinds:
-            raise _unknown(f"checks.{key}", kinds)
+            raise _unknown(str(key), kinds)
         number = _num(value, f"checks.{key}")
         problem = None if key in checks else kinds[key].kind.problem(number)
         if problem:
@@ -114,22 +143,43 @@ def settings_from(config: Mapping[str, Any], **checks: float) -> Settings:
     return Settings(
         prices=prices,
         checks=CheckSettings(**{**values, **checks}),
-        currency=str(config.get("currency", "USD")),
+        currency=_currency(config.get("currency", "USD")),
+    )
+
+
+MAX_PRICE = 1e9
+"""The highest price per GPU-hour: above any currency's (a billion rupiah), far below where
+a window's cost would overflow."""
+
+MAX_CURRENCY_CHARS = 8
+"""The longest currency: a code (`USD`) or a symbol (`€`, `R$`, `zł`), never a sentence."""
+
+
+def _currency(value: Any) -> str:
+    """`currency`: a short code or symbol, letters and currency signs only (the reports print
+    it beside every figure, so no space, markup or control character)."""
+    ok = isinstance(value, str) and 0 < len(value) <= MAX_CURRENCY_CHARS
+    if ok and all(c.isalpha() or unicodedata.category(c) == "Sc" for c in value):
+        return str(value)
+    shown = repr(value[:40]) if isinstance(value, str) else repr(value)[:40]
+    raise ConfigError(
+        f"currency {shown} is not a currency code or symbol: use up to "
+        f"{MAX_CURRENCY_CHARS} letters or currency signs, such as USD, EUR or €"
     )
 
 
 def _num(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{what} must be a number, got {value!r}")
+        raise ConfigError(f"{what} must be a number, got {repr(value)[:60]}")
     return float(value)
 
 
 def _price(model: str, value: Any) -> float:
     """A `[prices]` entry: a finite number of at least 0."""
     price = _num(value, f"prices.{model}")
-    if not (math.isfinite(price) and price >= 0):
+    if not (math.isfinite(price) and 0 <= price <= MAX_PRICE):
         raise ConfigError(
-            f"[prices] {model}: a price per GPU-hour is a finite number of at least 0, "
-            f"got {price:g}"
+            f"[prices] {terminal_safe(model)}: a price per GPU-hour is a number from 0 to "
+            f"{MAX_PRICE:,.0f}, got {price:g}"
         )
     return price

@@ -13,11 +13,14 @@ In `gpuaudit.toml`:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
+from gpuaudit import checks as check_registry
+from gpuaudit.audit.settings import terminal_safe
 from gpuaudit.checks.findings import Finding
 from gpuaudit.core.errors import ConfigError
 
@@ -64,6 +67,7 @@ def parse(config: Mapping[str, Any]) -> list[Waiver]:
         reason = str(w.get("reason", "")).strip()
         if not code or not reason:
             raise ConfigError(f"{where} needs a code and a reason")
+        _names_a_check(code, where, reason)
         exp = w.get("expires")
         if isinstance(exp, datetime):
             exp = exp.date()
@@ -82,6 +86,20 @@ def parse(config: Mapping[str, Any]) -> list[Waiver]:
             )
         )
     return out
+
+
+def _names_a_check(code: str, where: str, reason: str) -> None:
+    """Refuse a waiver whose code is no check's: it would never match, and the findings it was
+    written for would fail the gate with no word about why."""
+    codes = [c.code for c in check_registry.discover()]
+    if code in codes:
+        return
+    close = difflib.get_close_matches(code, codes, n=1)
+    hint = f"did you mean {close[0]}?" if close else "`gpuaudit checks` lists the codes"
+    raise ConfigError(
+        f"{where} (reason {terminal_safe(reason)}) names {terminal_safe(code)}, which is no "
+        f"check's code, so it would never match; {hint}"
+    )
 
 
 def _parse_selector(text: str, where: str) -> list[tuple[str, str, str]]:

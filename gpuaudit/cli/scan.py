@@ -9,7 +9,7 @@ from typing import Annotated as A
 import typer
 
 from gpuaudit.console.params import from_environment, given, option
-from gpuaudit.console.style import failing, say_outcome
+from gpuaudit.console.style import failing, say_notes, say_outcome
 from gpuaudit.core import debuglog
 from gpuaudit.core.gcpause import FREEZING
 from gpuaudit.sources.bounds import (
@@ -34,7 +34,8 @@ HELP = (
     "Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it (with --baseline, "
     "new or worse ones); 2 a usage error, a source that could not be read, an incomplete audit "
     "under --strict, or an audit that audited nothing (no DCGM series, every check skipped) "
-    "under --strict or --fail-on. Every report (--output, --report) is written first."
+    "under --strict or --fail-on, or an output (--output, --report, --webhook) that could not "
+    "be written. Every report is written first, and one that fails does not stop the others."
 )
 """The command's help, each paragraph one line (Typer keeps a docstring's line breaks)."""
 
@@ -97,7 +98,9 @@ def scan(
         debuglog.configure(True)
     with failing():
         cfg = configuration.for_scan(given(ctx), from_environment(ctx))
+        if not cfg.quiet:
+            say_notes(cfg.notes)
         outcome = pipeline.run(cfg, progress=progress.for_run(cfg.quiet), collector=FREEZING)
     say_outcome(outcome, quiet=cfg.quiet, timings=cfg.timings)
-    if outcome.exit_code:
-        raise typer.Exit(outcome.exit_code)
+    if outcome.code:
+        raise typer.Exit(outcome.code)

@@ -43,7 +43,10 @@ SAVE_DOC = "Collect a snapshot from live sources and write it, without auditing.
 @app.command("save", cls=style.Command, help=SAVE_DOC)
 def save(
     ctx: typer.Context,
-    file: A[Path, typer.Argument(help="Where to write (.json or .json.gz).", metavar="FILE")],
+    file: A[
+        Path,
+        typer.Argument(help="Where to write (.json or .json.gz).", metavar="FILE", readable=False),
+    ],
     no_side_file: A[
         bool, opt("--no-side-file", table=SAVE_HELP, command="snapshot_save", metavar="")
     ] = False,

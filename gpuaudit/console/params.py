@@ -27,8 +27,19 @@ def option(name: str) -> Any:
     o = BY_NAME[name]
     flags = (o.flag, o.short) if o.short else (o.flag,)
     return typer.Option(
-        *flags, envvar=o.envvar, rich_help_panel=o.panel, help=o.help, metavar=o.metavar
+        *flags,
+        envvar=o.envvar,
+        rich_help_panel=o.panel,
+        help=o.help,
+        metavar=o.metavar,
+        readable=name not in WRITTEN,
     )
+
+
+WRITTEN = frozenset({"output"})
+"""Path options gpuaudit writes, never reads: Click must not refuse them as "not readable"
+(a file that exists but cannot be read can be replaced; one that cannot be written is said
+so when it is written)."""
 
 
 def opt(

@@ -108,7 +108,7 @@ class Group(TyperGroup):
                 **extra,
             )
         except typer.TyperException as exc:
-            code = _report(exc)
+            code = _report(exc, sys.argv[1:] if args is None else list(args))
         except typer.Abort:
             sys.stderr.write("gpuaudit: aborted\n")
             code = 1
@@ -125,29 +125,88 @@ def _blank(option: Any) -> Any:
     return option
 
 
-def _report(exc: Exception) -> int:
-    """Print a Click error as gpuaudit prints its own; return the exit code."""
+def _report(exc: Exception, args: Sequence[str] = ()) -> int:
+    """Print a Click error as gpuaudit prints its own; return the exit code. `args` are the
+    command line's, where a bad value is found to be shown."""
     if type(exc).__name__ == "NoArgsIsHelpError":  # `gpuaudit` alone: the help, as asked
         exc.show()  # type: ignore[attr-defined]
         return 2
-    message = usage_message(exc)
+    message = usage_message(exc, args)
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
         message += f" (see '{ctx.command_path} --help')"
-    sys.stderr.write(PREFIX + message + "\n")
+    sys.stderr.write(PREFIX + _printable(message) + "\n")
     code = getattr(exc, "exit_code", 2)
     return code if isinstance(code, int) and code else 2
 
 
-def usage_message(exc: Exception) -> str:
+def usage_message(exc: Exception, args: Sequence[str] = ()) -> str:
     """A Click error's message as one line in gpuaudit's voice: lower-case first word, no
-    closing full stop, no line breaks."""
+    closing full stop, no line breaks; a bad value names its flag (or the variable it came
+    from) and what it must be, without the wording of the libraries behind Typer (`Invalid
+    value for ...`, pydantic's `Input should be ...` and `Value error, ...`)."""
+    param, said = getattr(exc, "param", None), getattr(exc, "message", None)
+    if type(exc).__name__ == "BadParameter" and param is not None and isinstance(said, str):
+        return _bad_value(param, said, args)
     fmt = getattr(exc, "format_message", None)
     text = str(fmt() if callable(fmt) else exc)
+    return _sentence(text) or "invalid usage"
+
+
+def _sentence(text: str) -> str:
     text = " ".join(text.split()).rstrip(".")
     if len(text) > 1 and text[0].isupper() and text[1].islower():
         text = text[0].lower() + text[1:]
-    return text or "invalid usage"
+    return text
+
+
+_MUST_BE = (
+    ("valid number", "must be a number"),
+    ("valid float", "must be a number"),
+    ("valid integer", "must be a whole number"),
+    ("valid boolean", "must be true or false"),
+    ("valid bool", "must be true or false"),
+)
+"""What a value that cannot be converted must be, by the words pydantic (Typer 0.29) and Click
+(Typer 0.28) use for the type."""
+
+
+def _bad_value(param: Any, said: str, args: Sequence[str]) -> str:
+    """`--timeout must be a number, got 'abc'`, or `GPUAUDIT_TIMEOUT (--timeout) ...` when the
+    value came from the variable."""
+    opts = [o for o in getattr(param, "opts", []) if isinstance(o, str)]
+    flag = max(opts, key=len) if opts else str(getattr(param, "name", "") or "a value")
+    who, value = flag, _given(opts, args)
+    env = getattr(param, "envvar", None)
+    if value is None and isinstance(env, str) and env in os.environ:
+        who, value = f"{env} ({flag})", os.environ[env]
+    text = _sentence(said).removeprefix("value error, ").removeprefix("Value error, ")
+    must = next((m for words, m in _MUST_BE if words in text), None)
+    if must is not None:
+        got = f", got {value[:40]!r}" if value is not None else ""
+        return f"{who} {must}{got}"
+    if text.startswith("input should be "):
+        return f"{who} must be {text.removeprefix('input should be ')}"
+    return f"{who} {text}" if text.startswith("'") else f"{who}: {text}"
+
+
+def _given(opts: Sequence[str], args: Sequence[str]) -> str | None:
+    """The last value given on the command line to one of `opts` (`--flag VALUE`,
+    `--flag=VALUE`), or None."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in opts and i + 1 < len(args):
+            found = args[i + 1]
+        elif "=" in arg and arg.partition("=")[0] in opts:
+            found = arg.partition("=")[2]
+    return found
+
+
+def _printable(text: str) -> str:
+    """`text` with every character a terminal would act on shown escaped (`\\x1b`)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -187,8 +246,10 @@ def run(app: typer.Typer) -> None:
 
 def say_outcome(outcome: Outcome, *, quiet: bool, timings: bool) -> None:
     """Print what a scan's `outcome` tells on stderr: the timings (with `--timings`), the
-    summary line (unless `quiet`), the warning that nothing was audited and why the exit code
-    is 2 (both even when `quiet`)."""
+    summary line (unless `quiet`), the warning that nothing was audited, why the gate fails
+    (exit code 1 or 2), and each output that could not be written (all even when `quiet`)."""
+    from gpuaudit.report.text import terminal  # lazy: gpuaudit.report loads pandas
+
     if timings:
         sys.stderr.write(outcome.timings_line() + "\n")
     if not quiet:
@@ -198,6 +259,18 @@ def say_outcome(outcome: Outcome, *, quiet: bool, timings: bool) -> None:
         sys.stderr.write(alarm + "\n")
     if outcome.exit_code == 2:
         sys.stderr.write(outcome.strict_line() + "\n")
+    elif outcome.failing:
+        sys.stderr.write(outcome.failing + "\n")
+    for failure in outcome.failures:
+        sys.stderr.write(PREFIX + terminal(failure, 600) + "\n")
+
+
+def say_notes(notes: Sequence[str]) -> None:
+    """Print each note of the configuration (what it set that does not apply) on stderr."""
+    from gpuaudit.report.text import terminal  # lazy: gpuaudit.report loads pandas
+
+    for note in notes:
+        sys.stderr.write(f"gpuaudit: {terminal(note, 600)}\n")
 
 
 def fit_terminal(line: str) -> str:

@@ -76,6 +76,12 @@ REPORT_BYTES = Limit(
     "the size of an earlier JSON report read by --baseline or --previous, in bytes",
 )
 
+CONFIG_BYTES = Limit(
+    "GPUAUDIT_MAX_CONFIG_BYTES",
+    1024**2,
+    "the size of a configuration file (gpuaudit.toml, --config), in bytes",
+)
+
 CLUSTERS = Limit(
     "GPUAUDIT_MAX_CLUSTERS",
     500,
@@ -91,5 +97,6 @@ ALL = (
     GANG_SIZE,
     REPORT_BYTES,
     CLUSTERS,
+    CONFIG_BYTES,
 )
 """Every limit, in the order README lists them."""

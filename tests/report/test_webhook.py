@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -156,7 +157,9 @@ def test_an_answer_echoing_the_url_is_scrubbed(hook: Hook) -> None:
     with pytest.raises(GpuauditError) as exc:
         webhook.post(hook.url, "hi")
     assert "SECRET" not in str(exc.value)
-    assert str(exc.value).startswith(f"webhook {hook.base} answered HTTP 404 (no such hook: …")
+    assert str(exc.value).startswith(
+        f"webhook {hook.base} answered HTTP 404 (no such hook: <redacted>"
+    )
 
 
 def test_unreachable_server_is_one_line_without_the_secret() -> None:
@@ -304,3 +307,158 @@ def test_deploy_manifests_are_read_only_and_locked_down() -> None:
         if "persistentVolumeClaim" in v
     }
     assert claims == {"gpuaudit-reports"}
+
+
+class RawServer:
+    """A loopback server that reads one request and answers with `script`'s bytes, as slowly
+    or as incompletely as it says: faults no real chat server can be made to produce."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.stop = threading.Event()
+        self.script: list[tuple[bytes, float]] = []
+        """(bytes, seconds to wait after them) sent in turn; then the connection is held
+        open, silent, until `stop`."""
+        self.repeat: bytes = b""
+        """Sent one byte at a time, over and over, after `script` (until `stop`)."""
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}{SECRET_PATH}?{SECRET_QUERY}"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    self._answer(conn)
+                except OSError:
+                    pass  # the client hung up: what the tests want
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        for chunk, pause in self.script:
+            conn.sendall(chunk)
+            self.stop.wait(pause)
+        while self.repeat and not self.stop.is_set():
+            for byte in self.repeat:
+                conn.sendall(bytes([byte]))
+                if self.stop.wait(0.05):
+                    return
+        self.stop.wait(60)
+
+
+@pytest.fixture
+def raw() -> Iterator[RawServer]:
+    server = RawServer()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        server.sock.close()
+        server.thread.join(timeout=10)
+
+
+def _post_in_thread(url: str, timeout_s: float) -> str:
+    """`webhook.post`'s error, waited for with a deadline far beyond `timeout_s` (a post that
+    never ends fails the test instead of hanging it)."""
+    said: list[str] = []
+
+    def go() -> None:
+        try:
+            webhook.post(url, "hi", timeout_s=timeout_s)
+        except GpuauditError as exc:
+            said.append(str(exc))
+        else:
+            said.append("posted")
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert said, "the post was still running a minute later"
+    return said[0]
+
+
+def test_an_answer_dribbled_a_byte_at_a_time_ends_at_the_deadline(raw: RawServer) -> None:
+    """Each byte comes well within the socket timeout, so only a deadline on the whole
+    exchange ends it."""
+    raw.repeat = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 60
+    said = _post_in_thread(raw.url, 1.0)
+    assert said == (
+        f"webhook {raw.base} did not answer within 1 s; the report was written, but the summary "
+        "was not posted"
+    )
+
+
+def test_a_huge_error_answer_is_not_read_whole(raw: RawServer) -> None:
+    """An error answer announces a gigabyte and sends 10 KB: gpuaudit reads a few KB of it,
+    says what it read, and does not wait for the rest."""
+    raw.script = [
+        (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1000000000\r\n\r\n", 0),
+        (b"boom " * 2000, 0),
+    ]
+    said = _post_in_thread(raw.url, 5.0)
+    assert said.startswith(f"webhook {raw.base} answered HTTP 500 (boom boom boom ")
+    assert said.endswith("; the summary was not posted (check that the webhook URL is current)")
+
+
+def test_a_gzip_bomb_is_decompressed_a_few_kb_only(raw: RawServer) -> None:
+    """64 MB of text compressed to some 64 KB, announced as part of a gigabyte: a few KB of it
+    are decompressed, and the rest is never asked for."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = b"".join(packer.compress(b"bomb " * 200_000) for _ in range(64))
+    raw.script = [
+        (
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Encoding: gzip\r\n"
+            b"Content-Length: 1000000000\r\n\r\n",
+            0,
+        ),
+        (bomb, 0),
+    ]
+    said = _post_in_thread(raw.url, 5.0)
+    assert said.startswith(f"webhook {raw.base} answered HTTP 503 (bomb bomb ")
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        "no such hook: xoxSECRETtoken",
+        "team T0SECRET is gone",
+        "bad key SECRETquery",
+        "no hook at /services/T0SECRET/B0SECRET/xoxSECRETtoken",
+        "no hook at %2Fservices%2FT0SECRET",
+    ],
+)
+def test_a_server_echoing_a_secret_segment_never_gets_it_printed(hook: Hook, echo: str) -> None:
+    hook.status, hook.body = 404, echo
+    res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "json", "--webhook", hook.url])
+    assert res.exit_code == 2
+    line = _error_line(res)
+    assert line.startswith(f"gpuaudit: error: webhook {hook.base} answered HTTP 404 (")
+    assert "<redacted>" in line
+
+
+def test_a_webhook_that_is_no_http_url_is_refused_before_the_scan(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = runner.invoke(
+        app, ["scan", "--demo", "-q", "-o", str(out), "--webhook", "ftp://h/services/SECRET"]
+    )
+    assert res.exit_code == 2
+    assert _error_line(res).startswith(
+        "gpuaudit: error: --webhook must be an http:// or https:// URL with a host, got ftp://h;"
+    )
+    assert not out.exists()

@@ -6,9 +6,13 @@ backend's warnings and why the answers may be incomplete."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
+from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
 from gpuaudit.sources.prometheus import catalogue
@@ -91,7 +95,8 @@ class PrometheusSource(Source[PromCollection]):
         answers = col.run(specs)
         incomplete = caps.incomplete + col.incomplete
         if not col.series:
-            incomplete.append(_no_series(window, selector, caps))
+            newest = newest_sample(self.client, window, selector)
+            incomplete.append(_no_series(window, selector, caps, newest))
         queries = [_described(q, window, caps, selector, col.reads, group) for q in specs]
         return PromCollection(
             answers=answers,
@@ -153,16 +158,66 @@ def _described(
     return out
 
 
-def _no_series(w: Window, selector: str, caps: Capabilities) -> str:
-    """Why a collection without a single DCGM series is no audit of zero GPUs."""
+NEWEST_LOOKBACK_S = 90 * 86400
+"""How long before the window `newest_sample` looks for DCGM data (and after it, up to now)."""
+
+_ACTIVITY = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")
+
+
+def newest_sample(client: PromClient, w: Window, selector: str) -> float | None:
+    """When the newest activity sample of any DCGM series is, from `NEWEST_LOOKBACK_S` before
+    the window to now (to the hour, one query: `timestamp` of the series at hourly steps);
+    None when the backend holds none, or does not answer, so that a collection that found no
+    DCGM series can say where the data is (an exporter that stopped, a wrong `--end`)."""
+    until = max(w.end, int(time.time()))
+    since = w.start - NEWEST_LOOKBACK_S
+    step = 3600 * max(1, math.ceil((until - since) / 3600 / 5000))
+    sub = f"[{until - since}s:{step}s]"
+    # One `timestamp` per metric: it drops the name, and two metrics of a GPU would clash.
+    expr = (
+        "max("
+        + " or ".join(f"max_over_time(timestamp({m}{{{selector}}}){sub})" for m in _ACTIVITY)
+        + ")"
+    )
+    try:
+        result = client.query(expr, until).body.get("data", {}).get("result", [])
+        value = float(result[0]["value"][1]) if result else math.nan
+    except (SourceError, LookupError, TypeError, ValueError, AttributeError):
+        return None
+    return value if math.isfinite(value) and since <= value <= until else None
+
+
+NEWEST_SAID = "its newest DCGM sample is from"
+"""How the reason of a collection without DCGM series starts to say where the newest sample
+is (the pipeline repeats that part of it on stderr)."""
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _no_series(w: Window, selector: str, caps: Capabilities, newest: float | None) -> str:
+    """Why a collection without a single DCGM series is no audit of zero GPUs, and where the
+    newest DCGM sample is when the backend holds one outside the window."""
     where = f" with {selector}" if selector else ""
     if not caps.metrics:
         said = "lists no DCGM_ metric"
     else:
         said = "returned no DCGM series"
+    text = f"the backend {said} between {_iso(w.start)} and {_iso(w.end)}{where}"
+    if newest is not None and newest < w.start:
+        return (
+            f"{text}; {NEWEST_SAID} {_iso(newest)} (to the hour), before the "
+            "window: dcgm-exporter may no longer be scraped into it, or audit up to then with "
+            f"--end {_iso(newest)}"
+        )
+    if newest is not None and newest > w.end:
+        return (
+            f"{text}; {NEWEST_SAID} {_iso(newest)} (to the hour), after the window: is --end right?"
+        )
     return (
-        f"the backend {said} between {w.start} and {w.end}{where}: is dcgm-exporter scraped "
-        "into it, and are the tenant (X-Scope-OrgID), --cluster-label and --window right?"
+        f"{text}: is dcgm-exporter scraped into it, and are the tenant (X-Scope-OrgID), "
+        "--cluster-label and --window right?"
     )
 
 
