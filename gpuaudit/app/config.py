@@ -806,6 +806,7 @@ def _live(opts: _Options, url: str) -> LiveOptions:
         cluster_label=label,
         limits=limits,
         kubeconfig=opts.path("kubeconfig"),
+        kubeconfig_origin=opts.origin("kubeconfig"),
         context=opts.text("context"),
         namespaces=namespaces,
         no_kubernetes=opts.flag("no_kubernetes"),

@@ -34,9 +34,10 @@ from gpuaudit.core.progress import SILENT, Progress
 from gpuaudit.inventory import build
 from gpuaudit.inventory.window import requested as requested_window
 from gpuaudit.report.markdown import summary as markdown_summary
-from gpuaudit.report.text import money, num, plural
+from gpuaudit.report.text import money, num, plural, terminal
 from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
+from gpuaudit.sources.collect import unread
 from gpuaudit.sources.interface import check_step
 from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
@@ -101,8 +102,13 @@ class Outcome:
         """Why the run ends with exit code 2 although the audit ran."""
         if self.result.nothing_audited:
             return "gpuaudit: exit code 2: an audit that audited nothing never passes a gate"
-        reasons = "; ".join(self.result.incomplete_reasons)[:500]
-        return f"gpuaudit: exit code 2: the audit is incomplete: {reasons}"
+        skipped = unread_skips(self.result)
+        reasons = "; ".join(self.result.incomplete_reasons) or "; ".join(
+            dict.fromkeys(s.reason for s in self.result.skipped if s.code in skipped)
+        )
+        verb = "was" if len(skipped) == 1 else "were"
+        tail = f" ({', '.join(skipped)} {verb} skipped for it)" if skipped else ""
+        return f"gpuaudit: exit code 2: the audit is incomplete: {terminal(reasons, 500)}{tail}"
 
     def timings_line(self) -> str:
         """The stage timings as one JSON line (the benchmarks read it)."""
@@ -223,7 +229,7 @@ def exit_code(config: Config, result: AuditResult) -> int:
     0."""
     if result.nothing_audited and (config.strict or config.fail_on is not None):
         return 2
-    if config.strict and not result.complete:
+    if config.strict and (not result.complete or unread_skips(result)):
         return 2
     gating = result.findings
     if config.baseline:
@@ -232,6 +238,13 @@ def exit_code(config: Config, result: AuditResult) -> int:
     if threshold is not None and any(f.severity.rank >= threshold.rank for f in gating):
         return 1
     return 0
+
+
+def unread_skips(result: AuditResult) -> tuple[str, ...]:
+    """The codes of the checks skipped because a source that was asked for could not be read
+    (a list the API server refused or failed to give: `gpuaudit.sources.collect.unread`);
+    `--strict` never passes such an audit, even one whose sources said it was complete."""
+    return tuple(s.code for s in result.skipped if unread(s.reason))
 
 
 def failing_line(config: Config, result: AuditResult) -> str:
