@@ -60,6 +60,38 @@ class Deadline:
             raise DeadlineExceeded(f"no complete answer within {self.seconds:g} s")
 
 
+class Allowance:
+    """The time a whole collection may take: `per_request_s` (`--timeout`) for each request it
+    needs, counted from when the allowance was made. The requests it needs are granted as they
+    become known: those planned at the start, and those an answer asks for (`grant`). Retries,
+    the waits between them and requests sent again after no answer take their time out of it,
+    so that they can never multiply `--timeout` past it. Safe to use from several threads."""
+
+    def __init__(self, per_request_s: float, requests: int = 0) -> None:
+        self.per_request_s = per_request_s
+        self.requests = requests
+        """The requests granted so far."""
+        self.granting = False
+        """Whether each request grants itself (`grant` before it is sent): a stage whose
+        requests are each needed once, such as discovery."""
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def grant(self, requests: int = 1) -> None:
+        """Allow `per_request_s` more for each of `requests` more requests."""
+        with self._lock:
+            self.requests += max(0, requests)
+
+    @property
+    def seconds(self) -> float:
+        """The whole allowance so far, in seconds."""
+        return self.requests * self.per_request_s
+
+    def left(self) -> float:
+        """Seconds left of the allowance (0 or less: spent)."""
+        return self._started + self.seconds - time.monotonic()
+
+
 _local = threading.local()
 
 

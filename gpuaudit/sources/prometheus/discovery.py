@@ -14,6 +14,9 @@ way, another the other): when series with both labels exist, one query counts th
 name a workload in `pod` or `pod_name` alone, and when there are any, both spellings are read
 (`any`) and the inventory takes each series' own.
 
+The build information is asked first, and a server that does not answer it within `--timeout`
+ends the collection there, the stage named (`_backend`).
+
 The scrape interval is measured with one query before the collection, whatever `--step` is, so
 that a step shorter than it is refused before anything heavy runs (`measure_interval`).
 
@@ -34,7 +37,7 @@ from gpuaudit.core import limits
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.http import Listing, PromClient, PromError
+from gpuaudit.sources.prometheus.http import BUILDINFO, Listing, PromClient, PromError
 from gpuaudit.sources.prometheus.recorded import Coverage, find
 
 POD_LABEL_NAMES = ("exported_pod", "pod", "pod_name")
@@ -218,6 +221,9 @@ def _clusters(client: PromClient, w: Window, group: str, probe: str, caps: Capab
 
 
 def _backend(client: PromClient, caps: Capabilities) -> None:
+    """The backend and its version, from its build information: the first request, so a server
+    that cannot be reached, or does not answer it within `--timeout`, ends the collection here
+    (one request's time) instead of at every request after it."""
     import httpx
 
     path = httpx.URL(client.base_url).path
@@ -228,6 +234,13 @@ def _backend(client: PromClient, caps: Capabilities) -> None:
         else:
             caps.backend = "victoriametrics"  # answers buildinfo with an empty object
     except PromError as exc:
+        if exc.timeout:
+            raise SourceError(
+                f"Prometheus at {client.base_url} did not answer /{BUILDINFO} within "
+                f"{client.cfg.timeout_s:g} s: {exc.timeout}; check that the server behind the URL "
+                "is up (a proxy or port-forward whose backend is gone accepts connections and "
+                "never answers), or raise --timeout if it is only slow"
+            ) from None
         if exc.status == 0 and "cannot reach" in str(exc):
             raise
         caps.backend = "unknown"

@@ -10,7 +10,11 @@ tenacity counts the tries and waits between them.
 
 Each request is bounded as a whole (`transfer`): it must be done, last byte read, within
 `timeout_s`, and its answer may not grow past `max_answer_bytes` once decompressed. A request
-that runs out of time is not retried: the same request would be as slow again.
+that runs out of time is not retried: the same request would be as slow again. A collection may
+also bound all its requests together (`PromClient.allowance`, a `transfer.Allowance`): each try
+is cut to what is left of it, no wait is begun that would leave no time for the try after it
+(the last try's error is then the request's), and a try cut short ends the request with
+`CollectionOverdue`, which no caller takes for a refusal to work around.
 
 Query parameters of the URL (`?access_token=...`) are sent with every request, after the API
 path; like the user info, they are never printed or recorded.
@@ -38,6 +42,7 @@ from gpuaudit.core.errors import ConfigError, SourceError
 from gpuaudit.core.redact import header_secrets, redact_headers, scrub, url_for_display, url_secrets
 from gpuaudit.sources.bounds import DEFAULT_ANSWER_MIB, DEFAULT_TIMEOUT_S, MIB
 from gpuaudit.sources.transfer import (
+    Allowance,
     AnswerTooLarge,
     BadEncoding,
     Deadline,
@@ -55,6 +60,10 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 """Answers worth another try: the server is busy or briefly unwell."""
 _MAX_RETRY_AFTER_S = 30.0
 """The longest `Retry-After` honoured."""
+_CONNECT_S = 10.0
+"""The longest wait for a connection (less when `timeout_s` is less)."""
+_LEAST_TRY_S = 0.05
+"""A try is not sent with less of the collection's allowance left than this."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CHUNK = 1 << 16
 
@@ -104,10 +113,14 @@ class PromError(SourceError):
         error_type: str = "",
         reason: str = "",
         unanswered: bool = False,
+        timeout: str = "",
     ) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
+        self.timeout = timeout
+        """Why no answer came in time, in words (`the connection was accepted, but no answer
+        came`); empty when the request did not run out of time."""
         self.reason = reason
         """The backend's whole error text (bounded), which the message may shorten: what the
         error is classified by."""
@@ -141,6 +154,11 @@ class PromError(SourceError):
         if self.status == 400:
             return "maximum resolution" in text or "points" in text
         return False
+
+
+class CollectionOverdue(SourceError):
+    """The collection's allowance (`PromClient.allowance`) was spent before a request was
+    done: the backend answers too slowly, or not at all. Never retried, never worked around."""
 
 
 class _Again(Exception):
@@ -254,6 +272,9 @@ class PromClient:
 
         self.cfg = cfg
         self._sleep = sleep
+        self.allowance: Allowance | None = None
+        """The time all requests together may take (`PrometheusSource.collect` sets it); None:
+        each request is bounded by `timeout_s` alone."""
         self.requests = 0
         self._counting = threading.Lock()
         headers = {"User-Agent": f"gpuaudit/{__version__}", "Accept-Encoding": "gzip"}
@@ -281,7 +302,7 @@ class PromClient:
                 params=params,
                 headers=headers,
                 verify=verify,
-                timeout=httpx.Timeout(cfg.timeout_s, connect=min(10.0, cfg.timeout_s)),
+                timeout=httpx.Timeout(cfg.timeout_s, connect=min(_CONNECT_S, cfg.timeout_s)),
                 transport=transport,
                 follow_redirects=False,
             )
@@ -308,41 +329,81 @@ class PromClient:
         return scrub(text, self._secrets)
 
     # -- transport -------------------------------------------------------------------------
-    def _request(self, method: str, path: str, data: Mapping[str, Any] | None) -> Response:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        data: Mapping[str, Any] | None,
+        *,
+        retry_timeouts: bool = True,
+    ) -> Response:
         """One API call: tried again, with waits that double, while `_attempt` says that a
-        failure may pass (`_Again`); the last failure's one-line `PromError` otherwise."""
+        failure may pass (`_Again`); the last failure's one-line `PromError` otherwise.
+        `retry_timeouts=False`: a try that runs out of time (connecting too) is the last."""
         where = f"{self._where}/{path}"
+        allowance = self.allowance
+        if allowance is not None and allowance.granting:
+            allowance.grant()
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.cfg.retries + 1),
+            stop=self._stop,
             retry=tenacity.retry_if_exception_type(_Again),
             wait=self._wait,
             sleep=self._sleep,
             reraise=True,
         )
         try:
-            return retrying(self._attempt, method, path, data, where)
+            return retrying(self._attempt, method, path, data, where, retry_timeouts)
         except _Again as again:
             raise again.error from None
 
+    def _seconds(self, path: str) -> float:
+        """How long the next try of a request on `path` may take: `timeout_s`, or what is left
+        of the allowance when that is less; `CollectionOverdue` when it is spent."""
+        allowance = self.allowance
+        if allowance is None:
+            return self.cfg.timeout_s
+        left = allowance.left()
+        if left < _LEAST_TRY_S:
+            raise self._overdue(path, allowance)
+        return min(self.cfg.timeout_s, left)
+
+    def _overdue(self, path: str, allowance: Allowance) -> CollectionOverdue:
+        n, each = allowance.requests, f"--timeout {allowance.per_request_s:g} s"
+        needed = f"{each} for the one request" if n == 1 else f"{each} for each of {n:,} requests"
+        return CollectionOverdue(
+            f"Prometheus at {self._where} went past the collection's deadline of "
+            f"{_seconds_text(allowance.seconds)} s ({needed} it needed) while waiting for "
+            f"/{path}: it answers too slowly, or not at all; check its load, or raise --timeout"
+        )
+
     def _attempt(
-        self, method: str, path: str, data: Mapping[str, Any] | None, where: str
+        self,
+        method: str,
+        path: str,
+        data: Mapping[str, Any] | None,
+        where: str,
+        retry_timeouts: bool = True,
     ) -> Response:
         """One try of a request: its answer, a `PromError` not worth another try, or `_Again`
         holding the error to give if no later try succeeds."""
         import httpx
 
+        seconds = self._seconds(path)
         with self._counting:  # queries may be in flight together
             self.requests += 1
         log.debug("%s %s %s", method, where, redact_headers(dict(self._http.headers)))
         try:
-            resp, body_bytes = within(
-                self.cfg.timeout_s, lambda dl: self._send(method, path, data, dl)
-            )
+            resp, body_bytes = within(seconds, lambda dl: self._send(method, path, data, dl))
         except DeadlineExceeded:
+            # The allowance cut this try short: it is spent. (When both end together, this
+            # request's own timeout is what it ran into.)
+            if self.allowance is not None and seconds < self.cfg.timeout_s - _LEAST_TRY_S:
+                raise self._overdue(path, self.allowance) from None
             raise PromError(
                 f"{where}: no complete answer within {self.cfg.timeout_s:g} s (--timeout); "
                 "raise --timeout, or audit a shorter --window",
                 unanswered=True,
+                timeout="the connection was accepted, but no complete answer came",
             ) from None
         except AnswerTooLarge as exc:
             raise PromError(
@@ -357,13 +418,14 @@ class PromClient:
                 error = PromError(
                     f"{where}: no answer within {self.cfg.timeout_s:g} s (--timeout)",
                     unanswered=isinstance(exc, httpx.ReadTimeout),
+                    timeout=_timed_out(exc, self.cfg.timeout_s),
                 )
+                # A read that timed out is as slow again when retried: give up at once.
+                if isinstance(exc, httpx.ReadTimeout) or not retry_timeouts:
+                    raise error from None
             else:
                 msg = self._scrub(str(exc) or type(exc).__name__)
                 error = PromError(f"cannot reach Prometheus at {where}: {msg}")
-            # A read that timed out is as slow again when retried: give up at once.
-            if isinstance(exc, httpx.ReadTimeout):
-                raise error from None
             raise _Again(error) from None
         except httpx.HTTPError as exc:
             msg = self._scrub(str(exc) or type(exc).__name__)
@@ -418,6 +480,16 @@ class PromClient:
             except ValueError:
                 pass
         return delay
+
+    def _stop(self, state: tenacity.RetryCallState) -> bool:
+        """Whether to stop trying: after `retries` more tries, or when the collection's
+        allowance is too short for the wait before the next try and the try itself. Then the
+        last try's error is the request's (it says what went wrong), and no time is spent
+        waiting for a try that could not be sent."""
+        if state.attempt_number > self.cfg.retries:
+            return True
+        allowance = self.allowance
+        return allowance is not None and allowance.left() < self._wait(state) + _LEAST_TRY_S
 
     def _parse(
         self, resp: httpx.Response, raw: bytes, where: str, data: Mapping[str, Any] | None
@@ -500,7 +572,9 @@ class PromClient:
         return ans
 
     def buildinfo(self) -> dict[str, Any]:
-        ans = self._request("GET", "api/v1/status/buildinfo", None)
+        """The server's build information (`data`; empty when it gives none). A try that runs
+        out of time is not retried: a server that cannot answer this cannot be audited."""
+        ans = self._request("GET", BUILDINFO, None, retry_timeouts=False)
         data = ans.body.get("data")
         return data if isinstance(data, dict) else {}
 
@@ -622,6 +696,26 @@ def check_headers(headers: Mapping[str, str]) -> dict[str, str]:
             )
         out[name] = clean
     return out
+
+
+BUILDINFO = "api/v1/status/buildinfo"
+"""The build information's path: the first request of a collection."""
+
+
+def _timed_out(exc: Exception, timeout_s: float) -> str:
+    """Why an httpx timeout came, in words."""
+    import httpx
+
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection was made within {min(_CONNECT_S, timeout_s):g} s"
+    if isinstance(exc, httpx.ReadTimeout):
+        return "the connection was accepted, but no answer came"
+    return "the request could not be sent in time"
+
+
+def _seconds_text(seconds: float) -> str:
+    """Seconds as messages show them: whole from 10 on, else to a tenth."""
+    return f"{seconds:,.0f}" if seconds >= 10 else f"{seconds:.1f}"
 
 
 def _format_seconds(x: float) -> str:

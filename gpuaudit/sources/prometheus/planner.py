@@ -10,6 +10,10 @@ remembered, and later queries of the same kind are cut to it before they are sen
 backend's limit costs one refusal per collection rather than a few per query. How each query
 was cut is recorded (`Collector.plan`) for the manifest.
 
+The time of the queries is bounded with the number (`Collector._grant`): the collection's
+allowance (`transfer.Allowance`) grows by `--timeout` for each query planned and each piece a
+refusal asked for, never for a query sent again after it went unanswered.
+
 The number of queries is bounded (`max_queries`, `--max-queries`): a plan that would need more,
 at the start (a window of many steps) or while cutting (a backend that refuses ever smaller
 pieces), is refused with one clear error before the excess is sent.
@@ -219,6 +223,7 @@ class Collector:
                 jobs.append(_Job(spec, self.w.start, self.w.end))
             else:
                 jobs.extend(self._hourly_jobs(spec))
+        self._grant(len(jobs))
         self._tick(len(jobs))
         answers: queue.Queue[tuple[_Job, _Sent | BaseException]] = queue.Queue()
         flying = 0
@@ -235,6 +240,7 @@ class Collector:
                 pieces = self._learned(job)
                 if len(pieces) > 1:
                     jobs[0:0] = pieces
+                    self._grant(len(pieces) - 1)
                     self._tick(len(pieces) - 1)
                     continue
                 self.sent += 1
@@ -256,6 +262,8 @@ class Collector:
                         f"{job.shard or 'unsharded'}): {got}"
                     ) from None
                 jobs[0:0] = parts
+                if got.too_big:  # a refusal asks for the pieces; a query unanswered does not
+                    self._grant(len(parts) - 1)
                 self._tick(len(parts) - 1)
                 continue
             if not job.shard and length < self.refused.get(kind, 0):
@@ -268,6 +276,12 @@ class Collector:
             entries.sort(key=lambda e: (e["chunk"][0], e["chunk"][2]))
             self.plan[qid].sort(key=lambda c: (c[0], c[2]))
         return out
+
+    def _grant(self, requests: int) -> None:
+        """Allow the collection `--timeout` more for each of `requests` more queries it needs
+        (`transfer.Allowance`): those planned, and the pieces a refusal asked for."""
+        if self.client.allowance is not None:
+            self.client.allowance.grant(requests)
 
     def _slow(self, job: _Job, err: PromError) -> bool:
         """Whether `job`, which got no answer within `--timeout`, is cut smaller and sent
