@@ -2,7 +2,13 @@
 shorter than it is refused there), then the catalogue (`catalogue`) run within
 the backend's limits (`planner`), through the HTTP client (`http`). It returns the raw answers
 and what the manifest records about them: capabilities, the queries, how they were cut, the
-backend's warnings and why the answers may be incomplete."""
+backend's warnings and why the answers may be incomplete.
+
+One deadline bounds the whole collection (`transfer.Allowance`): `--timeout` for each request
+it needs, that is each discovery call, each query planned and each piece a query refused as too
+big was cut into. Retries, the waits between them and queries sent again after no answer come
+out of it, so a backend that answers slowly or not at all cannot multiply `--timeout`: when the
+allowance is spent, the collection ends with `CollectionOverdue`, naming the request."""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.http import PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 from gpuaudit.sources.prometheus.recorded import hourly_parts
+from gpuaudit.sources.transfer import Allowance
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,13 @@ class PrometheusSource(Source[PromCollection]):
         # Before anything is sent: a window that every metric's queries could not cover in
         # `max_queries` is refused whatever the backend holds.
         check_plan(window, catalogue.CATALOGUE, self.max_queries)
-        caps = discover(self.client, window, selector, group)
+        allowance = Allowance(self.client.cfg.timeout_s)
+        self.client.allowance = allowance
+        allowance.granting = True  # each discovery call is needed once
+        try:
+            caps = discover(self.client, window, selector, group)
+        finally:
+            allowance.granting = False
         if caps.interval is not None:  # refused before the collection, whatever it would cost
             check_step(window.step, caps.interval.seconds, caps.interval.at_least)
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
