@@ -210,3 +210,33 @@ def test_a_snapshot_given_as_an_earlier_report_is_named_as_such(
         f"gpuaudit: error: {flag} {snap} is a gpuaudit snapshot, not a JSON report; {flag} takes "
         "an earlier `scan --format json` report"
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["rules", "-o", "{out}"],
+        ["scenario", "--gpus", "12", "--days", "1", "-y", "-q", "-o", "{out}"],
+        ["scenario", "--gpus", "12", "--days", "1", "-y", "-q", "--truth", "{out}"],
+        ["snapshot", "save", "{out}", "--prometheus-url", "http://127.0.0.1:9", "--no-kubernetes"],
+    ],
+    ids=["rules", "scenario", "scenario-truth", "snapshot-save"],
+)
+def test_no_command_calls_a_file_it_writes_not_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Click refused an existing path that cannot be read as "not readable" before the command
+    ran: a file a command writes is never read, so it is never refused for that."""
+    out = tmp_path / "out.file"
+    out.write_text("old")
+    real = os.access
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, *a, **k: mode != os.R_OK if os.fspath(p) == str(out) else real(p, mode),
+    )
+    res = runner.invoke(app, [a.replace("{out}", str(out)) for a in command])
+    assert "not readable" not in res.output
+    if command[0] != "snapshot":  # which has no Prometheus to read
+        assert res.exit_code == 0, res.output
+        assert out.read_text() != "old"

@@ -42,7 +42,15 @@ def rules(
         str, opt("--pod-label", table=RULES_HELP, command="rules", metavar="exported|pod")
     ] = "exported",
     output: A[
-        Path | None, opt("--output", "-o", table=RULES_HELP, command="rules", metavar="FILE")
+        Path | None,
+        opt(
+            "--output",
+            "-o",
+            table=RULES_HELP,
+            command="rules",
+            metavar="FILE",
+            readable=False,
+        ),
     ] = None,
 ) -> None:
     """Print alerting and recording rules (`RULES_DOC`)."""

@@ -29,18 +29,25 @@ HELP = {
 }
 
 
-def _opt(flag: str, *short: str, metavar: str = "") -> object:
-    return opt(flag, *short, table=HELP, command="scenario", metavar=metavar)
+def _opt(flag: str, *short: str, metavar: str = "", **kw: object) -> object:
+    return opt(flag, *short, table=HELP, command="scenario", metavar=metavar, **kw)
+
+
+_WRITTEN = {"readable": False}
+"""What a file the command writes is declared with: Click must not refuse it as "not
+readable"."""
 
 
 def scenario(
     gpus: A[int, _opt("--gpus", metavar="N")] = 400,
     days: A[int, _opt("--days", metavar="N")] = 7,
     seed: A[int, _opt("--seed", metavar="N")] = 1,
-    output: A[Path, _opt("--output", "-o", metavar="FILE")] = Path("scenario.snapshot.json.gz"),
-    truth: A[Path | None, _opt("--truth", metavar="FILE")] = None,
-    openmetrics: A[Path | None, _opt("--openmetrics", metavar="FILE")] = None,
-    k8s_dir: A[Path | None, _opt("--k8s-dir", metavar="DIR")] = None,
+    output: A[Path, _opt("--output", "-o", metavar="FILE", **_WRITTEN)] = Path(
+        "scenario.snapshot.json.gz"
+    ),
+    truth: A[Path | None, _opt("--truth", metavar="FILE", **_WRITTEN)] = None,
+    openmetrics: A[Path | None, _opt("--openmetrics", metavar="FILE", **_WRITTEN)] = None,
+    k8s_dir: A[Path | None, _opt("--k8s-dir", metavar="DIR", **_WRITTEN)] = None,
     end: A[str | None, _opt("--end", metavar="TIME")] = None,
     scrape_interval: A[int, _opt("--scrape-interval", metavar="SECONDS")] = 60,
     label_style: A[str, _opt("--label-style", metavar="helm|honor|old")] = "helm",
