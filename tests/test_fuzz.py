@@ -349,7 +349,18 @@ def test_outside_numbers_are_finite_or_none(value: Any) -> None:
     ("text", "want"),
     [("8", 8.0), ("500m", 0.5), ("2Gi", 2.0 * 2**30), ("1k", 1e3), ("1e3", 1e3), ("nan", None)]
     + [("Infinity", None), ("inf", None), ("-1", None), ("²", None), ("1_0", None), ("", None)]
-    + [("1e999", None), ("E", None), ("٣", None)],
+    + [("1e999", None), ("E", None), ("٣", None)]
+    # The grammar of k8s.io/apimachinery resource.Quantity: one suffix at most, no spaces.
+    + [(".5", 0.5), ("1.", 1.0), ("+2", 2.0), ("1E", 1e18), ("1E3", 1e3), ("1e-3", 1e-3)]
+    + [("3n", 3e-9), ("2u", 2e-6), ("1Ki", 1024.0), ("-0", 0.0), ("1e400", None), ("١٢", None)]
+    + [(" 8", None), ("8 ", None), ("1e3Ki", None), ("1.5.2", None), (".", None), ("1e", None)]
+    + [("1e1.5", None), ("1ki", None), ("0x10", None), ("8\n", None)],
 )
 def test_kubernetes_quantities(text: str, want: float | None) -> None:
     assert numbers.quantity(text) == want
+
+
+@pytest.mark.parametrize(("text", "want"), [("-4", -4.0), ("-1.5Ki", -1536.0), ("+3", 3.0)])
+def test_signed_kubernetes_quantities(text: str, want: float) -> None:
+    assert numbers.signed_quantity(text) == want
+    assert numbers.quantity(text) == (want if want >= 0 else None)

@@ -54,8 +54,12 @@ How it decides
       and their `lendingLimit` kept it from the queue. One finding per queue. Impact: the
       waiting GPUs x hours waited, priced. Severity: high from 4 hours, medium below.
     Kueue rules need the Workloads list and Volcano rules the PodGroups list; a queue system
-    whose list was not read is left out. Workloads deleted before the scan are not seen; the
-    namespaces' use keeps that from reading as idle quota.
+    whose list was not read is left out. A queue with a GPU quantity (of its quota or status,
+    or of a Workload or PodGroup admitted to it) that is no Kubernetes quantity, is negative
+    or is above `GPUAUDIT_MAX_QUEUE_QUOTA` (default 10,000,000) is not judged, nor are the
+    flavor totals and the cohort waits it takes part in (a Cohort's own quota likewise): a
+    warning names the object and the field, and the audit is incomplete. Workloads deleted
+    before the scan are not seen; the namespaces' use keeps that from reading as idle quota.
 
 What to do
     Lower the idle quota to what the queue used at its peak, or let its cohort borrow it
@@ -67,10 +71,14 @@ What to do
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
 from gpuaudit.checks.contract import fraction, gpus, hours, minutes
@@ -91,6 +99,7 @@ VIEWS = ("pod_hours",)
 """The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 EPS = 1e-9
+Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -293,18 +302,24 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
     """ResourceFlavors whose ClusterQueues and Cohorts together promise more than the flavor's
     nodes allocate, where no single ClusterQueue does."""
     by_line: dict[tuple[str, str], list[QueueUsage]] = defaultdict(list)
+    # A total with a quota nobody could read in it is unknown.
+    unknown: set[tuple[str, str]] = set()
     for u in lines:
         if u.system == KUEUE and u.allocatable is not None:
             by_line[(u.flavor, u.resource)].append(u)
+        if u.unaudited:
+            unknown.add((u.flavor, u.resource))
     cohort_quota: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     for c in views.inv.queues.cohorts.values():
         for q in c.quotas:
             cohort_quota[(q.flavor, q.resource)].append((c.name, q.nominal))
+            if c.unaudited:
+                unknown.add((q.flavor, q.resource))
     out: list[Finding] = []
     for (flavor, resource), us in sorted(by_line.items()):
         alloc = us[0].allocatable
         assert alloc is not None
-        if any(u.quota > alloc + EPS for u in us):
+        if (flavor, resource) in unknown or any(u.quota > alloc + EPS for u in us):
             continue
         parts = [(f"ClusterQueue {u.queue}", u.quota) for u in us if u.quota > 0]
         parts += [(f"Cohort {n}", v) for n, v in cohort_quota.get((flavor, resource), []) if v > 0]
@@ -359,56 +374,127 @@ class _Starved:
     """(peer queue, idle quota over the wait, its lendingLimit)."""
 
 
-def _starved(
-    u: QueueUsage, p: Pending, peers: list[QueueUsage], lendable_pool: float, end: float
-) -> _Starved | None:
+class _Peers:
+    """The quota lines of one cohort, flavor and GPU resource, and what each queue among them
+    left idle after a time: summed over every line once per hour of the window, so that the
+    peers of one queue (all the others) cost one subtraction, not a scan of the cohort."""
+
+    def __init__(self, lines: list[QueueUsage]) -> None:
+        self.lines = lines
+        self.unaudited = any(u.unaudited for u in lines)
+        u0 = lines[0]
+        self._ends = [u0.bucket_start + i * u0.step_s for i in range(len(u0.use_by_bucket))]
+        names = [u.queue for u in lines]
+        self._queues = sorted(set(names))
+        self._queue = np.searchsorted(self._queues, names)
+        self._quota = np.array([u.quota for u in lines], dtype="float64")
+        self._lending = np.array(
+            [np.nan if u.lending_limit is None else u.lending_limit for u in lines],
+            dtype="float64",
+        )
+        # Per line, the most it used in any hour from hour k on (0 after the last).
+        nb = len(self._ends)
+        use = np.zeros((len(lines), nb + 1), dtype="float64")
+        for i, u in enumerate(lines):
+            use[i, : len(u.use_by_bucket)] = u.use_by_bucket
+        self._after = np.maximum.accumulate(use[:, ::-1], axis=1)[:, ::-1]
+        self._sums: dict[int, tuple[npt.NDArray[Any], ...]] = {}
+
+    def hour(self, ts: float) -> int:
+        """How many of the window's hours ended at or before `ts` (the hours
+        `QueueUsage.use_since(ts)` leaves out)."""
+        return bisect.bisect_right(self._ends, ts)
+
+    def _idle(self, k: int) -> tuple[Floats, Floats, Floats, npt.NDArray[np.bool_]]:
+        """Per line after the first `k` hours: idle quota, what of it the line may lend, what
+        it may not, and whether a whole unit of it was fenced off; lines with less than one
+        unit idle count for nothing."""
+        idle = self._quota - self._after[:, k]
+        some = idle >= 1 - EPS
+        lend = np.where(np.isnan(self._lending), idle, np.fmin(idle, self._lending))
+        lend = np.where(some, lend, 0.0)
+        fenced = np.where(some, idle - lend, 0.0)
+        named = fenced >= 1 - EPS
+        return idle, lend, np.where(named, fenced, 0.0), named
+
+    def sums(self, k: int, queue: str) -> tuple[float, float, int]:
+        """What the peers of `queue` (the other queues) could lend after the window's first `k`
+        hours, the idle quota they fenced off, and how many of their lines fenced at least one
+        unit."""
+        if k not in self._sums:
+            _, lend, fenced, named = self._idle(k)
+            n = len(self._queues)
+            self._sums[k] = (
+                np.bincount(self._queue, weights=lend, minlength=n),
+                np.bincount(self._queue, weights=fenced, minlength=n),
+                np.bincount(self._queue, minlength=n, weights=named.astype("float64")).astype(
+                    "int64"
+                ),
+            )
+        lend_q, fenced_q, named_q = self._sums[k]
+        i = bisect.bisect_left(self._queues, queue)
+        return (
+            float(lend_q.sum() - lend_q[i]),
+            float(fenced_q.sum() - fenced_q[i]),
+            int(named_q.sum() - named_q[i]),
+        )
+
+    def named(self, k: int, queue: str) -> tuple[tuple[str, float, float | None], ...]:
+        """(peer queue, idle quota, its lendingLimit) of the peers of `queue` that fenced off
+        at least one unit of idle quota after the first `k` hours."""
+        idle, _, _, named = self._idle(k)
+        return tuple(
+            (u.queue, float(idle[i]), u.lending_limit)
+            for i in np.flatnonzero(named).tolist()
+            if (u := self.lines[i]).queue != queue
+        )
+
+
+def _starved(u: QueueUsage, p: Pending, peers: _Peers, lendable_pool: float) -> _Starved | None:
     """Why `p` waits, when it waits for quota that idle peers would not lend."""
     shortfall = p.quantity - max(0.0, u.quota - u.admitted_now)
     room = math.inf if u.borrowing_limit is None else u.borrowing_limit
     if shortfall <= EPS or shortfall > room + EPS:
         return None
-    lendable, fenced = lendable_pool, 0.0
-    named: list[tuple[str, float, float | None]] = []
-    for peer in peers:
-        idle = peer.quota - peer.use_since(p.since)
-        if idle < 1 - EPS:
-            continue
-        lend = idle if peer.lending_limit is None else min(idle, peer.lending_limit)
-        lendable += lend
-        if idle - lend >= 1 - EPS:
-            fenced += idle - lend
-            named.append((peer.queue, idle, peer.lending_limit))
+    k = peers.hour(p.since)
+    lend, fenced, named = peers.sums(k, u.queue)
+    lendable = lendable_pool + lend
     if not named or lendable >= shortfall - EPS or lendable + fenced < shortfall - EPS:
         return None
-    return _Starved(p, u, shortfall, tuple(named))
+    return _Starved(p, u, shortfall, peers.named(k, u.queue))
 
 
 def _starvation(views: Views, lines: list[QueueUsage], cfg: Thresholds) -> list[Finding]:
     inv = views.inv
     end = inv.window_end
     pools: dict[tuple[str, str, str], float] = defaultdict(float)
+    unknown: set[str] = set()
     for c in inv.queues.cohorts.values():
         for q in c.quotas:
             pools[(c.name, q.flavor, q.resource)] += q.nominal
+        if c.unaudited:
+            unknown.add(c.name)
+    # Each cohort's quota lines by flavor and resource, gathered once.
+    grouped: dict[tuple[str, str, str], list[QueueUsage]] = defaultdict(list)
+    for u in lines:
+        if u.system == KUEUE and u.cohort:
+            grouped[(u.cohort, u.flavor, u.resource)].append(u)
+    groups = {key: _Peers(us) for key, us in grouped.items()}
     found: dict[str, list[_Starved]] = defaultdict(list)
     seen: set[tuple[str, str, str, str]] = set()
     for u in lines:
-        if u.system != KUEUE or not u.cohort:
+        if u.system != KUEUE or not u.cohort or not u.pending:
             continue
-        peers = [
-            v
-            for v in lines
-            if v.system == KUEUE
-            and v.cohort == u.cohort
-            and v.queue != u.queue
-            and (v.flavor, v.resource) == (u.flavor, u.resource)
-        ]
+        group = (u.cohort, u.flavor, u.resource)
+        peers = groups[group]
+        # A cohort with a quota nobody could read leaves what its peers could lend unknown.
+        if peers.unaudited or u.cohort in unknown:
+            continue
         for p in u.pending:
             key = (u.queue, p.namespace, p.name, p.resource)
             if key in seen or (end - p.since) < cfg.pending_min_minutes * 60:
                 continue
-            pool = pools.get((u.cohort, u.flavor, u.resource), 0.0)
-            s = _starved(u, p, peers, pool, end)
+            s = _starved(u, p, peers, pools.get(group, 0.0))
             if s is not None:
                 seen.add(key)
                 found[u.queue].append(s)
@@ -477,5 +563,11 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         VOLCANO: Capability.KUBERNETES_VOLCANO_PODGROUPS in caps,
     }
     lines = [u for u in views.queue_usage(cfg.idle_activity) if read.get(u.system, False)]
-    out = [f for u in lines for f in (_idle(views, u, cfg), _unhonoured(u)) if f is not None]
+    out = [
+        f
+        for u in lines
+        if not u.unaudited
+        for f in (_idle(views, u, cfg), _unhonoured(u))
+        if f is not None
+    ]
     return out + _flavor_totals(views, lines) + _starvation(views, lines, cfg)

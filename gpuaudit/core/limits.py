@@ -76,6 +76,12 @@ REPORT_BYTES = Limit(
     "the size of an earlier JSON report read by --baseline or --previous, in bytes",
 )
 
+QUEUE_QUOTA = Limit(
+    "GPUAUDIT_MAX_QUEUE_QUOTA",
+    10_000_000,
+    "the GPUs (or MIG slices) one Kueue or Volcano queue's quota, limit or usage may name",
+)
+
 CONFIG_BYTES = Limit(
     "GPUAUDIT_MAX_CONFIG_BYTES",
     1024**2,
@@ -97,6 +103,7 @@ ALL = (
     GANG_SIZE,
     REPORT_BYTES,
     CLUSTERS,
+    QUEUE_QUOTA,
     CONFIG_BYTES,
 )
 """Every limit, in the order README lists them."""

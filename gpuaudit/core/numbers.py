@@ -6,6 +6,7 @@ as a count."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -60,47 +61,48 @@ def sample_time(raw: Any) -> float | None:
     return json_number(raw)
 
 
-_SUFFIXES = {
-    "Ki": 2.0**10,
-    "Mi": 2.0**20,
-    "Gi": 2.0**30,
-    "Ti": 2.0**40,
-    "Pi": 2.0**50,
-    "Ei": 2.0**60,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+"""Binary SI suffixes of a Kubernetes quantity, as powers of 2."""
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+"""Decimal SI suffixes of a Kubernetes quantity, as powers of 10."""
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"(?:[eE](?P<exponent>[+-]?[0-9]+)|(?P<suffix>[KMGTPE]i|[numkMGTPE])?)"
+)
+"""The serialization format of `k8s.io/apimachinery/pkg/api/resource.Quantity`: a signed
+decimal number (`8`, `1.5`, `1.`, `.5`, `-4`), then at most one suffix: binary SI (`Ki` ...
+`Ei`), decimal SI (`n`, `u`, `m`, `k`, `M`, `G`, `T`, `P`, `E`) or a decimal exponent (`e3`,
+`E-2`). ASCII only: no spaces, no `nan`, `inf` or `1_0`, no digit-like text (`²`)."""
 
 
-def quantity(raw: Any) -> float | None:
-    """A Kubernetes resource quantity (`"8"`, `8`, `"1k"`, `"500m"`, `"2Gi"`, `"1e3"`) as a
-    finite non-negative float; None when absent or unreadable (`"nan"`, `"Infinity"`, `"²"`,
-    `"-1"`, a boolean)."""
+def signed_quantity(raw: Any) -> float | None:
+    """A Kubernetes resource quantity (`"8"`, `8`, `"1k"`, `"500m"`, `"2Gi"`, `"1e3"`, `"-4"`)
+    as a finite float, negative ones included; None when it is not one: text outside the
+    quantity grammar (`"nan"`, `"Infinity"`, `"١٢"`, `"1e3Ki"`), a value no float
+    holds (`"1e400"`), a boolean, or anything but a string or a JSON number."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, (int, float)):
-        f = json_number(raw)
-        return f if f is not None and f >= 0 else None
-    if not isinstance(raw, str):
+        return json_number(raw)
+    if not isinstance(raw, str) or len(raw) > 64:
         return None
-    text = raw.strip()
-    if not text.isascii() or len(text) > 64:
+    m = _QUANTITY.fullmatch(raw)
+    if m is None or not raw.isascii():
         return None
-    mult = 1.0
-    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "m", "k", "M", "G", "T", "P", "E"):
-        if text.endswith(suffix):
-            text, mult = text[: -len(suffix)], _SUFFIXES[suffix]
-            break
-    # Only the characters of a decimal number: no "nan", "inf", "infinity" or "1_0".
-    if not text or text.strip("0123456789.eE+") or text.startswith(("e", "E")):
-        return None
+    number, exponent, suffix = m.group("number"), m.group("exponent"), m.group("suffix") or ""
     try:
-        f = float(text) * mult
+        if suffix in _BINARY:
+            f = float(number) * 2.0 ** _BINARY[suffix]
+        else:
+            f = float(f"{number}e{int(exponent) if exponent else _DECIMAL[suffix]}")
     except (ValueError, OverflowError):
         return None
-    return f if math.isfinite(f) else None
+    return f + 0.0 if math.isfinite(f) else None  # + 0.0: no negative zero
+
+
+def quantity(raw: Any) -> float | None:
+    """A Kubernetes resource quantity (see `signed_quantity`) as a finite non-negative float;
+    None when absent, unreadable or negative (`"nan"`, `"Infinity"`, `"²"`, `"-1"`, a
+    boolean)."""
+    f = signed_quantity(raw)
+    return f if f is not None and f >= 0 else None

@@ -345,6 +345,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     missing.update(queue_missing)
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
+    queue_objects = queues.build(objects, snap.kubernetes, pod_gang, notes)
     claims = dra.claimed(objects)
     _count_claimed(pod_rows, claims, limit)
     if notes:
@@ -360,7 +361,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         missing=missing,
         incomplete=incomplete,
         notes=notes,
-        queues=queues.build(objects, snap.kubernetes, pod_gang),
+        queues=queue_objects,
         claims=claims,
     )
 

@@ -22,7 +22,6 @@ The figures, each traceable to the data:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,6 +111,9 @@ class QueueUsage:
     """End of the window's first hour; hour `i` ends at `bucket_start + i * step`."""
     step_s: float
     pending: tuple[Pending, ...]
+    unaudited: bool = False
+    """Whether a quantity of the queue, or of what was admitted to it, could not be read
+    (`Queue.unaudited`): its quota and use are unknown, and not to be judged."""
 
     @property
     def quota_gpu_hours(self) -> float:
@@ -257,38 +259,110 @@ def _by_bucket(
     return out
 
 
-def _unit_gpus(inv: Inventory, resource: str, nodes: set[str] | None) -> float:
-    """Whole-GPU equivalents of one unit: 1 for `nvidia.com/gpu`, a slice's share of its
-    GPU (by the model DCGM reports most for that profile on those nodes) for MIG."""
-    profile = mig_profile(resource)
-    if not profile:
-        return 1.0
-    h = inv.holdings
-    seen = h[h[C.MIG_PROFILE] == profile]
-    if nodes is not None:
-        seen = seen[seen[C.NODE].isin(sorted(nodes))]
-    models = Counter(str(m) for m in seen[C.MODEL].tolist())
-    model = models.most_common(1)[0][0] if models else ""
-    return mig.slice_fraction(profile, model)
+class _Lookup:
+    """What every quota line looks up in the holdings and the nodes, worked out once (not once
+    per line: a cluster may hold tens of thousands of queues): each holding's queue, resource,
+    node and namespace as numbers, each flavor's nodes, and each node's GPU product."""
+
+    def __init__(self, inv: Inventory, qs: Queues) -> None:
+        import numpy as np
+        import pandas as pd
+
+        self.inv, self.qs = inv, qs
+        h = inv.holdings
+        self.prof = h[C.MIG_PROFILE].fillna("").astype(str).to_numpy()
+        # Each holding's queue: the queue's position, -1 for none.
+        index = {(q.system, q.name): i for i, q in enumerate(qs.queues)}
+        self.owner = np.array(
+            [
+                index.get(qs.pod_queue.get((ns, pod), ("", "")), -1)
+                for ns, pod in zip(h[C.NAMESPACE].tolist(), h[C.POD].tolist(), strict=True)
+            ],
+            dtype=np.intp,
+        )
+        node_code, node_names = pd.factorize(h[C.NODE].astype(str))
+        self.node_code = np.asarray(node_code, dtype=np.intp)
+        self.node_of = {str(n): i for i, n in enumerate(node_names)}
+        self.node_names = [str(n) for n in node_names]
+        ns_code, ns_names = pd.factorize(h[C.NAMESPACE].astype(str))
+        self.ns_code = np.asarray(ns_code, dtype=np.intp)
+        self.ns_of = {str(n): i for i, n in enumerate(ns_names)}
+        self.model = [str(m) for m in h[C.MODEL].tolist()]
+        self.product_of = dict(
+            zip(inv.nodes[C.NODE].astype(str), inv.nodes[C.PRODUCT].astype(str), strict=True)
+        )
+        self._resource: dict[str, npt.NDArray[np.bool_]] = {}
+        self._flavor: dict[tuple[str, str], _Flavor] = {}
+        self._unit: dict[tuple[str, str, str], float] = {}
+
+    def resource(self, res: str) -> npt.NDArray[np.bool_]:
+        """The holdings of a GPU resource: whole GPUs and their shares, or one MIG profile."""
+        if res not in self._resource:
+            p = mig_profile(res)
+            self._resource[res] = self.prof == p if p else (self.prof == "") & (res == GPU)
+        return self._resource[res]
+
+    def flavor(self, q: Queue, quota: Quota) -> _Flavor:
+        """The nodes of the quota line's flavor (Volcano: every node) and the holdings on them."""
+        import numpy as np
+
+        key = (q.system, quota.flavor)
+        if key not in self._flavor:
+            nodes = self.qs.flavor_nodes(quota.flavor) if q.system == KUEUE else self.qs.nodes
+            if nodes is None:
+                on = np.ones(len(self.node_code), dtype=bool)
+            else:
+                codes = [self.node_of[n.name] for n in nodes if n.name in self.node_of]
+                on = np.isin(self.node_code, codes)
+            self._flavor[key] = _Flavor(nodes, on)
+        return self._flavor[key]
+
+    def in_namespaces(self, namespaces: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+        import numpy as np
+
+        return np.isin(self.ns_code, [self.ns_of[n] for n in namespaces if n in self.ns_of])
+
+    def unit_gpus(self, q: Queue, quota: Quota, f: _Flavor) -> float:
+        """Whole-GPU equivalents of one unit: 1 for `nvidia.com/gpu`, a slice's share of its
+        GPU (by the model DCGM reports most for that profile on the flavor's nodes) for MIG."""
+        profile = mig_profile(quota.resource)
+        if not profile:
+            return 1.0
+        key = (q.system, quota.flavor, profile)
+        if key not in self._unit:
+            import numpy as np
+
+            seen = np.flatnonzero((self.prof == profile) & f.on)
+            models = Counter(self.model[i] for i in seen.tolist())
+            model = models.most_common(1)[0][0] if models else ""
+            self._unit[key] = mig.slice_fraction(profile, model)
+        return self._unit[key]
+
+    def product(self, nodes: tuple[QueueNode, ...] | None, mine: npt.NDArray[np.bool_]) -> str:
+        """The most common GPU product of `nodes` (by their GPUs), else of the nodes the
+        queue's pods held GPUs on, else of every node; empty when no node names one."""
+        import numpy as np
+
+        of_flavor: Counter[str] = Counter()
+        for n in nodes or ():
+            of_flavor[n.labels.get(PRODUCT_LABEL, "")] += int(sum(n.allocatable.values()) or 1)
+        used = Counter(
+            self.product_of.get(self.node_names[c], "")
+            for c in self.node_code[np.flatnonzero(mine)].tolist()
+        )
+        for count in (of_flavor, used, Counter(self.product_of.values())):
+            count.pop("", None)
+            if count:
+                return count.most_common(1)[0][0]
+        return ""
 
 
-def _product(
-    inv: Inventory, nodes: tuple[QueueNode, ...] | None, mine: npt.NDArray[np.bool_]
-) -> str:
-    """The most common GPU product of `nodes` (by their GPUs), else of the nodes the queue's
-    pods held GPUs on, else of every node; empty when no node names one."""
-    by_node = dict(
-        zip(inv.nodes[C.NODE].astype(str), inv.nodes[C.PRODUCT].astype(str), strict=True)
-    )
-    of_flavor: Counter[str] = Counter()
-    for n in nodes or ():
-        of_flavor[n.labels.get(PRODUCT_LABEL, "")] += int(sum(n.allocatable.values()) or 1)
-    used = Counter(by_node.get(str(n), "") for n in inv.holdings[C.NODE][mine].tolist())
-    for count in (of_flavor, used, Counter(by_node.values())):
-        count.pop("", None)
-        if count:
-            return count.most_common(1)[0][0]
-    return ""
+@dataclass(frozen=True)
+class _Flavor:
+    nodes: tuple[QueueNode, ...] | None
+    """The flavor's nodes; None when unknown (the ResourceFlavors were not read)."""
+    on: npt.NDArray[np.bool_]
+    """The holdings on those nodes (every holding where they are unknown)."""
 
 
 @dataclass(frozen=True)
@@ -304,26 +378,17 @@ class _Held:
 
 
 def _held(
-    inv: Inventory,
     r: _Rows,
-    masks: Mapping[str, npt.NDArray[np.bool_]],
-    key: tuple[str, str],
-    names: set[str] | None,
-    namespaces: tuple[str, ...],
+    base: npt.NDArray[np.bool_],
+    queue: npt.NDArray[np.bool_],
+    namespaces: npt.NDArray[np.bool_],
 ) -> _Held:
-    """`key`: the resource's and the queue's mask names; `names`: the flavor's nodes (None:
-    every node)."""
+    """`base`: the holdings of the line's resource on the flavor's nodes; `queue`: those of
+    the queue's pods; `namespaces`: those of pods of its namespaces."""
     import numpy as np
 
-    h = inv.holdings
-    node_ok = (
-        h[C.NODE].isin(sorted(names)).to_numpy(dtype=bool)
-        if names is not None
-        else np.ones(len(h), dtype=bool)
-    )
-    base = masks[key[0]] & node_ok
-    mine = base & masks[key[1]]
-    in_ns = base & h[C.NAMESPACE].isin(list(namespaces)).to_numpy(dtype=bool)
+    mine = base & queue
+    in_ns = base & namespaces
 
     def per_bucket(mask: npt.NDArray[np.bool_], busy: bool = False) -> Floats:
         rows = r.of(mask)
@@ -378,22 +443,25 @@ def _admitted(
 
 def _line(
     inv: Inventory,
-    qs: Queues,
+    look: _Lookup,
     q: Queue,
     quota: Quota,
     r: _Rows,
-    masks: Mapping[str, npt.NDArray[np.bool_]],
+    queue: npt.NDArray[np.bool_],
 ) -> QueueUsage:
+    """`queue`: the holdings of the queue's pods."""
     import numpy as np
 
-    nodes = qs.flavor_nodes(quota.flavor) if q.system == KUEUE else qs.nodes
-    names = {n.name for n in nodes} if nodes is not None else None
+    qs = look.qs
+    flavor = look.flavor(q, quota)
+    nodes = flavor.nodes
     namespaces = qs.namespaces(q)
-    key = ("res:" + quota.resource, f"queue:{q.system}/{q.name}")
-    held = _held(inv, r, masks, key, names, namespaces)
-    adms = [a for a in qs.admissions if (a.system, a.queue) == (q.system, q.name)]
+    held = _held(
+        r, look.resource(quota.resource) & flavor.on, queue, look.in_namespaces(namespaces)
+    )
+    adms = list(qs.admitted(q))
     adm = _admitted(inv, q, quota, adms, held.held, r.nb)
-    unit = _unit_gpus(inv, quota.resource, names)
+    unit = look.unit_gpus(q, quota, flavor)
     step = float(inv.step_s)
     use = np.maximum(
         np.maximum(np.asarray(adm.by_bucket, dtype="float64"), held.held), held.in_namespaces
@@ -427,7 +495,7 @@ def _line(
         ),
         flavor_nodes=len(schedulable) if schedulable is not None else None,
         unit_gpus=unit,
-        product=_product(inv, nodes if q.system == KUEUE else None, held.mine),
+        product=look.product(nodes if q.system == KUEUE else None, held.mine),
         hours=inv.window_hours,
         admitted_gpu_hours=adm.unit_hours * unit,
         held_gpu_hours=float(held.held.sum()) * step / 3600.0 * unit,
@@ -441,6 +509,7 @@ def _line(
         bucket_start=float(inv.window_start) + step,
         step_s=step,
         pending=pending,
+        unaudited=q.unaudited,
     )
 
 
@@ -449,29 +518,14 @@ def usage(
 ) -> tuple[QueueUsage, ...]:
     """Every GPU quota line of every queue (`inv.queues`) over the window, in queue order;
     busy where a pod's hourly mean activity reaches `idle`."""
-    import numpy as np
 
     qs = inv.queues
     if not qs.queues:
         return ()
     r = _rows(inv, rows, pods, ph, idle)
-    h = inv.holdings
-    prof = h[C.MIG_PROFILE].fillna("").astype(str).to_numpy()
-    # Each holding's queue, looked up once: the queue's position, -1 for none.
-    index = {(q.system, q.name): i for i, q in enumerate(qs.queues)}
-    owner = np.array(
-        [
-            index.get(qs.pod_queue.get((ns, pod), ("", "")), -1)
-            for ns, pod in zip(h[C.NAMESPACE].tolist(), h[C.POD].tolist(), strict=True)
-        ],
-        dtype=np.intp,
-    )
-    masks: dict[str, npt.NDArray[np.bool_]] = {}
+    look = _Lookup(inv, qs)
+    out: list[QueueUsage] = []
     for i, q in enumerate(qs.queues):
-        for quota in q.quotas:
-            res = quota.resource
-            if "res:" + res not in masks:
-                p = mig_profile(res)
-                masks["res:" + res] = prof == p if p else (prof == "") & (res == GPU)
-        masks[f"queue:{q.system}/{q.name}"] = owner == i
-    return tuple(_line(inv, qs, q, quota, r, masks) for q in qs.queues for quota in q.quotas)
+        mine = look.owner == i
+        out.extend(_line(inv, look, q, quota, r, mine) for quota in q.quotas)
+    return tuple(out)

@@ -24,11 +24,13 @@ through the gang they belong to (a Kueue Workload or a Volcano PodGroup, see
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
+from gpuaudit.core import limits, numbers
 from gpuaudit.inventory.capabilities import Capability
-from gpuaudit.inventory.kube import Objects, gpu_requests, quantity, timestamp
+from gpuaudit.inventory.kube import Objects, gpu_quantity, gpu_requests, timestamp
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -37,8 +39,8 @@ VOLCANO = "Volcano"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_DEFAULT_QUEUE = "default"
-MAX_QUOTA = 1e7
-"""Quantities above this (in GPUs or slices) are read as this: a bound on numbers from outside."""
+_NAME_CHARS = 120
+"""Characters of an object's name kept in a warning."""
 QUEUE_LISTS = (
     "kueue_clusterqueues",
     "kueue_workloads",
@@ -112,6 +114,10 @@ class Queue:
     reserved: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """Kueue `status.flavorsReservation` at the scan: (flavor, GPU resource) -> quota reserved
     by its Workloads, including those of namespaces the scan did not read."""
+    unaudited: bool = False
+    """Whether a GPU quantity of the queue, or of a Workload or PodGroup admitted to it, is no
+    Kubernetes quantity, is negative or is past `limits.QUEUE_QUOTA` (a warning names it): its
+    quota and use are unknown, and GPU090 does not judge it."""
 
     def fenced(self, q: Quota) -> float:
         """The part of `q` no other queue may use while it sits idle: a Kueue queue outside a
@@ -133,6 +139,8 @@ class Cohort:
     name: str
     parent: str
     quotas: tuple[Quota, ...]
+    unaudited: bool = False
+    """Whether a GPU quantity of its quota could not be read (see `Queue.unaudited`)."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,8 @@ class Admission:
     """When it started waiting for quota, while it waits now (Kueue); None otherwise."""
     owners: tuple[tuple[str, str], ...] = ()
     """(kind, name) of its ownerReferences."""
+    unreadable: bool = False
+    """Whether a GPU quantity of it could not be read (its queue is then not audited)."""
 
 
 @dataclass(frozen=True)
@@ -195,26 +205,51 @@ class Queues:
     def namespaces(self, q: Queue) -> tuple[str, ...]:
         """Namespaces that submit to `q`: those of its LocalQueues (Kueue), its admitted
         objects and its pods."""
-        out = {ns for (ns, _), cq in self.local_queues.items() if cq == q.name}
-        if q.system != KUEUE:
-            out = set()
-        out |= {a.namespace for a in self.admissions if (a.system, a.queue) == (q.system, q.name)}
-        out |= {ns for (ns, _), sq in self.pod_queue.items() if sq == (q.system, q.name)}
-        return tuple(sorted(out))
+        return self._namespaces.get((q.system, q.name), ())
+
+    @cached_property
+    def _namespaces(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(system, queue) -> the namespaces that submit to it, gathered in one pass."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for (ns, _), cq in self.local_queues.items():
+            out.setdefault((KUEUE, cq), set()).add(ns)
+        for a in self.admissions:
+            out.setdefault((a.system, a.queue), set()).add(a.namespace)
+        for (ns, _), sq in self.pod_queue.items():
+            out.setdefault(sq, set()).add(ns)
+        return {key: tuple(sorted(v)) for key, v in out.items()}
+
+    def admitted(self, q: Queue) -> tuple[Admission, ...]:
+        """The Workloads (Kueue) or PodGroups (Volcano) of `q`, in the order read."""
+        return self._admitted.get((q.system, q.name), ())
+
+    @cached_property
+    def _admitted(self) -> dict[tuple[str, str], tuple[Admission, ...]]:
+        out: dict[tuple[str, str], list[Admission]] = {}
+        for a in self.admissions:
+            out.setdefault((a.system, a.queue), []).append(a)
+        return {key: tuple(v) for key, v in out.items()}
 
     def lends(self, q: Queue) -> bool:
         """Whether `q` has anyone to lend to: another ClusterQueue in its cohort, or a cohort
         with a parent or children (Kueue's hierarchical cohorts)."""
         if q.system != KUEUE or not q.cohort:
             return False
-        peers = any(
-            o.system == KUEUE and o.cohort == q.cohort and o.name != q.name for o in self.queues
-        )
+        members, parents = self._cohort_tree
+        peers = len(members.get(q.cohort, ())) > 1
         c = self.cohorts.get(q.cohort)
-        tree = (c is not None and bool(c.parent)) or any(
-            x.parent == q.cohort for x in self.cohorts.values()
-        )
+        tree = (c is not None and bool(c.parent)) or q.cohort in parents
         return peers or tree
+
+    @cached_property
+    def _cohort_tree(self) -> tuple[dict[str, set[str]], set[str]]:
+        """Each cohort's ClusterQueues (by name), and the cohorts some Cohort names its
+        parent."""
+        members: dict[str, set[str]] = {}
+        for o in self.queues:
+            if o.system == KUEUE and o.cohort:
+                members.setdefault(o.cohort, set()).add(o.name)
+        return members, {x.parent for x in self.cohorts.values() if x.parent}
 
     def flavor_nodes(self, flavor: str) -> tuple[QueueNode, ...] | None:
         """The nodes of a Kueue flavor (empty name: every node); None when unknown (the
@@ -250,16 +285,58 @@ def _meta(obj: Mapping[str, Any]) -> tuple[str, str]:
     return _text(m, "namespace"), _text(m, "name")
 
 
-def _qty(raw: Any) -> float | None:
-    """A quantity of GPUs or slices; None when absent, bounded, never negative."""
-    if raw is None:
+@dataclass
+class _Reader:
+    """Reads the GPU quantities of one object, and says which it could not read: one that is
+    no Kubernetes quantity (`NaN`, `1e400`, `١٢`), a negative one, or one past the
+    bound (`limits.QUEUE_QUOTA`). Such a quantity is never read as 0 or as the bound: it makes
+    the queue's figures unknown (see `Queue.unaudited`)."""
+
+    what: str
+    """The object, for warnings (`ClusterQueue team-a`)."""
+    bound: int
+    problems: list[str] = field(default_factory=list)
+
+    def qty(self, raw: Any, name: str) -> float | None:
+        """The quantity `raw` of the field `name` (`nominalQuota of nvidia.com/gpu in flavor
+        h100`); None when absent or unreadable."""
+        if raw is None:
+            return None
+        f = numbers.signed_quantity(raw)
+        shown = f"{str(raw)[:40]!r}"
+        if f is None:
+            self.problems.append(f"{name} is {shown}, not a Kubernetes quantity")
+        elif f < 0:
+            self.problems.append(f"{name} is {shown}, a negative quantity")
+        elif f > self.bound:
+            self.problems.append(
+                f"{name} is {shown}, more than the {self.bound:,} GPUs or MIG slices a queue "
+                f"may hold ({limits.QUEUE_QUOTA.env})"
+            )
+        else:
+            return f
         return None
-    return min(MAX_QUOTA, max(0.0, quantity(raw)))
+
+    def gpus(self, res: Mapping[str, Any], name: str) -> dict[str, float]:
+        """The GPU resources of a ResourceList (`name`: the field that holds it, `spec.deserved`);
+        one that cannot be read is left out."""
+        out: dict[str, float] = {}
+        for k, v in res.items():
+            if is_gpu_resource(str(k)):
+                f = self.qty(v, f"{name} of {str(k)[:80]}")
+                if f is not None:
+                    out[str(k)] = f
+        return out
+
+    def said(self, notes: list[str], consequence: str) -> bool:
+        """Add a note for each quantity that could not be read, ending with `consequence`
+        (`its quota is not audited`); whether there was any."""
+        notes.extend(f"{self.what}: {p}; {consequence}" for p in self.problems)
+        return bool(self.problems)
 
 
-def _gpu_list(res: Mapping[str, Any]) -> dict[str, float]:
-    """The GPU resources of a ResourceList."""
-    return {str(k): _qty(v) or 0.0 for k, v in res.items() if is_gpu_resource(str(k))}
+def _name(raw: str) -> str:
+    return raw[:_NAME_CHARS]
 
 
 def _condition(obj: Mapping[str, Any], ctype: str) -> tuple[str, float | None]:
@@ -270,7 +347,7 @@ def _condition(obj: Mapping[str, Any], ctype: str) -> tuple[str, float | None]:
     return "", None
 
 
-def _quotas(groups: Iterable[Any]) -> tuple[Quota, ...]:
+def _quotas(groups: Iterable[Any], read: _Reader) -> tuple[Quota, ...]:
     """The GPU quotas of Kueue resourceGroups."""
     out: list[Quota] = []
     for rg in groups:
@@ -280,13 +357,17 @@ def _quotas(groups: Iterable[Any]) -> tuple[Quota, ...]:
                 name = _text(r, "name")
                 if not fname or not is_gpu_resource(name):
                     continue
+                got = {
+                    key: read.qty(r.get(key), f"{key} of {name[:80]} in flavor {_name(fname)}")
+                    for key in ("nominalQuota", "borrowingLimit", "lendingLimit")
+                }
                 out.append(
                     Quota(
                         fname,
                         name,
-                        _qty(r.get("nominalQuota")) or 0.0,
-                        borrowing_limit=_qty(r.get("borrowingLimit")),
-                        lending_limit=_qty(r.get("lendingLimit")),
+                        got["nominalQuota"] or 0.0,
+                        borrowing_limit=got["borrowingLimit"],
+                        lending_limit=got["lendingLimit"],
                     )
                 )
     return tuple(out)
@@ -303,31 +384,51 @@ def _flavor(obj: Mapping[str, Any]) -> Flavor:
     return Flavor(_meta(obj)[1], labels, taints)
 
 
-def _cluster_queue(obj: Mapping[str, Any]) -> Queue:
+_NOT_AUDITED = "its quota is not audited"
+
+
+def _cluster_queue(obj: Mapping[str, Any], notes: list[str], bound: int) -> Queue:
+    name = _meta(obj)[1]
+    read = _Reader(f"ClusterQueue {_name(name)}", bound)
     spec = _map(obj, "spec")
     cohort = _text(spec, "cohortName") or _text(spec, "cohort")
     reserved: dict[tuple[str, str], float] = {}
     status = _map(obj, "status")
-    for fu in _list(status, "flavorsReservation") or _list(status, "flavorsUsage"):
+    field_name = "flavorsReservation" if _list(status, "flavorsReservation") else "flavorsUsage"
+    for fu in _list(status, field_name):
         for r in _list(fu, "resources"):
-            name = _text(r, "name")
-            if _text(fu, "name") and is_gpu_resource(name):
-                reserved[(_text(fu, "name"), name)] = _qty(r.get("total")) or 0.0
-    quotas = _quotas(_list(spec, "resourceGroups"))
-    return Queue(KUEUE, "ClusterQueue", _meta(obj)[1], cohort, quotas, reserved=reserved)
+            res = _text(r, "name")
+            if _text(fu, "name") and is_gpu_resource(res):
+                where = f"status.{field_name} of {res[:80]} in flavor {_name(_text(fu, 'name'))}"
+                reserved[(_text(fu, "name"), res)] = read.qty(r.get("total"), where) or 0.0
+    quotas = _quotas(_list(spec, "resourceGroups"), read)
+    return Queue(
+        KUEUE,
+        "ClusterQueue",
+        name,
+        cohort,
+        quotas,
+        reserved=reserved,
+        unaudited=read.said(notes, _NOT_AUDITED),
+    )
 
 
-def _cohort(obj: Mapping[str, Any]) -> Cohort:
+def _cohort(obj: Mapping[str, Any], notes: list[str], bound: int) -> Cohort:
+    name = _meta(obj)[1]
+    read = _Reader(f"Cohort {_name(name)}", bound)
     spec = _map(obj, "spec")
     parent = _text(spec, "parentName") or _text(spec, "parent")
-    return Cohort(_meta(obj)[1], parent, _quotas(_list(spec, "resourceGroups")))
+    quotas = _quotas(_list(spec, "resourceGroups"), read)
+    return Cohort(name, parent, quotas, unaudited=read.said(notes, _NOT_AUDITED))
 
 
-def _volcano_queue(obj: Mapping[str, Any]) -> Queue:
+def _volcano_queue(obj: Mapping[str, Any], notes: list[str], bound: int) -> Queue:
+    name = _meta(obj)[1]
+    read = _Reader(f"Volcano queue {_name(name)}", bound)
     spec = _map(obj, "spec")
-    cap = _gpu_list(_map(spec, "capability"))
-    deserved = _gpu_list(_map(spec, "deserved"))
-    guarantee = _gpu_list(_map(_map(spec, "guarantee"), "resource"))
+    cap = read.gpus(_map(spec, "capability"), "spec.capability")
+    deserved = read.gpus(_map(spec, "deserved"), "spec.deserved")
+    guarantee = read.gpus(_map(_map(spec, "guarantee"), "resource"), "spec.guarantee.resource")
     quotas = tuple(
         Quota(
             "",
@@ -338,8 +439,16 @@ def _volcano_queue(obj: Mapping[str, Any]) -> Queue:
         )
         for r in sorted(set(cap) | set(deserved) | set(guarantee))
     )
-    allocated = _gpu_list(_map(_map(obj, "status"), "allocated"))
-    return Queue(VOLCANO, "Queue", _meta(obj)[1], _text(spec, "parent"), quotas, allocated)
+    allocated = read.gpus(_map(_map(obj, "status"), "allocated"), "status.allocated")
+    return Queue(
+        VOLCANO,
+        "Queue",
+        name,
+        _text(spec, "parent"),
+        quotas,
+        allocated,
+        unaudited=read.said(notes, _NOT_AUDITED),
+    )
 
 
 def _owners(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -350,13 +459,13 @@ def _owners(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _podset_requests(spec: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _podset_requests(spec: Mapping[str, Any], read: _Reader) -> dict[str, dict[str, float]]:
     """Pod set name -> total GPU resources it asks for (count x per-pod request)."""
     out: dict[str, dict[str, float]] = {}
     for ps in _list(spec, "podSets"):
         if not isinstance(ps, Mapping):
             continue
-        count = _qty(ps.get("count"))
+        count = read.qty(ps.get("count"), f"podSets[{_name(_text(ps, 'name'))}].count")
         gpus, migs = gpu_requests({"spec": _map(_map(ps, "template"), "spec")})
         per_pod = {GPU: gpus, **{MIG_PREFIX + p: n for p, n in migs.items()}}
         n = 1.0 if count is None else count
@@ -364,17 +473,30 @@ def _podset_requests(spec: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _workload(obj: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> Admission:
+def _consequence(system: str, queue: str) -> str:
+    kind = "ClusterQueue" if system == KUEUE else "Volcano queue"
+    return f"{kind} {_name(queue)} is not audited" if queue else "it was ignored"
+
+
+def _workload(
+    obj: Mapping[str, Any],
+    local_queues: Mapping[tuple[str, str], str],
+    notes: list[str],
+    bound: int,
+) -> Admission:
     ns, name = _meta(obj)
+    read = _Reader(f"Workload {_name(ns)}/{_name(name)}", bound)
     spec = _map(obj, "spec")
     admission = _map(_map(obj, "status"), "admission")
-    per_set = _podset_requests(spec)
+    per_set = _podset_requests(spec, read)
     usage: dict[tuple[str, str], float] = {}
     for psa in _list(admission, "podSetAssignments"):
         if not isinstance(psa, Mapping):
             continue
         flavors = {str(k): str(v) for k, v in _map(psa, "flavors").items()}
-        used = _gpu_list(_map(psa, "resourceUsage")) or per_set.get(_text(psa, "name"), {})
+        field_name = f"podSetAssignments[{_name(_text(psa, 'name'))}].resourceUsage"
+        used = read.gpus(_map(psa, "resourceUsage"), field_name)
+        used = used or per_set.get(_text(psa, "name"), {})
         for r, v in used.items():
             if r in flavors and v > 0:
                 usage[(flavors[r], r)] = usage.get((flavors[r], r), 0.0) + v
@@ -405,14 +527,16 @@ def _workload(obj: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str
         finished_at=finished_at if finished == "True" else None,
         pending_since=pending_since,
         owners=_owners(obj),
+        unreadable=read.said(notes, _consequence(KUEUE, queue)),
     )
 
 
-def _podgroup(obj: Mapping[str, Any]) -> Admission:
+def _podgroup(obj: Mapping[str, Any], notes: list[str], bound: int) -> Admission:
     ns, name = _meta(obj)
+    read = _Reader(f"PodGroup {_name(ns)}/{_name(name)}", bound)
     spec = _map(obj, "spec")
     queue = _text(spec, "queue") or VOLCANO_DEFAULT_QUEUE
-    requests = _gpu_list(_map(spec, "minResources"))
+    requests = read.gpus(_map(spec, "minResources"), "spec.minResources")
     return Admission(
         system=VOLCANO,
         kind="PodGroup",
@@ -422,12 +546,19 @@ def _podgroup(obj: Mapping[str, Any]) -> Admission:
         gang=f"scheduling.volcano.sh/PodGroup/{ns}/{name}",
         requests=tuple(sorted(requests.items())),
         owners=_owners(obj),
+        unreadable=read.said(notes, _consequence(VOLCANO, queue)),
     )
 
 
-def _node(obj: Mapping[str, Any]) -> QueueNode:
+def _node(obj: Mapping[str, Any], bound: int) -> QueueNode:
     labels = {str(k): str(v) for k, v in _map(_map(obj, "metadata"), "labels").items()}
-    alloc = _gpu_list(_map(_map(obj, "status"), "allocatable"))
+    # A node's unreadable GPU counts are said once, where the node's row is read
+    # (`kube.node_row`): here they are 0, as there.
+    alloc = {
+        str(k): gpu_quantity(v, "", None, bound)
+        for k, v in _map(_map(obj, "status"), "allocatable").items()
+        if is_gpu_resource(str(k))
+    }
     cordoned = _map(obj, "spec").get("unschedulable") is True
     return QueueNode(_meta(obj)[1], labels, alloc, cordoned)
 
@@ -469,25 +600,39 @@ def _pod_links(
 
 
 def build(
-    objects: Objects, lists: Iterable[str], pod_gang: Mapping[tuple[str, str], str]
+    objects: Objects,
+    lists: Iterable[str],
+    pod_gang: Mapping[tuple[str, str], str],
+    notes: list[str] | None = None,
 ) -> Queues:
     """The queue objects among `objects` (by list key), the pods that belong to each queue
     (`pod_gang`: (namespace, pod) -> gang id, from `gpuaudit.inventory.gangs.build`).
-    `lists` are the keys of the lists that were read."""
+    `lists` are the keys of the lists that were read. Each GPU quantity that cannot be read is
+    a sentence in `notes`, and leaves its queue unaudited (`Queue.unaudited`)."""
     read = set(lists)
+    said: list[str] = [] if notes is None else notes
+    bound = limits.QUEUE_QUOTA.value()
     local_queues = {
         _meta(o): _text(_map(o, "spec"), "clusterQueue")
         for o in objects.get("kueue_localqueues", ())
         if _text(_map(o, "spec"), "clusterQueue")
     }
-    queues = [_cluster_queue(o) for o in objects.get("kueue_clusterqueues", ())]
-    queues += [_volcano_queue(o) for o in objects.get("volcano_queues", ())]
+    queues = [_cluster_queue(o, said, bound) for o in objects.get("kueue_clusterqueues", ())]
+    queues += [_volcano_queue(o, said, bound) for o in objects.get("volcano_queues", ())]
+    admissions = [
+        _workload(o, local_queues, said, bound) for o in objects.get("kueue_workloads", ())
+    ]
+    admissions += [_podgroup(o, said, bound) for o in objects.get("volcano_podgroups", ())]
+    # A queue whose Workloads or PodGroups hold quantities that cannot be read has unknown use.
+    blind = {(a.system, a.queue) for a in admissions if a.unreadable}
+    queues = [replace(q, unaudited=True) if (q.system, q.name) in blind else q for q in queues]
     queues.sort(key=lambda q: (q.system, q.name))
-    admissions = [_workload(o, local_queues) for o in objects.get("kueue_workloads", ())]
-    admissions += [_podgroup(o) for o in objects.get("volcano_podgroups", ())]
     flavors = {f.name: f for f in (_flavor(o) for o in objects.get("kueue_resourceflavors", ()))}
-    cohorts = {c.name: c for c in (_cohort(o) for o in objects.get("kueue_cohorts", ()))}
+    cohorts = {
+        c.name: c for c in (_cohort(o, said, bound) for o in objects.get("kueue_cohorts", ()))
+    }
     pod_queue, pod_admission = _pod_links(objects, pod_gang, admissions, local_queues)
+    node_bound = limits.NODE_GPUS.value()
     return Queues(
         queues=tuple(queues),
         flavors=flavors,
@@ -495,7 +640,7 @@ def build(
         cohorts=cohorts,
         local_queues=local_queues,
         admissions=tuple(admissions),
-        nodes=tuple(_node(o) for o in objects.get("nodes", ())),
+        nodes=tuple(_node(o, node_bound) for o in objects.get("nodes", ())),
         pod_queue=pod_queue,
         pod_admission=pod_admission,
     )

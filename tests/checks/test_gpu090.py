@@ -1,15 +1,21 @@
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuaudit.audit.assemble import run_checks
 from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu090_idle_queue_quota as gpu090
 from gpuaudit.checks.findings import Severity
-from gpuaudit.inventory import Inventory
+from gpuaudit.domain.pricing import DEFAULT_PRICES
+from gpuaudit.inventory import Inventory, Views
+from gpuaudit.inventory.queue_usage import Pending, QueueUsage
 from tests.support.factories import (
     START,
     STEP,
@@ -346,3 +352,119 @@ def test_the_queue_status_covers_workloads_the_scan_did_not_read() -> None:
     cq["status"]["flavorsReservation"][0]["resources"][0]["total"] = "1"
     (f,) = run_check(gpu090, _inv([cq], [], []))
     assert f.evidence["peak_admitted"] == 1.0 and f.evidence["reclaimable"] == 7
+
+
+# ---- quantities that cannot be read ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["1e9", "NaN", "1e400", "-4", "\u0661\u0662"])
+def test_a_queue_whose_quota_cannot_be_read_is_not_judged(raw: str) -> None:
+    """Never read as 0 or clamped to a bound: the queue is left out, a warning names it and
+    the audit is incomplete; its readable neighbour is judged as before."""
+    cqs = [
+        cluster_queue("team-a", [("fx", "nvidia.com/gpu", raw)]),
+        cluster_queue("team-b", [("fx", "nvidia.com/gpu", "8")]),
+    ]
+    wls = [_admitted("a", "ta", "team-a", 1), _admitted("b", "tb", "team-b", 1)]
+    inv = _inv(cqs, wls, [("a", "ta", "a", 1), ("b", "tb", "b", 1)])
+    assert {f.resource.name for f in run_check(gpu090, inv)} == {"team-b"}
+    (said,) = [w for w in inv.warnings if w.startswith("ClusterQueue team-a:")]
+    assert said.startswith(
+        f"ClusterQueue team-a: nominalQuota of nvidia.com/gpu in flavor fx is {raw!r}"
+    )
+    assert said.endswith("; its quota is not audited")
+    assert not inv.complete and inv.incomplete_reasons
+
+
+def test_a_workload_whose_usage_cannot_be_read_leaves_its_queue_unjudged() -> None:
+    # Its admitted GPUs read as 0 would make the queue's quota look idle.
+    wl = _admitted("a", "ta", "team-a", 6)
+    wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] = {"nvidia.com/gpu": "NaN"}
+    inv = _inv([cluster_queue("team-a", [("fx", "nvidia.com/gpu", "8")])], [wl], [])
+    assert run_check(gpu090, inv) == []
+    assert any(
+        w.startswith("Workload a/wl-ta: podSetAssignments[main].resourceUsage of nvidia.com/gpu")
+        and w.endswith("ClusterQueue team-a is not audited")
+        for w in inv.warnings
+    )
+
+
+def test_a_flavor_total_with_a_quota_nobody_could_read_is_not_judged() -> None:
+    nodes = [_node("a", "x"), _node("b", "x")]  # fx allocates 16
+    cqs = [
+        cluster_queue("q1", [("fx", "nvidia.com/gpu", "10")], "c"),
+        cluster_queue("q2", [("fx", "nvidia.com/gpu", "8")], "c"),
+        cluster_queue("q3", [("fx", "nvidia.com/gpu", "eight")], "c"),
+    ]
+    wls = [_admitted("a", "j1", "q1", 8), _admitted("b", "j2", "q2", 8)]
+    held = [("a", "j1", "a", 8), ("b", "j2", "b", 8)]
+    assert run_check(gpu090, _inv(cqs, wls, held, nodes)) == []
+
+
+def test_a_cohort_with_a_quota_nobody_could_read_is_not_judged_for_starvation() -> None:
+    inv = _cohort(lending="lots")  # A's lendingLimit: what A could lend is unknown
+    rules = {f.evidence["rule"] for f in run_check(gpu090, inv)}
+    assert "starved_next_to_idle_quota" not in rules
+    assert any(w.startswith("ClusterQueue A: lendingLimit") for w in inv.warnings)
+
+
+# ---- the cohort's peers, summed once ---------------------------------------------------------
+
+
+def _literal_starved(u: Any, p: Any, lines: list[Any], pool: float) -> Any:
+    """The starvation rule as the docstring says it, peer by peer."""
+    eps = gpu090.EPS
+    shortfall = p.quantity - max(0.0, u.quota - u.admitted_now)
+    room = float("inf") if u.borrowing_limit is None else u.borrowing_limit
+    if shortfall <= eps or shortfall > room + eps:
+        return None
+    lendable, fenced, named = pool, 0.0, []
+    for peer in lines:
+        if peer.queue == u.queue:
+            continue
+        idle = peer.quota - peer.use_since(p.since)
+        if idle < 1 - eps:
+            continue
+        lend = idle if peer.lending_limit is None else min(idle, peer.lending_limit)
+        lendable += lend
+        if idle - lend >= 1 - eps:
+            fenced += idle - lend
+            named.append((peer.queue, idle, peer.lending_limit))
+    if not named or lendable >= shortfall - eps or lendable + fenced < shortfall - eps:
+        return None
+    return tuple(named)
+
+
+@functools.cache
+def _line_of_b() -> QueueUsage:
+    views = Views(_cohort(), DEFAULT_PRICES)
+    (line,) = [u for u in views.queue_usage(0.05) if u.queue == "B"]
+    return line
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_peers_summed_once_agree_with_the_rule_peer_by_peer(data: st.DataObject) -> None:
+    base = _line_of_b()
+    nb = len(base.use_by_bucket)
+    small = st.integers(0, 6).map(float)
+    lines = [
+        replace(
+            base,
+            queue=data.draw(st.sampled_from(["A", "B", "C", "D"])),
+            quota=data.draw(small),
+            lending_limit=data.draw(st.none() | small),
+            borrowing_limit=data.draw(st.none() | small),
+            admitted_now=data.draw(small),
+            use_by_bucket=tuple(data.draw(st.lists(small, min_size=nb, max_size=nb))),
+        )
+        for _ in range(data.draw(st.integers(1, 6)))
+    ]
+    u = data.draw(st.sampled_from(lines))
+    since = base.bucket_start + data.draw(st.integers(-2, nb + 1)) * base.step_s
+    since += data.draw(st.sampled_from([0.0, -1.0, 1.0]))
+    p = Pending("ns", "w", base.resource, data.draw(st.integers(1, 9).map(float)), since)
+    pool = data.draw(small)
+    got = gpu090._starved(u, p, gpu090._Peers(lines), pool)
+    want = _literal_starved(u, p, lines, pool)
+    assert (got.peers if got is not None else None) == want

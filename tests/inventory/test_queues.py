@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gpuaudit.inventory import Capability
 from gpuaudit.inventory.gangs import build as gangs
 from gpuaudit.inventory.queues import KUEUE, VOLCANO, Quota, build, capabilities
@@ -171,15 +173,117 @@ def test_queue_capability_and_why_it_is_missing() -> None:
     )
 
 
-def test_hostile_quantities_are_bounded() -> None:
-    # A finite quota above the bound is read as the bound; one that is no finite number
-    # (`1e400` overflows, like a node's GPU count `Infinity`) or is negative is read as none
-    # (`numbers.quantity`).
-    resources = [
-        ("f", "nvidia.com/gpu", "1e9"),
-        ("g", "nvidia.com/gpu", "1e400"),
-        ("f", "nvidia.com/mig-1g.10gb", -3),
-        ("g", "nvidia.com/mig-1g.10gb", "nan"),
+def _read(lists: dict[str, list[dict[str, Any]]]) -> tuple[Any, list[str]]:
+    notes: list[str] = []
+    _, member = gangs(lists)
+    return build(lists, lists.keys(), member, notes), notes
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("NaN", "not a Kubernetes quantity"),
+        ("1e400", "not a Kubernetes quantity"),
+        ("\u0661\u0662", "not a Kubernetes quantity"),
+        ("8 ", "not a Kubernetes quantity"),
+        ("-4", "a negative quantity"),
+        (-4, "a negative quantity"),
+        (
+            "1e9",
+            "more than the 10,000,000 GPUs or MIG slices a queue may hold "
+            "(GPUAUDIT_MAX_QUEUE_QUOTA)",
+        ),
+    ],
+)
+def test_an_unreadable_quota_is_unknown_and_said_never_0_or_clamped(raw: Any, why: str) -> None:
+    cqs = [
+        cluster_queue("team-a", [("h100", "nvidia.com/gpu", raw)]),
+        cluster_queue("team-b", [("h100", "nvidia.com/gpu", "8")]),
     ]
-    (q,) = _queues({"kueue_clusterqueues": [cluster_queue("x", resources)]}).queues
-    assert [x.nominal for x in q.quotas] == [1e7, 0.0, 0.0, 0.0]
+    qs, notes = _read({"kueue_clusterqueues": cqs})
+    a, b = qs.queues
+    assert notes == [
+        f"ClusterQueue team-a: nominalQuota of nvidia.com/gpu in flavor h100 is {str(raw)!r}, "
+        f"{why}; its quota is not audited"
+    ]
+    assert a.unaudited and not b.unaudited
+    assert b.quotas[0].nominal == 8.0
+
+
+def test_the_quota_bound_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAUDIT_MAX_QUEUE_QUOTA", "100")
+    cq = cluster_queue("big", [("h100", "nvidia.com/gpu", "1k")])
+    qs, notes = _read({"kueue_clusterqueues": [cq]})
+    assert qs.queues[0].unaudited
+    assert "more than the 100 GPUs or MIG slices a queue may hold" in notes[0]
+    monkeypatch.setenv("GPUAUDIT_MAX_QUEUE_QUOTA", "1000")
+    qs, notes = _read({"kueue_clusterqueues": [cq]})
+    assert not qs.queues[0].unaudited and qs.queues[0].quotas[0].nominal == 1000.0
+    assert notes == []
+
+
+def test_unreadable_quantities_of_every_queue_object_are_said() -> None:
+    limits = {("h100", "nvidia.com/gpu"): {"lendingLimit": "Infinity", "borrowingLimit": "2"}}
+    cq = cluster_queue("lim", [("h100", "nvidia.com/gpu", "8")], "c", limits)
+    cq["status"] = {
+        "flavorsReservation": [
+            {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "x"}]}
+        ]
+    }
+    cohort = {
+        "metadata": {"name": "c"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "nan"}],
+                        }
+                    ]
+                }
+            ]
+        },
+    }
+    vq = volcano_queue("vq", guarantee=2, deserved=4)
+    vq["spec"]["capability"] = {"nvidia.com/gpu": "1e3Ki"}
+    vq["status"]["allocated"] = {"nvidia.com/gpu": "-1"}
+    fine = cluster_queue("fine", [("h100", "nvidia.com/gpu", "8")])
+    wl = workload("ml", "run", "fine", "h100", 2, reserved=START)
+    wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] = {"nvidia.com/gpu": "2²"}
+    pg = podgroup("ml", "pg", "other")
+    pg["spec"]["minResources"] = {"nvidia.com/gpu": True}
+    lists = {
+        "kueue_clusterqueues": [cq, fine],
+        "kueue_cohorts": [cohort],
+        "kueue_workloads": [wl],
+        "volcano_queues": [vq, volcano_queue("other", deserved=1)],
+        "volcano_podgroups": [pg],
+    }
+    qs, notes = _read(lists)
+    assert notes == [
+        "ClusterQueue lim: status.flavorsReservation of nvidia.com/gpu in flavor h100 is 'x', "
+        "not a Kubernetes quantity; its quota is not audited",
+        "ClusterQueue lim: lendingLimit of nvidia.com/gpu in flavor h100 is 'Infinity', not a "
+        "Kubernetes quantity; its quota is not audited",
+        "Volcano queue vq: spec.capability of nvidia.com/gpu is '1e3Ki', not a Kubernetes "
+        "quantity; its quota is not audited",
+        "Volcano queue vq: status.allocated of nvidia.com/gpu is '-1', a negative quantity; its "
+        "quota is not audited",
+        "Workload ml/run: podSetAssignments[main].resourceUsage of nvidia.com/gpu is '2²', not "
+        "a Kubernetes quantity; ClusterQueue fine is not audited",
+        "PodGroup ml/pg: spec.minResources of nvidia.com/gpu is 'True', not a Kubernetes "
+        "quantity; Volcano queue other is not audited",
+        "Cohort c: nominalQuota of nvidia.com/gpu in flavor h100 is 'nan', not a Kubernetes "
+        "quantity; its quota is not audited",
+    ]
+    assert [(q.name, q.unaudited) for q in qs.queues] == [
+        ("fine", True),
+        ("lim", True),
+        ("other", True),
+        ("vq", True),
+    ]
+    assert qs.cohorts["c"].unaudited
+    # What could be read still is: a readable figure beside an unreadable one is kept.
+    lim = next(q for q in qs.queues if q.name == "lim")
+    assert lim.quotas[0].borrowing_limit == 2.0
