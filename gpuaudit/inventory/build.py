@@ -287,7 +287,7 @@ class _Kube:
     notes: list[str]
     """Each figure of an object that was ignored, a sentence each (shown as warnings)."""
     queues: queues.Queues
-    claims: list[dra.Claimed]
+    claims: dra.Claims
     """Devices pods hold through DRA ResourceClaims."""
 
 
@@ -346,7 +346,12 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     for r in pod_rows:
         r[C.GANG] = pod_gang.get((r[C.NAMESPACE], r[C.POD]), "")
     queue_objects = queues.build(objects, snap.kubernetes, pod_gang, notes)
-    claims = dra.claimed(objects)
+    unread = (
+        ""
+        if "resourceslices" in snap.kubernetes
+        else str(states.get("resourceslices") or "the snapshot has none")
+    )
+    claims = dra.read(objects, notes, unread)
     _count_claimed(pod_rows, claims, limit)
     if notes:
         incomplete.append(
@@ -366,7 +371,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     )
 
 
-def _count_claimed(pod_rows: list[dict[str, Any]], claims: list[dra.Claimed], limit: int) -> None:
+def _count_claimed(pod_rows: list[dict[str, Any]], claims: dra.Claims, limit: int) -> None:
     """Devices a pod holds through DRA claims count among its GPUs (`gpu_request`,
     `mig_request`), as the Kubernetes-side views count a pod's GPUs."""
     held_by = dra.per_pod(claims, limit)
@@ -846,17 +851,11 @@ def build(
         _narrowed_capabilities(cut, caps, missing)
         _narrowed_capabilities(cut, k_caps, k_missing)
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
-    states = man.get("objects", {}) if isinstance(man.get("objects"), Mapping) else {}
-    unread = (
-        ""
-        if "resourceslices" in snap.kubernetes
-        else str(states.get("resourceslices") or "the snapshot has none")
-    )
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     del objects
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
-    s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace, unread)
+    s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
     order = sorted(_alive(s, cut), key=p.keys.__getitem__)

@@ -89,16 +89,15 @@ def _first_bucket(s: Series, n: int) -> Arr:
 def join(
     p: Parser,
     s: Series,
-    claims: list[dra.Claimed],
+    claims: dra.Claims,
     pods: Mapping[tuple[str, str], Mapping[str, Any]],
     grow: Callable[..., Any],
-    slices_unread: str = "",
 ) -> tuple[Any, dict[int, str], list[str]]:
     """The series with the claimed devices' keys made their pods' (new keys appended to
     `p.keys` and `p.ident` where a key is split), each key's attribution method, and why
-    claimed devices were not joined (`slices_unread`: why the ResourceSlices were not read,
-    where they were not). `grow` is `dataclasses.replace` on the builder's series."""
-    joins, notes = dra.match(p.ident, claims, slices_unread)
+    claimed devices were not joined. `grow` is `dataclasses.replace` on the builder's
+    series."""
+    joins, notes = dra.match(p.ident, claims)
     how = methods(p)
     if not joins:
         return s, how, notes

@@ -15,7 +15,10 @@ dcgm-exporter labels the device with the pod only when its own DRA mapping is on
   `attributes` on the device, v1beta1 under `basic`; each value is typed (`{"string": ...}`).
 
 A claim's device is held by the pods `reservedFor` names (only pods in use are there); a claim
-reserved for something other than pods is held by the pods that name it. A whole GPU is found
+reserved for something other than pods is held by the pods that name it. A device counts once:
+the pods of every claim it is allocated to share it. A device no ResourceSlice describes is not
+counted as a GPU held, and a device allocated to several claims is joined to none of their pods;
+a warning names the claims, and the audit is incomplete. A whole GPU is found
 in DCGM by its UUID, a MIG device by its parent's UUID and its profile (DCGM series carry the
 parent's UUID and the GPU instance's profile, not the MIG device's UUID): where a parent has
 several instances of one profile held by different pods, which is which cannot be told, and
@@ -27,10 +30,10 @@ gone, so the pods that held devices earlier are not found here.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from gpuaudit.inventory.kube import MAX_ITEMS, Objects
 from gpuaudit.inventory.prom import Identity
@@ -39,6 +42,7 @@ DRIVER = "gpu.nvidia.com"
 """NVIDIA's DRA driver: the only driver whose devices are GPUs here (dcgm-exporter maps the
 same one only)."""
 _NAME_CHARS = 512
+T = TypeVar("T")
 """Characters of a name kept (Kubernetes names are at most 253)."""
 
 
@@ -55,8 +59,26 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """One ResourceClaim with devices of NVIDIA's driver allocated to it."""
+
+    namespace: str
+    name: str
+    pods: tuple[str, ...]
+    """The pods that hold it (in its namespace), each once."""
+    devices: tuple[tuple[str, str], ...]
+    """(pool, device name) of each device allocated to it, each once."""
+
+    @property
+    def ref(self) -> str:
+        """`namespace/claim`, for messages."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Claimed:
-    """One device a pod holds through a ResourceClaim."""
+    """One device one pod holds alone through one ResourceClaim: what can be joined to its
+    DCGM series."""
 
     namespace: str
     pod: str
@@ -65,8 +87,6 @@ class Claimed:
     pool: str
     device: str
     """The device's name in its pool (`gpu-0`, `gpu-0-mig-9-4-1`)."""
-    consumers: int
-    """How many pods the claim is reserved for (more than one: a shared device)."""
     found: Device | None
     """The device as the ResourceSlices describe it; None where no slice names it."""
 
@@ -74,6 +94,32 @@ class Claimed:
     def ref(self) -> str:
         """`namespace/claim`, for messages."""
         return f"{self.namespace}/{self.claim}"
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What the ResourceClaims say of NVIDIA's devices: each claim once (its pods and its
+    devices, never every pod with every device), the devices the ResourceSlices describe, and
+    the devices allocated to more than one claim."""
+
+    claims: tuple[Claim, ...] = ()
+    slices: Mapping[tuple[str, str], Device] = field(default_factory=dict)
+    """Devices by (pool, device name)."""
+    holders: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """(pool, device name) -> the pods of every claim it is allocated to, together."""
+    contested: frozenset[tuple[str, str]] = frozenset()
+    """Devices allocated to more than one claim: which pod holds them cannot be told."""
+
+    def joinable(self) -> list[Claimed]:
+        """Each device a pod holds alone (one claim, reserved for that pod only, and no other
+        claim allocated the device)."""
+        return [
+            Claimed(c.namespace, c.pods[0], c.name, pool, dev, self.slices.get((pool, dev)))
+            for c in self.claims
+            if len(c.pods) == 1
+            for pool, dev in c.devices
+            if (pool, dev) not in self.contested
+        ]
 
 
 def _s(raw: Any) -> str:
@@ -162,8 +208,15 @@ def _consumers(
     return out
 
 
-def claimed(objects: Objects) -> list[Claimed]:
-    """Every device of NVIDIA's driver that a pod holds through a ResourceClaim."""
+def _unique(items: Iterable[T]) -> tuple[T, ...]:
+    """`items` in order, each once."""
+    return tuple(dict.fromkeys(items))
+
+
+def read(objects: Objects, notes: list[str] | None = None, slices_unread: str = "") -> Claims:
+    """The ResourceClaims with devices of NVIDIA's driver, and their pods. Each device that no
+    ResourceSlice describes (`slices_unread`: why the ResourceSlices were not read, where they
+    were not), and each device allocated to more than one claim, is a sentence in `notes`."""
     pods = {
         (_s(_map(p, "metadata").get("namespace")), _s(_map(p, "metadata").get("name"))): p
         for p in objects.get("pods", ())
@@ -172,22 +225,56 @@ def claimed(objects: Objects) -> list[Claimed]:
     for (ns, name), pod in pods.items():
         for named in sorted(_pod_claims(pod)):
             naming[(ns, named)].append(name)
-    slices = devices(objects)
-    out: list[Claimed] = []
+    out: list[Claim] = []
     for claim in objects.get("resourceclaims", ()):
         meta = _map(claim, "metadata")
         ns, name = _s(meta.get("namespace")), _s(meta.get("name"))
         results = _list(_map(_map(_map(claim, "status"), "allocation"), "devices"), "results")
-        gpus = [r for r in results if isinstance(r, Mapping) and r.get("driver") == DRIVER]
-        if not gpus:
-            continue
-        holders = _consumers(claim, ns, pods, naming.get((ns, name), []))
-        for r in gpus:
-            pool, dev = _s(r.get("pool")), _s(r.get("device"))
-            out.extend(
-                Claimed(ns, pod, name, pool, dev, len(holders), slices.get((pool, dev)))
-                for pod in holders
-            )
+        alloc = _unique(
+            (_s(r.get("pool")), _s(r.get("device")))
+            for r in results
+            if isinstance(r, Mapping) and r.get("driver") == DRIVER
+        )
+        if alloc:
+            held_by = _unique(_consumers(claim, ns, pods, naming.get((ns, name), [])))
+            out.append(Claim(ns, name, held_by, alloc))
+    slices = devices(objects)
+    holders: Counter[tuple[str, str]] = Counter()
+    claims_of: dict[tuple[str, str], list[Claim]] = defaultdict(list)
+    for c in out:
+        for d in c.devices:
+            holders[d] += len(c.pods)
+            claims_of[d].append(c)
+    contested = frozenset(d for d, cs in claims_of.items() if len(cs) > 1)
+    if notes is not None:
+        notes.extend(_said(out, slices, claims_of, contested, slices_unread))
+    return Claims(tuple(out), slices, dict(holders), contested)
+
+
+def _said(
+    claims: Sequence[Claim],
+    slices: Mapping[tuple[str, str], Device],
+    claims_of: Mapping[tuple[str, str], list[Claim]],
+    contested: frozenset[tuple[str, str]],
+    slices_unread: str,
+) -> list[str]:
+    """Why devices of claims were not counted, or counted once among several claims."""
+    out: list[str] = []
+    unknown = sorted({c.ref for c in claims if c.pods and any(d not in slices for d in c.devices)})
+    if unknown:
+        out.append(
+            f"{len(unknown)} DRA ResourceClaims hold {DRIVER} devices that no ResourceSlice "
+            f"describes ({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): those "
+            "devices are not counted as GPUs held, and their GPUs could not be found in DCGM"
+            + (f" (the ResourceSlices were not read: {slices_unread})" if slices_unread else "")
+        )
+    for pool, dev in sorted(contested):
+        refs = sorted({c.ref for c in claims_of[(pool, dev)]})
+        out.append(
+            f"DRA device {dev} of pool {pool} is allocated to {len(refs)} ResourceClaims at "
+            f"once ({', '.join(refs[:5])}{' ...' if len(refs) > 5 else ''}): it is counted "
+            "once, shared by their pods, and joined to none of them"
+        )
     return out
 
 
@@ -196,24 +283,41 @@ class PodDevices:
     """What a pod holds through claims, as the Kubernetes-side views count GPUs."""
 
     gpus: float = 0.0
-    """Whole GPUs (a device of a claim several pods share counts its share)."""
+    """Whole GPUs (a device several pods share counts its share)."""
     mig: Mapping[str, float] | None = None
     """MIG devices by profile."""
 
 
-def per_pod(claims: Sequence[Claimed], limit: int) -> dict[tuple[str, str], PodDevices]:
-    """Devices held per pod: MIG devices by profile, anything else (a whole GPU, or a device
-    no ResourceSlice describes) as a whole GPU; at most `limit` per pod."""
+def per_pod(claims: Claims, limit: int) -> dict[tuple[str, str], PodDevices]:
+    """Devices held per pod: MIG devices by profile, any other device a ResourceSlice
+    describes as a whole GPU; at most `limit` per pod. A device counts once: its pods (those of
+    every claim it is allocated to) share it. A device no ResourceSlice describes is not
+    counted (a note says so, see `read`)."""
     gpus: dict[tuple[str, str], float] = defaultdict(float)
     migs: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for c in claims:
-        key = (c.namespace, c.pod)
-        share = 1.0 / max(1, c.consumers)
-        if c.found is not None and c.found.kind == "mig" and c.found.profile:
-            per = migs[key]
-            per[c.found.profile] = min(float(limit), per.get(c.found.profile, 0.0) + share)
-        else:
-            gpus[key] = min(float(limit), gpus[key] + share)
+    for c in claims.claims:
+        if not c.pods:
+            continue
+        # What each of the claim's pods holds, worked out once for the claim.
+        whole = 0.0
+        sliced: dict[str, float] = defaultdict(float)
+        for d in c.devices:
+            dev = claims.slices.get(d)
+            if dev is None:
+                continue
+            share = 1.0 / max(1, claims.holders.get(d, len(c.pods)))
+            if dev.kind == "mig" and dev.profile:
+                sliced[dev.profile] += share
+            else:
+                whole += share
+        for pod in c.pods:
+            key = (c.namespace, pod)
+            if whole:
+                gpus[key] = min(float(limit), gpus[key] + whole)
+            if sliced:
+                per = migs[key]
+                for profile, n in sliced.items():
+                    per[profile] = min(float(limit), per.get(profile, 0.0) + n)
     return {key: PodDevices(gpus.get(key, 0.0), migs.get(key)) for key in sorted({*gpus, *migs})}
 
 
@@ -221,17 +325,17 @@ def _whole(c: Claimed) -> bool:
     return c.found is not None and c.found.kind in ("gpu", "") and bool(c.found.uuid)
 
 
-def match(
-    idents: Sequence[Identity], claims: Sequence[Claimed], slices_unread: str = ""
-) -> tuple[dict[int, Claimed], list[str]]:
+def match(idents: Sequence[Identity], claims: Claims) -> tuple[dict[int, Claimed], list[str]]:
     """The DCGM keys (numbers into `idents`) without a pod label that a claimed device
-    describes, with the device; and why claimed devices were not joined, a sentence each.
+    describes, with the device; and why claimed devices were not joined, a sentence each
+    (`read` says why devices no ResourceSlice describes, or allocated to several claims, were
+    not).
 
     A series that carries dcgm-exporter's own claim labels (`dra_claim_name`,
     `dra_claim_namespace`) is joined by the claim; any other by the device's UUID (a whole
-    GPU) or its parent's UUID and profile (a MIG device). `slices_unread` says why the
-    ResourceSlices were not read, where they were not."""
-    single = [c for c in claims if c.consumers == 1]
+    GPU) or its parent's UUID and profile (a MIG device). Only a device one pod holds alone is
+    joined (`Claims.joinable`)."""
+    single = claims.joinable()
     by_claim = {c.ref: c for c in single}
     whole = {c.found.uuid: c for c in single if c.found is not None and _whole(c)}
     mig_claims: dict[tuple[str, str], list[Claimed]] = defaultdict(list)
@@ -261,19 +365,11 @@ def match(
                 f"by {len(pods)} pods and DCGM shows {len(keys)} such instances without a pod "
                 "label: which pod holds which cannot be told, so none was joined"
             )
-    shared = sorted({c.ref for c in claims if c.consumers > 1})
+    shared = sorted({c.ref for c in claims.claims if len(c.pods) > 1})
     if shared:
         notes.append(
             f"{len(shared)} DRA ResourceClaims are reserved for several pods at once "
             f"({', '.join(shared[:5])}{' ...' if len(shared) > 5 else ''}): their devices are "
             "shared and were not joined to one pod"
-        )
-    unknown = sorted({c.ref for c in single if c.found is None})
-    if unknown:
-        notes.append(
-            f"{len(unknown)} DRA ResourceClaims hold {DRIVER} devices that no ResourceSlice "
-            f"describes ({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): their "
-            "GPUs could not be found in DCGM"
-            + (f" (the ResourceSlices were not read: {slices_unread})" if slices_unread else "")
         )
     return out, notes

@@ -283,16 +283,99 @@ def test_other_drivers_are_not_gpus() -> None:
     c = claim(["trainer-0"], ["gpu-0"])
     c["status"]["allocation"]["devices"]["results"][0]["driver"] = "compute-domain.nvidia.com"
     objects = {"pods": [dra_pod()], "resourceclaims": [c], "resourceslices": []}
-    assert dra.claimed(objects) == []
+    assert dra.read(objects).claims == ()
 
 
 def test_sizes_from_outside_are_bounded() -> None:
-    many = claim(["trainer-0"], [f"gpu-{i}" for i in range(50_000)])
-    objects = {"pods": [dra_pod()], "resourceclaims": [many]}
-    got = dra.claimed(objects)
-    assert len(got) == MAX_ITEMS
+    names = [f"gpu-{i}" for i in range(50_000)]
+    many = claim(["trainer-0"], names)
+    slices = [resource_slice([gpu_device(n, f"GPU-{n}") for n in names[:MAX_ITEMS]])]
+    objects = {"pods": [dra_pod()], "resourceclaims": [many], "resourceslices": slices}
+    got = dra.read(objects)
+    assert len(got.claims[0].devices) == MAX_ITEMS
     held = dra.per_pod(got, 64)
     assert held[("ml", "trainer-0")].gpus == 64
     long_name = claim(["trainer-0"], ["x" * 100_000])
-    (one,) = dra.claimed({"pods": [dra_pod()], "resourceclaims": [long_name]})
-    assert len(one.device) <= 512
+    (one,) = dra.read({"pods": [dra_pod()], "resourceclaims": [long_name]}).claims
+    assert len(one.devices[0][1]) <= 512
+
+
+def _shared_claims(n: int, pods: int, devices: int) -> tuple[list[Any], list[Any]]:
+    """`n` claims, each reserved for `pods` pods of its own and allocated `devices` devices of
+    its own."""
+    all_pods, claims = [], []
+    for c in range(n):
+        names = [f"c{c}-p{i}" for i in range(pods)]
+        all_pods += [dra_pod(p, template=False) for p in names]
+        devs = [f"gpu-{c}-{d}" for d in range(devices)]
+        claims.append(claim(names, devs, name=f"shared-{c}"))
+    return all_pods, claims
+
+
+def test_devices_no_resource_slice_describes_are_not_gpus_held() -> None:
+    """Shared claims of devices that no slice describes once counted as whole GPUs (an
+    allocation rate past 500 %, the audit complete): now they count for nothing, a warning
+    names the claims and the audit is incomplete."""
+    pods, claims = _shared_claims(3, 2, 4)
+    inv = dra_inventory([idle()], pods, claims, [resource_slice([gpu_device("gpu-x", UUID)])])
+    assert inv.pods[C.GPU_REQUEST].sum() == 0.0
+    (said,) = [w for w in inv.warnings if "no ResourceSlice describes" in w]
+    assert said.startswith(
+        "3 DRA ResourceClaims hold gpu.nvidia.com devices that no ResourceSlice describes "
+        "(ml/shared-0, ml/shared-1, ml/shared-2): those devices are not counted as GPUs held"
+    )
+    assert not inv.complete and inv.incomplete_reasons
+    # Described, the same devices count: each pod holds its share of its claim's devices.
+    described = [
+        resource_slice(
+            [gpu_device(f"gpu-{c}-{d}", f"GPU-{c}{d}") for c in range(3) for d in range(4)]
+        )
+    ]
+    inv = dra_inventory([idle()], pods, claims, described)
+    assert inv.pods.set_index(C.POD).loc["c0-p0", C.GPU_REQUEST] == 2.0
+    assert inv.pods[C.GPU_REQUEST].sum() == 12.0
+    assert inv.complete
+
+
+def test_claims_are_held_once_not_every_pod_with_every_device() -> None:
+    """A claim reserved for its pods and allocated its devices is one record: 100 claims of
+    256 pods and 256 devices each hold 100 records, not 6.5 million (1 GB)."""
+    pods, claims = _shared_claims(100, MAX_ITEMS, MAX_ITEMS)
+    got = dra.read({"pods": pods, "resourceclaims": claims})
+    assert len(got.claims) == 100
+    assert {(len(c.pods), len(c.devices)) for c in got.claims} == {(MAX_ITEMS, MAX_ITEMS)}
+    assert got.joinable() == []  # shared: none is joined to one pod
+    assert dra.per_pod(got, 64) == {}  # and none is described
+    described = dra.read(
+        {
+            "pods": pods[:MAX_ITEMS],
+            "resourceclaims": claims[:1],
+            "resourceslices": [
+                resource_slice([gpu_device(f"gpu-0-{d}", f"GPU-{d}") for d in range(MAX_ITEMS)])
+            ],
+        }
+    )
+    held = dra.per_pod(described, 1024)
+    assert len(held) == MAX_ITEMS
+    assert {round(h.gpus, 9) for h in held.values()} == {1.0}
+
+
+def test_one_device_in_two_claims_is_said_counted_once_and_joined_to_neither() -> None:
+    inv = dra_inventory(
+        [idle()],
+        [dra_pod("p1"), dra_pod("p2")],
+        [
+            claim(["p1"], ["gpu-0"], name="p1-gpu-x7k2p"),
+            claim(["p2"], ["gpu-0"], name="p2-gpu-x7k2p"),
+        ],
+        [resource_slice([gpu_device("gpu-0", UUID)])],
+    )
+    assert (inv.holdings[C.ATTRIBUTION] != "dra_claim").all()
+    pods = inv.pods.set_index(C.POD)
+    assert pods.loc["p1", C.GPU_REQUEST] == 0.5 and pods.loc["p2", C.GPU_REQUEST] == 0.5
+    assert (
+        "DRA device gpu-0 of pool node-a is allocated to 2 ResourceClaims at once "
+        "(ml/p1-gpu-x7k2p, ml/p2-gpu-x7k2p): it is counted once, shared by their pods, and "
+        "joined to none of them"
+    ) in inv.warnings
+    assert not inv.complete
