@@ -13,7 +13,6 @@ allowance is spent, the collection ends with `CollectionOverdue`, naming the req
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -172,17 +171,19 @@ def _described(
 
 
 NEWEST_LOOKBACK_S = 90 * 86400
-"""How long before the window `newest_sample` looks for DCGM data (and after it, up to now)."""
+"""How far before and after the window `newest_sample` looks for DCGM data."""
 
 _ACTIVITY = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL")
 
 
 def newest_sample(client: PromClient, w: Window, selector: str) -> float | None:
     """When the newest activity sample of any DCGM series is, from `NEWEST_LOOKBACK_S` before
-    the window to now (to the hour, one query: `timestamp` of the series at hourly steps);
+    the window to as long after it (to the hour, one query: `timestamp` of the series at hourly
+    steps; evaluated past now, it sees what the backend holds up to now). The query depends on
+    the window alone, not on the clock, so two collections of one window ask the same;
     None when the backend holds none, or does not answer, so that a collection that found no
     DCGM series can say where the data is (an exporter that stopped, a wrong `--end`)."""
-    until = max(w.end, int(time.time()))
+    until = w.end + NEWEST_LOOKBACK_S
     since = w.start - NEWEST_LOOKBACK_S
     step = 3600 * max(1, math.ceil((until - since) / 3600 / 5000))
     sub = f"[{until - since}s:{step}s]"
