@@ -105,11 +105,16 @@ def test_a_new_check_module_is_listed_documented_configured_and_run(
     assert others == silenced["findings"]
 
 
-def test_set_refuses_an_unknown_name_listing_the_known_ones(
+def test_set_refuses_an_unknown_name_naming_the_new_setting(
     add_check: Callable[[str, str], Path],
 ) -> None:
+    """A near miss gets "did you mean" with the new check's setting; a name like none of them
+    gets the list of every known setting, the new one among them."""
     add_check("gpu999_example", EXAMPLE)
     res = runner.invoke(app, ["scan", "--demo", "-q", "--set", "example_min_holding=5"])
+    assert res.exit_code == 2
+    assert "did you mean example_min_holdings?" in res.output
+    res = runner.invoke(app, ["scan", "--demo", "-q", "--set", "zzz=5"])
     assert res.exit_code == 2
     assert "example_min_holdings" in res.output and "idle_activity" in res.output
 
