@@ -45,7 +45,15 @@ How it decides
       ResourceFlavor); a Volcano queue's `deserved` or `guarantee` above what the cluster's
       schedulable nodes allocate. Impact: none counted (a risk, not waste: listed with the
       risks). Severity: medium. Needs the ResourceFlavors list; without it this rule is not
-      applied to Kueue.
+      applied to Kueue. For a flavor's total, the advice names the ClusterQueues to lower and
+      to what: the ones with the most unused quota (`nominalQuota` less their peak admitted,
+      rounded up) first, none below its peak admitted, until the total fits what the nodes
+      allocate (Cohorts' own quota is kept); the evidence lists the changes (`quota_changes`:
+      queue, kind, from, to, peak). Where lowering every queue to its peak still does not fit,
+      the nodes are too few for what was admitted: it asks for nodes, with the figures
+      (`short_after_changes`). A queue whose quota or use could not be read is left out of
+      the total (which is then a lower bound, "at least") and of the advice, and the advice
+      says so.
     - Starvation: a Workload has waited at least `checks.pending_min_minutes` (default 30)
       for quota of its ClusterQueue (its request is above the queue's quota left free by the
       Workloads admitted at the window's end) and could borrow the rest (`borrowingLimit`
@@ -57,7 +65,8 @@ How it decides
     whose list was not read is left out. A queue with a GPU quantity (of its quota or status,
     or of a Workload or PodGroup admitted to it) that is no Kubernetes quantity, is negative
     or is above `GPUAUDIT_MAX_QUEUE_QUOTA` (default 10,000,000) is not judged, nor are the
-    flavor totals and the cohort waits it takes part in (a Cohort's own quota likewise): a
+    cohort waits it takes part in, and flavor totals count it out (a Cohort's own quota
+    likewise): a
     warning names the object and the field, and the audit is incomplete. Workloads deleted
     before the scan are not seen; the namespaces' use keeps that from reading as idle quota.
 
@@ -65,7 +74,9 @@ What to do
     Lower the idle quota to what the queue used at its peak, or let its cohort borrow it
     (`lendingLimit` unset or raised; for Volcano, move `guarantee` to `deserved`). Keep every
     flavor's quota within what its nodes allocate (add nodes matching the flavor's
-    `nodeLabels`, or lower `nominalQuota`), and give queues that wait next to idle peers a
+    `nodeLabels`, or lower `nominalQuota`: the queues with the most unused quota first, each
+    to no less than its peak admitted, as the finding lists them; where the peaks alone are
+    above the nodes, add nodes), and give queues that wait next to idle peers a
     share of that quota or a lending path in the cohort.
 """
 
@@ -298,54 +309,137 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
     )
 
 
+def _cuts(us: list[QueueUsage], excess: float) -> tuple[list[dict[str, Any]], float]:
+    """Which queues to lower, and to what, to take `excess` off a flavor's quota: the most
+    unused quota (nominal less peak admitted, rounded up) first, each never below its peak;
+    what is left over when every queue is at its peak."""
+    slack = sorted(
+        ((u.quota - max(0.0, math.ceil(u.peak_admitted - EPS)), u) for u in us),
+        key=lambda t: (-t[0], t[1].queue),
+    )
+    out: list[dict[str, Any]] = []
+    left = excess
+    for spare, u in slack:
+        if left <= EPS or spare <= EPS:
+            break
+        cut = min(spare, left)
+        left -= cut
+        out.append(
+            {
+                "queue": u.queue,
+                "kind": u.kind,
+                "from": u.quota,
+                "to": u.quota - cut,
+                "peak": u.peak_admitted,
+            }
+        )
+    return out, max(0.0, left)
+
+
+def _names(parts: list[tuple[str, float]]) -> str:
+    return ", ".join(f"{n} ({v:g})" for n, v in parts[:6]) + (" ..." if len(parts) > 6 else "")
+
+
 def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
     """ResourceFlavors whose ClusterQueues and Cohorts together promise more than the flavor's
-    nodes allocate, where no single ClusterQueue does."""
+    nodes allocate, where no single ClusterQueue does; with the queues to lower, and to what.
+    A quota nobody could read is left out of the total (it can only add to it) and out of the
+    advice."""
     by_line: dict[tuple[str, str], list[QueueUsage]] = defaultdict(list)
-    # A total with a quota nobody could read in it is unknown.
-    unknown: set[tuple[str, str]] = set()
+    unknown: dict[tuple[str, str], list[str]] = defaultdict(list)
     for u in lines:
-        if u.system == KUEUE and u.allocatable is not None:
-            by_line[(u.flavor, u.resource)].append(u)
+        if u.system != KUEUE or u.allocatable is None:
+            continue
         if u.unaudited:
-            unknown.add((u.flavor, u.resource))
+            unknown[(u.flavor, u.resource)].append(f"{u.kind} {u.queue}")
+        else:
+            by_line[(u.flavor, u.resource)].append(u)
     cohort_quota: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     for c in views.inv.queues.cohorts.values():
         for q in c.quotas:
-            cohort_quota[(q.flavor, q.resource)].append((c.name, q.nominal))
             if c.unaudited:
-                unknown.add((q.flavor, q.resource))
+                unknown[(q.flavor, q.resource)].append(f"Cohort {c.name}")
+            elif q.nominal > 0:
+                cohort_quota[(q.flavor, q.resource)].append((f"Cohort {c.name}", q.nominal))
     out: list[Finding] = []
     for (flavor, resource), us in sorted(by_line.items()):
         alloc = us[0].allocatable
         assert alloc is not None
-        if (flavor, resource) in unknown or any(u.quota > alloc + EPS for u in us):
+        if any(u.quota > alloc + EPS for u in us):
             continue
-        parts = [(f"ClusterQueue {u.queue}", u.quota) for u in us if u.quota > 0]
-        parts += [(f"Cohort {n}", v) for n, v in cohort_quota.get((flavor, resource), []) if v > 0]
+        n_nodes, unit = us[0].flavor_nodes, us[0].unit_gpus
+        us = [u for u in us if u.quota > 0]
+        cohorts = cohort_quota.get((flavor, resource), [])
+        parts = [(f"ClusterQueue {u.queue}", u.quota) for u in us] + cohorts
         total = sum(v for _, v in parts)
         if total <= alloc + EPS or len(parts) < 2:
             continue
         excess = total - alloc
-        named = ", ".join(f"{n} ({v:g})" for n, v in parts[:6]) + (" ..." if len(parts) > 6 else "")
-        u0 = us[0]
+        changes, short = _cuts(us, excess)
+        blind = sorted(set(unknown.get((flavor, resource), [])))
+        at_least = "at least " if blind else ""
+        message = (
+            f"ResourceFlavor {flavor} is promised {at_least}{_units(total, resource)} of quota "
+            f"by {_names(parts)}, but its {n_nodes} nodes allocate only "
+            f"{_units(alloc, resource)}: {at_least}{_units(excess, resource)} of quota cannot "
+            "be honoured when every queue claims its share."
+        )
+        lowered = ", ".join(
+            f"{c['queue']} from {c['from']:g} to {c['to']:g} (peak admitted {c['peak']:g})"
+            for c in changes
+        )
+        figures = f"{alloc:g} of {total:g} quota"
+        peaks = sum(max(0.0, math.ceil(u.peak_admitted - EPS)) for u in us)
+        if short > EPS and peaks <= alloc + EPS:
+            # The ClusterQueues fit at their peaks: the Cohorts' own quota is what is left over.
+            rec = (
+                (
+                    f"Lower nominalQuota of {resource} in flavor {flavor}: {lowered}; "
+                    if changes
+                    else ""
+                )
+                + f"the Cohorts' own quota ({_names(cohorts)}) keeps "
+                f"{_units(short, resource)} above what the flavor's nodes allocate "
+                f"({figures}): lower it by {short:g}, or add nodes that match the flavor's "
+                "nodeLabels."
+            )
+            rec = rec[0].upper() + rec[1:]
+        elif short <= EPS:
+            rec = (
+                f"Lower nominalQuota of {resource} in flavor {flavor}: {lowered}; together "
+                f"{excess:g} above what the flavor's nodes allocate ({figures}). Or add nodes "
+                "that match the flavor's nodeLabels."
+            )
+        else:
+            rec = (
+                f"Add nodes that match the flavor's nodeLabels for at least "
+                f"{_units(short, resource)}: the nodes are too few for what was admitted (the "
+                f"ClusterQueues' peaks admitted add up to {peaks:g}, the flavor's nodes "
+                f"allocate {alloc:g}). "
+                + (
+                    f"Lowering nominalQuota of {resource} in flavor {flavor} to the peaks "
+                    f"({lowered}) takes off only {excess - short:g} of the {excess:g} above "
+                    f"what they allocate ({figures})."
+                    if changes
+                    else f"No ClusterQueue's quota is above its peak admitted ({figures})."
+                )
+            )
+        if cohorts and (short <= EPS or peaks > alloc + EPS):
+            rec += f" The advice keeps the Cohorts' own quota ({_names(cohorts)})."
+        if blind:
+            rec += (
+                f" It leaves out {', '.join(blind[:6])}{' ...' if len(blind) > 6 else ''}, "
+                "whose quota or use could not be read; their quota comes on top."
+            )
         out.append(
             Finding(
                 code=CODE,
                 severity=Severity.MEDIUM,
-                resource=Resource("ResourceFlavor", "", flavor, "", excess * u0.unit_gpus),
-                message=(
-                    f"ResourceFlavor {flavor} is promised {_units(total, resource)} of quota by "
-                    f"{named}, but its {u0.flavor_nodes} nodes allocate only "
-                    f"{_units(alloc, resource)}: {_units(excess, resource)} of quota cannot be "
-                    "honoured when every queue claims its share."
-                ),
+                resource=Resource("ResourceFlavor", "", flavor, "", excess * unit),
+                message=message,
                 impact=Impact(gpu_hours=0.0, cost=0.0),
                 category=Category.RISK,
-                recommendation=(
-                    f"Bring the nominal quotas of {resource} in flavor {flavor} down to "
-                    f"{alloc:g} in total, or add nodes that match the flavor's nodeLabels."
-                ),
+                recommendation=rec,
                 evidence={
                     "rule": "flavor_quota_not_honoured",
                     "owner": f"ResourceFlavor/{flavor}:not_honoured:{flavor}/{resource}",
@@ -354,8 +448,11 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
                     "promised_by": dict(parts),
                     "promised": total,
                     "flavor_allocatable": alloc,
-                    "flavor_nodes": u0.flavor_nodes,
+                    "flavor_nodes": n_nodes,
                     "excess": excess,
+                    "quota_changes": changes,
+                    "short_after_changes": short,
+                    "left_out_unaudited": blind,
                 },
             )
         )

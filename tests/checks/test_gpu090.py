@@ -206,6 +206,76 @@ def test_quota_of_a_flavor_nodes_cannot_honour_together() -> None:
     assert run_check(gpu090, _inv(exact, wls, held, nodes)) == []
 
 
+def _flavor_fx(quotas: dict[str, tuple[int, int]]) -> Inventory:
+    """ClusterQueues of cohort c on fx (2 nodes, 16 GPUs): name -> (nominal quota, GPUs
+    admitted all window)."""
+    cqs = [
+        cluster_queue(q, [("fx", "nvidia.com/gpu", str(n))], "c") for q, (n, _) in quotas.items()
+    ]
+    wls = [_admitted(q, f"j-{q}", q, peak) for q, (_, peak) in quotas.items() if peak]
+    return _inv(cqs, wls, [])
+
+
+def test_flavor_quota_advice_names_the_queues_with_most_unused_quota_first() -> None:
+    # 22 of quota on 16 GPUs: 6 to take off. q1 leaves 4 unused, q2 3, q3 none: q1 goes down
+    # to its peak (6), q2 by the 2 still needed (to 6, above its peak of 5), q3 is kept.
+    inv = _flavor_fx({"q1": (10, 6), "q2": (8, 5), "q3": (4, 4)})
+    (f,) = run_check(gpu090, inv)
+    assert f.evidence["rule"] == "flavor_quota_not_honoured"
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx: q1 from 10 to 6 (peak admitted 6), "
+        "q2 from 8 to 6 (peak admitted 5); together 6 above what the flavor's nodes allocate "
+        "(16 of 22 quota). Or add nodes that match the flavor's nodeLabels."
+    )
+    assert f.evidence["quota_changes"] == [
+        {"queue": "q1", "kind": "ClusterQueue", "from": 10.0, "to": 6.0, "peak": 6.0},
+        {"queue": "q2", "kind": "ClusterQueue", "from": 8.0, "to": 6.0, "peak": 5.0},
+    ]
+    assert f.evidence["short_after_changes"] == 0.0
+
+
+def test_flavor_quota_equal_to_what_its_nodes_allocate_is_quiet() -> None:
+    assert run_check(gpu090, _flavor_fx({"q1": (10, 2), "q2": (6, 6)})) == []
+    # One GPU more is one GPU off the queue with the most unused quota.
+    (f,) = run_check(gpu090, _flavor_fx({"q1": (10, 2), "q2": (7, 6)}))
+    assert [(c["queue"], c["from"], c["to"]) for c in f.evidence["quota_changes"]] == [
+        ("q1", 10.0, 9.0)
+    ]
+
+
+def test_flavor_quota_whose_peaks_alone_exceed_the_nodes_asks_for_nodes() -> None:
+    # Peaks admitted 9 + 8 = 17 on 16 GPUs: lowering q1 to its peak takes off 1 of the 2.
+    (f,) = run_check(gpu090, _flavor_fx({"q1": (10, 9), "q2": (8, 8)}))
+    assert f.recommendation == (
+        "Add nodes that match the flavor's nodeLabels for at least 1 GPU: the nodes are too few "
+        "for what was admitted (the ClusterQueues' peaks admitted add up to 17, the flavor's "
+        "nodes allocate 16). Lowering nominalQuota of nvidia.com/gpu in flavor fx to the peaks "
+        "(q1 from 10 to 9 (peak admitted 9)) takes off only 1 of the 2 above what they "
+        "allocate (16 of 18 quota)."
+    )
+    assert f.evidence["quota_changes"] == [
+        {"queue": "q1", "kind": "ClusterQueue", "from": 10.0, "to": 9.0, "peak": 9.0}
+    ]
+    assert f.evidence["short_after_changes"] == 1.0
+
+
+def test_flavor_quota_over_the_nodes_by_a_cohorts_own_quota() -> None:
+    # q1 and q2 fit at their peaks (2 + 6 of 16); the Cohort's own 10 keeps 2 above the nodes.
+    cohort = cluster_queue("c", [("fx", "nvidia.com/gpu", "10")])
+    cqs = [
+        cluster_queue("q1", [("fx", "nvidia.com/gpu", "4")], "c"),
+        cluster_queue("q2", [("fx", "nvidia.com/gpu", "8")], "c"),
+    ]
+    wls = [_admitted("a", "j1", "q1", 2), _admitted("b", "j2", "q2", 6)]
+    (f,) = run_check(gpu090, _inv(cqs, wls, [], kueue_cohorts=[cohort]))
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx: q1 from 4 to 2 (peak admitted 2), "
+        "q2 from 8 to 6 (peak admitted 6); the Cohorts' own quota (Cohort c (10)) keeps 2 GPUs "
+        "above what the flavor's nodes allocate (16 of 22 quota): lower it by 2, or add nodes "
+        "that match the flavor's nodeLabels."
+    )
+
+
 def _cohort(borrowing: Any = None, lending: Any = "0", since_h: int = 5) -> Inventory:
     """A and B in cohort c on fx (16 GPUs): A has 4 GPUs of quota, lends `lending` and uses 1;
     B has 4, uses 4 and has a Workload waiting `since_h` hours for 2 more."""
@@ -389,7 +459,7 @@ def test_a_workload_whose_usage_cannot_be_read_leaves_its_queue_unjudged() -> No
     )
 
 
-def test_a_flavor_total_with_a_quota_nobody_could_read_is_not_judged() -> None:
+def test_a_flavor_total_leaves_a_quota_nobody_could_read_out() -> None:
     nodes = [_node("a", "x"), _node("b", "x")]  # fx allocates 16
     cqs = [
         cluster_queue("q1", [("fx", "nvidia.com/gpu", "10")], "c"),
@@ -398,6 +468,17 @@ def test_a_flavor_total_with_a_quota_nobody_could_read_is_not_judged() -> None:
     ]
     wls = [_admitted("a", "j1", "q1", 8), _admitted("b", "j2", "q2", 8)]
     held = [("a", "j1", "a", 8), ("b", "j2", "b", 8)]
+    # The readable quotas alone are 2 above the nodes: judged, and q3 is left out of the advice.
+    (f,) = run_check(gpu090, _inv(cqs, wls, held, nodes))
+    assert "promised at least 18 GPUs" in f.message
+    assert f.recommendation.endswith(
+        " It leaves out ClusterQueue q3, whose quota or use could not be read; their quota "
+        "comes on top."
+    )
+    assert [c["queue"] for c in f.evidence["quota_changes"]] == ["q1"]
+    assert f.evidence["left_out_unaudited"] == ["ClusterQueue q3"]
+    # Within the nodes without it: no finding, whatever q3 holds.
+    cqs[0] = cluster_queue("q1", [("fx", "nvidia.com/gpu", "8")], "c")
     assert run_check(gpu090, _inv(cqs, wls, held, nodes)) == []
 
 
