@@ -30,7 +30,7 @@ from markupsafe import Markup
 from gpuaudit import __version__
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.breakdown import Group
-from gpuaudit.audit.capacity import CapacityPlan, Stat
+from gpuaudit.audit.capacity import CapacityPlan
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.inventory.queue_usage import QueueUsage
@@ -50,7 +50,9 @@ from gpuaudit.report.text import (
     num,
     pct,
     plural,
+    release_rows,
     resolved_fields,
+    stat_text,
     terminal,
     value_text,
     window_text,
@@ -633,10 +635,6 @@ def _attribution(result: AuditResult) -> Attribution | None:
     )
 
 
-def _stat(s: Stat) -> str:
-    return f"{num(s.peak, 1)} / {num(s.p95, 1)} / {num(s.mean, 1)}"
-
-
 def _capacity(result: AuditResult) -> Capacity | None:
     """The capacity plan: its sentences, a chart and a row per GPU product, the queues and
     the assumptions."""
@@ -651,8 +649,8 @@ def _capacity(result: AuditResult) -> Capacity | None:
                 count(p.nodes_cordoned),
                 count(p.nodes_ran_gpu_pods),
                 count(p.min_nodes_at_peak),
-                _stat(p.gpus_held),
-                _stat(p.gpus_busy),
+                stat_text(p.gpus_held),
+                stat_text(p.gpus_busy),
             ),
         )
         for product, p in plan.by_product.items()
@@ -673,25 +671,7 @@ def _capacity(result: AuditResult) -> Capacity | None:
 
 def _after_release(plan: CapacityPlan) -> tuple[Row, ...]:
     """`--what-if release-idle`: per product, the plan after releasing the idle reservations."""
-    rows = []
-    for product, p in plan.by_product.items():
-        a = plan.after_release_idle.get(product, p)
-        f = plan.freed.get(product)
-        rows.append(
-            Row(
-                terminal(plan.short_names.get(product, product), 80),
-                (
-                    count(plan.released_by_product.get(product, 0)),
-                    count(p.min_nodes_at_peak),
-                    count(a.min_nodes_at_peak),
-                    count(f.nodes if f else 0),
-                    num(f.gpus if f else 0.0, 1),
-                    num(f.cost if f else 0.0),
-                    _stat(a.gpus_held),
-                ),
-            )
-        )
-    return tuple(rows)
+    return tuple(Row(terminal(name, 80), cells) for name, cells in release_rows(plan))
 
 
 def _queue_row(u: QueueUsage) -> QueueRow:

@@ -16,7 +16,7 @@ import re
 from gpuaudit import __version__
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.breakdown import Group
-from gpuaudit.audit.capacity import CapacityPlan, Stat
+from gpuaudit.audit.capacity import CapacityPlan
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.checks.findings import ORDER_RULE, Finding, lists
 from gpuaudit.inventory.queue_usage import QueueUsage
@@ -34,7 +34,9 @@ from gpuaudit.report.text import (
     num,
     pct,
     plural,
+    release_rows,
     resolved_fields,
+    stat_text,
     terminal,
     value_text,
     window_text,
@@ -324,10 +326,6 @@ def _breakdown(result: AuditResult) -> list[str]:
     return lines
 
 
-def _stat(s: Stat) -> str:
-    return f"{num(s.peak, 1)} / {num(s.p95, 1)} / {num(s.mean, 1)}"
-
-
 def _capacity(result: AuditResult) -> list[str]:
     """The capacity plan: a sentence and a row per GPU product, the queues, the assumptions."""
     plan = result.capacity
@@ -358,8 +356,8 @@ def _capacity(result: AuditResult) -> list[str]:
                     count(p.nodes_cordoned),
                     count(p.nodes_ran_gpu_pods),
                     count(p.min_nodes_at_peak),
-                    _stat(p.gpus_held),
-                    _stat(p.gpus_busy),
+                    stat_text(p.gpus_held),
+                    stat_text(p.gpus_busy),
                 ]
             )
         )
@@ -395,23 +393,7 @@ def _after_release(plan: CapacityPlan) -> list[str]:
         ),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for product, p in plan.by_product.items():
-        a = plan.after_release_idle.get(product, p)
-        f = plan.freed.get(product)
-        lines.append(
-            _row(
-                [
-                    md(plan.short_names.get(product, product), 80),
-                    count(plan.released_by_product.get(product, 0)),
-                    count(p.min_nodes_at_peak),
-                    count(a.min_nodes_at_peak),
-                    count(f.nodes if f else 0),
-                    num(f.gpus if f else 0.0, 1),
-                    num(f.cost if f else 0.0),
-                    _stat(a.gpus_held),
-                ]
-            )
-        )
+    lines += [_row([md(name, 80), *cells]) for name, cells in release_rows(plan)]
     return lines
 
 

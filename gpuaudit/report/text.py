@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.summary import Summary
 from gpuaudit.core.numbers import json_number
 from gpuaudit.inventory.window import iso
@@ -235,4 +236,30 @@ def cluster_rows(result: AuditResult) -> list[tuple[str, ...]]:
 
     rows = [row(c.name, c.summary, c.findings) for c in result.clusters]
     rows.append(row("fleet total", result.summary, len(result.findings)))
+    return rows
+
+
+def stat_text(s: Stat) -> str:
+    """A capacity statistic as the reports show it: peak / p95 / mean, one decimal each."""
+    return f"{num(s.peak, 1)} / {num(s.p95, 1)} / {num(s.mean, 1)}"
+
+
+def release_rows(plan: CapacityPlan) -> list[tuple[str, tuple[str, ...]]]:
+    """`--what-if release-idle`, per GPU product: its short name (untrusted text: each format
+    makes it safe its own way) and the formatted cells released, fewest nodes at the peak before
+    and after, nodes, GPUs and cost freed, GPUs held after."""
+    rows: list[tuple[str, tuple[str, ...]]] = []
+    for product, p in plan.by_product.items():
+        a = plan.after_release_idle.get(product, p)
+        f = plan.freed.get(product)
+        cells = (
+            count(plan.released_by_product.get(product, 0)),
+            count(p.min_nodes_at_peak),
+            count(a.min_nodes_at_peak),
+            count(f.nodes if f else 0),
+            num(f.gpus if f else 0.0, 1),
+            num(f.cost if f else 0.0),
+            stat_text(a.gpus_held),
+        )
+        rows.append((plan.short_names.get(product, product), cells))
     return rows
