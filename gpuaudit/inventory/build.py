@@ -24,7 +24,17 @@ from gpuaudit.core.errors import SnapshotError
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.domain import mig
 from gpuaudit.domain.topology import load_dir
-from gpuaudit.inventory import attribution, claimed, dra, held, kube, prom, queues, sharing
+from gpuaudit.inventory import (
+    attribution,
+    claimed,
+    dra,
+    held,
+    kube,
+    owners,
+    prom,
+    queues,
+    sharing,
+)
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import gangs as gang_mod
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, nan_column, regroup
@@ -846,6 +856,8 @@ def build(
     caps, missing = _metric_capabilities(s)
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
+    states = man.get("objects")
+    walked = owners.build(snap.kubernetes, states if isinstance(states, Mapping) else {})
     k_caps, k_missing = set(k.capabilities), dict(k.missing)
     if cut is not None:
         _narrowed_capabilities(cut, caps, missing)
@@ -896,6 +908,7 @@ def build(
         p2p=p2p,
         topologies=node_topologies(holdings, nodes, p2p, files),
         queues=k.queues,
+        owners=walked,
         scrape_interval_s=span.intervals.fleet,
         held_time_rounded=span.rounded > 0,
         cluster_label=p.cluster_label,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.owners import Owners
 from gpuaudit.inventory.queues import Queues
 
 if TYPE_CHECKING:
@@ -194,6 +195,9 @@ class Inventory:
     queues: Queues = field(default_factory=Queues)
     """Kueue and Volcano queues, their quota and what was admitted under it (see
     `gpuaudit.inventory.queues`)."""
+    owners: Owners = field(default_factory=Owners)
+    """The controllers read that own GPU pods, and the pods' references to them: where a
+    pod's `ownerReferences` lead (see `gpuaudit.inventory.owners`)."""
 
     scrape_interval_s: float | None = None
     """The scrape interval detected from the samples per bucket (seconds); None when it could

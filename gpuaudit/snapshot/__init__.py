@@ -84,6 +84,6 @@ def collect_live(
 
     keep = from_live.ArrayKeeper() if as_arrays else from_live.keep_bytes
     raw = live_source.collect(
-        live, window_s, step_s, end, progress=progress, keep=keep, keep_page=fields.keep_page
+        live, window_s, step_s, end, progress=progress, keep=keep, keep_page=fields.PageKeeper()
     )
     return from_live.from_collection(raw)

@@ -108,6 +108,8 @@ _QUOTA_SPEC: Tree = {
     "parent": ALL,
     "parentName": ALL,
     "resourceGroups": {
+        # Required by the CRD: a patch of the quota is validated with the object as read.
+        "coveredResources": ALL,
         "flavors": {
             "name": ALL,
             "resources": {
@@ -209,9 +211,67 @@ NODE: Tree = {
     },
 }
 
+_TEMPLATE: Tree = {
+    "spec": {
+        "containers": _CONTAINER,
+        "initContainers": _CONTAINER,
+        "nodeSelector": ALL,
+    }
+}
+"""A controller's pod template: its containers' names and NVIDIA resources and its node
+selector, what a change of its GPUs names; the schema's required fields of the controller are
+kept beside it, so that the object as read, a patch applied, validates."""
+_SCALED: Tree = {
+    "metadata": _META,
+    "spec": {
+        "replicas": ALL,
+        "selector": {
+            "matchLabels": ALL,
+            "matchExpressions": {"key": ALL, "operator": ALL, "values": ALL},
+        },
+        "serviceName": ALL,
+        "template": _TEMPLATE,
+    },
+}
+_JOB_SPEC: Tree = {
+    "suspend": ALL,
+    "parallelism": ALL,
+    "completions": ALL,
+    "activeDeadlineSeconds": ALL,
+    "template": _TEMPLATE,
+}
+OWNER_KEEP: dict[str, Tree] = {
+    "replicasets": _SCALED,
+    "deployments": _SCALED,
+    "statefulsets": _SCALED,
+    "jobs": {"metadata": _META, "spec": _JOB_SPEC},
+    "cronjobs": {
+        "metadata": _META,
+        "spec": {
+            "schedule": ALL,
+            "timeZone": ALL,
+            "suspend": ALL,
+            "jobTemplate": {"spec": _JOB_SPEC},
+        },
+    },
+    "notebooks": {"metadata": _META, "spec": {"template": _TEMPLATE}},
+    "inferenceservices": {
+        "metadata": _META,
+        "spec": {"predictor": {"minReplicas": ALL, "maxReplicas": ALL}},
+    },
+    "tfjobs": {"metadata": _META},
+    "xgboostjobs": {"metadata": _META},
+    "paddlejobs": {"metadata": _META},
+    "jaxjobs": {"metadata": _META},
+}
+"""What is kept of the controllers that own GPU pods (`resources.OWNER_RESOURCES`): who they
+are and who owns them, their replicas or suspension, and their pod template's GPUs (no env,
+no command, no labels); and only those that a GPU pod leads to (`PageKeeper`)."""
+
 KEEP: dict[str, Tree] = {
     "pods": POD,
     "nodes": NODE,
+    **OWNER_KEEP,
     "priorityclasses": {
         "metadata": _NAME,
         "value": ALL,
@@ -377,3 +437,73 @@ def keep_page(key: str, page: dict[str, Any]) -> dict[str, Any]:
     items = page.get("items")
     out["items"] = [keep_object(key, o) for o in items] if isinstance(items, list) else items
     return out
+
+
+GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+"""KAI Scheduler's fraction annotations: a pod that carries one holds a share of a GPU without
+asking for `nvidia.com/gpu` (docs/domain.md)."""
+
+
+def holds_gpus(pod: Any) -> bool:
+    """Whether a pod (as the API lists it, or as kept) asks for GPUs: an NVIDIA extended
+    resource in a container's requests or limits, a DRA claim, or a KAI fraction annotation."""
+    if not isinstance(pod, dict):
+        return False
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    if spec.get("resourceClaims"):
+        return True
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(notes, dict) and any(k in notes for k in GPU_ANNOTATIONS):
+        return True
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            res = c.get("resources") if isinstance(c, dict) else None
+            for part in ("requests", "limits"):
+                got = res.get(part) if isinstance(res, dict) else None
+                if isinstance(got, dict) and any(
+                    isinstance(k, str) and k in NVIDIA_RESOURCES for k in got
+                ):
+                    return True
+    return False
+
+
+class PageKeeper:
+    """`keep_page` for one collection, which keeps of the controllers
+    (`resources.OWNER_RESOURCES`) only those a GPU pod leads to through `ownerReferences`: the
+    owners of the pods that ask for GPUs (`holds_gpus`), then the owners of those, and so on,
+    as each list arrives (the catalogue lists pods first and each controller before its
+    owner). A controller of pods without GPUs (most ReplicaSets of a cluster) is not kept."""
+
+    def __init__(self) -> None:
+        self.wanted: set[str] = set()
+        """The uids of the owners kept or still to be kept."""
+
+    def __call__(self, key: str, page: dict[str, Any]) -> dict[str, Any]:
+        out = keep_page(key, page)
+        items = out.get("items")
+        if not isinstance(items, list):
+            return out
+        if key in OWNER_KEEP:
+            items = out["items"] = [o for o in items if _uid(o) in self.wanted]
+        elif key != "pods":
+            return out
+        for obj in items:
+            if key != "pods" or holds_gpus(obj):
+                self.wanted.update(_owner_uids(obj))
+        return out
+
+
+def _uid(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _owner_uids(obj: Any) -> list[str]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return []
+    return [r["uid"] for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str)]

@@ -34,6 +34,7 @@ _DATA_MAPS = {
     "nodeLabels",
     "nodeSelector",
     "annotations",
+    "matchLabels",
     "pytorchReplicaSpecs",
     "mpiReplicaSpecs",
     "requests",
@@ -165,6 +166,64 @@ def _extra_objects(ns: str) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def _owner_objects(ns: str) -> dict[str, list[dict[str, Any]]]:
+    """A GPU pod owned by each kind of controller gpuaudit walks (`OWNER_RESOURCES`), each
+    controller with a pod template full of secrets: only GPU pods' owners are kept, so each
+    allowlist is put to the test through a pod that leads to it."""
+    pods: list[dict[str, Any]] = []
+    out: dict[str, list[dict[str, Any]]] = {"pods": pods}
+
+    def owned(key: str, name: str, by: tuple[str, str, str], **spec: Any) -> dict[str, Any]:
+        api, kind, owner = by
+        uid = f"owner-{name}"
+        ref = {"apiVersion": api, "kind": kind, "name": owner, "uid": f"owner-{owner}"}
+        meta = {
+            "name": name,
+            "namespace": ns,
+            "uid": uid,
+            "ownerReferences": [ref | {"controller": True}],
+        }
+        obj = {"metadata": meta, "spec": {"template": _template(name), **spec}}
+        out.setdefault(key, []).append(obj)
+        return obj
+
+    def pod(name: str, api: str, kind: str, owner: str) -> None:
+        container = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ref = {"apiVersion": api, "kind": kind, "name": owner, "uid": f"owner-{owner}"}
+        meta = {"name": name, "namespace": ns, "uid": f"pod-{name}", "ownerReferences": [ref]}
+        pods.append({"metadata": meta, "spec": {"containers": [container]}})
+
+    selector = {"selector": {"matchLabels": {"app": "x"}}}
+    pod("own-rs-0", "apps/v1", "ReplicaSet", "rs")
+    owned("replicasets", "rs", ("apps/v1", "Deployment", "dep"), replicas=1, **selector)
+    owned("deployments", "dep", ("serving.kserve.io/v1beta1", "InferenceService", "isvc"))
+    owned("inferenceservices", "isvc", ("v1", "Namespace", "none"))["spec"] = {
+        "predictor": {"minReplicas": 1, "model": {"storageUri": f"s3://{SECRET}"}}
+    }
+    pod("own-sts-0", "apps/v1", "StatefulSet", "sts")
+    owned("statefulsets", "sts", ("kubeflow.org/v1", "Notebook", "nb"), serviceName="s")
+    owned("notebooks", "nb", ("v1", "Namespace", "none"))
+    pod("own-job-0", "batch/v1", "Job", "job")
+    owned("jobs", "job", ("batch/v1", "CronJob", "cron"), suspend=False)
+    owned("cronjobs", "cron", ("v1", "Namespace", "none"))["spec"] = {
+        "schedule": "0 1 * * *",
+        "jobTemplate": {"spec": {"template": _template("cron")}},
+    }
+    for key, kind in (
+        ("tfjobs", "TFJob"),
+        ("xgboostjobs", "XGBoostJob"),
+        ("paddlejobs", "PaddleJob"),
+        ("jaxjobs", "JAXJob"),
+    ):
+        pod(f"own-{key}-0", "kubeflow.org/v1", kind, key)
+        owned(key, key, ("v1", "Namespace", "none"))
+    for objs in out.values():
+        for obj in objs:
+            if obj["metadata"]["ownerReferences"][0]["name"] == "none":
+                del obj["metadata"]["ownerReferences"]
+    return out
+
+
 def _plant(value: Any, tag: str, inside: str = "") -> None:
     """A stray secret key in every object (not in maps whose keys are data)."""
     if isinstance(value, list):
@@ -183,7 +242,7 @@ def _plant(value: Any, tag: str, inside: str = "") -> None:
 def _planted(k8s_dir: Path) -> dict[str, dict[str, Any]]:
     lists = {p.stem: json.loads(p.read_text()) for p in sorted(k8s_dir.glob("*.json"))}
     ns = str(lists["pods"]["items"][0]["metadata"]["namespace"])
-    for key, objs in _extra_objects(ns).items():
+    for key, objs in [*_extra_objects(ns).items(), *_owner_objects(ns).items()]:
         group, version, _, _, kind = KNOWN[key]
         lst = lists.setdefault(
             key, {"apiVersion": f"{group}/{version}", "kind": f"{kind}List", "items": []}

@@ -82,6 +82,23 @@ KNOWN: dict[str, tuple[str, str, str, bool, str]] = {
     "rayclusters": ("ray.io", "v1", "rayclusters", True, "RayCluster"),
     "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim"),
     "resourceslices": ("resource.k8s.io", "v1", "resourceslices", False, "ResourceSlice"),
+    "replicasets": ("apps", "v1", "replicasets", True, "ReplicaSet"),
+    "deployments": ("apps", "v1", "deployments", True, "Deployment"),
+    "statefulsets": ("apps", "v1", "statefulsets", True, "StatefulSet"),
+    "jobs": ("batch", "v1", "jobs", True, "Job"),
+    "cronjobs": ("batch", "v1", "cronjobs", True, "CronJob"),
+    "notebooks": ("kubeflow.org", "v1", "notebooks", True, "Notebook"),
+    "inferenceservices": (
+        "serving.kserve.io",
+        "v1beta1",
+        "inferenceservices",
+        True,
+        "InferenceService",
+    ),
+    "tfjobs": ("kubeflow.org", "v1", "tfjobs", True, "TFJob"),
+    "xgboostjobs": ("kubeflow.org", "v1", "xgboostjobs", True, "XGBoostJob"),
+    "paddlejobs": ("kubeflow.org", "v1", "paddlejobs", True, "PaddleJob"),
+    "jaxjobs": ("kubeflow.org", "v1", "jaxjobs", True, "JAXJob"),
 }
 
 

@@ -31,6 +31,32 @@ class Resource:
         return self.key in ("pods", "nodes")
 
 
+OWNER_RESOURCES: tuple[Resource, ...] = (
+    Resource("replicasets", "apps", ("v1",), "replicasets", True, "ReplicaSets", crd=False),
+    Resource("statefulsets", "apps", ("v1",), "statefulsets", True, "StatefulSets", crd=False),
+    Resource("jobs", "batch", ("v1",), "jobs", True, "Jobs", crd=False),
+    Resource("deployments", "apps", ("v1",), "deployments", True, "Deployments", crd=False),
+    Resource("cronjobs", "batch", ("v1",), "cronjobs", True, "CronJobs", crd=False),
+    Resource("notebooks", "kubeflow.org", ("v1", "v1beta1"), "notebooks", True, "Notebooks"),
+    Resource(
+        "inferenceservices",
+        "serving.kserve.io",
+        ("v1beta1",),
+        "inferenceservices",
+        True,
+        "KServe InferenceServices",
+    ),
+    Resource("tfjobs", "kubeflow.org", ("v1",), "tfjobs", True, "TFJobs"),
+    Resource("xgboostjobs", "kubeflow.org", ("v1",), "xgboostjobs", True, "XGBoostJobs"),
+    Resource("paddlejobs", "kubeflow.org", ("v1",), "paddlejobs", True, "PaddleJobs"),
+    Resource("jaxjobs", "kubeflow.org", ("v1",), "jaxjobs", True, "JAXJobs"),
+)
+"""The controllers a GPU pod's `ownerReferences` lead to, read for `gpuaudit fix` to find the
+object a team edits (`gpuaudit.inventory.owners`): read after the pods, each kind after the
+kinds that name it as their owner (a ReplicaSet before its Deployment, a Job before its
+CronJob), so that a snapshot keeps only the owners of GPU pods (`gpuaudit.snapshot.fields`).
+PyTorchJobs, MPIJobs, JobSets, LeaderWorkerSets and RayClusters are read for the gangs above."""
+
 RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "", ("v1",), "pods", True, "pods", crd=False),
     Resource("nodes", "", ("v1",), "nodes", False, "nodes", crd=False),
@@ -137,5 +163,6 @@ RESOURCES: tuple[Resource, ...] = (
         "DRA ResourceSlices",
         crd=False,
     ),
+    *OWNER_RESOURCES,
 )
 """Everything `collect` reads, in the order it reads them."""
