@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, pack_ffd, plan
+from gpuaudit.audit.ledger import ledger
 from gpuaudit.cli import app
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views
 from gpuaudit.report.models.from_result import capacity_plan
+from tests.inventory.test_dra import claim, dra_pod, gpu_device, resource_slice
 from tests.support.factories import (
     START,
     STEP,
@@ -31,13 +33,14 @@ from tests.support.factories import (
     make_pod,
 )
 from tests.support.paths import DEMO
-from tests.support.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_attribution import joined_mig, joined_mig_pods, replicas_of
 from tests.support.raw_snapshot import raw_snapshot
 from tests.test_demo import claimed_since
 
 runner = CliRunner()
 HOURS = 4
 A100 = "NVIDIA A100-SXM4-80GB"
+A100_PRODUCT = "NVIDIA-A100-SXM4-80GB"
 L40S = "NVIDIA L40S"
 
 
@@ -202,7 +205,7 @@ def test_a_product_with_nothing_released_keeps_its_plan(
     assert cluster_plan.after_release_idle["NVIDIA-L40S"] is cluster_plan.by_product["NVIDIA-L40S"]
     every = capacity._plans
     monkeypatch.setattr(
-        capacity, "_plans", lambda *a, **k: every(*a[:6]) if len(a) > 6 else every(*a, **k)
+        capacity, "_plans", lambda *a, **k: every(*a[:5]) if len(a) > 5 else every(*a, **k)
     )
     released = [Release("ns", "p2", "GPU001")]
     again = plan(Views(_cluster(), DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
@@ -289,6 +292,174 @@ def test_without_gpu001_nothing_is_released() -> None:
     assert doc["after_release_idle"]["released_reservations"] is None
 
 
+# ---- every GPU the API server shows held ---------------------------------------------------
+
+
+def _dra_node(name: str, product: str, gpus: int) -> dict[str, Any]:
+    """A node whose GPUs NVIDIA's DRA driver hands out: labelled, no `nvidia.com/gpu`."""
+    node = make_node(name, product, gpus)
+    node["status"] = {"capacity": {}, "allocatable": {}}
+    return node
+
+
+def _visible_cluster() -> Inventory:
+    """H100 node h1 (DCGM): p1 holds 6 GPUs, busy, all 4 hours. H100 node u1 (labelled, no
+    exporter): w1 holds 4 GPUs from the start of hour 2. L40S node d1 (DCGM; GPUs handed out
+    through DRA, 4 by its nvidia.com/gpu.count label): c1 holds GPU 0 through a ResourceClaim,
+    idle, all window."""
+    series = [
+        *(_series(f"GPU-h1-{i}", str(i), "h1", "p1", [0.5] * HOURS) for i in range(6)),
+        *(
+            Series(gpu_labels(f"GPU-d1-{i}", str(i), "d1", model=L40S), act=[0.01] * HOURS)
+            for i in range(2)
+        ),
+    ]
+    pods = [
+        make_pod("p1", namespace="ns", node="h1", gpus=6),
+        make_pod("w1", namespace="ns", node="u1", gpus=4, started=START + 2 * STEP),
+        dra_pod("c1", ns="ns", started=START - STEP),
+    ]
+    pods[-1]["spec"]["nodeName"] = "d1"
+    lists = {
+        "resourceclaims": [claim(["c1"], ["gpu-0"], name="c1-gpu-x7k2p", ns="ns", pool="d1")],
+        "resourceslices": [
+            resource_slice([gpu_device(f"gpu-{i}", f"GPU-d1-{i}") for i in range(2)], "d1")
+        ],
+    }
+    nodes = [make_node("h1"), make_node("u1"), _dra_node("d1", "NVIDIA-L40S", 4)]
+    return inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists)
+
+
+@pytest.fixture(scope="module")
+def visible_plan() -> Any:
+    return plan(Views(_visible_cluster(), DEFAULT_PRICES), 0.05, "USD", [])
+
+
+def test_gpus_on_a_node_without_an_exporter_count_as_held(visible_plan: Any) -> None:
+    h = visible_plan.by_product[H100]
+    # p1's 6 every hour; w1's 4 from hour 2 (no DCGM series: activity unknown).
+    assert h.held_by_hour == (6.0, 6.0, 10.0, 10.0)
+    assert h.busy_by_hour == (6.0, 6.0, 6.0, 6.0)
+    assert h.unknown_by_hour == h.without_dcgm_by_hour == (0.0, 0.0, 4.0, 4.0)
+    assert h.gpus_held == Stat(10.0, 10.0, 8.0)
+    assert h.gpus_activity_unknown == h.gpus_without_dcgm == Stat(4.0, 4.0, 2.0)
+    assert (h.nodes, h.gpus, h.nodes_ran_gpu_pods, h.nodes_without_dcgm) == (2, 16.0, 2, 1)
+    # Peak hour 2: p1 (6) and w1 (4) need both 8-GPU nodes.
+    assert h.peak_hour == START + 3 * STEP and h.hours_with_data == 4
+    assert (h.min_nodes_at_peak, h.unplaced_gpus) == (2, 0.0)
+    assert (
+        "The window's work fit on 2 of 2 H100 80GB HBM3 nodes at its peak hour (10 GPUs held, "
+        "6 busy at most and up to 4 of unknown activity; 2 nodes ran GPU pods)."
+    ) in visible_plan.headlines()
+    assert visible_plan.notes == (
+        "H100 80GB HBM3: the activity of up to 4 GPUs held in an hour is unknown (up to 4 held "
+        "by pods the Kubernetes API shows and no DCGM series measures; 1 node without an "
+        "exporter ran GPU pods): they count as held, neither busy nor idle.",
+    )
+
+
+def test_a_gpu_held_through_a_dra_claim_needs_its_node_at_the_peak(visible_plan: Any) -> None:
+    s = visible_plan.by_product["NVIDIA-L40S"]
+    assert s.held_by_hour == (1.0,) * HOURS and s.busy_by_hour == (0.0,) * HOURS
+    assert s.gpus_activity_unknown == Stat(0.0, 0.0, 0.0)
+    # d1 advertises no nvidia.com/gpu: its room is its 4 GPUs (nvidia.com/gpu.count), where c1
+    # is packed.
+    assert (s.nodes, s.gpus, s.nodes_ran_gpu_pods) == (1, 4.0, 1)
+    assert (s.min_nodes_at_peak, s.unplaced_gpus, s.nodes_used) == (1, 0.0, ("d1",))
+
+
+def test_the_products_add_up_to_the_fleet() -> None:
+    """Every GPU-hour the ledger counts (DCGM's, the DRA claim's, the API's) is an hour of a
+    GPU held in some product's figures, and every node that ran GPU pods is some product's."""
+    views = Views(_visible_cluster(), DEFAULT_PRICES)
+    p = plan(views, 0.05, "USD", [])
+    book = ledger(views)
+    assert book.unattributed_gpu_hours == pytest.approx(2 * 4)
+    held = sum(v or 0.0 for q in p.by_product.values() for v in q.held_by_hour)
+    assert held == pytest.approx(book.allocated_gpu_hours) == pytest.approx(6 * 4 + 1 * 4 + 8)
+    without = sum(v or 0.0 for q in p.by_product.values() for v in q.without_dcgm_by_hour)
+    assert without == pytest.approx(book.unattributed_gpu_hours)
+    assert sum(q.nodes_ran_gpu_pods for q in p.by_product.values()) == len({"h1", "u1", "d1"})
+    doc = capacity_plan(p).model_dump(mode="json")
+    assert doc["notes"] == list(p.notes)
+    got = doc["by_product"][H100]
+    assert got["gpus_without_dcgm"] == {"peak": 4.0, "p95": 4.0, "mean": 2.0}
+    assert got["nodes_without_dcgm"] == 1
+
+
+def _unlisted_product() -> Inventory:
+    """h1 as in `_visible_cluster`; x1 (no product label, no exporter): z1 holds 2 GPUs and e1
+    one through a DRA claim; m9 (A100 in MIG, no exporter): a and b hold a 1g slice each from
+    the start, c a 3g slice from the start and d a 3g slice from hour 2; n1 (A100 in MIG,
+    DCGM): f holds a 1g slice measured by GPU_UTIL only."""
+    series = [
+        *(_series(f"GPU-h1-{i}", str(i), "h1", "p1", [0.5] * HOURS) for i in range(6)),
+        Series(
+            gpu_labels(
+                "GPU-n1-0", "0", "n1", pod="f", namespace="ns", model=A100, mig=("1g.10gb", "9")
+            ),
+            act=[None] * HOURS,
+            util=[0.0] * HOURS,
+        ),
+    ]
+    bare = make_node("x1")
+    del bare["metadata"]["labels"]["nvidia.com/gpu.product"]
+    mig_nodes = []
+    for name in ("m9", "n1"):
+        node = make_node(name, "NVIDIA-A100-SXM4-80GB", 2)
+        node["status"]["allocatable"] = {
+            "nvidia.com/mig-1g.10gb": "7",
+            "nvidia.com/mig-3g.40gb": "4",
+        }
+        mig_nodes.append(node)
+    mig = {"a": "1g.10gb", "b": "1g.10gb", "c": "3g.40gb", "d": "3g.40gb", "f": "1g.10gb"}
+    pods = [
+        make_pod("p1", namespace="ns", node="h1", gpus=6),
+        make_pod("z1", namespace="ns", node="x1", gpus=2),
+    ]
+    for name, profile in mig.items():
+        started = START + 2 * STEP if name == "d" else None
+        node = "n1" if name == "f" else "m9"
+        pod = make_pod(name, namespace="ns", node=node, started=started)
+        pods.append(_requesting(pod, f"nvidia.com/mig-{profile}"))
+    e1 = dra_pod("e1", ns="ns", started=START - STEP)
+    e1["spec"]["nodeName"] = "x1"
+    pods.append(e1)
+    lists = {
+        "resourceclaims": [claim(["e1"], ["gpu-0"], name="e1-gpu-x7k2p", ns="ns", pool="x1")],
+        "resourceslices": [resource_slice([gpu_device("gpu-0", "GPU-x1-0")], "x1")],
+    }
+    return inventory(
+        series, HOURS, pods=pods, nodes=[make_node("h1"), bare, *mig_nodes], lists=lists
+    )
+
+
+def test_an_unlabelled_node_without_an_exporter_is_of_an_unknown_product() -> None:
+    p = plan(Views(_unlisted_product(), DEFAULT_PRICES), 0.05, "USD", [])
+    u = p.by_product["unknown"]
+    # z1's 2 GPUs and e1's claimed one, all window; no DCGM data, so the API's hours count.
+    assert u.held_by_hour == u.unknown_by_hour == (3.0,) * HOURS
+    assert (u.hours_with_data, u.nodes, u.nodes_ran_gpu_pods, u.nodes_without_dcgm) == (4, 1, 1, 1)
+    assert (u.min_nodes_at_peak, u.gpus) == (1, 8.0)
+
+
+def test_mig_slices_count_the_gpus_they_sit_on() -> None:
+    """A MIG-partitioned GPU is one GPU held, whatever share of it its held slices are; slices
+    the API shows without DCGM series count as the fewest GPUs their shares fit on."""
+    p = plan(Views(_unlisted_product(), DEFAULT_PRICES), 0.05, "USD", [])
+    a = p.by_product[A100_PRODUCT]
+    # n1: f's slice, one GPU (activity unknown: GPU_UTIL only). m9: 1/7 + 1/7 + 3/7 = 5/7 of a
+    # GPU, so one GPU; from hour 2 d's 3/7 more make 8/7, so two.
+    assert a.held_by_hour == (2.0, 2.0, 3.0, 3.0)
+    assert a.without_dcgm_by_hour == (1.0, 1.0, 2.0, 2.0)
+    assert a.unknown_by_hour == a.held_by_hour and a.busy_by_hour == (0.0,) * HOURS
+    assert (a.nodes_ran_gpu_pods, a.nodes_without_dcgm) == (2, 1)
+    # Peak hour 2: m9's two GPUs and n1's one on 2-GPU MIG nodes.
+    assert (a.min_nodes_at_peak, a.unplaced_gpus) == (2, 0.0)
+    note = next(n for n in p.notes if n.startswith("A100"))
+    assert "GPUs whose DCGM series have no activity sample in the hour" in note
+
+
 # ---- the demo, recomputed from raw answers --------------------------------------------------
 
 
@@ -319,6 +490,12 @@ def _raw_units(
     series = doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]
     named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
     joined = joined_mig(doc, series, named)
+    measured = {
+        (m.get("exported_namespace"), m["exported_pod"])
+        for m in (i["metric"] for i in series)
+        if m.get("exported_pod")
+    }
+    measured |= {(ns, pod) for _, ns, pod in dra.values()}
     for item in series:
         m = item["metric"]
         pod, ns, host = m.get("exported_pod"), m.get("exported_namespace"), m["Hostname"]
@@ -338,6 +515,48 @@ def _raw_units(
             cell[0] += frac
             cell[1] += frac * float(val)
             cell[2] = 1.0 if mig else cell[2] + frac
+    ends = sorted({float(ts) for i in series for ts, _ in i["values"]})
+    for prod, unit, size, since in _raw_without_series(
+        doc, measured | joined_mig_pods(doc, series, named), product
+    ):
+        for ts in ends:
+            if ts > since and ts <= gone.get(unit[1:3], math.inf):
+                out[prod][ts][unit] = [0.0, 0.0, size]
+    return out
+
+
+def _raw_without_series(
+    doc: dict[str, Any], measured: set[tuple[str, str]], product: dict[str, str]
+) -> list[tuple[str, tuple[str, ...], float, float]]:
+    """(product, unit, size, held after) of the GPUs running pods hold per the raw pods where no
+    series names the pod: a pod's whole GPUs (a time-sliced replica its share) as one unit, and
+    on each node the fewest GPUs its MIG slices fit on (the 1g slices of A100 80GB: 1/7 each)."""
+    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
+    replicas = replicas_of(nodes)
+    out: list[tuple[str, tuple[str, ...], float, float]] = []
+    slices: dict[str, tuple[float, float]] = {}
+    for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        node = pod["spec"].get("nodeName", "")
+        if pod["status"].get("phase") != "Running" or not node or key in measured:
+            continue
+        since = datetime.fromisoformat(
+            pod["status"]["startTime"].replace("Z", "+00:00")
+        ).timestamp()
+        for c in pod["spec"]["containers"]:
+            for res, n in c.get("resources", {}).get("limits", {}).items():
+                if res == "nvidia.com/gpu":
+                    unit = ("api", *key, node)
+                    out.append((product[node], unit, int(n) / replicas.get(node, 1), since))
+                elif res.startswith("nvidia.com/mig-"):
+                    share, first = slices.get(node, (0.0, math.inf))
+                    frac = int(res.removeprefix("nvidia.com/mig-").split("g.")[0]) / 7
+                    slices[node] = (share + int(n) * frac, min(first, since))
+    for node, (share, since) in sorted(slices.items()):
+        out += [
+            (product[node], ("apimig", node, str(i)), 1.0, since)
+            for i in range(math.ceil(share - 1e-9))
+        ]
     return out
 
 
@@ -350,17 +569,28 @@ def _check_products(got: dict[str, Any], units: dict[str, Any], hours: int) -> N
     for product, by_hour in units.items():
         held = [sum(u[2] for u in cells.values()) for _, cells in sorted(by_hour.items())]
         busy = [
-            sum(u[2] for u in cells.values() if u[1] / u[0] >= 0.05)
+            sum(u[2] for u in cells.values() if u[0] and u[1] / u[0] >= 0.05)
             for _, cells in sorted(by_hour.items())
+        ]
+        # Held without DCGM series (no activity weight): their activity is unknown.
+        unknown = [
+            sum(u[2] for u in cells.values() if not u[0]) for _, cells in sorted(by_hour.items())
         ]
         # Hours in which the product held nothing count as zero.
         held += [0.0] * (hours - len(held))
         busy += [0.0] * (hours - len(busy))
+        unknown += [0.0] * (hours - len(unknown))
         g = got[product]
-        for key, vals in (("gpus_held", held), ("gpus_busy", busy)):
+        for key, vals in (
+            ("gpus_held", held),
+            ("gpus_busy", busy),
+            ("gpus_activity_unknown", unknown),
+        ):
             for k, v in _stat(vals).items():
                 assert g[key][k] == pytest.approx(v, abs=1e-4), (product, key, k)
-        nodes = {u[-1] if u[0] == "pod" else u[1] for cells in by_hour.values() for u in cells}
+        nodes = {
+            u[-1] if u[0] in ("pod", "api") else u[1] for cells in by_hour.values() for u in cells
+        }
         assert g["nodes_ran_gpu_pods"] == len(nodes), product
 
 

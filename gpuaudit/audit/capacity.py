@@ -18,11 +18,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit.checks.base import short_model
-from gpuaudit.inventory import Views
+from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import WindowHours
 from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
@@ -49,16 +50,29 @@ EPS = 1e-9
 
 ASSUMPTIONS = (
     "Hourly values: each hour of the window is one value per GPU product; hours in which DCGM "
-    "reported none of the product's GPUs are left out (counted as hours without data).",
-    "GPUs held: a pod's whole GPUs count one each; a MIG-partitioned GPU counts as one GPU in "
-    "an hour when any of its slices is held; a GPU shared by time-slicing (node label "
+    "reported none of the product's GPUs are left out (counted as hours without data); a "
+    "product DCGM never reported has the hours in which the Kubernetes API shows some of its "
+    "GPUs held.",
+    "GPUs held: every GPU DCGM shows held by a pod and every GPU the Kubernetes API shows a "
+    "running pod holding where no DCGM series names the pod (a node without an exporter, a "
+    "DRA claim no series could be joined to, a pod no series names), the latter from the "
+    "hour the pod started in to the window's end, on the product of its node's "
+    "nvidia.com/gpu.product label (else the model DCGM reports there, else unknown). A pod's "
+    "whole GPUs count one each; a MIG-partitioned GPU counts as one GPU in an hour when any of "
+    "its slices is held, whatever their share of it (it cannot go whole to other work, and it "
+    "moves whole); MIG slices held without DCGM series count as the fewest GPUs their shares "
+    "fit on (their sum on the node, rounded up); a GPU shared by time-slicing (node label "
     "nvidia.com/gpu.replicas = R above 1) counts 1/R for each pod holding it.",
     "GPUs busy: held GPUs in an hour whose mean engine activity reaches the idle threshold: a "
     "pod's mean over its GPUs on one node, or a MIG-partitioned GPU's mean over its held "
-    "slices weighted by their size.",
+    "slices weighted by their size. GPUs held without DCGM series, and GPUs whose series have "
+    "no activity sample in the hour, are of unknown activity: counted as held, neither busy "
+    "nor idle.",
     "Peak, p95 and mean: the largest hourly value, the nearest-rank 95th percentile (the "
     "ceil(0.95 n)-th smallest of n hourly values) and their average.",
-    "Nodes that ran GPU pods: nodes on which a pod held a GPU in some hour of the window (DCGM).",
+    "Nodes that ran GPU pods: nodes on which a pod held a GPU in some hour of the window "
+    "(DCGM), or on which the Kubernetes API shows a running pod holding GPUs without DCGM "
+    "series.",
     "Fewest nodes at the peak: the holdings of the hour with the most GPUs held, packed first "
     "fit decreasing (largest first, each into the first opened node that admits it and has "
     "room, else the roomiest unused node that does: among equals, the one the most of the "
@@ -73,9 +87,10 @@ ASSUMPTIONS = (
     "same way; in a scan of every cluster, only onto nodes of its own cluster; pod affinity, "
     "topology spread, volumes and DRA claims are not modelled.",
     "A node's room: allocatable nvidia.com/gpu (or nvidia.com/gpu.shared) over its "
-    "nvidia.com/gpu.replicas; for a MIG node its nvidia.com/gpu.count label, else the GPUs "
-    "DCGM saw on it; for a node Kubernetes did not list, the GPUs DCGM saw, and it refuses "
-    "no pod. Cordoned nodes offer no room.",
+    "nvidia.com/gpu.replicas; for a MIG node, and a node that advertises neither (its GPUs "
+    "go out through DRA claims), its nvidia.com/gpu.count label, else the GPUs DCGM saw on "
+    "it; for a node Kubernetes did not list, the GPUs DCGM saw, and it refuses no pod. "
+    "Cordoned nodes offer no room.",
     "Whole-node gangs: members of one gang that each held every GPU of their node at the "
     "peak hour get a node each.",
     "After releasing idle reservations: every pod GPU001 reported (after waivers) holds "
@@ -312,6 +327,17 @@ class ProductPlan:
     of the product that offers GPUs the same way)."""
     whole_node_units: int = 0
     """Peak-hour units packed a node each, as members of a whole-node gang."""
+    gpus_without_dcgm: Stat = Stat(0.0, 0.0, 0.0)
+    """GPUs held per hour that the Kubernetes API shows and no DCGM series measures (part of
+    `gpus_held`; see `ApiHolding`)."""
+    gpus_activity_unknown: Stat = Stat(0.0, 0.0, 0.0)
+    """GPUs held per hour whose activity is unknown (part of `gpus_held`, neither busy nor
+    idle): those without DCGM series, and those whose series have no activity sample in the
+    hour."""
+    without_dcgm_by_hour: tuple[float | None, ...] = ()
+    unknown_by_hour: tuple[float | None, ...] = ()
+    nodes_without_dcgm: int = 0
+    """Of `nodes_ran_gpu_pods`, the nodes from which no DCGM series came (no exporter)."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +373,9 @@ class CapacityPlan:
     """The scenarios the user asked to see (`--what-if`): the terminal, Markdown and HTML
     reports show the figures after releasing the idle reservations only with `release-idle`;
     JSON always carries them."""
+    notes: tuple[str, ...] = ()
+    """What the figures cannot see, a sentence each: GPUs held whose activity is unknown, per
+    product; GPUs held without DCGM series that were not counted."""
 
     @property
     def release_idle(self) -> bool:
@@ -369,11 +398,13 @@ class CapacityPlan:
             if p.hours_with_data == 0:
                 out.append(f"{name}: no DCGM data in the window, so no capacity figures.")
                 continue
+            unknown = p.gpus_activity_unknown.peak
             text = (
                 f"The window's work fit on {p.min_nodes_at_peak} of {p.nodes} {name} nodes at "
                 f"its peak hour ({_num(p.gpus_held.peak)} GPUs held, "
-                f"{_num(p.gpus_busy.peak)} busy at most; {p.nodes_ran_gpu_pods} nodes ran GPU "
-                "pods)"
+                f"{_num(p.gpus_busy.peak)} busy at most"
+                + (f" and up to {_num(unknown)} of unknown activity" if unknown > EPS else "")
+                + f"; {p.nodes_ran_gpu_pods} nodes ran GPU pods)"
             )
             if p.unplaced_gpus > EPS:
                 text += f", {_num(p.unplaced_gpus)} GPUs fitting no node"
@@ -502,6 +533,8 @@ class _Groups:
     k: Ints
     size: Floats
     busy: npt.NDArray[np.bool_]
+    unknown: npt.NDArray[np.bool_]
+    """Whether no row of the group has an activity sample (its activity is unknown)."""
     product: Ints
     node: Ints
     key: npt.NDArray[np.int64]
@@ -585,6 +618,7 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
         k=(uniq % nb).astype(np.intp),
         size=size,
         busy=np.asarray(busy, dtype=bool),
+        unknown=wsum <= 0,
         product=hs.product[first] if n else np.zeros(0, dtype=np.intp),
         node=hs.node[first] if n else np.zeros(0, dtype=np.intp),
         key=uniq,
@@ -666,27 +700,36 @@ def _node_kind(facts: NodeFacts | None, node: str, mig_seen: set[str]) -> str:
 
 def _node_room(facts: NodeFacts | None, kind: str, seen: int) -> float:
     """A node's room in GPUs: what DCGM saw on a node Kubernetes did not list; the physical
-    GPUs (`nvidia.com/gpu.count`, else what DCGM saw) of a MIG node; allocatable
-    `nvidia.com/gpu` (or `nvidia.com/gpu.shared`) over the replicas of a shared node; else
-    allocatable `nvidia.com/gpu`."""
+    GPUs (`nvidia.com/gpu.count`, else what DCGM saw) of a MIG node, and of a node that
+    advertises no `nvidia.com/gpu` nor `nvidia.com/gpu.shared` at all (its GPUs are handed out
+    through DRA ResourceClaims: NVIDIA's DRA driver publishes them in ResourceSlices, not as
+    allocatable); allocatable `nvidia.com/gpu` (or `nvidia.com/gpu.shared`) over the replicas
+    of a shared node; else allocatable `nvidia.com/gpu`."""
     if facts is None:
         return float(seen)
-    if kind == "mig":
+    if kind == "mig" or not {GPU, SHARED_GPU} & set(facts.allocatable):
         count = facts.labels.get(COUNT_LABEL, "").strip()
         return float(min(int(count), 1024)) if count.isdigit() else float(seen)
     alloc = facts.allocatable.get(GPU, 0.0) or facts.allocatable.get(SHARED_GPU, 0.0)
     return alloc / max(1, facts.replicas)
 
 
-def _rooms(views: Views, product: str, seen: Mapping[str, int], mig_seen: set[str]) -> Rooms:
-    """Every node of `product`, with its room and how it offers its GPUs."""
+def _rooms(
+    views: Views,
+    product: str,
+    seen: Mapping[str, int],
+    mig_seen: set[str],
+    products: Mapping[str, str],
+) -> Rooms:
+    """Every node of `product` (`products`: node -> product), with its room and how it offers
+    its GPUs."""
     pl = views.placement
     room: dict[str, float] = {}
     kind: dict[str, str] = {}
     full: dict[str, float] = {}
     cordoned: set[str] = set()
     unlisted: set[str] = set()
-    for node, p in sorted(views.node_products.items()):
+    for node, p in sorted(products.items()):
         if p != product or not node:
             continue
         facts = pl.nodes.get(node)
@@ -703,7 +746,7 @@ def _rooms(views: Views, product: str, seen: Mapping[str, int], mig_seen: set[st
 
 def _allowed(
     views: Views,
-    pods: set[PodKey],
+    pods: AbstractSet[PodKey],
     kind: str,
     rooms: Rooms,
     memo: dict[Any, frozenset[str]],
@@ -730,42 +773,48 @@ def _allowed(
     return memo[key]
 
 
-def _items(
-    views: Views, hs: _Holdings, g: _Groups, at: Ints, rooms: Rooms
-) -> tuple[list[Item], int]:
-    """The packer's items for the groups `at` (one hour's units of one product), and how many
-    of them hold a pod whose spec Kubernetes did not return."""
+Unit = tuple[str, float, str, str, AbstractSet[PodKey]]
+"""One thing the packer places: its key, size in GPUs, the node it held, how that node offers
+its GPUs (`Rooms.kind`, `mig` for a MIG-partitioned GPU) and the pods holding it."""
 
+
+def _measured_units(views: Views, hs: _Holdings, g: _Groups, at: Ints, rooms: Rooms) -> list[Unit]:
+    """The units of the groups `at` (one hour's units of one product, from DCGM)."""
     pods_of: dict[int, set[PodKey]] = {int(i): set() for i in at}
     group, holding = g.rows_of(views, hs, at)
     for i, h in zip(group.tolist(), holding.tolist(), strict=True):
         pods_of[i].add(hs.pods[h])
-    gang_of = hs.gang_of
-    pl = views.placement
-    items: list[Item] = []
-    members: dict[str, list[int]] = {}
-    unknown = 0
-    memo: dict[Any, frozenset[str]] = {}
-    grouped = bool(views.inv.cluster_label)
+    out: list[Unit] = []
     for i in at.tolist():
         node = hs.nodes[int(g.node[i])]
         kind = "mig" if hs.unit_mig[int(g.unit[i])] else rooms.kind.get(node, "whole")
-        pods = pods_of[i]
+        out.append((hs.unit_label[int(g.unit[i])], float(g.size[i]), node, kind, pods_of[i]))
+    return out
+
+
+def _items(
+    views: Views, units: Sequence[Unit], rooms: Rooms, gang_of: Mapping[PodKey, str]
+) -> tuple[list[Item], int]:
+    """The packer's items for `units`, and how many of them hold a pod whose spec Kubernetes
+    did not return."""
+    pl = views.placement
+    items: list[Item] = []
+    members: dict[str, list[tuple[int, str]]] = {}
+    unknown = 0
+    memo: dict[Any, frozenset[str]] = {}
+    grouped = bool(views.inv.cluster_label)
+    for key, size, node, kind, pods in units:
         unknown += any(p not in pl.pods for p in pods)
         cluster = cluster_of(node) if grouped else None
         allowed = _allowed(views, pods, kind, rooms, memo, cluster)
-        items.append(Item(hs.unit_label[int(g.unit[i])], float(g.size[i]), allowed))
+        items.append(Item(key, size, allowed))
         gangs = {gang_of.get(p, "") for p in pods}
         if kind != "mig" and len(gangs) == 1 and "" not in gangs:
-            members.setdefault(gangs.pop(), []).append(len(items) - 1)
+            members.setdefault(gangs.pop(), []).append((len(items) - 1, node))
     # A gang whose members each held a whole node keeps a node per member.
     for idx in members.values():
-        whole = all(
-            items[j].size >= rooms.full.get(hs.nodes[int(g.node[at[j]])], math.inf) - EPS
-            for j in idx
-        )
-        if whole:
-            for j in idx:
+        if all(items[j].size >= rooms.full.get(node, math.inf) - EPS for j, node in idx):
+            for j, _ in idx:
                 items[j] = replace(items[j], whole_node=True)
     return items, unknown
 
@@ -781,36 +830,175 @@ def _gangs(views: Views) -> dict[PodKey, str]:
     }
 
 
+# ---- holdings only the Kubernetes API shows ----------------------------------------------
+
+UNKNOWN_PRODUCT = "unknown"
+"""The product of a node that has no `nvidia.com/gpu.product` label and no DCGM series."""
+
+
+@dataclass(frozen=True)
+class ApiHolding:
+    """GPUs a running pod holds as the Kubernetes API shows them, where no DCGM series names
+    the pod (the attribution ledger's unattributed side,
+    `gpuaudit.inventory.attribution.unattributed`): on a node without an exporter, through a
+    DRA claim that could not be joined to a series, or a pod no series names. It holds them
+    from the hour it started in (or the window's first) to the window's end; what they did is
+    unknown."""
+
+    pod: PodKey
+    node: str
+    product: str
+    """The node's `nvidia.com/gpu.product` label, else the model DCGM reports on the node,
+    else `UNKNOWN_PRODUCT`."""
+    kind: str
+    """`whole`, `mig` or `shared` (`gpuaudit.inventory.attribution.KINDS`)."""
+    gpus: float
+    """Whole GPUs; MIG slices' shares of a GPU; shared replicas' shares of their device."""
+    first: int
+    """The first hour of the window it holds in."""
+
+
+def _api_holdings(views: Views, products: Mapping[str, str], nb: int) -> list[ApiHolding]:
+    """What pods hold without DCGM series, each held in some hour of the window."""
+    un = views.unattributed
+    if un.empty:
+        return []
+    inv = views.inv
+    start, end, step = float(inv.window_start), float(inv.window_end), float(inv.step_s)
+    kinds = un["kind"].tolist() if "kind" in un.columns else ["whole"] * len(un)
+    out: list[ApiHolding] = []
+    for ns, pod, node, model, gpus, hours, kind in zip(
+        un[C.NAMESPACE].astype(str).tolist(),
+        un[C.POD].astype(str).tolist(),
+        un[C.NODE].astype(str).tolist(),
+        un[C.MODEL].fillna("").astype(str).tolist(),
+        un["gpus"].to_numpy(dtype="float64").tolist(),
+        un[C.HOURS].to_numpy(dtype="float64").tolist(),
+        kinds,
+        strict=True,
+    ):
+        # Held from the later of its start and the window's start (`hours` before the end).
+        first = max(0, math.floor((end - hours * 3600.0 - start) / step + 1e-6))
+        if first >= nb or not gpus > 0:
+            continue
+        product = products.get(node) or model or UNKNOWN_PRODUCT
+        out.append(ApiHolding((ns, pod), node, product, str(kind), gpus, first))
+    return out
+
+
+@dataclass(frozen=True)
+class _Api:
+    """The holdings of one product only the Kubernetes API shows, and the GPUs they hold in
+    each hour of the window (MIG slices on one node: the fewest GPUs their shares fit on)."""
+
+    holdings: tuple[ApiHolding, ...]
+    held: Floats
+
+
+def _api_by_product(holdings: Sequence[ApiHolding], nb: int) -> dict[str, _Api]:
+    import numpy as np
+
+    out: dict[str, _Api] = {}
+    for product in sorted({h.product for h in holdings}):
+        mine = [h for h in holdings if h.product == product]
+        delta = np.zeros(nb + 1)
+        slices: dict[str, list[ApiHolding]] = {}
+        for h in mine:
+            if h.kind == "mig":
+                slices.setdefault(h.node, []).append(h)
+            else:
+                delta[h.first] += h.gpus
+        for on_node in slices.values():
+            share, gpus = 0.0, 0
+            for h in sorted(on_node, key=lambda h: h.first):
+                share += h.gpus
+                now = math.ceil(share - EPS)
+                delta[h.first] += now - gpus
+                gpus = now
+        out[product] = _Api(tuple(mine), np.cumsum(delta)[:nb])
+    return out
+
+
+def _api_units(api: _Api, k: int, rooms: Rooms) -> list[Unit]:
+    """The units of the hour `k`: a pod's whole GPUs (or shared replicas) on one node, and on
+    each node the fewest MIG GPUs its held slices fit on, each held by all their pods (which
+    slice sits on which GPU is not known)."""
+    out: list[Unit] = []
+    slices: dict[str, tuple[float, set[PodKey]]] = {}
+    for h in api.holdings:
+        if h.first > k:
+            continue
+        if h.kind == "mig":
+            share, pods = slices.get(h.node, (0.0, set()))
+            slices[h.node] = (share + h.gpus, pods | {h.pod})
+        else:
+            kind = rooms.kind.get(h.node, "whole")
+            key = f"{h.pod[0]}/{h.pod[1]}@{h.node} ({h.kind}, no DCGM series)"
+            out.append((key, h.gpus, h.node, kind, frozenset({h.pod})))
+    for node, (share, pods) in sorted(slices.items()):
+        held = frozenset(pods)
+        gpus = range(math.ceil(share - EPS))
+        out.extend((f"{node}/mig-{i} (no DCGM series)", 1.0, node, "mig", held) for i in gpus)
+    return out
+
+
+# ---- the plan of each product -----------------------------------------------------------
+
+
 def _product_plan(
     views: Views,
     hs: _Holdings,
     g: _Groups,
-    code: int,
+    product: str,
     data: npt.NDArray[np.bool_],
     rooms: Rooms,
+    api: _Api | None,
+    dcgm_nodes: AbstractSet[str],
 ) -> ProductPlan:
+    """`data`: the hours DCGM reported GPUs of the product; `api`: its holdings only the
+    Kubernetes API shows; `dcgm_nodes`: the nodes DCGM reported."""
     import numpy as np
 
     inv = views.inv
-    nb = data.shape[1]
+    nb = len(data)
+    code = hs.products.index(product) if product in hs.products else -1
     mine = g.product == code
-    held = np.bincount(g.k[mine], weights=g.size[mine], minlength=nb)
-    busy = np.bincount(g.k[mine & g.busy], weights=g.size[mine & g.busy], minlength=nb)
-    has = data[code]
+    ok = g.size > 0
+
+    def per_hour(sel: npt.NDArray[np.bool_]) -> Floats:
+        out: Floats = np.bincount(g.k[sel], weights=g.size[sel], minlength=nb).astype("float64")
+        return out
+
+    held, busy, unknown = per_hour(mine), per_hour(mine & g.busy), per_hour(mine & g.unknown)
+    ran = {hs.nodes[int(n)] for n in np.unique(g.node[mine & ok])} - {""}
+    without = np.zeros(nb)
+    if api is not None:
+        without = api.held
+        held = held + without
+        unknown = unknown + without
+        ran |= {h.node for h in api.holdings}
+    # A product DCGM never reported has the hours in which the API shows it held.
+    has = data if data.any() else without > EPS
     hours = np.flatnonzero(has)
-    ran = {hs.nodes[int(n)] for n in np.unique(g.node[mine & (g.size > 0)])} - {""}
     peak_k: int | None = int(hours[np.argmax(held[hours])]) if len(hours) else None
     packing = Packing((), {}, ())
     items: list[Item] = []
-    unknown = 0
+    no_spec = 0
     if peak_k is not None:
-        at = np.flatnonzero(mine & (g.k == peak_k) & (g.size > 0))
-        items, unknown = _items(views, hs, g, at, rooms)
+        at = np.flatnonzero(mine & (g.k == peak_k) & ok)
+        units = _measured_units(views, hs, g, at, rooms)
+        if api is not None:
+            units += _api_units(api, peak_k, rooms)
+        items, no_spec = _items(views, units, rooms, hs.gang_of)
         packing = pack_ffd(items, rooms.room)
     step = float(inv.step_s)
     ends = tuple(float(inv.window_start + (i + 1) * step) for i in range(nb))
+
+    def by_hour(values: Floats) -> tuple[float | None, ...]:
+        return tuple(float(values[i]) if has[i] else None for i in range(nb))
+
     return ProductPlan(
-        product=hs.products[code],
+        product=product,
         nodes=len(rooms.kind),
         gpus=float(sum(rooms.full.values())),
         hours_with_data=int(len(hours)),
@@ -823,13 +1011,31 @@ def _product_plan(
         nodes_used=packing.used,
         gpus_of_nodes_used=float(sum(rooms.room[n] for n in packing.used)),
         hour_ends=ends,
-        held_by_hour=tuple(float(held[i]) if has[i] else None for i in range(nb)),
-        busy_by_hour=tuple(float(busy[i]) if has[i] else None for i in range(nb)),
+        held_by_hour=by_hour(held),
+        busy_by_hour=by_hour(busy),
         nodes_cordoned=len(rooms.cordoned),
         nodes_unlisted=len(rooms.unlisted),
-        units_without_spec=unknown,
+        units_without_spec=no_spec,
         whole_node_units=sum(1 for i in items if i.whole_node),
+        gpus_without_dcgm=Stat.of([float(without[i]) for i in hours]),
+        gpus_activity_unknown=Stat.of([float(unknown[i]) for i in hours]),
+        without_dcgm_by_hour=by_hour(without),
+        unknown_by_hour=by_hour(unknown),
+        nodes_without_dcgm=len(ran - set(dcgm_nodes)),
     )
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    """What every product's plan reads besides the held rows, made once per plan."""
+
+    data: npt.NDArray[np.bool_]
+    """(product code, hour) -> whether DCGM reported any GPU of the product then."""
+    rooms: Mapping[str, Rooms]
+    api: Mapping[str, _Api]
+    dcgm_nodes: frozenset[str]
+    products: tuple[str, ...]
+    """Every product, by name: of DCGM's holdings and of the API's."""
 
 
 def _plans(
@@ -837,18 +1043,30 @@ def _plans(
     hs: _Holdings,
     keep: npt.NDArray[np.bool_],
     idle: float,
-    data: npt.NDArray[np.bool_],
-    rooms: Mapping[str, Rooms],
+    fleet: _Fleet,
     only: set[str] | None = None,
 ) -> dict[str, ProductPlan]:
     """The plan of each product (of those in `only`, where given) from the held rows `keep`."""
+    import numpy as np
+
     g = _groups(views, hs, keep, idle)
+    none = np.zeros(fleet.data.shape[1], dtype=bool)
     out = {}
-    for code in sorted(range(len(hs.products)), key=lambda c: hs.products[c]):
-        product = hs.products[code]
-        if not product or (only is not None and product not in only):
+    for product in fleet.products:
+        if only is not None and product not in only:
             continue
-        out[product] = _product_plan(views, hs, g, code, data, rooms[product])
+        code = hs.products.index(product) if product in hs.products else -1
+        data = fleet.data[code] if code >= 0 else none
+        out[product] = _product_plan(
+            views,
+            hs,
+            g,
+            product,
+            data,
+            fleet.rooms[product],
+            fleet.api.get(product),
+            fleet.dcgm_nodes,
+        )
     return out
 
 
@@ -909,18 +1127,14 @@ def plan(
     hs = _holdings(views)
     rows = views.held_rows
     every = np.ones(len(rows.rows), dtype=bool)
-    # Which hours have data does not change when pods are released: computed once.
-    data = _data_hours(views, hs, hs.window.hours)
-    # The nodes and their rooms do not change either.
-    seen, mig_seen = _seen_gpus(views)
-    rooms = {p: _rooms(views, p, seen, mig_seen) for p in hs.products if p}
-    before = _plans(views, hs, every, idle_activity, data, rooms)
+    fleet = _fleet(views, hs)
+    before = _plans(views, hs, every, idle_activity, fleet)
     keep, by_product = _kept_rows(views, hs, released or ())
     after = before
     if not keep.all():
         # A product none of whose rows in the window is released keeps its plan.
         changed = {p for p, n in by_product.items() if n}
-        after = {**before, **_plans(views, hs, keep, idle_activity, data, rooms, changed)}
+        after = {**before, **_plans(views, hs, keep, idle_activity, fleet, changed)}
     hours = views.inv.window_hours
     freed = {}
     for product, b in before.items():
@@ -941,7 +1155,63 @@ def plan(
         queues=tuple(queues),
         short_names={p: short_model(p.replace("-", " ")) for p in before},
         what_if=tuple(what_if),
+        notes=_notes(views, before),
     )
+
+
+def _fleet(views: Views, hs: _Holdings) -> _Fleet:
+    """What releasing pods does not change: which hours have DCGM data, the holdings only the
+    API shows, the nodes and their rooms."""
+    nb = hs.window.hours
+    products = dict(views.node_products)
+    api = _api_holdings(views, products, nb)
+    for h in api:
+        products.setdefault(h.node, h.product)
+    seen, mig_seen = _seen_gpus(views)
+    names = sorted(({*hs.products} | {h.product for h in api}) - {""})
+    return _Fleet(
+        data=_data_hours(views, hs, nb),
+        rooms={p: _rooms(views, p, seen, mig_seen, products) for p in names},
+        api=_api_by_product(api, nb),
+        dcgm_nodes=frozenset(seen),
+        products=tuple(names),
+    )
+
+
+def _notes(views: Views, plans: Mapping[str, ProductPlan]) -> tuple[str, ...]:
+    """What the figures cannot see: per product, the GPUs held whose activity is unknown, and
+    without the Kubernetes pods, every GPU held without DCGM series."""
+    out = []
+    for product, p in plans.items():
+        unknown = p.gpus_activity_unknown.peak
+        if unknown <= EPS:
+            continue
+        name = short_model(product.replace("-", " "))
+        without = p.gpus_without_dcgm.peak
+        where = []
+        if without > EPS:
+            where.append(
+                f"up to {_num(without)} held by pods the Kubernetes API shows and no DCGM "
+                "series measures"
+            )
+        n = p.nodes_without_dcgm
+        if n:
+            where.append(f"{n} node{'s' if n != 1 else ''} without an exporter ran GPU pods")
+        if unknown - without > EPS:
+            where.append("GPUs whose DCGM series have no activity sample in the hour")
+        out.append(
+            f"{name}: the activity of up to {_num(unknown)} "
+            f"GPU{'' if abs(unknown - 1) < EPS else 's'} held in an hour is unknown "
+            f"({'; '.join(where)}): they count as held, neither busy nor idle."
+        )
+    inv = views.inv
+    if Capability.KUBERNETES_PODS not in inv.capabilities:
+        why = inv.missing.get(Capability.KUBERNETES_PODS, "the Kubernetes pods were not read")
+        out.append(
+            f"GPUs pods held without DCGM series are not counted ({why}): the figures are what "
+            "DCGM measured."
+        )
+    return tuple(out)
 
 
 def _release_key(r: Release) -> tuple[str, str, str, float]:

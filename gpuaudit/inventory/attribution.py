@@ -179,9 +179,14 @@ UNATTRIBUTED_COLUMNS = [
     C.HOURS,
     C.GPU_HOURS,
     "reason",
+    "kind",
 ]
 """The columns of `unattributed`: per pod, the GPUs (whole-GPU equivalents) it holds with no
-DCGM series naming it, the hours held in the window, their product, and the `Reason`."""
+DCGM series naming it, the hours held in the window, their product, the `Reason`, and what
+kind of GPU they are (`KINDS`: a pod holding several kinds has a row per kind)."""
+KINDS = ("whole", "mig", "shared")
+"""Whole GPUs (devices or DRA devices), MIG slices (their share of a GPU), shared replicas
+(time-slicing or MPS, each its share of the device)."""
 
 
 def unattributed(
@@ -213,16 +218,16 @@ def unattributed(
         model = products.get(node, "") or "unknown"
         reps = replicas.get(node, sharing.NONE).replicas
         whole, migs, shared = _gpus_of(row, model, float(reps))
-        parts: list[tuple[float, Reason]] = []
+        parts: list[tuple[float, Reason, str]] = []
         if node not in dcgm_nodes:
-            parts.append((whole + migs + shared, Reason.NO_EXPORTER))
+            kinds = zip((whole, migs, shared), KINDS, strict=True)
+            parts += [(g, Reason.NO_EXPORTER, k) for g, k in kinds]
         else:
-            parts.append((whole, Reason.NO_POD_LABEL))
-            parts.append((shared, Reason.SHARED_WITHOUT_VIRTUAL_GPUS))
-            parts.append(
-                (migs, Reason.PROFILING_ABSENT if node in unprofiled else Reason.NO_POD_LABEL)
-            )
-        for gpus, reason in parts:
+            parts.append((whole, Reason.NO_POD_LABEL, "whole"))
+            parts.append((shared, Reason.SHARED_WITHOUT_VIRTUAL_GPUS, "shared"))
+            mig_why = Reason.PROFILING_ABSENT if node in unprofiled else Reason.NO_POD_LABEL
+            parts.append((migs, mig_why, "mig"))
+        for gpus, reason, kind in parts:
             if gpus > 0:
                 out.append(
                     {
@@ -234,6 +239,7 @@ def unattributed(
                         C.HOURS: hours,
                         C.GPU_HOURS: gpus * hours,
                         "reason": reason.value,
+                        "kind": kind,
                     }
                 )
     table: pd.DataFrame = pd.DataFrame(out, columns=UNATTRIBUTED_COLUMNS)

@@ -21,6 +21,23 @@ def joined_mig(
 ) -> set[tuple[str, str, str]]:
     """Unlabelled MIG instances that one running pod holds beyond doubt: the only pod on the
     node named on no series that requests that profile, as many as the node has unlabelled."""
+    out: set[tuple[str, str, str]] = set()
+    for instances in _joins(doc, series, named).values():
+        out |= instances
+    return out
+
+
+def joined_mig_pods(
+    doc: dict[str, Any], series: list[Any], named: set[str]
+) -> set[tuple[str, str]]:
+    """(namespace, pod) of the pods `joined_mig` joins instances to."""
+    return set(_joins(doc, series, named))
+
+
+def _joins(
+    doc: dict[str, Any], series: list[Any], named: set[str]
+) -> dict[tuple[str, str], set[tuple[str, str, str]]]:
+    """`joined_mig`'s instances by the pod they are joined to."""
     free: dict[tuple[str, str], set[tuple[str, str, str]]] = defaultdict(set)
     labelled = {
         (m["UUID"], m.get("GPU_I_ID", ""))
@@ -30,18 +47,18 @@ def joined_mig(
     for m in (i["metric"] for i in series):
         if "GPU_I_PROFILE" in m and (m["UUID"], m["GPU_I_ID"]) not in labelled:
             free[(m["Hostname"], m["GPU_I_PROFILE"])].add((m["Hostname"], m["UUID"], m["GPU_I_ID"]))
-    wants: dict[tuple[str, str], list[int]] = defaultdict(list)
+    wants: dict[tuple[str, str], list[tuple[tuple[str, str], int]]] = defaultdict(list)
     for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
         if pod["status"].get("phase") != "Running" or pod["metadata"]["name"] in named:
             continue
+        who = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         for c in pod["spec"]["containers"]:
             for res, n in c.get("resources", {}).get("limits", {}).items():
                 if res.startswith("nvidia.com/mig-"):
-                    wants[(pod["spec"]["nodeName"], res.removeprefix("nvidia.com/mig-"))].append(
-                        int(n)
-                    )
-    out: set[tuple[str, str, str]] = set()
+                    key = (pod["spec"]["nodeName"], res.removeprefix("nvidia.com/mig-"))
+                    wants[key].append((who, int(n)))
+    out: dict[tuple[str, str], set[tuple[str, str, str]]] = defaultdict(set)
     for key, counts in wants.items():
-        if len(counts) == 1 and counts[0] == len(free.get(key, ())):
-            out |= free[key]
+        if len(counts) == 1 and counts[0][1] == len(free.get(key, ())):
+            out[counts[0][0]] |= free[key]
     return out

@@ -187,6 +187,7 @@ def capacity_plan(plan: capacity.CapacityPlan) -> planning.Capacity:
         currency=plan.currency,
         headlines=tuple(plan.headlines()),
         assumptions=plan.assumptions,
+        notes=plan.notes,
         by_product={k: _product(v) for k, v in plan.by_product.items()},
         # The model checks each is a scenario it knows.
         what_if=cast(tuple[planning.WhatIf, ...], plan.what_if),
@@ -212,7 +213,10 @@ def _product(p: capacity.ProductPlan) -> planning.ProductPlan:
         hours_with_data=p.hours_with_data,
         gpus_held=_stat(p.gpus_held),
         gpus_busy=_stat(p.gpus_busy),
+        gpus_activity_unknown=_stat(p.gpus_activity_unknown),
+        gpus_without_dcgm=_stat(p.gpus_without_dcgm),
         nodes_ran_gpu_pods=p.nodes_ran_gpu_pods,
+        nodes_without_dcgm=p.nodes_without_dcgm,
         min_nodes_at_peak=p.min_nodes_at_peak,
         peak_hour=None if p.peak_hour is None else iso(p.peak_hour),
         unplaced_gpus=p.unplaced_gpus,

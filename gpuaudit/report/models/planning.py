@@ -41,28 +41,51 @@ class ProductPlan(ReportModel):
     GPUs DCGM saw and they refuse no pod."""
     gpus: Round4
     """Their room in GPUs, cordoned nodes included: allocatable nvidia.com/gpu (or
-    nvidia.com/gpu.shared) over the node's replicas; for a MIG node its nvidia.com/gpu.count
-    label, else the GPUs DCGM saw; for a node only DCGM saw, the GPUs DCGM saw."""
+    nvidia.com/gpu.shared) over the node's replicas; for a MIG node, and a node that advertises
+    neither (its GPUs go out through DRA ResourceClaims), its nvidia.com/gpu.count label, else
+    the GPUs DCGM saw; for a node only DCGM saw, the GPUs DCGM saw."""
     hours_with_data: int
-    """Hours of the window in which DCGM reported some GPU of the product."""
+    """Hours of the window in which DCGM reported some GPU of the product; for a product DCGM
+    never reported, the hours in which the Kubernetes API shows some of its GPUs held."""
     gpus_held: Stat
-    """GPUs held by pods per hour: a pod's whole GPUs one each, a MIG-partitioned GPU with any
-    held slice one, a time-sliced replica 1/replicas. Over the window's hourly values (hours
-    with DCGM data of the product): the largest, the nearest-rank 95th percentile (the
-    ceil(0.95 n)-th smallest of n) and the mean."""
+    """GPUs held by pods per hour: every GPU DCGM shows held by a pod, and every GPU the
+    Kubernetes API shows a running pod holding where no DCGM series names the pod (a node
+    without an exporter, a DRA ResourceClaim no series could be joined to, a pod no series
+    names; from the hour the pod started in to the window's end; see `gpus_without_dcgm`). A
+    pod's whole GPUs count one each and a time-sliced replica 1/replicas. A MIG-partitioned
+    GPU counts as one held GPU in an hour when any of its instances is held, whatever their
+    share of it, never the sum of the instances' fractions: a GPU with an instance held cannot
+    go whole to other work, and the packing behind `min_nodes_at_peak` moves it whole, so the
+    plan counts physical GPUs. MIG instances held without DCGM series (which physical GPU they
+    sit on is not known) count as the fewest GPUs their shares fit on: the sum of their
+    fractions on the node, rounded up. Over the window's hourly values (`hours_with_data`):
+    the largest, the nearest-rank 95th percentile (the ceil(0.95 n)-th smallest of n) and the
+    mean."""
     gpus_busy: Stat
-    """Held GPUs in hours whose mean engine activity is at or above the idle threshold. Over the
-    window's hourly values (hours with DCGM data of the product): the largest, the nearest-rank
-    95th percentile (the ceil(0.95 n)-th smallest of n) and the mean."""
+    """Held GPUs in hours whose mean engine activity is at or above the idle threshold (GPUs of
+    unknown activity are not busy; see `gpus_activity_unknown`). Over the window's hourly
+    values (`hours_with_data`): the largest, the nearest-rank 95th percentile (the
+    ceil(0.95 n)-th smallest of n) and the mean."""
+    gpus_activity_unknown: Stat
+    """Held GPUs whose activity is unknown, neither busy nor idle: those without DCGM series
+    (`gpus_without_dcgm`), and those whose series have no activity sample in the hour (MIG
+    instances with GPU_UTIL only). Part of `gpus_held`; per hour, as `gpus_held`."""
+    gpus_without_dcgm: Stat
+    """Held GPUs that the Kubernetes API shows and no DCGM series measures (the attribution
+    ledger's unattributed side, counted per hour). Part of `gpus_held`; per hour, as
+    `gpus_held`."""
     nodes_ran_gpu_pods: int
-    """Nodes on which some pod held a GPU in the window."""
+    """Nodes on which some pod held a GPU in the window: DCGM's, and the nodes of the pods the
+    Kubernetes API shows holding GPUs without DCGM series."""
+    nodes_without_dcgm: int
+    """Of `nodes_ran_gpu_pods`, the nodes no DCGM series came from (no exporter)."""
     min_nodes_at_peak: int
-    """Nodes the holdings of the peak held hour fit on, packed first fit decreasing onto the
-    nodes that admit them as the scheduler's filters decide (node selector, required node
-    affinity, taints against tolerations, allocatable of the resource asked for; cordoned nodes
-    offer no room): a pod's GPUs on one node, a MIG-partitioned GPU as one GPU on a node
-    offering its profiles, a shared replica as 1/replicas of one on a node shared as many ways,
-    whole-node gang members a node each."""
+    """Nodes the holdings of the peak held hour (those without DCGM series included) fit on,
+    packed first fit decreasing onto the nodes that admit them as the scheduler's filters
+    decide (node selector, required node affinity, taints against tolerations, allocatable of
+    the resource asked for; cordoned nodes offer no room): a pod's GPUs on one node, a
+    MIG-partitioned GPU as one GPU on a node offering its profiles, a shared replica as
+    1/replicas of one on a node shared as many ways, whole-node gang members a node each."""
     peak_hour: Timestamp | None
     """End of the hour with the most GPUs held (RFC 3339, UTC); null without data."""
     unplaced_gpus: Round4
@@ -190,6 +213,10 @@ class Capacity(ReportModel):
     """One sentence per product."""
     assumptions: tuple[str, ...]
     """What the figures assume, one sentence each."""
+    notes: tuple[str, ...]
+    """What the figures cannot see, one sentence each: per product, how many GPUs held in an
+    hour are of unknown activity (held without DCGM series, or without an activity sample);
+    without the Kubernetes pods, that GPUs held without DCGM series are not counted."""
     by_product: Mapping[str, ProductPlan]
     """Per GPU product, by name."""
     what_if: tuple[WhatIf, ...]
