@@ -94,6 +94,8 @@ class PodSpec:
     """`spec.preemptionPolicy` as admission resolves it from the PriorityClass; empty: unset."""
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, str]] = field(default_factory=list)
+    affinity: dict[str, Any] = field(default_factory=dict)
+    """`spec.affinity` as the API lists it (required node affinity); empty: none."""
     link_bps: dict[str, float] = field(default_factory=dict)
     """Bytes per second each way (TX and RX) per GPU over a link (`pcie`, `nvlink`) while it
     holds its GPUs; 0 for a link not listed."""

@@ -15,6 +15,7 @@ answers in memory.
 from __future__ import annotations
 
 import bisect
+import copy
 import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
@@ -575,6 +576,8 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             spec["nodeSelector"] = dict(p.node_selector)
         if p.tolerations:
             spec["tolerations"] = [dict(t) for t in p.tolerations]
+        if p.affinity:
+            spec["affinity"] = copy.deepcopy(p.affinity)
         if not p.node:
             del spec["nodeName"]
         if p.dra:
