@@ -21,6 +21,9 @@ The stages, run by `gpuaudit.inventory.build` in this order:
 3. `share` splits shared devices among their holders (`Method.SHARED_SPLIT`, see
    `gpuaudit.inventory.sharing`).
 
+Before them, GPUs shared through HAMi are given to the pods HAMi granted shares of them
+(`Method.HAMI_SHARE`, `gpuaudit.inventory.hami`), each holding its share.
+
 `unattributed` lists, per pod, the GPU-hours no DCGM series could be joined to, with the
 reason.
 """
@@ -57,6 +60,11 @@ class Method(str, enum.Enum):
     running pod on the node that requests such a device (a whole GPU, or a MIG profile) and is
     named on no DCGM series, requesting exactly as many as the node has unlabelled, and running
     since before the series began."""
+    HAMI_SHARE = "hami_share"
+    """A GPU shared through HAMi: each running pod HAMi's scheduler granted part of it (pod
+    annotation `hami.io/vgpu-devices-allocated`) holds its share, the larger of its cores and
+    its memory over the GPU's (scaled down together where a GPU's shares add up to more than
+    1); what no pod holds stays unheld (see `gpuaudit.inventory.hami`)."""
 
 
 class Reason(str, enum.Enum):
@@ -265,14 +273,20 @@ def share(
     (`Method.SHARED_SPLIT`), with `REPLICAS` set to them. See `gpuaudit.inventory.sharing`."""
     if holdings.empty:
         return
+    # A GPU shared through HAMi is split by its pods' own shares (`gpuaudit.inventory.hami`),
+    # not into replicas: its holdings are left out here.
+    hami = holdings[C.ATTRIBUTION].to_numpy(dtype=object) == Method.HAMI_SHARE.value
+    on_hami = holdings[C.SLOT].isin(set(holdings.loc[hami, C.SLOT])).to_numpy(dtype=bool)
+    counted = holdings.assign(**{C.HELD: holdings[C.HELD] & ~on_hami}) if hami.any() else holdings
     at_once = sharing.holders_at_once(
-        holdings, hourly[C.HOLDING], hourly[C.TS], hourly[C.HELD_H], step
+        counted, hourly[C.HOLDING], hourly[C.TS], hourly[C.HELD_H], step
     )
     of_node = {k: float(v.replicas) for k, v in per_node.items()}
     reps = np.maximum(
         holdings[C.NODE].map(of_node).fillna(1.0).to_numpy(dtype="float64"),
         holdings[C.SLOT].map(at_once).fillna(1.0).to_numpy(dtype="float64"),
     )
+    reps[on_hami] = 1.0
     held = holdings[C.HELD].to_numpy(dtype=bool)
     split = held & (reps > 1)
     holdings[C.REPLICAS] = reps

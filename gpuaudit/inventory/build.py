@@ -28,6 +28,7 @@ from gpuaudit.inventory import (
     attribution,
     claimed,
     dra,
+    hami,
     held,
     kube,
     owners,
@@ -135,6 +136,10 @@ def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
     return h[0][keep], h[1][keep], h[2][keep], h[3][keep]
 
 
+_OWN_READERS = ("xid_max", "xid_events", "p2p_max")
+"""Window queries read by their own functions (their rows carry labels beside the identity)."""
+
+
 def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
@@ -144,8 +149,9 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     act_h = _within(act_all, cut)
     del act_all
     sm_h, tensor_h = (_within(p.hourly(qid), cut) for qid in ("sm_hourly", "tensor_hourly"))
-    for qid in queries.BY_ID:
-        if queries.BY_ID[qid].kind == "window" and qid not in ("xid_max", "xid_events", "p2p_max"):
+    for qid, spec in queries.BY_ID.items():
+        # Queries grouped by labels of their own (HAMi's) name no DCGM series.
+        if spec.kind == "window" and not spec.labels and qid not in _OWN_READERS:
             p.window(qid)
     xid_max, xid_codes, xid_msgs = xids(p)
     events = xid_events(p) if "xid_events" in p.answers else None
@@ -850,6 +856,7 @@ def build(
     end = float(recorded["end"]) if cut is None else cut.end
     p = Parser(snap)
     s = _read_series(p, cut)
+    hami_use = hami.usage(p, None if cut is None else (cut.start, cut.end))
     if consume:
         p.release()
         snap.prometheus.clear()
@@ -864,10 +871,12 @@ def build(
         _narrowed_capabilities(cut, k_caps, k_missing)
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
+    hami_kube = hami.read(objects)
     del objects
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
     s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace)
+    s, tenants = hami.join(p, s, hami_kube, hami_use, pod_index, methods, replace)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
     order = sorted(_alive(s, cut), key=p.keys.__getitem__)
@@ -879,6 +888,7 @@ def build(
     hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
     del src
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
+    hami.fractions(tenants, fractions)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
     pods = pd.DataFrame(k.pod_rows, columns=POD_COLUMNS)
@@ -886,6 +896,7 @@ def build(
     shared = sharing.by_node(nodes, holdings)
     attribution.kubernetes_join(holdings, pods, shared, step)
     attribution.share(holdings, hourly_data, shared, step)
+    tenancy, hami_caps, hami_missing, hami_notes = hami.tenancy(tenants, holdings, hid_of)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
     narrowed = () if cut is None else (cut.note(),)
@@ -897,11 +908,16 @@ def build(
         gpus=gpus,
         holdings=holdings,
         hourly=_frame(hourly_data),
+        hami=tenancy,
         pods=pods,
         nodes=nodes,
-        capabilities=frozenset(caps | k_caps),
-        missing={**missing, **k_missing},
-        warnings=_warnings(man, p, holdings, k) + tuple(dra_notes) + narrowed + _held_note(s, span),
+        capabilities=frozenset(caps | k_caps | hami_caps),
+        missing={**missing, **k_missing, **hami_missing},
+        warnings=_warnings(man, p, holdings, k)
+        + tuple(dra_notes)
+        + tuple(hami_notes)
+        + narrowed
+        + _held_note(s, span),
         complete=man.complete and not reasons,
         incomplete_reasons=tuple(reasons),
         gangs=_gang_table(k.gangs),

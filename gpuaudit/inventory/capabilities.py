@@ -50,6 +50,9 @@ class Capability(str, enum.Enum):
     KUBERNETES_RAYCLUSTERS = "kubernetes.rayclusters"
     KUBERNETES_RESOURCECLAIMS = "kubernetes.resourceclaims"
     KUBERNETES_RESOURCESLICES = "kubernetes.resourceslices"
+    HAMI = "hami"
+    """Pods holding GPU shares through HAMi, with what HAMi's vGPU monitor measured of them
+    (see `gpuaudit.inventory.hami`)."""
     QUEUES = "queues"
     """Queue quotas with what was admitted under them: Kueue ClusterQueues with their
     Workloads, or Volcano Queues with their PodGroups (see `gpuaudit.inventory.queues`)."""

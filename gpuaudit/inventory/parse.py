@@ -50,6 +50,8 @@ class Parser:
         self.refused: dict[str, Refused] = {}
         """What was refused (a query id, or `act_mean` for window means) -> the values left
         out because their metric cannot read them (`value_range`)."""
+        dcgm: list[str] = []
+        """The query ids of DCGM series (not another exporter's, `QuerySpec.labels`)."""
         for qid, entries in snap.prometheus.items():
             parsed: list[Answer] = []
             for i, e in enumerate(entries):
@@ -68,6 +70,9 @@ class Parser:
                 self.malformed += answer.malformed
                 parsed.append(self._bounded(qid, answer))
             self.answers[qid] = parsed
+            spec = queries.BY_ID.get(qid)
+            if spec is None or not spec.labels:
+                dcgm.append(qid)
         caps = snap.manifest.get("capabilities", {})
         spelling = caps.get("pod_label") if isinstance(caps, Mapping) else None
         self.exporters: frozenset[tuple[str, str]] = frozenset()
@@ -76,8 +81,8 @@ class Parser:
             # `pod` seen next to an `exported_pod` is an exporter, never a workload.
             self.exporters = frozenset(
                 (str(m.get("namespace") or ""), str(m["pod"]))
-                for v in self.answers.values()
-                for a in v
+                for qid in dcgm
+                for a in self.answers[qid]
                 for m in a.metrics
                 if m.get("exported_pod") and isinstance(m.get("pod"), str)
             )
@@ -85,7 +90,10 @@ class Parser:
             spelling = (
                 "exported"
                 if any(
-                    "exported_pod" in m for v in self.answers.values() for a in v for m in a.metrics
+                    "exported_pod" in m
+                    for qid in dcgm
+                    for a in self.answers[qid]
+                    for m in a.metrics
                 )
                 else "pod"
             )
@@ -352,9 +360,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     queries.POWER_LIMIT: (0.0, 1e6),
     queries.XID: (0.0, 2.0**31),
     queries.P2P_STATUS: (0.0, 2.0**31),
+    queries.HAMI_UTIL: (0.0, 100.0),
+    queries.HAMI_UTIL_LEGACY: (0.0, 100.0),
+    queries.HAMI_MEM: (0.0, 2.0**50),
+    queries.HAMI_MEM_LEGACY: (0.0, 2.0**50),
 }
 """What each metric can read (`docs/domain.md`): the profiling activities are ratios from 0 to 1,
-`DCGM_FI_DEV_GPU_UTIL` a percentage, the framebuffer MiB (at most 1 PiB), the power and its
+`DCGM_FI_DEV_GPU_UTIL` and HAMi's container utilization percentages, HAMi's memory bytes (at
+most 1 PiB), the framebuffer MiB (at most 1 PiB), the power and its
 limit W (at most 1 MW); XID codes and P2P statuses are small whole numbers; error counters are
 not negative."""
 _COUNTER = (0.0, 2.0**53)

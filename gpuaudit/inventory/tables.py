@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.hami import Tenancy
 from gpuaudit.inventory.owners import Owners
 from gpuaudit.inventory.queues import Queues
 
@@ -211,6 +212,9 @@ class Inventory:
     held_time_rounded: bool = False
     """Whether some held time is counted in whole buckets (no sample counts, or no interval
     known) rather than as samples x the scrape interval; a warning says why."""
+    hami: Tenancy = field(default_factory=Tenancy)
+    """Pods holding GPU shares through HAMi, their grants and what HAMi measured of them (see
+    `gpuaudit.inventory.hami`)."""
 
     @property
     def window_hours(self) -> float:

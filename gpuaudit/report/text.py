@@ -150,6 +150,7 @@ ATTRIBUTION_WORDS = {
     "shared_split": "shared-GPU split",
     "dra_claim": "DRA claim",
     "kubernetes_join": "Kubernetes-side join",
+    "hami_share": "HAMi share",
     "no_exporter": "no exporter",
     "no_pod_label": "no pod label",
     "no_limit": "no GPU limit",

@@ -66,8 +66,16 @@ POD_ANNOTATIONS = Keys(
     "scheduling.volcano.sh/group-name",
     "kueue.x-k8s.io/pod-group-total-count",
     "leaderworkerset.sigs.k8s.io/size",
+    # HAMi: the GPUs, memory and cores its scheduler granted, and where (`inventory.hami`).
+    "hami.io/vgpu-devices-allocated",
+    "hami.io/vgpu-node",
 )
-"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`)."""
+"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`) and HAMi's grants
+(`gpuaudit.inventory.hami`)."""
+
+NODE_ANNOTATIONS = Keys("hami.io/node-nvidia-register")
+"""The node annotations the inventory reads: the GPUs HAMi's device plugin registered, with their
+memory, cores and split count (`gpuaudit.inventory.hami`)."""
 
 NODE_LABELS = Keys(
     "nvidia.com/gpu.product",
@@ -202,7 +210,7 @@ state and restarts, its labels, and the annotations that put it in a gang."""
 
 NODE: Tree = {
     # Labels whole: a pod's node selector or affinity may name any of them.
-    "metadata": {**_NAME, "labels": ALL},
+    "metadata": {**_NAME, "labels": ALL, "annotations": NODE_ANNOTATIONS},
     "spec": {"unschedulable": ALL, "taints": {"key": ALL, "value": ALL, "effect": ALL}},
     "status": {
         "capacity": NVIDIA_RESOURCES,

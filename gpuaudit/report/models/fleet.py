@@ -171,6 +171,9 @@ class Attributed(ReportModel):
     kubernetes_join: AttributedHours
     """The series had no pod labels; the Kubernetes side names the only pod that could hold
     the device."""
+    hami_share: AttributedHours
+    """A GPU shared through HAMi: each pod HAMi's scheduler granted part of it holds its share
+    (the larger of its cores and its memory over the GPU's); the rest is not held."""
 
 
 class Unattributed(ReportModel):

@@ -85,6 +85,32 @@ DCGM_METRICS = (
 )
 """Metrics whose presence capability discovery records."""
 
+HAMI_UTIL = "hami_container_device_utilization_ratio"
+"""HAMi's vGPU monitor (v2.9 on): a container's SM utilization of one GPU, 0-100
+(`docs/domain.md`, HAMi)."""
+HAMI_UTIL_LEGACY = "Device_utilization_desc_of_container"
+"""The same up to HAMi v2.8 (and later with `--legacy-metrics`)."""
+HAMI_MEM = "hami_vgpu_memory_used_bytes"
+"""HAMi's vGPU monitor (v2.9 on): the device memory a container uses on one GPU, bytes."""
+HAMI_MEM_LEGACY = "vGPU_device_memory_usage_in_bytes"
+"""The same up to HAMi v2.8 (and later with `--legacy-metrics`)."""
+HAMI_METRICS = (HAMI_UTIL, HAMI_UTIL_LEGACY, HAMI_MEM, HAMI_MEM_LEGACY)
+"""HAMi's per-container metrics, whose presence discovery records beside DCGM's."""
+HAMI_LABELS = (
+    "exported_namespace",
+    "exported_pod",
+    "exported_container",
+    "namespace",
+    "pod",
+    "container",
+    "device_uuid",
+)
+"""What HAMi's current per-container series are grouped by: the pod and container (renamed
+`exported_*` under a ServiceMonitor without `honorLabels`, where `namespace` and `pod` then name
+the vGPU monitor's own pod) and the physical GPU."""
+HAMI_LEGACY_LABELS = ("podnamespace", "podname", "ctrname", "deviceuuid")
+"""The same of HAMi's legacy series (no collision with the scrape target's labels)."""
+
 IDENTITY_LABELS = (
     "UUID",
     "uuid",
@@ -269,6 +295,9 @@ class QuerySpec:
     extra_by: tuple[str, ...] = ()
     """Labels grouped on besides the identity and pod labels (`err_code` of an XID, the
     `peer_gpu` of a P2P status): the series they tell apart are kept apart."""
+    labels: tuple[str, ...] = ()
+    """The labels to group by instead of the identity and pod labels (a metric of another
+    exporter, whose series name their GPU and pod otherwise: HAMi's)."""
     unless: str = ""
     """A metric whose same statistic removes this query's series where it exists (PromQL
     `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
@@ -361,6 +390,8 @@ class QuerySpec:
         """The labels of the `by` clause: the cluster label `group` when given, identity, pod
         labels, then `extra_by`."""
         first = (group,) if group else ()
+        if self.labels:
+            return first + self.labels
         return first + IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
 
 
@@ -421,6 +452,15 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(PCIE_RX, "pcie_rx", ("sum", "count")),
     *_window(NVLINK_TX, "nvlink_tx", ("sum", "count")),
     *_window(NVLINK_RX, "nvlink_rx", ("sum", "count")),
+    # HAMi tenants (`docs/domain.md`, HAMi): each container's SM utilization of its GPU per
+    # bucket, and the most device memory it used, in both of HAMi's spellings (a backend holds
+    # one, or both with `--legacy-metrics`).
+    QuerySpec("hami_util_hourly", "hourly", HAMI_UTIL, "mean", labels=HAMI_LABELS),
+    QuerySpec(
+        "hami_util_legacy_hourly", "hourly", HAMI_UTIL_LEGACY, "mean", labels=HAMI_LEGACY_LABELS
+    ),
+    QuerySpec("hami_mem_max", "window", HAMI_MEM, "max", labels=HAMI_LABELS),
+    QuerySpec("hami_mem_legacy_max", "window", HAMI_MEM_LEGACY, "max", labels=HAMI_LEGACY_LABELS),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 

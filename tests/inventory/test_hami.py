@@ -1,0 +1,289 @@
+"""GPUs shared by HAMi: a pod holds its share of the GPU (the larger of cores and memory), never
+the whole GPU (opencost/opencost#3828); its activity is its own where HAMi's vGPU monitor
+measures it, else its GPU's split by share; the ledger adds up; the annotations are read in
+every version's format, and refused when malformed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpuaudit.audit.ledger import ledger
+from gpuaudit.audit.summary import summarise
+from gpuaudit.domain.pricing import DEFAULT_PRICES
+from gpuaudit.inventory import Capability, Inventory, Views, build, hami
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.attribution import Method
+from gpuaudit.snapshot import Snapshot
+from tests.support.factories import START, STEP, Series, gpu_labels, make_node, make_pod, snapshot
+
+UUID = "GPU-4f1a2b3c-0000-1111-2222-333344445555"
+HOURS = 8
+MIB = 81_560
+
+
+def hami_node(name: str = "node-h", uuids: tuple[str, ...] = (UUID,), legacy: bool = False) -> Any:
+    """A node whose GPUs HAMi's device plugin registered (split count 10)."""
+    node = make_node(name, "NVIDIA-H100-80GB-HBM3", len(uuids))
+    devs = [
+        {
+            "id": u,
+            "index": i,
+            "count": 10,
+            "devmem": MIB,
+            "devcore": 100,
+            "type": "NVIDIA-NVIDIA H100 80GB HBM3",
+            "numa": 0,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for i, u in enumerate(uuids)
+    ]
+    text = (
+        "".join(f"{u},10,{MIB},100,NVIDIA-NVIDIA H100 80GB HBM3,0,true:" for u in uuids)
+        if legacy
+        else json.dumps(devs)
+    )
+    node["metadata"]["annotations"] = {hami.REGISTER: text}
+    for key in ("capacity", "allocatable"):
+        node["status"][key] = {"nvidia.com/gpu": str(10 * len(uuids))}
+    return node
+
+
+def hami_pod(name: str, cores: int, mem: int, uuid: str = UUID, **kw: Any) -> dict[str, Any]:
+    """A pod HAMi's scheduler placed on `uuid` with `cores` per cent and `mem` MiB."""
+    pod = make_pod(name, node="node-h", started=kw.pop("started", START - 60), **kw)
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    limits.update({"nvidia.com/gpucores": str(cores), "nvidia.com/gpumem": str(mem)})
+    pod["metadata"]["annotations"] = {
+        hami.ALLOCATED: f"{uuid},NVIDIA,{mem},{cores}:;",
+        "hami.io/vgpu-node": "node-h",
+    }
+    return pod
+
+
+def with_hami(
+    snap: Snapshot,
+    util: dict[str, list[float | None]],
+    mem_mib: dict[str, float] | None = None,
+    legacy: bool = False,
+    exported: bool = True,
+) -> Snapshot:
+    """`snap` with HAMi's vGPU monitor series: each pod's container `c` utilization per hour
+    (per cent), and the most memory it used."""
+
+    def labels(pod: str) -> dict[str, str]:
+        if legacy:
+            return {"podnamespace": "ml", "podname": pod, "ctrname": "c", "deviceuuid": UUID}
+        who = {"namespace": "ml", "pod": pod, "container": "c"}
+        if exported:
+            who = {f"exported_{k}": v for k, v in who.items()}
+            who.update(namespace="kube-system", pod="hami-device-plugin-x")
+        return {**who, "device_uuid": UUID, "vdevice_index": "0"}
+
+    rows = [
+        {
+            "metric": labels(pod),
+            "values": [
+                [START + (i + 1) * STEP, repr(float(v))]
+                for i, v in enumerate(vals)
+                if v is not None
+            ],
+        }
+        for pod, vals in util.items()
+    ]
+    mem_rows = [
+        {"metric": labels(pod), "value": [START + HOURS * STEP, repr(v * 2**20)]}
+        for pod, v in (mem_mib or {}).items()
+    ]
+    ids = (
+        ("hami_util_legacy_hourly", "hami_mem_legacy_max")
+        if legacy
+        else ("hami_util_hourly", "hami_mem_max")
+    )
+    for qid, rtype, result in ((ids[0], "matrix", rows), (ids[1], "vector", mem_rows)):
+        snap.prometheus[qid] = [
+            {
+                "query": qid,
+                "params": {},
+                "body": {"status": "success", "data": {"resultType": rtype, "result": result}},
+            }
+        ]
+    return snap
+
+
+def device(act: float = 0.3) -> Series:
+    """The GPU's DCGM series: no pod labels (dcgm-exporter cannot map HAMi's device IDs)."""
+    return Series(
+        gpu_labels(UUID, host="node-h"), act=[act] * HOURS, fb_used=30_000, fb_free=51_560
+    )
+
+
+def build_two(util: dict[str, list[float | None]] | None = None, **kw: Any) -> Inventory:
+    """A 25 % pod (idle by HAMi's monitor) and a 50 % pod on one GPU."""
+    pods = [hami_pod("quarter", 25, 20_390), hami_pod("half", 50, 40_780)]
+    snap = snapshot([device()], HOURS, pods=pods, nodes=[hami_node()])
+    if util is not None:
+        snap = with_hami(snap, util, **kw)
+    return build(snap)
+
+
+def tenant(inv: Inventory, pod: str) -> Any:
+    h = inv.holdings
+    rows = h[(h[C.POD] == pod) & h[C.HELD]]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def test_a_quarter_pod_is_charged_a_quarter_of_the_gpu_everywhere() -> None:
+    # OpenCost charges a 25 % HAMi pod the whole GPU (opencost/opencost#3828): here it holds
+    # 0.25 of it in allocation, idle GPU-hours and cost.
+    inv = build_two({"quarter": [1.0] * HOURS, "half": [40.0] * HOURS})
+    q, half = tenant(inv, "quarter"), tenant(inv, "half")
+    assert q[C.FRACTION] == pytest.approx(0.25) and half[C.FRACTION] == pytest.approx(0.5)
+    assert q[C.ATTRIBUTION] == half[C.ATTRIBUTION] == Method.HAMI_SHARE.value
+    assert q[C.GPU_HOURS] == pytest.approx(0.25 * HOURS)
+    # The GPU's own series stays, unheld: the quarter not held by anyone is not allocated.
+    h = inv.holdings
+    assert len(h[(h[C.UUID] == UUID) & ~h[C.HELD]]) == 1
+    views = Views(inv, DEFAULT_PRICES)
+    led = ledger(views)
+    assert led.attributed[Method.HAMI_SHARE.value] == pytest.approx(0.75 * HOURS)
+    assert led.allocated_gpu_hours == pytest.approx(0.75 * HOURS)
+    summary = summarise(views, 0.05, "USD")
+    assert summary.allocated_gpu_hours == pytest.approx(0.75 * HOURS)
+    assert summary.gpus_total == 1 and summary.gpus_allocated_now == pytest.approx(0.75)
+    # The quarter pod is idle (1 % of the GPU, 4 % of its share); the half pod is not.
+    price = views.price("NVIDIA H100 80GB HBM3")
+    assert summary.idle_gpu_hours == pytest.approx(0.25 * HOURS)
+    assert summary.wasted_cost == pytest.approx(0.25 * HOURS * price)
+    per = views.per_pod.set_index(C.POD)
+    assert per.loc["quarter", C.POD_GPUS] == pytest.approx(0.25)
+    assert per.loc["quarter", C.COST] == pytest.approx(0.25 * HOURS * price)
+
+
+def test_activity_is_the_pods_own_use_of_its_share() -> None:
+    inv = build_two({"quarter": [1.0] * HOURS, "half": [60.0] * HOURS})
+    q, half = tenant(inv, "quarter"), tenant(inv, "half")
+    assert q[C.ACT_MEAN] == pytest.approx(0.04)  # 1 % of the GPU over its 25 %
+    assert half[C.ACT_MEAN] == pytest.approx(1.0)  # 60 % of the GPU: all of its 50 % and more
+    assert q[C.ACT_SOURCE] == "hami_container_device_utilization_ratio"
+    assert Capability.HAMI in inv.capabilities
+    usage = inv.hami.usage
+    assert usage is not None and len(usage) == 2 * HOURS
+    ten = inv.hami.tenants
+    assert ten is not None and set(ten[C.HAMI_SHARE_BY]) == {"cores"}
+
+
+def test_without_hamis_monitor_the_gpus_activity_is_split_by_share_and_said_so() -> None:
+    inv = build_two()
+    q, half = tenant(inv, "quarter"), tenant(inv, "half")
+    # The GPU reads 0.3 with 0.75 of it held: each pod is credited 0.3 / 0.75 of its share.
+    assert q[C.ACT_MEAN] == pytest.approx(0.4) and half[C.ACT_MEAN] == pytest.approx(0.4)
+    assert q[C.ACT_SOURCE] == hami.ACT_SOURCE_DEVICE
+    assert Capability.HAMI not in inv.capabilities
+    assert "no HAMi vGPU monitor series" in inv.missing[Capability.HAMI]
+    assert any("GPU022 is skipped" in w for w in inv.warnings)
+
+
+def test_the_legacy_spelling_and_honoured_labels_are_read_alike() -> None:
+    util: dict[str, list[float | None]] = {"quarter": [1.0] * HOURS, "half": [40.0] * HOURS}
+    for kw in ({"legacy": True}, {"exported": False}):
+        inv = build_two(util, **kw)
+        assert tenant(inv, "quarter")[C.ACT_MEAN] == pytest.approx(0.04), kw
+        assert tenant(inv, "half")[C.ACT_MEAN] == pytest.approx(0.8), kw
+
+
+def test_a_zero_core_pods_monitor_series_is_never_read_as_idle() -> None:
+    # HAMi records a container's utilization only under a core limit between 0 and 100: a
+    # `gpucores: 0` pod's series reads 0 whatever it runs, so its GPU's activity is used.
+    pods = [hami_pod("free", 0, 20_390)]
+    snap = with_hami(
+        snapshot([device(0.5)], HOURS, pods=pods, nodes=[hami_node()]), {"free": [0.0] * HOURS}
+    )
+    inv = build(snap)
+    t = tenant(inv, "free")
+    assert t[C.FRACTION] == pytest.approx(0.25)  # its memory: 20,390 of 81,559 MiB
+    assert t[C.ACT_MEAN] == pytest.approx(1.0)  # 0.5 of the GPU over its 0.25
+    ten = inv.hami.tenants
+    assert ten is not None and not ten[C.HAMI_MEASURED].iloc[0]
+    assert ten[C.HAMI_SHARE_BY].iloc[0] == "memory"
+
+
+def test_shares_that_overfill_a_gpu_are_scaled_down_together() -> None:
+    # 70 % cores + 10 % memory beside 10 % cores + 70 % memory: each blocks 70 %, 140 % in all.
+    pods = [hami_pod("compute", 70, 8_156), hami_pod("memory", 10, 57_092)]
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node(legacy=True)]))
+    c, m = tenant(inv, "compute"), tenant(inv, "memory")
+    assert c[C.FRACTION] == pytest.approx(0.5) and m[C.FRACTION] == pytest.approx(0.5)
+    assert ledger(Views(inv, DEFAULT_PRICES)).allocated_gpu_hours == pytest.approx(HOURS)
+
+
+def test_a_pod_that_started_in_the_window_holds_from_its_start() -> None:
+    pods = [hami_pod("late", 50, 40_780, started=START + 3 * STEP + 60)]
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node()]))
+    assert tenant(inv, "late")[C.HOURS] == pytest.approx(HOURS - 3)
+
+
+def test_only_running_pods_hold_shares() -> None:
+    pods = [hami_pod("done", 50, 40_780, phase="Succeeded")]
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node()]))
+    assert not inv.holdings[C.HELD].any()
+    assert inv.hami.tenants is None
+    assert "no running pod holds a GPU share" in inv.missing[Capability.HAMI]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (f"{UUID},NVIDIA,3000,25:;", [(0, UUID, 3000.0, 25.0)]),
+        (
+            f"{UUID},NVIDIA,3000,0:;{UUID},NVIDIA,5000,0:;",
+            [(0, UUID, 3000.0, 0.0), (1, UUID, 5000.0, 0.0)],
+        ),
+        (f";{UUID},NVIDIA,100,150:;", [(1, UUID, 100.0, 100.0)]),  # cores above 100 are 100
+        (f"{UUID}[1-0],NVIDIA,10240,45:;", []),  # a MIG instance of HAMi's MIG mode
+        ("MLU-1,MLU,100,0:;", []),  # another vendor
+    ],
+)
+def test_the_allocated_annotation_is_read_as_hami_writes_it(text: str, want: list[Any]) -> None:
+    got = hami.parse_allocated(text)
+    assert got is not None and got[0] == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "garbage",
+        f"{UUID},NVIDIA,-1,0:;",
+        f"{UUID},NVIDIA,1e9,0:;",
+        f"{UUID},NVIDIA,3000:;",
+        "x" * 70_000,
+    ],
+)
+def test_a_malformed_allocated_annotation_is_refused(text: str) -> None:
+    assert hami.parse_allocated(text) is None
+
+
+def test_a_malformed_annotation_is_a_warning_not_a_share() -> None:
+    pod = hami_pod("odd", 25, 20_390)
+    pod["metadata"]["annotations"][hami.ALLOCATED] = "\x1b[31mred,NVIDIA,x,y:;"
+    node = hami_node()
+    node["metadata"]["annotations"][hami.REGISTER] = "[{]"
+    inv = build(snapshot([device()], HOURS, pods=[pod], nodes=[node]))
+    assert not inv.holdings[C.HELD].any()
+    said = [w for w in inv.warnings if "not HAMi's format" in w]
+    assert len(said) == 2 and any("ml/odd" in w for w in said)
+
+
+def test_the_register_annotation_is_read_in_both_formats() -> None:
+    for legacy in (False, True):
+        text = hami_node(legacy=legacy)["metadata"]["annotations"][hami.REGISTER]
+        got = hami.parse_register(text, "node-h")
+        assert got == [hami.Device(UUID, "node-h", float(MIB), 100.0, 10)], legacy
+    assert (
+        hami.parse_register('[{"id": "GPU-1", "devmem": true, "devcore": 1, "count": 1}]', "n")
+        is None
+    )
