@@ -328,6 +328,8 @@ class Capacity:
     hint: str
     chart: Markup
     products: tuple[Row, ...]
+    notes: tuple[str, ...]
+    """What the figures cannot see (GPUs of unknown activity), a sentence each."""
     release: tuple[Row, ...] | None
     """Only with `--what-if release-idle`."""
     currency: str
@@ -651,6 +653,7 @@ def _capacity(result: AuditResult) -> Capacity | None:
                 count(p.min_nodes_at_peak),
                 stat_text(p.gpus_held),
                 stat_text(p.gpus_busy),
+                stat_text(p.gpus_activity_unknown),
             ),
         )
         for product, p in plan.by_product.items()
@@ -661,6 +664,7 @@ def _capacity(result: AuditResult) -> Capacity | None:
         hint=terminal(hint, 300) if hint else "",
         chart=_svg(charts.capacity_chart(plan)),
         products=products,
+        notes=tuple(terminal(note, 600) for note in plan.notes),
         release=_after_release(plan) if plan.release_idle else None,
         currency=terminal(plan.currency, 10),
         queues=tuple(_queue_row(u) for u in plan.queues[:MAX_GROUPS]),

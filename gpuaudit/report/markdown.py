@@ -332,20 +332,21 @@ def _capacity(result: AuditResult) -> list[str]:
     if plan is None or not plan.by_product:
         return []
     lines = ["", "## Capacity plan", ""]
-    lines += [f"- {md(h, 600)}" for h in plan.headlines()]
+    lines += [f"- {md(h, 600)}" for h in (*plan.headlines(), *plan.notes)]
     hint = plan.what_if_hint()
     if hint:
         lines += ["", md(hint, 300)]
     lines += [
         "",
         "GPUs per hour over the window: peak / p95 / mean. Fewest nodes: the peak hour's "
-        "holdings packed first fit decreasing onto the nodes that admit them.",
+        "holdings packed first fit decreasing onto the nodes that admit them. Unknown "
+        "activity: held GPUs without DCGM series or activity samples (neither busy nor idle).",
         "",
         _row(
             ["Product", "Nodes", "Cordoned", "Ran GPU pods", "Fewest at peak"]
-            + ["GPUs held", "GPUs busy"]
+            + ["GPUs held", "GPUs busy", "Unknown activity"]
         ),
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for product, p in plan.by_product.items():
         lines.append(
@@ -358,6 +359,7 @@ def _capacity(result: AuditResult) -> list[str]:
                     count(p.min_nodes_at_peak),
                     stat_text(p.gpus_held),
                     stat_text(p.gpus_busy),
+                    stat_text(p.gpus_activity_unknown),
                 ]
             )
         )

@@ -557,8 +557,12 @@ def capacity_text(result: AuditResult) -> Text | None:
     for (product, p), line in zip(plan.by_product.items(), plan.headlines(), strict=True):
         name = terminal(plan.short_names.get(product, product), 60)
         t.append(f"  {name}: ", style="bold")
-        t.append(f"held {_capacity_stat(p.gpus_held)}; busy {_capacity_stat(p.gpus_busy)}\n")
-        t.append(f"    {terminal(line, 400)}\n")
+        t.append(f"held {_capacity_stat(p.gpus_held)}; busy {_capacity_stat(p.gpus_busy)}")
+        if p.gpus_activity_unknown.peak > 0:
+            t.append(f"; activity unknown {_capacity_stat(p.gpus_activity_unknown)}")
+        t.append(f"\n    {terminal(line, 400)}\n")
+    for note in plan.notes:
+        t.append(f"  {terminal(note, 600)}\n")
     hint = plan.what_if_hint()
     if hint:
         t.append(f"  {hint}\n", style="dim")

@@ -98,12 +98,13 @@ def _md_section(doc: str) -> str:
 def test_markdown_capacity_section(demo_md: str) -> None:
     section = _md_section(demo_md)
     assert "- The window's work fit on" in section
-    # 31 H100 nodes (30 of the base layout, the tainted one of the placement cases), 231 GPUs
-    # held at the peak: 29 nodes of 8 at least; the tainted node takes only the pods that
-    # tolerate it, so it is not opened half empty.
+    # 31 H100 nodes (30 of the base layout, the tainted one of the placement cases), 239 GPUs
+    # held at the peak (8 of them on the node without an exporter, of unknown activity): 30
+    # nodes of 8 at least; the tainted node takes only the pods that tolerate it, so it is not
+    # opened half empty.
     assert (
-        "| H100 80GB HBM3 | 31 | 0 | 30 | 29 | 231.0 / 230.0 / 214.3 | 222.0 / 221.0 / 209.2 |"
-        in section
+        "| H100 80GB HBM3 | 31 | 0 | 31 | 30 | 239.0 / 238.0 / 222.3 | 222.0 / 221.0 / 209.2 "
+        "| 8.0 / 8.0 / 8.0 |" in section
     )
     assert "### Queue quota over the window" in section
     assert (
@@ -121,9 +122,9 @@ def test_markdown_capacity_section(demo_md: str) -> None:
 def test_what_if_release_idle_in_markdown() -> None:
     section = _md_section(_scan("--demo", "--format", "markdown", "--what-if", "release-idle"))
     assert "### After releasing the idle reservations (--what-if release-idle)" in section
-    # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 224 GPUs at the new
-    # peak fit on 28 nodes, one fewer: 8 GPUs x 168 h x 6.88 USD.
-    assert "| H100 80GB HBM3 | 3 | 29 | 28 | 1 | 8.0 | 9,247 | 224.0 / 223.0 / 211.0 |" in section
+    # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 232 GPUs at the new
+    # peak fit on 29 nodes, one fewer: 8 GPUs x 168 h x 6.88 USD.
+    assert "| H100 80GB HBM3 | 3 | 30 | 29 | 1 | 8.0 | 9,247 | 232.0 / 231.0 / 219.0 |" in section
     assert (
         "releasing the 3 idle reservations gpuaudit found on it would have let 1 more go: "
         "9,247 USD over the window." in section
@@ -151,7 +152,7 @@ def test_json_carries_the_release_whatever_the_flag() -> None:
     assert plain["after_release_idle"] == asked["after_release_idle"]
     assert plain["what_if"] == [] and asked["what_if"] == ["release-idle"]
     h100 = asked["after_release_idle"]["by_product"]["NVIDIA-H100-80GB-HBM3"]
-    assert (h100["min_nodes_at_peak"], h100["nodes_freed"]) == (28, 1)
+    assert (h100["min_nodes_at_peak"], h100["nodes_freed"]) == (29, 1)
     codes = {r["code"] for r in asked["after_release_idle"]["released_holdings"]}
     assert codes == {"GPU001", "GPU002"}
 
@@ -186,3 +187,50 @@ def test_html_capacity_section_and_chart() -> None:
     doc: dict[str, Any] = json.loads(_scan("--demo", "--format", "json"))
     for line in doc["capacity"]["headlines"]:
         assert line.replace("'", "&#x27;") in section
+
+
+@pytest.fixture(scope="module")
+def unmonitored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Node h1 with DCGM, p1 holding 2 GPUs; node u1 without an exporter, w1 holding 4."""
+    series = [
+        Series(gpu_labels(f"GPU-{i}", str(i), "h1", pod="p1", namespace="ns"), act=[0.5] * 4)
+        for i in range(2)
+    ]
+    pods = [
+        make_pod("p1", namespace="ns", node="h1", gpus=2),
+        make_pod("w1", namespace="ns", node="u1", gpus=4),
+    ]
+    nodes = [make_node("h1"), make_node("u1")]
+    snap = make_snapshot(series, hours=4, pods=pods, nodes=nodes)
+    path = tmp_path_factory.mktemp("unmonitored") / "snap.json"
+    snapshot.write(snap, path)
+    return path
+
+
+NOTE = (
+    "H100 80GB HBM3: the activity of up to 4 GPUs held in an hour is unknown (up to 4 held by "
+    "pods the Kubernetes API shows and no DCGM series measures; 1 node without an exporter ran "
+    "GPU pods): they count as held, neither busy nor idle."
+)
+
+
+def test_gpus_of_unknown_activity_in_every_format(unmonitored: Path) -> None:
+    plain = " ".join(_scan("--snapshot", str(unmonitored)).split())
+    assert (
+        "held peak 6.0, p95 6.0, mean 6.0; busy peak 2.0, p95 2.0, mean 2.0; activity "
+        "unknown peak 4.0, p95 4.0, mean 4.0" in plain
+    )
+    assert NOTE in plain
+    md = _md_section(_scan("--snapshot", str(unmonitored), "--format", "markdown"))
+    assert f"- {NOTE}" in md
+    assert (
+        "| H100 80GB HBM3 | 2 | 0 | 2 | 1 | 6.0 / 6.0 / 6.0 | 2.0 / 2.0 / 2.0 | 4.0 / 4.0 / 4.0 |"
+        in md
+    )
+    html = _scan("--snapshot", str(unmonitored), "--format", "html")
+    assert f'<p class="note">{NOTE}</p>' in html and '<th class="num">Unknown activity</th>' in html
+    cap = json.loads(_scan("--snapshot", str(unmonitored), "--format", "json"))["capacity"]
+    assert cap["notes"] == [NOTE]
+    h100 = cap["by_product"]["NVIDIA-H100-80GB-HBM3"]
+    assert h100["gpus_activity_unknown"] == {"peak": 4.0, "p95": 4.0, "mean": 4.0}
+    assert (h100["nodes_ran_gpu_pods"], h100["nodes_without_dcgm"]) == (2, 1)
