@@ -2,8 +2,9 @@
 # Installs what the tests need on Debian (where it may), then runs lint, types and tests.
 #
 # The tests use real servers: Prometheus (and its promtool), VictoriaMetrics, Chromium for the
-# HTML report, openssl for test certificates. As root, or with sudo that needs no password, the
-# missing ones are installed with apt-get. Otherwise the script says what to install and runs
+# HTML report, openssl for test certificates, kubectl to apply `gpuaudit fix`'s patches
+# offline (`kubectl patch --local`; Debian's kubernetes-client). As root, or with sudo that needs
+# no password, the missing ones are installed with apt-get. Otherwise the script says what to install and runs
 # what it can: each test that needs a missing server is skipped with its reason in the pytest
 # summary (with CI set, those tests fail instead of skipping).
 #
@@ -29,10 +30,11 @@ declare -A PACKAGE=(
   [chromium]=chromium
   [openssl]=openssl
   [tmux]=tmux
+  [kubectl]=kubernetes-client
 )
 missing=()
 packages=()
-for cmd in prometheus promtool victoria-metrics chromium openssl tmux; do
+for cmd in prometheus promtool victoria-metrics chromium openssl tmux kubectl; do
   if ! command -v "$cmd" >/dev/null 2>&1; then
     missing+=("$cmd")
     pkg=${PACKAGE[$cmd]}

@@ -18,6 +18,7 @@ STAGES = (
     "scenario",  # generated clusters, written as snapshots
     "inventory",  # joined tables
     "checks",  # one module per check, and the findings they return
+    "fix",  # the change that answers each finding, validated (the audit result carries them)
     "audit",  # checks run, findings ranked, the result assembled
     "report",  # renderers of an audit result
     "app",  # the option resolver and the pipeline

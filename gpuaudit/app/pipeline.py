@@ -25,13 +25,15 @@ from time import perf_counter
 from rich.console import Console
 
 from gpuaudit import report, snapshot
-from gpuaudit.app.config import Config
+from gpuaudit.app.config import Config, demo_path
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.compare import load_report
 from gpuaudit.core.errors import ConfigError, GpuauditError
 from gpuaudit.core.gcpause import SCOPED, Collector
 from gpuaudit.core.progress import SILENT, Progress
+from gpuaudit.fix import directory
 from gpuaudit.inventory import build
+from gpuaudit.inventory.window import iso
 from gpuaudit.inventory.window import requested as requested_window
 from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.text import money, num, plural, terminal
@@ -120,6 +122,28 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
     exit. `progress` is told of each stage as it goes; `collector` is how the audit treats the
     cyclic collector (the caller owns the process: only a one-command process freezes)."""
     clock = _Stages()
+    result = audit(config, progress, collector, clock)
+    failures = write_reports(config, result)
+    clock.mark("render")
+    if config.webhook:
+        try:
+            post_webhook(config.webhook, markdown_summary(result))
+        except GpuauditError as exc:
+            failures.append(str(exc))
+    code = exit_code(config, result)
+    why = failing_line(config, result) if code == 1 else ""
+    return Outcome(result, code, clock.stages, _hint(config, result), why, tuple(failures))
+
+
+def audit(
+    config: Config,
+    progress: Progress = SILENT,
+    collector: Collector = SCOPED,
+    clock: _Stages | None = None,
+) -> AuditResult:
+    """Load what `config` names, build the inventory and run the checks: the audit every
+    command that audits shares (`scan`, `fix`). `clock` is told of each stage's end."""
+    clock = clock or _Stages()
     snap = load(config, progress, as_arrays=True)
     if config.live is None and config.namespaces:
         snap = narrow_namespaces(snap, config.namespaces)
@@ -146,16 +170,52 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
             collector=collector,
         )
     clock.mark("checks")
-    failures = write_reports(config, result)
-    clock.mark("render")
-    if config.webhook:
-        try:
-            post_webhook(config.webhook, markdown_summary(result))
-        except GpuauditError as exc:
-            failures.append(str(exc))
-    code = exit_code(config, result)
-    why = failing_line(config, result) if code == 1 else ""
-    return Outcome(result, code, clock.stages, _hint(config, result), why, tuple(failures))
+    return result
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    """What `gpuaudit fix` wrote."""
+
+    result: AuditResult
+    written: tuple[Path, ...]
+
+    def summary_line(self, folder: Path) -> str:
+        """The one-line summary for stderr."""
+        plan = self.result.fixes
+        kinds = [c.kind.value for c in plan.changes]
+        parts = [plural(kinds.count(k), k) for k in ("patch", "command") if kinds.count(k)]
+        none = sum(1 for v in plan.fixes.values() if v.kind is None)
+        return (
+            f"gpuaudit fix: {plural(len(plan.changes), 'change')} "
+            f"({', '.join(parts) or 'none'}) written to {folder}; "
+            f"{plural(none, 'finding')} of fixable checks got none (README.md says why)"
+        )
+
+
+def fix(
+    config: Config, folder: Path, *, progress: Progress = SILENT, collector: Collector = SCOPED
+) -> FixOutcome:
+    """Audit what `config` names and write its changes into `folder` (new or empty): patches,
+    a kustomize Component listing them, `apply.sh`, `commands.sh` and a README (see
+    `gpuaudit.fix.directory`). Nothing is sent to the cluster."""
+    result = audit(config, progress, collector)
+    source = (
+        "the bundled demo"
+        if config.snapshot is not None and config.snapshot == demo_path()
+        else f"snapshot {config.snapshot.name}"
+        if config.snapshot is not None
+        else "the live cluster"
+    )
+    about = directory.About(
+        cluster=result.cluster or "(unnamed)",
+        window=f"{iso(result.window_start)} to {iso(result.window_end)} "
+        f"({(result.window_end - result.window_start) / 3600:,.0f} h)",
+        source=source,
+    )
+    texts = directory.files(result.fixes, about, directory.unfixed(result.fixes, result.findings))
+    written = directory.write(texts, folder)
+    return FixOutcome(result, tuple(written))
 
 
 def write_reports(config: Config, result: AuditResult) -> list[str]:

@@ -21,6 +21,8 @@ from gpuaudit.audit.waivers import apply as apply_waivers
 from gpuaudit.checks import Check, discover
 from gpuaudit.checks.findings import Finding, Severity, Skipped
 from gpuaudit.core.gcpause import SCOPED, Collector, paused
+from gpuaudit.fix.changes import Plan
+from gpuaudit.fix.plans import plan as fix_plan
 from gpuaudit.inventory import Capability, Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
@@ -70,6 +72,9 @@ class AuditResult:
     """The label a scan of every cluster kept clusters apart by; empty for one cluster."""
     clusters: tuple[ClusterSection, ...] = ()
     """Per cluster of a scan of every cluster, by name; empty for one cluster."""
+    fixes: Plan = field(default_factory=Plan)
+    """The changes that answer the findings, as `gpuaudit fix` writes them, and what each
+    finding of a fixable check gets (`gpuaudit.fix`)."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -202,6 +207,7 @@ def run_checks(
             attribution=ledger(views),
             cluster_label=inv.cluster_label,
             clusters=sections,
+            fixes=fix_plan(ranked, inv, settings.currency),
         )
 
 

@@ -46,14 +46,25 @@ How it decides
       schedulable nodes allocate. Impact: none counted (a risk, not waste: listed with the
       risks). Severity: medium. Needs the ResourceFlavors list; without it this rule is not
       applied to Kueue. For a flavor's total, the advice names the ClusterQueues to lower and
-      to what: the ones with the most unused quota (`nominalQuota` less their peak admitted,
-      rounded up) first, none below its peak admitted, until the total fits what the nodes
-      allocate (Cohorts' own quota is kept); the evidence lists the changes (`quota_changes`:
-      queue, kind, from, to, peak). Where lowering every queue to its peak still does not fit,
-      the nodes are too few for what was admitted: it asks for nodes, with the figures
-      (`short_after_changes`). A queue whose quota or use could not be read is left out of
-      the total (which is then a lower bound, "at least") and of the advice, and the advice
-      says so.
+      to what (`gpuaudit.checks.quota_cuts`). Each queue's own peak is the most it admitted
+      at one instant; the peak that matters for quotas lowered together is what the queues
+      admitted at once: per hour of the window, each queue's most admitted at one instant of
+      it, added over the queues (queues that peak in different hours share). First the queues
+      with the most unused quota (`nominalQuota` less their own peak, rounded up) go down to
+      their own peak; if the total still exceeds the nodes, the queues of one cohort in which
+      none has a `lendingLimit` may go below their own peaks (by no more than their
+      `borrowingLimit`), the largest quotas first, but their quota together never below what
+      they admitted at once: each then borrows the rest from the others' idle quota at its
+      peak. Cohorts' own quota is kept. The evidence lists the changes (`quota_changes`:
+      queue, kind, from, to, peak, borrows_at_peak), each queue's own peak
+      (`queue_peaks_admitted`), the flavor's concurrent peak and its hour
+      (`peak_admitted_together`, `peak_admitted_together_at`) and each sharing cohort's
+      (`cohort_peaks_admitted_together`). Where that still does not fit: if more was admitted
+      at once than the nodes allocate, the nodes are too few and it asks for nodes, with the
+      figures (`short_after_changes`); if not, it says the queues could fit by sharing in one
+      cohort. A queue whose quota or use could not be read is left out of the total (which is
+      then a lower bound, "at least") and of the advice (its cohort does not share), and the
+      advice says so.
     - Starvation: a Workload has waited at least `checks.pending_min_minutes` (default 30)
       for quota of its ClusterQueue (its request is above the queue's quota left free by the
       Workloads admitted at the window's end) and could borrow the rest (`borrowingLimit`
@@ -75,9 +86,10 @@ What to do
     (`lendingLimit` unset or raised; for Volcano, move `guarantee` to `deserved`). Keep every
     flavor's quota within what its nodes allocate (add nodes matching the flavor's
     `nodeLabels`, or lower `nominalQuota`: the queues with the most unused quota first, each
-    to no less than its peak admitted, as the finding lists them; where the peaks alone are
-    above the nodes, add nodes), and give queues that wait next to idle peers a
-    share of that quota or a lending path in the cohort.
+    to no less than its peak admitted, and queues of one cohort that peak in different hours
+    together to no less than what they admitted at once, as the finding lists them; where
+    more was admitted at once than the nodes allocate, add nodes), and give queues that wait
+    next to idle peers a share of that quota or a lending path in the cohort.
 """
 
 from __future__ import annotations
@@ -86,11 +98,13 @@ import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from gpuaudit.checks import quota_cuts
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
 from gpuaudit.checks.contract import fraction, gpus, hours, minutes
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
@@ -309,31 +323,17 @@ def _unhonoured(u: QueueUsage) -> Finding | None:
     )
 
 
-def _cuts(us: list[QueueUsage], excess: float) -> tuple[list[dict[str, Any]], float]:
-    """Which queues to lower, and to what, to take `excess` off a flavor's quota: the most
-    unused quota (nominal less peak admitted, rounded up) first, each never below its peak;
-    what is left over when every queue is at its peak."""
-    slack = sorted(
-        ((u.quota - max(0.0, math.ceil(u.peak_admitted - EPS)), u) for u in us),
-        key=lambda t: (-t[0], t[1].queue),
-    )
-    out: list[dict[str, Any]] = []
-    left = excess
-    for spare, u in slack:
-        if left <= EPS or spare <= EPS:
-            break
-        cut = min(spare, left)
-        left -= cut
-        out.append(
-            {
-                "queue": u.queue,
-                "kind": u.kind,
-                "from": u.quota,
-                "to": u.quota - cut,
-                "peak": u.peak_admitted,
-            }
-        )
-    return out, max(0.0, left)
+def _own_peaks(us: list[QueueUsage]) -> dict[str, float]:
+    """Each queue's own peak admitted, rounded up."""
+    return {u.queue: max(0.0, math.ceil(u.peak_admitted - EPS)) for u in us}
+
+
+def _hour_end(u: QueueUsage, hour: int | None) -> str | None:
+    """The end of the window's hour `hour` (RFC 3339, UTC); None without it."""
+    if hour is None:
+        return None
+    ts = u.bucket_start + hour * u.step_s
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _names(parts: list[tuple[str, float]]) -> str:
@@ -347,9 +347,11 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
     advice."""
     by_line: dict[tuple[str, str], list[QueueUsage]] = defaultdict(list)
     unknown: dict[tuple[str, str], list[str]] = defaultdict(list)
+    every: dict[tuple[str, str], list[QueueUsage]] = defaultdict(list)
     for u in lines:
         if u.system != KUEUE or u.allocatable is None:
             continue
+        every[(u.flavor, u.resource)].append(u)
         if u.unaudited:
             unknown[(u.flavor, u.resource)].append(f"{u.kind} {u.queue}")
         else:
@@ -368,6 +370,7 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
         if any(u.quota > alloc + EPS for u in us):
             continue
         n_nodes, unit = us[0].flavor_nodes, us[0].unit_gpus
+        both, hour = quota_cuts.together(us)
         us = [u for u in us if u.quota > 0]
         cohorts = cohort_quota.get((flavor, resource), [])
         parts = [(f"ClusterQueue {u.queue}", u.quota) for u in us] + cohorts
@@ -375,7 +378,8 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
         if total <= alloc + EPS or len(parts) < 2:
             continue
         excess = total - alloc
-        changes, short = _cuts(us, excess)
+        cut = quota_cuts.plan(us, excess, every[(flavor, resource)])
+        changes, short = cut.changes, cut.short
         blind = sorted(set(unknown.get((flavor, resource), [])))
         at_least = "at least " if blind else ""
         message = (
@@ -384,13 +388,22 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
             f"{_units(alloc, resource)}: {at_least}{_units(excess, resource)} of quota cannot "
             "be honoured when every queue claims its share."
         )
+        cohort_of = {u.queue: u.cohort for u in us}
         lowered = ", ".join(
-            f"{c['queue']} from {c['from']:g} to {c['to']:g} (peak admitted {c['peak']:g})"
+            f"{c['queue']} from {c['from']:g} to {c['to']:g} (peak admitted {c['peak']:g}"
+            + (
+                f", borrowing {c['borrows_at_peak']:g} from cohort {cohort_of[c['queue']]} at "
+                "its peak)"
+                if c["borrows_at_peak"] > EPS
+                else ")"
+            )
             for c in changes
         )
         figures = f"{alloc:g} of {total:g} quota"
         peaks = sum(max(0.0, math.ceil(u.peak_admitted - EPS)) for u in us)
-        if short > EPS and peaks <= alloc + EPS:
+        at_once = max(0.0, math.ceil(both - EPS))
+        after = sum(u.quota for u in us) - sum(c["from"] - c["to"] for c in changes)
+        if short > EPS and after <= alloc + EPS:
             # The ClusterQueues fit at their peaks: the Cohorts' own quota is what is left over.
             rec = (
                 (
@@ -410,11 +423,34 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
                 f"{excess:g} above what the flavor's nodes allocate ({figures}). Or add nodes "
                 "that match the flavor's nodeLabels."
             )
+            rec += "".join(
+                f" Cohort {c}'s ClusterQueues peaked in different hours: together they admitted "
+                f"at most {p:g} at once (their own peaks add up to "
+                f"{sum(own for q, own in _own_peaks(us).items() if cohort_of[q] == c):g}), so "
+                f"their quota together stays at or above {p:g} and each borrows the rest from "
+                "the others' idle quota at its peak."
+                for c, p in sorted(cut.shared.items())
+            )
+        elif at_once <= alloc + EPS:
+            rec = (
+                (
+                    f"Lower nominalQuota of {resource} in flavor {flavor}: {lowered}; "
+                    if changes
+                    else ""
+                )
+                + f"that leaves {_units(short, resource)} above what the flavor's nodes allocate "
+                f"({figures}), though its ClusterQueues admitted at most {at_once:g} at once "
+                f"(their own peaks, in different hours, add up to {peaks:g}): to lower their "
+                f"quota together to no less than {at_once:g}, put them in one cohort in which "
+                "none has a lendingLimit, so that each borrows the others' idle quota at its "
+                f"peak; or add nodes that match the flavor's nodeLabels for {short:g}."
+            )
+            rec = rec[0].upper() + rec[1:]
         else:
             rec = (
                 f"Add nodes that match the flavor's nodeLabels for at least "
                 f"{_units(short, resource)}: the nodes are too few for what was admitted (the "
-                f"ClusterQueues' peaks admitted add up to {peaks:g}, the flavor's nodes "
+                f"ClusterQueues admitted up to {at_once:g} at once, the flavor's nodes "
                 f"allocate {alloc:g}). "
                 + (
                     f"Lowering nominalQuota of {resource} in flavor {flavor} to the peaks "
@@ -452,6 +488,10 @@ def _flavor_totals(views: Views, lines: list[QueueUsage]) -> list[Finding]:
                     "excess": excess,
                     "quota_changes": changes,
                     "short_after_changes": short,
+                    "queue_peaks_admitted": {u.queue: u.peak_admitted for u in us},
+                    "peak_admitted_together": both,
+                    "peak_admitted_together_at": _hour_end(us[0], hour),
+                    "cohort_peaks_admitted_together": cut.shared,
                     "left_out_unaudited": blind,
                 },
             )

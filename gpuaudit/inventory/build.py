@@ -863,8 +863,7 @@ def build(
     caps, missing = _metric_capabilities(s)
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
-    states = man.get("objects")
-    walked = owners.build(snap.kubernetes, states if isinstance(states, Mapping) else {})
+    walked = owners.build(snap.kubernetes, man)
     k_caps, k_missing = set(k.capabilities), dict(k.missing)
     if cut is not None:
         _narrowed_capabilities(cut, caps, missing)

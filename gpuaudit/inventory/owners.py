@@ -109,13 +109,17 @@ class _Node:
 @dataclass
 class Owners:
     """The owners read, by uid, and the pods' references: `walk` resolves a pod, `read`
-    gives an owner as it was read."""
+    gives an owner as it was read; and the other objects a change may target (`named`)."""
 
     nodes: dict[str, _Node] = field(default_factory=dict)
     pods: dict[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, pod name) -> the pod's uid."""
     states: Mapping[str, str] = field(default_factory=dict)
     """Resource key -> `ok` or why it was not read (the manifest's `objects`)."""
+    named: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
+    """(resource key, namespace, name) -> the object as read, of the lists in `TARGETS`."""
+    version: str = ""
+    """The cluster's Kubernetes version (`v1.31.2`), where the snapshot recorded it."""
 
     def walk(self, namespace: str, pod: str) -> Walk:
         """Where the pod's owners lead (see the module's docstring)."""
@@ -172,22 +176,45 @@ def _controller(refs: Iterable[Mapping[str, Any]]) -> ObjectRef | None:
     )
 
 
-def build(kubernetes: Mapping[str, Iterable[Any]], states: Mapping[str, Any]) -> Owners:
+TARGETS: dict[str, str] = {"kueue_clusterqueues": "ClusterQueue"}
+"""Lists whose objects a change may target by name, though they own no pod (resource key ->
+kind): kept as read, for `Owners.named`."""
+
+
+def build(kubernetes: Mapping[str, Iterable[Any]], manifest: Mapping[str, Any]) -> Owners:
     """The owners of a snapshot's Kubernetes lists (by resource key, their pages as recorded),
-    with the manifest's `objects` states."""
-    out = Owners(states={str(k): str(v) for k, v in states.items()})
+    with the manifest's `objects` states and the cluster's version (`kubernetes_version`, where
+    the snapshot recorded it)."""
+    states = manifest.get("objects")
+    version = manifest.get("kubernetes_version")
+    out = Owners(
+        states={str(k): str(v) for k, v in states.items()} if isinstance(states, Mapping) else {},
+        version=version if isinstance(version, str) else "",
+    )
     keys = set(KINDS.values())
     kind_of = {key: kind for (_, kind), key in KINDS.items()}
     for key, pages in kubernetes.items():
-        if key not in keys:
+        if key not in keys and key not in TARGETS:
             continue
         for page in pages:
             if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
                 continue
             api_version = str(page.get("apiVersion") or "")
             for obj in page["items"]:
-                _add(out, key, obj, api_version, kind_of[key])
+                if key in TARGETS:
+                    _name(out, key, obj, api_version, TARGETS[key])
+                else:
+                    _add(out, key, obj, api_version, kind_of[key])
     return out
+
+
+def _name(out: Owners, key: str, obj: Any, api_version: str, kind: str) -> None:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        return
+    where = (key, str(meta.get("namespace") or ""), meta["name"])
+    api_version = str(obj.get("apiVersion") or api_version)
+    out.named.setdefault(where, {**obj, "apiVersion": api_version, "kind": obj.get("kind") or kind})
 
 
 def _add(out: Owners, key: str, obj: Any, api_version: str, kind: str) -> None:

@@ -114,6 +114,11 @@ class QueueUsage:
     unaudited: bool = False
     """Whether a quantity of the queue, or of what was admitted to it, could not be read
     (`Queue.unaudited`): its quota and use are unknown, and not to be judged."""
+    admitted_by_bucket: tuple[float, ...] = ()
+    """Per hour of the window: the most admitted at one instant of it (Kueue Workloads, and in
+    the last hour at least `admitted_now`; Volcano: what its pods held). Its largest value is
+    `peak_admitted`; added over the queues of a flavor hour by hour, it gives what they
+    admitted together (queues that peak in different hours share). Empty where unknown."""
 
     @property
     def quota_gpu_hours(self) -> float:
@@ -244,6 +249,28 @@ def _peak(intervals: list[tuple[float, float, float]]) -> float:
         run += q
         best = max(best, run)
     return best
+
+
+def _peak_by_bucket(
+    intervals: list[tuple[float, float, float]], start: float, step: float, nb: int
+) -> list[float]:
+    """Per hour: the largest total quantity admitted at one instant of it (an interval holds
+    from its start to just before its end; an end before a start at a tie)."""
+    events = sorted([(a, 1, q) for a, _, q in intervals] + [(b, 0, -q) for _, b, q in intervals])
+    out = [0.0] * nb
+    run, e = 0.0, 0
+    for k in range(nb):
+        lo, hi = start + k * step, start + (k + 1) * step
+        while e < len(events) and events[e][0] <= lo:
+            run += events[e][2]
+            e += 1
+        best = run
+        while e < len(events) and events[e][0] < hi:
+            run += events[e][2]
+            e += 1
+            best = max(best, run)
+        out[k] = best
+    return out
 
 
 def _by_bucket(
@@ -414,6 +441,8 @@ class _Admitted:
     unit_hours: float
     now: float
     peak: float
+    peaks: list[float]
+    """Per hour: the most admitted at one instant of it."""
 
 
 def _admitted(
@@ -426,18 +455,26 @@ def _admitted(
         # not read (other namespaces): a floor for what was admitted.
         floor = q.reserved.get((quota.flavor, quota.resource), 0.0)
         now = max(sum(v for _, hi, v in spans if hi >= end), floor)
+        peaks = _peak_by_bucket(spans, start, step, nb)
+        if peaks:
+            peaks[-1] = max(peaks[-1], now)
         return _Admitted(
             _by_bucket(spans, start, step, nb),
             sum((hi - lo) / 3600.0 * v for lo, hi, v in spans),
             now,
             max(_peak(spans), now),
+            peaks,
         )
     now = q.allocated.get(quota.resource, 0.0)
+    peaks = held.tolist()
+    if peaks:
+        peaks[-1] = max(peaks[-1], now)
     return _Admitted(
         held.tolist(),
         float(held.sum()) * step / 3600.0,
         now,
         max(float(held.max(initial=0.0)), now),
+        peaks,
     )
 
 
@@ -510,6 +547,7 @@ def _line(
         step_s=step,
         pending=pending,
         unaudited=q.unaudited,
+        admitted_by_bucket=tuple(float(v) for v in adm.peaks),
     )
 
 

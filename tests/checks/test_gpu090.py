@@ -22,6 +22,7 @@ from tests.support.factories import (
     Series,
     gpu_labels,
     inventory,
+    iso,
     make_node,
     make_pod,
     run_check,
@@ -228,10 +229,28 @@ def test_flavor_quota_advice_names_the_queues_with_most_unused_quota_first() -> 
         "(16 of 22 quota). Or add nodes that match the flavor's nodeLabels."
     )
     assert f.evidence["quota_changes"] == [
-        {"queue": "q1", "kind": "ClusterQueue", "from": 10.0, "to": 6.0, "peak": 6.0},
-        {"queue": "q2", "kind": "ClusterQueue", "from": 8.0, "to": 6.0, "peak": 5.0},
+        {
+            "queue": "q1",
+            "kind": "ClusterQueue",
+            "from": 10.0,
+            "to": 6.0,
+            "peak": 6.0,
+            "borrows_at_peak": 0.0,
+        },
+        {
+            "queue": "q2",
+            "kind": "ClusterQueue",
+            "from": 8.0,
+            "to": 6.0,
+            "peak": 5.0,
+            "borrows_at_peak": 0.0,
+        },
     ]
     assert f.evidence["short_after_changes"] == 0.0
+    # Admitted all window, all at once: together 15, each queue its own peak.
+    assert f.evidence["peak_admitted_together"] == 15.0
+    assert f.evidence["queue_peaks_admitted"] == {"q1": 6.0, "q2": 5.0, "q3": 4.0}
+    assert f.evidence["cohort_peaks_admitted_together"] == {}
 
 
 def test_flavor_quota_equal_to_what_its_nodes_allocate_is_quiet() -> None:
@@ -248,15 +267,131 @@ def test_flavor_quota_whose_peaks_alone_exceed_the_nodes_asks_for_nodes() -> Non
     (f,) = run_check(gpu090, _flavor_fx({"q1": (10, 9), "q2": (8, 8)}))
     assert f.recommendation == (
         "Add nodes that match the flavor's nodeLabels for at least 1 GPU: the nodes are too few "
-        "for what was admitted (the ClusterQueues' peaks admitted add up to 17, the flavor's "
+        "for what was admitted (the ClusterQueues admitted up to 17 at once, the flavor's "
         "nodes allocate 16). Lowering nominalQuota of nvidia.com/gpu in flavor fx to the peaks "
         "(q1 from 10 to 9 (peak admitted 9)) takes off only 1 of the 2 above what they "
         "allocate (16 of 18 quota)."
     )
     assert f.evidence["quota_changes"] == [
-        {"queue": "q1", "kind": "ClusterQueue", "from": 10.0, "to": 9.0, "peak": 9.0}
+        {
+            "queue": "q1",
+            "kind": "ClusterQueue",
+            "from": 10.0,
+            "to": 9.0,
+            "peak": 9.0,
+            "borrows_at_peak": 0.0,
+        }
     ]
     assert f.evidence["short_after_changes"] == 1.0
+
+
+def _apart(cohorts: tuple[str, str] = ("c", "c"), **limits: dict[str, str]) -> Inventory:
+    """fx (2 nodes, 16 GPUs): q1 has 10 GPUs of quota and admits 9 in hours 0-9, q2 has 8 and
+    admits 8 in hours 15-24; `cohorts`: theirs; `limits`: a queue's limits of its GPU quota."""
+    cqs = [
+        cluster_queue(
+            q,
+            [("fx", "nvidia.com/gpu", str(n))],
+            c,
+            {("fx", "nvidia.com/gpu"): limits[q]} if q in limits else None,
+        )
+        for (q, n), c in zip((("q1", 10), ("q2", 8)), cohorts, strict=True)
+    ]
+    wls = [
+        workload("a", "wl-1", "q1", "fx", 9, START, START + 10 * STEP, owner=("Job", "j1")),
+        workload("b", "wl-2", "q2", "fx", 8, START + 15 * STEP, START + 25 * STEP),
+    ]
+    return _inv(cqs, wls, [])
+
+
+def test_flavor_quota_lowered_together_to_what_its_queues_admitted_at_once() -> None:
+    """Their own peaks (9 + 8 = 17) exceed the flavor's 16 GPUs, but they came 5 hours apart:
+    at most 9 at once. Lowering q1 to its peak (9) leaves 1 above the nodes; in one cohort
+    without lendingLimit the queues may share, so the largest quota goes one lower (8: q1
+    borrows 1 of q2's idle quota at its peak), and their 16 stays above the 9 they admitted
+    at once."""
+    inv = _apart()
+    views = Views(inv, DEFAULT_PRICES)
+    by_queue = {u.queue: u for u in views.queue_usage(0.05)}
+    assert by_queue["q1"].admitted_by_bucket == (9.0,) * 10 + (0.0,) * 20
+    assert by_queue["q2"].admitted_by_bucket == (0.0,) * 15 + (8.0,) * 10 + (0.0,) * 5
+    (f,) = run_check(gpu090, inv)
+    assert [
+        (c["queue"], c["from"], c["to"], c["borrows_at_peak"]) for c in f.evidence["quota_changes"]
+    ] == [("q1", 10.0, 8.0, 1.0)]
+    assert f.evidence["short_after_changes"] == 0.0
+    assert f.evidence["queue_peaks_admitted"] == {"q1": 9.0, "q2": 8.0}
+    assert f.evidence["peak_admitted_together"] == 9.0
+    assert f.evidence["peak_admitted_together_at"] == iso(START + STEP)
+    assert f.evidence["cohort_peaks_admitted_together"] == {"c": 9.0}
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx: q1 from 10 to 8 (peak admitted 9, "
+        "borrowing 1 from cohort c at its peak); together 2 above what the flavor's nodes "
+        "allocate (16 of 18 quota). Or add nodes that match the flavor's nodeLabels. Cohort c's "
+        "ClusterQueues peaked in different hours: together they admitted at most 9 at once "
+        "(their own peaks add up to 17), so their quota together stays at or above 9 and each "
+        "borrows the rest from the others' idle quota at its peak."
+    )
+
+
+def test_the_sum_of_quotas_never_goes_below_what_was_admitted_at_once() -> None:
+    """fx on node a only (8 GPUs). Cohort c: q1 (8 of quota) admits 6 in hours 0-9, q2 (8)
+    admits 6 in hours 15-24; q3 (5, in no cohort) admits 4 in hours 10-14. 21 of quota, 13 to
+    take off: each to its own peak takes 5; q1 and q2 share down to the 6 they admitted at
+    once, 6 more; 2 are left. No hour saw more than 6 admitted: the queues could fit in one
+    cohort, and the advice says so rather than asking for nodes."""
+    cqs = [
+        cluster_queue("q1", [("fx", "nvidia.com/gpu", "8")], "c"),
+        cluster_queue("q2", [("fx", "nvidia.com/gpu", "8")], "c"),
+        cluster_queue("q3", [("fx", "nvidia.com/gpu", "5")]),
+    ]
+    wls = [
+        workload("a", "wl-1", "q1", "fx", 6, START, START + 10 * STEP),
+        workload("b", "wl-2", "q2", "fx", 6, START + 15 * STEP, START + 25 * STEP),
+        workload("c", "wl-3", "q3", "fx", 4, START + 10 * STEP, START + 15 * STEP),
+    ]
+    (f,) = run_check(gpu090, _inv(cqs, wls, [], [_node("a", "x"), _node("b", "y")]))
+    changes = {c["queue"]: (c["to"], c["borrows_at_peak"]) for c in f.evidence["quota_changes"]}
+    assert changes == {"q1": (3.0, 3.0), "q2": (3.0, 3.0), "q3": (4.0, 0.0)}
+    # Cohort c's quota together: 6, what its queues admitted at once, never less.
+    assert f.evidence["cohort_peaks_admitted_together"] == {"c": 6.0}
+    assert f.evidence["peak_admitted_together"] == 6.0
+    assert f.evidence["short_after_changes"] == 2.0
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx: q1 from 8 to 3 (peak admitted 6, "
+        "borrowing 3 from cohort c at its peak), q2 from 8 to 3 (peak admitted 6, borrowing 3 "
+        "from cohort c at its peak), q3 from 5 to 4 (peak admitted 4); that leaves 2 GPUs "
+        "above what the flavor's nodes allocate (8 of 21 quota), though its ClusterQueues "
+        "admitted at most 6 at once (their own peaks, in different hours, add up to 16): to "
+        "lower their quota together to no less than 6, put them in one cohort in which none "
+        "has a lendingLimit, so that each borrows the others' idle quota at its peak; or add "
+        "nodes that match the flavor's nodeLabels for 2."
+    )
+
+
+@pytest.mark.parametrize(
+    ("kw", "why"),
+    [
+        ({"cohorts": ("c1", "c2")}, "in different cohorts"),
+        ({"q2": {"lendingLimit": "0"}}, "q2 lends none of its idle quota"),
+        ({"q1": {"borrowingLimit": "0"}, "q2": {"borrowingLimit": "0"}}, "neither may borrow"),
+    ],
+)
+def test_queues_that_cannot_share_are_not_lowered_below_their_peaks(
+    kw: dict[str, Any], why: str
+) -> None:
+    (f,) = run_check(gpu090, _apart(**kw))
+    assert [(c["queue"], c["to"]) for c in f.evidence["quota_changes"]] == [("q1", 9.0)], why
+    assert f.evidence["short_after_changes"] == 1.0
+    assert f.evidence["cohort_peaks_admitted_together"] == {}
+    assert f.recommendation == (
+        "Lower nominalQuota of nvidia.com/gpu in flavor fx: q1 from 10 to 9 (peak admitted 9); "
+        "that leaves 1 GPU above what the flavor's nodes allocate (16 of 18 quota), though its "
+        "ClusterQueues admitted at most 9 at once (their own peaks, in different hours, add up "
+        "to 17): to lower their quota together to no less than 9, put them in one cohort in "
+        "which none has a lendingLimit, so that each borrows the others' idle quota at its "
+        "peak; or add nodes that match the flavor's nodeLabels for 1."
+    ), why
 
 
 def test_flavor_quota_over_the_nodes_by_a_cohorts_own_quota() -> None:

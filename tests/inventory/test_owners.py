@@ -70,7 +70,7 @@ STATES = {
 
 
 def test_a_deployments_pod_resolves_to_the_deployment_through_its_replicaset() -> None:
-    owners = build(_lists(), STATES)
+    owners = build(_lists(), {"objects": STATES})
     walk = owners.walk("ml", "llm-5d9f-abcde")
     assert walk.outcome is Outcome.RESOLVED
     assert [r.kind for r in walk.chain] == ["ReplicaSet", "Deployment"]
@@ -82,17 +82,17 @@ def test_a_deployments_pod_resolves_to_the_deployment_through_its_replicaset() -
 
 
 def test_a_cronjobs_pod_resolves_to_the_cronjob() -> None:
-    walk = build(_lists(), STATES).walk("ml", "nightly-29000-xyz")
+    walk = build(_lists(), {"objects": STATES}).walk("ml", "nightly-29000-xyz")
     assert walk.target is not None and walk.target.describe() == "CronJob ml/nightly"
 
 
 def test_a_pod_without_owner_is_a_bare_pod() -> None:
-    walk = build(_lists(), STATES).walk("ml", "scratch")
+    walk = build(_lists(), {"objects": STATES}).walk("ml", "scratch")
     assert walk.outcome is Outcome.BARE and walk.target is None
 
 
 def test_an_owner_not_read_makes_the_walk_unread_and_says_why() -> None:
-    owners = build(_lists(), STATES)
+    owners = build(_lists(), {"objects": STATES})
     gone = owners.walk("ml", "ksvc-pod")
     assert gone.outcome is Outcome.UNREAD and gone.target is None
     assert gone.why == (
@@ -114,20 +114,20 @@ def test_an_owner_of_another_kind_with_the_uid_is_not_taken() -> None:
     lists["pods"][0]["items"][0]["metadata"]["ownerReferences"] = [
         _ref("apps/v1", "StatefulSet", "llm-5d9f", "rs-1")
     ]
-    walk = build(lists, {**STATES, "statefulsets": "ok"}).walk("ml", "llm-5d9f-abcde")
+    walk = build(lists, {"objects": {**STATES, "statefulsets": "ok"}}).walk("ml", "llm-5d9f-abcde")
     assert walk.outcome is Outcome.UNREAD
 
 
 def test_a_loop_of_owner_references_ends_as_unread() -> None:
     lists = _lists()
     lists["deployments"][0]["items"][0]["metadata"]["ownerReferences"] = [RS]
-    walk = build(lists, STATES).walk("ml", "llm-5d9f-abcde")
+    walk = build(lists, {"objects": STATES}).walk("ml", "llm-5d9f-abcde")
     assert walk.outcome is Outcome.UNREAD and "loop" in walk.why
 
 
 def test_a_snapshot_without_owner_lists_says_so() -> None:
     lists = {"pods": _lists()["pods"]}
-    walk = build(lists, {"pods": "ok"}).walk("ml", "llm-5d9f-abcde")
+    walk = build(lists, {"objects": {"pods": "ok"}}).walk("ml", "llm-5d9f-abcde")
     assert walk.why == (
         "its owner ReplicaSet ml/llm-5d9f was not read (the snapshot holds no replicasets)"
     )

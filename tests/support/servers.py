@@ -14,9 +14,12 @@ import shutil
 
 import pytest
 
-REAL_SERVERS = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl")
+REAL_SERVERS = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl", "kubectl")
 """The programs the tests run as real servers and tools (scripts/test.sh installs them)."""
-INSTALL = "apt-get install -y --no-install-recommends prometheus victoria-metrics chromium openssl"
+INSTALL = (
+    "apt-get install -y --no-install-recommends prometheus victoria-metrics chromium openssl "
+    "kubernetes-client"
+)
 
 MARKER = "server"
 """The marker of a test that runs one of `REAL_SERVERS` (or tmux)."""

@@ -1,0 +1,11 @@
+"""`gpuaudit fix`: every recommendation gpuaudit can make a change of, as a change a team
+reviews. A stage between the checks and the audit: the audit result carries the plan
+(`changes.Plan`, made by `plans.plan` from the ranked findings), so that every report lists the
+changes without computing anything, and `gpuaudit fix` writes them (`directory`).
+
+A change is made to the object a team edits, found through the pods' owners
+(`gpuaudit.inventory.owners`): a patch of the object as read (`owned`: scale to zero, suspend;
+`kueue`: a ClusterQueue's quota), or commands (`drain`: cordon and drain; a bare pod's deletion).
+Every patch is applied to the object as read (`patching`) and validated (`validate`) before it
+is written; gpuaudit itself never changes the cluster.
+"""

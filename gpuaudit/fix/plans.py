@@ -1,0 +1,68 @@
+"""The plan of one audit: each fixable finding's change, made by the maker of its check and
+validated before it is kept.
+
+A maker is a module with `CODES` (the checks it answers) and `changes(findings, context)`, which
+returns the changes and what each finding gets (`FindingFix`); adding a kind of change is one
+such module and its entry in `MAKERS`. Every patch is applied to the object as read and the
+result validated (`gpuaudit.fix.validate`); a change that does not apply or validate is dropped,
+and its findings say why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from gpuaudit.checks.findings import Finding
+from gpuaudit.fix import drain, kueue, owned
+from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Plan, key
+from gpuaudit.fix.context import Context
+from gpuaudit.fix.patching import PatchError, apply
+from gpuaudit.fix.validate import Invalid, check, schema_version
+from gpuaudit.inventory import Inventory
+
+MAKERS: tuple[ModuleType, ...] = (owned, kueue, drain)
+"""The change makers, each with `CODES` and `changes` (see the module's docstring)."""
+
+
+def plan(findings: Sequence[Finding], inv: Inventory, currency: str) -> Plan:
+    """The changes that answer `findings` (ranked), with what each finding of a fixable check
+    gets."""
+    version, why = schema_version(inv.owners.version)
+    ctx = Context(inv, currency, version)
+    changes: list[Change] = []
+    fixes: dict[str, FindingFix] = {}
+    for maker in MAKERS:
+        mine = [f for f in findings if f.code in maker.CODES]
+        if not mine:
+            continue
+        make: Callable[..., tuple[list[Change], dict[str, FindingFix]]] = maker.changes
+        made, got = make(mine, ctx)
+        fixes.update(got)
+        for change in made:
+            kept, invalid = _validated(change, version)
+            if kept is not None:
+                changes.append(kept)
+                continue
+            for f in change.findings:
+                fixes[key(f)] = FindingFix(
+                    None, "", None, f"the change was not written: it {invalid}"
+                )
+    return Plan(tuple(changes), fixes, why)
+
+
+def _validated(change: Change, version: str) -> tuple[Change | None, str]:
+    """The change, stamped with the schema it validated against, or None and why not."""
+    if change.kind is not ChangeKind.PATCH:
+        return change, ""
+    if change.read is None:
+        return None, "has no object as read to apply to"
+    try:
+        patched = apply(change.read, change.body, change.patch_type)
+        named = check(patched, version)
+    except PatchError as exc:
+        return None, f"does not apply to {change.title.split(':')[0]} as read ({exc})"
+    except Invalid as exc:
+        return None, f"does not validate against the schema ({exc})"
+    return dataclasses.replace(change, validated=named), ""
