@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuaudit.checks.findings import Finding
 from gpuaudit.fix import drain, kueue
 from gpuaudit.fix.changes import ChangeKind, key
 from gpuaudit.fix.context import Context
@@ -12,16 +13,20 @@ from tests.fix.conftest import quota, sick
 H100 = "/spec/resourceGroups/1/flavors/1"
 
 
-def test_idle_quota_is_lowered_by_a_json_patch_at_the_exact_indices(ctx: Context) -> None:
-    f = quota(
+def _idle_quota(queue: str, flavor: str, to: float, **more: object) -> Finding:
+    return quota(
         "idle_quota",
         system="Kueue",
-        queue="team-a",
-        flavor="h100",
+        queue=queue,
+        flavor=flavor,
         resource="nvidia.com/gpu",
-        quota=16.0,
-        recommended_quota=6.0,
+        recommended_quota=to,
+        **more,
     )
+
+
+def test_idle_quota_is_lowered_by_a_json_patch_at_the_exact_indices(ctx: Context) -> None:
+    f = _idle_quota("team-a", "h100", 6.0)
     [change], fixes = kueue.changes([f], ctx)
     assert change.kind is ChangeKind.PATCH and change.patch_type == "json"
     assert change.body == [
@@ -51,14 +56,7 @@ def test_a_flavor_total_lowers_each_queue_it_names_and_one_line_takes_the_lowest
         resource="nvidia.com/gpu",
         quota_changes=[{"queue": "team-a", "kind": "ClusterQueue", "from": 8.0, "to": 5.0}],
     )
-    idle = quota(
-        "idle_quota",
-        system="Kueue",
-        queue="team-a",
-        flavor="a100",
-        resource="nvidia.com/gpu",
-        recommended_quota=4.0,
-    )
+    idle = _idle_quota("team-a", "a100", 4.0)
     [change], fixes = kueue.changes([total, idle], ctx)
     assert change.body[-1] == {
         "op": "replace",
@@ -70,22 +68,8 @@ def test_a_flavor_total_lowers_each_queue_it_names_and_one_line_takes_the_lowest
 
 
 def test_a_queue_not_read_or_a_line_it_lacks_gets_no_change(ctx: Context) -> None:
-    gone = quota(
-        "idle_quota",
-        system="Kueue",
-        queue="nope",
-        flavor="h100",
-        resource="nvidia.com/gpu",
-        recommended_quota=1.0,
-    )
-    lacks = quota(
-        "idle_quota",
-        system="Kueue",
-        queue="team-a",
-        flavor="l40s",
-        resource="nvidia.com/gpu",
-        recommended_quota=1.0,
-    )
+    gone = _idle_quota("nope", "h100", 1.0)
+    lacks = _idle_quota("team-a", "l40s", 1.0)
     made, fixes = kueue.changes([gone, lacks], ctx)
     assert made == []
     assert fixes[key(gone)].reason == "ClusterQueue nope is not among the ClusterQueues read"
@@ -112,14 +96,7 @@ def test_volcano_quota_and_a_flavor_without_nodes_get_no_change(ctx: Context) ->
 
 
 def test_the_json_patch_fails_on_a_queue_changed_since_it_was_read(ctx: Context) -> None:
-    f = quota(
-        "idle_quota",
-        system="Kueue",
-        queue="team-a",
-        flavor="h100",
-        resource="nvidia.com/gpu",
-        recommended_quota=6.0,
-    )
+    f = _idle_quota("team-a", "h100", 6.0)
     [change], _ = kueue.changes([f], ctx)
     changed = dict(change.read or {})
     changed["spec"] = {"resourceGroups": [changed["spec"]["resourceGroups"][1]]}
