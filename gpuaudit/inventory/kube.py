@@ -274,6 +274,25 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     return total, last
 
 
+ENDED_PHASES = ("Succeeded", "Failed")
+"""Pod phases of a pod whose containers have all terminated."""
+
+
+def finished(status: Mapping[str, Any]) -> float | None:
+    """When an ended pod (phase Succeeded or Failed) ended: the latest `finishedAt` of its
+    containers' terminated states; None for a pod that has not ended, or when any container
+    does not say when it ended (a pod refused at admission, a snapshot that did not keep the
+    field): its end is then not known."""
+    if status.get("phase") not in ENDED_PHASES:
+        return None
+    ends = [
+        timestamp(_map(_map(cs, "state"), "terminated").get("finishedAt"))
+        for cs in _list(status, "containerStatuses")[:MAX_ITEMS]
+    ]
+    known = [t for t in ends if t is not None]
+    return max(known) if known and len(known) == len(ends) else None
+
+
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 POOL_LABELS = (
@@ -357,6 +376,7 @@ def pod_row(
         "mig_request": ",".join(f"{k}={v:g}" for k, v in sorted(mig.items())),
         "created": created,
         "started": timestamp(status.get("startTime")),
+        "finished": finished(status),
         "preemption_policy": str(spec.get("preemptionPolicy", "") or ""),
         "unschedulable": unsched,
         "pending_since": (since if since is not None else created) if unsched else None,

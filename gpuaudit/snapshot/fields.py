@@ -136,7 +136,9 @@ _CONDITIONS: dict[str, Tree] = {
     "reason": ALL,
     "lastTransitionTime": ALL,
 }
-_TERMINATED: Tree = {"terminated": {"reason": ALL, "message": ALL, "exitCode": ALL}}
+_TERMINATED: Tree = {
+    "terminated": {"reason": ALL, "message": ALL, "exitCode": ALL, "finishedAt": ALL}
+}
 NVIDIA_RESOURCES = Keys(prefixes=("nvidia.com/",))
 """The NVIDIA device plugin's extended resources (whole, shared and MIG GPUs), as the feasibility
 model counts them."""
