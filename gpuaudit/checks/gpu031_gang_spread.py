@@ -41,16 +41,32 @@ How it decides
       and the packing fits all pods into the nodes of one clique (of the job's product).
     - PCIe: every member node's GPUs lack NVLink (built-in table or `--topology` files, see
       GPU030), the job has two or more GPUs, and one node it may run on, whose GPUs are all
-      NVLink-connected, had room for every pod. On another GPU product it is reported only
-      when the move saves money: the job's GPU-hours G at the price here exceed G x (1 -
-      `checks.placement_slowdown`) at the price there (the work assumed to run as fast per GPU
-      apart from the links); the prices and the estimated saving are in the evidence, and the
-      cheapest such node is named.
+      NVLink-connected, had room for every pod. It is reported only when the move saves
+      money, priced as below: the job's GPU-hours G at the price here exceed what the move
+      costs beyond the GPUs paid for already (the work assumed to run as fast per GPU apart
+      from the links); the node that saves the most is named (the first by name among
+      equals).
     One finding per job, for the first rule that holds in this order: domains, nodes, PCIe.
+    The price of a move: GPUs no pod held are paid for already, so a move onto them costs
+    nothing extra; GPUs another pod held are not free. Bucket by bucket over the hours the
+    moving pods held their GPUs (the pods on nodes the domain or node rule keeps stay), the
+    GPUs no pod held on the target nodes (a GPU without data in a bucket is not counted,
+    never more than a node's allocatable `nvidia.com/gpu`) cover at most the GPUs the moving
+    pods held then: those GPU-hours U of the G' the move needs cost nothing. The rest, G' - U,
+    held by other pods or without data, is priced at list at the target's GPU product x (1 -
+    `checks.placement_slowdown`); against it stand the G' GPU-hours it leaves, at their
+    price. A move to another product that a finding advises takes the unheld GPUs it uses,
+    in job order (by namespace, then name), so no two findings count the same idle GPU-hours
+    as free; a move within the job's product takes none (it leaves as many GPUs of the
+    product as it takes, over the same hours). The message says what share sat unheld and
+    what the rest costs at list; the evidence (`move_cost`) has the GPU-hours, prices, the
+    cost beyond the idle capacity and the saving. The nodes a finding moves work onto are its
+    `targets`: where another finding advises releasing one of them (GPU060), both say so
+    (see In reports).
     Impact: the job's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate of
     the time lost to slower links (not a measurement), priced at the job's GPU product; for a
-    move to another product, the estimated saving. Severity: medium from 24 such GPU-hours
-    held, low below.
+    move to NVLink GPUs (the PCIe rule), the estimated saving. Severity: medium from 24 such
+    GPU-hours held, low below.
 
 What to do
     Use a topology-aware gang scheduler: Kueue Topology Aware Scheduling
@@ -62,13 +78,14 @@ What to do
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.checks.base import MODEST_WASTE, gpu_word, pack, short_model
 from gpuaudit.checks.contract import fraction, rate
 from gpuaudit.checks.findings import Finding, Impact, Resource
+from gpuaudit.checks.movecost import Capacity, MoveCost
 from gpuaudit.domain.topology import Topology
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -105,6 +122,8 @@ class Member:
     first: float
     buckets: int
     model: str
+    holdings: tuple[int, ...] = ()
+    """Its holding positions (`PodOnNode.holdings`): what it held, bucket by bucket."""
 
 
 @dataclass
@@ -178,6 +197,7 @@ def _jobs(views: Views) -> list[Job]:
                 first=row.first,
                 buckets=row.buckets,
                 model=row.model,
+                holdings=row.holdings,
             )
         )
     out = []
@@ -237,53 +257,67 @@ class Move:
 
     node: str
     room: int
-    model: str
-    price_here: float
-    price_there: float
-    saving: float
-    """Estimated money saved over the job's GPU-hours (see the module docstring)."""
+    cost: MoveCost
+
+    @property
+    def saving(self) -> float:
+        """Estimated money saved over the job's GPU-hours (see the module docstring)."""
+        return self.cost.saving
+
+
+Cover = Callable[[list[str]], tuple[list[float], list[float]]]
+"""Nodes -> the GPU-hours of a job's hours the unheld GPUs of each alone cover: less what
+moves advised before it take, and as they sat unheld (`Capacity.each`)."""
 
 
 def _nvlink_move(
-    views: Views, cfg: Thresholds, job: Job, at: RoomAt, gpu_hours: float
+    views: Views,
+    cfg: Thresholds,
+    job: Job,
+    at: RoomAt,
+    gpu_hours: float,
+    cover: Cover | None = None,
 ) -> Move | None:
     """The NVLink node with room for the whole job that saves the most, if any saves (among
-    equal savings, the first by name)."""
-    sizes = [m.gpus for m in job.members]
+    equal savings, the first by name), priced against the GPUs that sat unheld there over the
+    job's hours (`cover`; without it, none did)."""
+    total = sum(m.gpus for m in job.members)
     here_model = job.members[0].model
     price_here = views.price(here_model)
+    # One node holds the whole job when its room covers every pod (how `pack` fills it).
+    fits = [(node, r, model) for node, r, model in at.nvlink_nodes() if r >= total]
+    if not fits:
+        return None
+    names = [node for node, _, _ in fits]
+    now, raw = cover(names) if cover is not None else ([0.0] * len(fits), [0.0] * len(fits))
     best: Move | None = None
-    # Whether the job fits a node depends on its room alone: each room once per product.
-    for model, by_room in at.nvlink().items():
-        fits = [(node, r) for r, node in by_room.items() if pack(sizes, {node: r}) is not None]
-        if not fits:
-            continue
-        node, r = min(fits)
+    for (node, r, model), unheld, before in zip(fits, now, raw, strict=True):
         price_there = views.price(model) if model else price_here
-        saving = gpu_hours * price_here - gpu_hours * (1 - cfg.placement_slowdown) * price_there
-        if saving <= 0:
-            continue
-        if best is None or saving > best.saving or (saving == best.saving and node < best.node):
-            best = Move(node, r, model, price_here, price_there, saving)
+        cost = MoveCost(
+            nodes=(node,),
+            model=model or here_model,
+            gpus=total,
+            needed=gpu_hours,
+            unheld=min(unheld, gpu_hours),
+            taken=max(0.0, before - unheld),
+            price_here=price_here,
+            price_there=price_there,
+            slowdown=cfg.placement_slowdown,
+        )
+        if cost.saving > 0 and (best is None or cost.saving > best.saving):
+            best = Move(node, r, cost)
     return best
 
 
 def _move_reason(job: Job, move: Move) -> Reason:
-    here = short_model(job.members[0].model)
-    there = short_model(move.model) if move.model else here
     reason = (
         f"runs on PCIe-only GPUs ({', '.join(job.used)}) while {move.node}, whose GPUs are all "
-        f"NVLink-connected, had {move.room} free"
+        f"NVLink-connected, had {move.room} free; {move.cost.words(job.members[0].model)}"
     )
-    if there != here:
-        reason += (
-            f" ({there} at {move.price_there:.2f} per GPU-hour against {move.price_here:.2f} "
-            f"for {here}: about {move.saving:.0f} saved over the job's GPU-hours)"
-        )
     evidence = {
         "nvlink_node": move.node,
         "nvlink_node_free": move.room,
-        "price_per_gpu_hour": {"here": move.price_here, "there": move.price_there},
+        "price_per_gpu_hour": {"here": move.cost.price_here, "there": move.cost.price_there},
         "estimated_saving": round(move.saving, 2),
     }
     return reason, evidence
@@ -311,6 +345,9 @@ def _candidates(
 
 FreeAt = Mapping[float, Mapping[str, set[str]]]
 """Bucket end -> node -> GPU indices no pod held in that bucket."""
+
+UNCAPPED = 2**31 - 1
+"""Room on a node no object describes: its unheld GPUs, with no allocatable to cap them."""
 
 Ranked = list[tuple[int, str]]
 """(room, node), descending: the order in which `pack` opens unused nodes."""
@@ -353,7 +390,7 @@ class RoomAt:
             self.by_product.setdefault(p, []).append((r, n))
             if cliques.get(n):
                 self.by_domain.setdefault((p, cliques[n]), []).append((r, n))
-        self._nvlink: dict[str, dict[int, str]] | None = None
+        self._nvlink: list[tuple[str, int, str]] | None = None
 
     def own(self, job: Job) -> dict[str, int]:
         """Room on the nodes the job runs on: the free GPU indices and its own, each once."""
@@ -397,18 +434,17 @@ class RoomAt:
         }
         return out | {self.cliques[n] for n in own if self.cliques.get(n)}
 
-    def nvlink(self) -> dict[str, dict[int, str]]:
-        """Per GPU product of the nodes whose GPUs are all NVLink-connected: per room, the
-        first such node by name. A job judged for the PCIe rule runs on PCIe-only nodes, none
-        of them here, so its own GPUs never count."""
+    def nvlink_nodes(self) -> list[tuple[str, int, str]]:
+        """(node, room, GPU product) of the nodes whose GPUs are all NVLink-connected, by
+        name. A job judged for the PCIe rule runs on PCIe-only nodes, none of them here, so its
+        own GPUs never count."""
         if self._nvlink is None:
             topos, products = self.views.inv.topologies, self.views.node_products
-            out: dict[str, dict[int, str]] = {}
-            for n, r in sorted(self.room.items()):
-                topo = topos.get(n)
-                if topo is not None and topo.all_nvlink:
-                    out.setdefault(products.get(n, ""), {}).setdefault(r, n)
-            self._nvlink = out
+            self._nvlink = [
+                (n, r, products.get(n, ""))
+                for n, r in sorted(self.room.items())
+                if (topo := topos.get(n)) is not None and topo.all_nvlink
+            ]
         return self._nvlink
 
 
@@ -435,19 +471,18 @@ class Rooms:
 def _finding(
     views: Views,
     cfg: Thresholds,
-    job: Job,
-    room: dict[str, int],
+    p: Proposal,
     why: Reason,
-    comm: Communication,
-    where: str,
+    cost: MoveCost,
     move: Move | None,
 ) -> Finding:
+    job, comm, room = p.judged.job, p.judged.comm, p.room
     members = job.members
     used = job.used
     model = members[0].model
     gpu_hours = sum(m.buckets for m in members) * (views.inv.step_s / 3600.0)
     lost = gpu_hours * cfg.placement_slowdown
-    cost = move.saving if move is not None else lost * views.price(model)
+    impact_cost = move.saving if move is not None else lost * views.price(model)
     kind, ns, name = job.kind, job.namespace, job.name
     pods_txt = "" if kind == "Pod" else f"{len(members)} pods, "
     message = (
@@ -458,13 +493,13 @@ def _finding(
         "an estimate of the time lost to slower links, not a measurement"
     )
     if move is not None:
-        basis += "; cost: the estimated saving of the move"
+        basis += "; cost: the estimated saving of the move (see move_cost)"
     return Finding(
         code=CODE,
         severity=MODEST_WASTE(gpu_hours),
         resource=Resource(kind, ns, name, used[0] if len(used) == 1 else "", job.total),
         message=message,
-        impact=Impact(gpu_hours=lost, cost=cost),
+        impact=Impact(gpu_hours=lost, cost=impact_cost),
         recommendation=(
             "Schedule it topology-aware: Kueue Topology Aware Scheduling or Volcano's "
             "network-topology plugin, or pod affinity on nvidia.com/gpu.clique; size "
@@ -476,13 +511,15 @@ def _finding(
             "gpus_per_member": [m.gpus for m in members],
             "nodes_used": used,
             "room_at_start": {n: room[n] for n in sorted(room) if room[n] > 0},
-            "candidate_nodes": where,
+            "candidate_nodes": p.judged.where,
             **why[1],
             **comm.evidence(),
+            "move_cost": cost.evidence(),
             "gpu_hours_held": round(gpu_hours, 2),
             "placement_slowdown": cfg.placement_slowdown,
             "impact_basis": basis,
         },
+        targets=cost.nodes,
     )
 
 
@@ -524,7 +561,24 @@ def _prepare(
     return Judged(job, pcie, comm, allowed, where)
 
 
-def _judge(views: Views, cfg: Thresholds, j: Judged, rooms: Rooms) -> Finding | None:
+@dataclass
+class Proposal:
+    """A job a rule holds for, before its move is priced."""
+
+    judged: Judged
+    at: RoomAt
+    room: dict[str, int]
+    """Room at its start on every node it could use (`RoomAt.every`)."""
+    why: Reason | None
+    """The NVLink-domain or node rule that holds; None for the PCIe rule."""
+    targets: tuple[str, ...]
+    """Where the domain or node rule packs it; for the PCIe rule, every NVLink node with room
+    for all of it."""
+    movers: list[Member]
+    """Its members that move: those on none of the nodes the rule packs it into."""
+
+
+def _propose(views: Views, j: Judged, rooms: Rooms) -> Proposal | None:
     job, used = j.job, j.job.used
     at = rooms.at(job.start, j.allowed)
     own = at.own(job)
@@ -537,14 +591,48 @@ def _judge(views: Views, cfg: Thresholds, j: Judged, rooms: Rooms) -> Finding | 
     fitting = at.fitting(own, len(sizes), min(sizes), mine)
     # The first rule that holds, in this order: domains, nodes, PCIe.
     why = _tighter_domain(sizes, used, at, own, mine) or _fewer_nodes(sizes, used, fitting)
-    move = None
-    if why is None and j.pcie:
-        gpu_hours = sum(m.buckets for m in job.members) * (views.inv.step_s / 3600.0)
-        move = _nvlink_move(views, cfg, job, at, gpu_hours)
-        why = _move_reason(job, move) if move is not None else None
-    if why is None:
+    if why is not None:
+        placed = tuple(sorted(why[1]["tighter_nodes"]))
+        movers = [m for m in job.members if m.node not in placed]
+        return Proposal(j, at, at.every(own), why, placed, movers)
+    if not j.pcie:
         return None
-    return _finding(views, cfg, job, at.every(own), why, j.comm, j.where, move)
+    total = sum(sizes)
+    nvlink = tuple(n for n, r, _ in at.nvlink_nodes() if r >= total)
+    return Proposal(j, at, at.every(own), None, nvlink, list(job.members)) if nvlink else None
+
+
+def _settle(
+    views: Views, cfg: Thresholds, p: Proposal, i: int, capacity: Capacity
+) -> Finding | None:
+    """The finding of proposal `i`, its move priced against the unheld GPUs left (see
+    `gpuaudit.checks.movecost`); a move to another GPU product that it advises takes those it
+    uses."""
+    job = p.judged.job
+    step_h = views.inv.step_s / 3600.0
+    model = job.members[0].model
+    if p.why is None:
+        gpu_hours = sum(m.buckets for m in job.members) * step_h
+        move = _nvlink_move(views, cfg, job, p.at, gpu_hours, lambda n: capacity.each(i, n))
+        if move is None:
+            return None
+        capacity.take(i, move.cost.nodes)
+        return _finding(views, cfg, p, _move_reason(job, move), move.cost, move)
+    needed = sum(m.buckets for m in p.movers) * step_h
+    unheld, before = capacity.together(i, p.targets)
+    price = views.price(model)
+    cost = MoveCost(
+        nodes=p.targets,
+        model=model,
+        gpus=sum(m.gpus for m in p.movers),
+        needed=needed,
+        unheld=min(unheld, needed),
+        taken=max(0.0, before - unheld),
+        price_here=price,
+        price_there=price,
+        slowdown=cfg.placement_slowdown,
+    )
+    return _finding(views, cfg, p, (f"{p.why[0]}; {cost.words(model)}", p.why[1]), cost, None)
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
@@ -565,9 +653,20 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     for (node, ts), idx in views.free_sets({j.job.start for j in judged}, every).items():
         free.setdefault(ts, {})[node] = idx
     rooms = Rooms(views, free, _cliques(views))
+    proposals = [p for j in judged if (p := _propose(views, j, rooms)) is not None]
+    if not proposals:
+        return []
+    nodes = sorted({n for p in proposals for n in p.targets})
+    movers = [sorted({h for m in p.movers for h in m.holdings}) for p in proposals]
+    caps = [_capped(views.placement, n, UNCAPPED) for n in nodes]
+    capacity = Capacity(views, movers, nodes, caps)
+    # Moves within the job's GPU product first, priced against every unheld GPU: they take no
+    # idle capacity of the product in all, as they leave as many of its GPUs as they take over
+    # the same hours. Then moves to NVLink GPUs of another product, in job order, each taking
+    # the unheld GPUs it uses from those after it.
     out: list[Finding] = []
-    for j in judged:
-        f = _judge(views, cfg, j, rooms)
+    for i in sorted(range(len(proposals)), key=lambda i: proposals[i].why is None):
+        f = _settle(views, cfg, proposals[i], i, capacity)
         if f is not None:
             out.append(f)
     return out

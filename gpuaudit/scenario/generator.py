@@ -9,7 +9,8 @@ JobSet, Kueue and Volcano queues with their quota, and pods pending for GPUs; ev
 pod carries a `team` label by its namespace (`teams`). Every planted
 problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
-and what follows from the end state in `truth`.
+the moves priced against idle capacity in `move_cases`, and what follows from the end state in
+`truth`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import join_cases as attribution
+from gpuaudit.scenario import move_cases as moves
 from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
@@ -82,6 +84,7 @@ def _build(b: Builder) -> None:
     cases.plant_power(b)
     cases.plant_pending(b)
     hardware.plant_spread(b)
+    moves.plant_moves(b)
     b.free_rest()
     teams.label(b)
     truth.from_state(b)

@@ -18,6 +18,9 @@ are paid for already make the move worth it.
   exchanging 0.05 GB/s over PCIe, data loading only: no evidence that its GPUs exchange data, so
   no move, free or not (near-miss).
 
+And the truth of `ml-train/ddp-wide` (`hardware.plant_spread`), whether GPU031 moves it to
+NVLink GPUs, which depends on the GPUs left unheld once every case is placed.
+
 Placed on existing nodes only, in GPUs no pod held in those hours: L40S nodes that no case
 counts as idle (their longest idle stretch is under a day, so busy work changes nothing there),
 and an H100 node whose GPUs free in those hours were free all of them (so the batch Job takes
@@ -31,8 +34,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaudit.domain.pricing import DEFAULT_PRICES, price_for
 from gpuaudit.scenario.builder import Builder
-from gpuaudit.scenario.cluster import NodeSpec, SlotSpec
+from gpuaudit.scenario.cluster import NodeSpec, PodSpec, SlotSpec
 from gpuaudit.scenario.hardware import DDP_PCIE, RESERVED_TAINT
 
 NS = "inference-team"
@@ -72,7 +76,13 @@ CASES = (
 
 
 def plant_moves(b: Builder) -> None:
-    """Place the cases (see the module's docstring) and record their truth."""
+    """Place the cases (see the module's docstring) and record their truth, then the truth of
+    `ddp-wide`, which depends on the GPUs left unheld."""
+    _distillation(b)
+    _ddp_wide(b)
+
+
+def _distillation(b: Builder) -> None:
     if b.H < 24:
         return
     h0 = b.H // 2 + 1
@@ -89,6 +99,76 @@ def plant_moves(b: Builder) -> None:
     for case, host in zip(CASES, hosts, strict=False):
         _job(b, case, host, reserved if case.reserved else target, h0, h1)
         b.plant_name("GPU031", "PyTorchJob", NS, case.job, case.near_miss)
+
+
+def _ddp_wide(b: Builder) -> None:
+    """GPU031's truth for `ml-train/ddp-wide` (`hardware.plant_spread`): on two L40S nodes,
+    taking more GPUs than one node has, so the rule on nodes stays quiet; the PCIe rule moves
+    it when an NVLink node it may run on had room for all of it at its start and the GPUs
+    there that no pod held over its hours make the move worth it. No move to another GPU
+    product before it in job order can take those (the cases above may run on their own
+    nodes only), so it is priced alone."""
+    pods = [p for p in b.pods if p.owner_name == "ddp-wide" and p.namespace == "ml-train"]
+    if not pods:
+        return
+    why = "its pods together need more GPUs than one node has"
+    if not _worth_moving(b, pods):
+        why += ", and no NVLink GPUs it may use sat unheld enough of its hours to pay for a move"
+        b.plant_name("GPU031", "PyTorchJob", "ml-train", "ddp-wide", why)
+    else:
+        b.plant_name("GPU031", "PyTorchJob", "ml-train", "ddp-wide")
+
+
+SLOWDOWN = 0.10
+"""GPU031's default `checks.placement_slowdown`."""
+
+
+def _worth_moving(b: Builder, pods: list[PodSpec]) -> bool:
+    """GPU031's PCIe rule with its default settings and prices, for work no other move takes
+    capacity from: some whole-GPU NVLink node (H100, GB200) the pods may all run on (taints
+    and node selectors: they have no affinity) had, in its first hour, room for all of them
+    among the GPUs no pod held (never more than its `nvidia.com/gpu`), and the move saves:
+    its GPU-hours at their price exceed those the unheld GPUs there did not cover, hour by
+    hour, at the node's price x (1 - `SLOWDOWN`)."""
+    held: dict[int, int] = {}
+    for h in b.holdings:
+        if any(h.pod is p for p in pods):
+            for k in range(h.h0, h.h1):
+                held[k] = held.get(k, 0) + 1
+    if not held:
+        return False
+    total, first = sum(p.gpus for p in pods), min(held)
+    gpu_hours = float(sum(held.values()))
+    here = price_for(b.slots_by_node[pods[0].node][0].node.model, DEFAULT_PRICES)
+    for n in b.nodes:
+        if n.kind not in ("h100", "gb200") or not n.pod_labels or n.dra:
+            continue
+        if not n.exporter or not all(_may_run(p, n) for p in pods):
+            continue
+        cap = int(n.capacity.get("nvidia.com/gpu", "0"))
+        slots = b.slots_by_node[n.name]
+
+        def unheld(k: int, cap: int = cap, slots: list[SlotSpec] = slots) -> int:
+            free = sum(all(not a <= k < z for a, z in b.used.get(s.key, [])) for s in slots)
+            return min(cap, free)
+
+        if unheld(first) < total:
+            continue
+        covered = sum(min(g, unheld(k)) for k, g in held.items())
+        there = price_for(n.product, DEFAULT_PRICES)
+        if gpu_hours * here - (gpu_hours - covered) * (1 - SLOWDOWN) * there > 0:
+            return True
+    return False
+
+
+def _may_run(p: PodSpec, n: NodeSpec) -> bool:
+    """Whether the node's `NoSchedule`/`NoExecute` taints are tolerated by the pod (as the
+    generator writes tolerations: key and value) and its node selector matches."""
+    tolerated = {(t["key"], t.get("value", "")) for t in p.tolerations}
+    for t in n.taints:
+        if t["effect"] in ("NoSchedule", "NoExecute") and (t["key"], t["value"]) not in tolerated:
+            return False
+    return all(n.labels.get(k) == v for k, v in p.node_selector.items())
 
 
 def _unheld(b: Builder, node: NodeSpec, h0: int, h1: int) -> list[SlotSpec]:

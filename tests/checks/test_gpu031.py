@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from gpuaudit.checks import gpu031_gang_spread as gpu031
 from gpuaudit.checks.base import pack
 from gpuaudit.checks.findings import Severity
+from gpuaudit.inventory import Inventory
 from gpuaudit.inventory.feasibility import NodeFacts, Placement
 from tests.support.factories import (
     SAMPLES_PER_HOUR,
@@ -69,11 +70,11 @@ def test_pack_uses_the_fewest_nodes_or_says_none() -> None:
     assert pack([8], {"a": 4, "b": 4}) is None
 
 
-def test_gang_across_nvlink_domains_while_one_domain_had_room() -> None:
+def _trays(t0: list[Series]) -> Inventory:
+    """A MoE job on trays t1 (NVLink domain c.1) and t2 (c.2), and tray t0 of domain c.1 as
+    `t0` says."""
     series = (
-        _gpus("t0", GB200, [""] * 4)
-        + _gpus("t1", GB200, ["moe-master-0"] * 4)
-        + _gpus("t2", GB200, ["moe-worker-0"] * 4)
+        t0 + _gpus("t1", GB200, ["moe-master-0"] * 4) + _gpus("t2", GB200, ["moe-worker-0"] * 4)
     )
     nodes = [
         make_node("t0", "NVIDIA-GB200", 4, clique="c.1"),
@@ -81,18 +82,53 @@ def test_gang_across_nvlink_domains_while_one_domain_had_room() -> None:
         make_node("t2", "NVIDIA-GB200", 4, clique="c.2"),
     ]
     pods = [_member("moe-master-0", "moe", "t1", 4), _member("moe-worker-0", "moe", "t2", 4)]
-    inv = inventory(series, HOURS, pods=pods, nodes=nodes, lists={"pytorchjobs": [_job("moe", 1)]})
-    (f,) = run_check(gpu031, inv)
+    return inventory(series, HOURS, pods=pods, nodes=nodes, lists={"pytorchjobs": [_job("moe", 1)]})
+
+
+def test_gang_across_nvlink_domains_while_one_domain_had_room() -> None:
+    (f,) = run_check(gpu031, _trays(_gpus("t0", GB200, [""] * 4)))
     assert f.code == "GPU031" and f.severity is Severity.MEDIUM
     assert (f.resource.kind, f.resource.namespace, f.resource.name) == ("PyTorchJob", "ml", "moe")
     assert f.message == (
         "PyTorchJob ml/moe (2 pods, 8 GPUs, GB200) spans 2 NVLink domains (gpu.clique c.1, "
-        "c.2) while domain c.1 had room for all of it."
+        "c.2) while domain c.1 had room for all of it; the 4 GB200 GPUs it needs there sat "
+        "unheld for 100 % of the job's hours, so the move costs nothing extra."
     )
     assert f.impact.gpu_hours == pytest.approx(8 * HOURS * 0.10)
     assert f.impact.cost == pytest.approx(8 * HOURS * 0.10 * 10.50)
     assert f.evidence["tighter_clique"] == "c.1"
     assert sorted(f.evidence["tighter_nodes"]) == ["t0", "t1"]
+    assert f.targets == ("t0", "t1")
+    move = f.evidence["move_cost"]
+    assert move["gpus_needed"] == 4 and move["gpu_hours_needed"] == 4 * HOURS
+    assert move["unheld_share"] == 1.0 and move["extra_cost"] == 0
+
+
+def test_a_domain_move_onto_gpus_others_held_later_says_what_is_at_list() -> None:
+    """Room in the domain at the job's start, held by another pod from hour 10: the move is
+    still one within the product (as many GB200 GPUs taken as left), and the finding says
+    which part of it other pods held."""
+    later = [
+        Series(gpu_labels(uuid=f"t0-{i}", gpu=str(i), host="t0", model=GB200), act=_until(10))
+        for i in range(4)
+    ] + [
+        Series(
+            gpu_labels(uuid=f"t0-{i}", gpu=str(i), host="t0", model=GB200, pod="x", namespace="o"),
+            act=_from(10),
+        )
+        for i in range(4)
+    ]
+    (f,) = run_check(gpu031, _trays(later))
+    assert f.message.endswith(
+        "while domain c.1 had room for all of it; the 4 GB200 GPUs it needs there sat unheld "
+        "for 33 % of the job's hours (paid for already); the other 80 GPU-hours are priced at "
+        "list (10.50 per GPU-hour, x 0.9 for the faster links): about 756, no more than the "
+        "GB200 GPU-hours it leaves."
+    )
+    move = f.evidence["move_cost"]
+    assert move["gpu_hours_unheld"] == 40 and move["gpu_hours_at_list"] == 80
+    assert move["extra_cost"] == pytest.approx(80 * 0.9 * 10.50)
+    assert f.impact.cost == pytest.approx(8 * HOURS * 0.10 * 10.50)
 
 
 def test_gang_on_more_nodes_than_needed() -> None:
@@ -125,36 +161,138 @@ def _traffic(gb_s: float) -> dict[str, float]:
     }
 
 
-def _pcie_case(gb_s: float | None, selector: dict[str, str] | None = None, kind: str = "Job"):  # type: ignore[no-untyped-def]
-    series = _gpus("l", "NVIDIA L40S", ["sd-0", "sd-0", "", ""]) + _gpus(
-        "h", H100, ["z"] * 6 + ["", ""]
-    )
-    if gb_s is not None:
-        for s in series[:2]:
-            s.health = _traffic(gb_s)
-    pods = [make_pod("sd-0", node="l", gpus=2, owner=(kind, "sd"), node_selector=selector)]
-    nodes = [make_node("l", "NVIDIA-L40S", 4), make_node("h")]
-    return inventory(series, HOURS, pods=pods, nodes=nodes)
+def _until(h: int) -> list[float | None]:
+    """No pod's activity (0) in hours [0, h), no data after."""
+    return [0.0] * h + [None] * (HOURS - h)
 
 
-def test_pcie_job_moves_to_nvlink_only_where_that_saves_money() -> None:
-    inv = _pcie_case(gb_s=8.0)
-    # At the built-in prices an H100 GPU-hour (6.88) costs more than an L40S one (2.70) saves.
-    assert run_check(gpu031, inv) == []
-    cheap = {"H100": 2.0, "L40S": 2.70}
-    (f,) = run_check(gpu031, inv, prices=cheap)
+def _from(h: int, act: float = 0.6) -> list[float | None]:
+    """No data in hours [0, h), `act` after."""
+    return [None] * h + [act] * (HOURS - h)
+
+
+def _h100(free_until: int | None = None, data_until: int | None = None) -> list[Series]:
+    """Node h: six GPUs held by pod z all window, two unheld all window, or unheld until hour
+    `free_until` and held by pod y after, or unheld with data until hour `data_until` and
+    none after."""
+    if free_until is None and data_until is None:
+        return _gpus("h", H100, ["z"] * 6 + ["", ""])
+    out = _gpus("h", H100, ["z"] * 6)
+    for i in (6, 7):
+        lab = gpu_labels(uuid=f"h-{i}", gpu=str(i), host="h", model=H100)
+        if free_until is not None:
+            out.append(Series(lab, act=_until(free_until)))
+            held = gpu_labels(uuid=f"h-{i}", gpu=str(i), host="h", model=H100, pod="y")
+            out.append(Series(dict(held, exported_namespace="ml"), act=_from(free_until)))
+        else:
+            out.append(Series(lab, act=_until(data_until or 0)))
+    return out
+
+
+def _pcie_case(  # type: ignore[no-untyped-def]
+    gb_s: float | None,
+    selector: dict[str, str] | None = None,
+    kind: str = "Job",
+    target: list[Series] | None = None,
+    pods: tuple[str, ...] = ("sd-0",),
+):
+    """2-GPU pods on PCIe-only L40S nodes (l, l1, ...) exchanging `gb_s` GB/s, and H100 node
+    h (`target`, default `_h100()`: two GPUs unheld all window)."""
+    series: list[Series] = []
+    specs = []
+    for k, pod in enumerate(pods):
+        host = "l" if k == 0 else f"l{k}"
+        mine = _gpus(host, "NVIDIA L40S", [pod, pod, "", ""])
+        if gb_s is not None:
+            for s in mine[:2]:
+                s.health = _traffic(gb_s)
+        series += mine
+        specs.append(make_pod(pod, node=host, gpus=2, owner=(kind, pod), node_selector=selector))
+    series += _h100() if target is None else target
+    nodes = [make_node("l" if k == 0 else f"l{k}", "NVIDIA-L40S", 4) for k in range(len(pods))]
+    return inventory(series, HOURS, pods=specs, nodes=[*nodes, make_node("h")])
+
+
+def test_a_pcie_job_moves_onto_nvlink_gpus_nobody_held_at_no_extra_cost() -> None:
+    """An H100 GPU-hour lists at more than an L40S one saves (6.88 x 0.9 against 2.70), but
+    h's two free GPUs sat unheld all the job's hours: they are paid for already."""
+    (f,) = run_check(gpu031, _pcie_case(gb_s=8.0))
     assert f.resource.kind == "Pod" and f.resource.name == "sd-0"
+    held = 2 * HOURS
     assert f.message == (
         "Pod ml/sd-0 (2 GPUs, L40S) runs on PCIe-only GPUs (l) while h, whose GPUs are all "
-        "NVLink-connected, had 2 free (H100-80GB-HBM3 at 2.00 per GPU-hour against 2.70 for "
-        "L40S: about 54 saved over the job's GPU-hours)."
+        "NVLink-connected, had 2 free; the 2 H100-80GB-HBM3 GPUs it needs there sat unheld for "
+        "100 % of the job's hours, so the move costs nothing extra, against 162 for the L40S "
+        "GPU-hours it leaves: about 162 saved."
     )
-    held = 2 * HOURS
-    assert f.evidence["estimated_saving"] == pytest.approx(held * 2.70 - held * 0.9 * 2.0)
-    assert f.impact.cost == pytest.approx(held * 2.70 - held * 0.9 * 2.0)
+    assert f.targets == ("h",)
+    move = f.evidence["move_cost"]
+    assert move["target_nodes"] == ["h"]
+    assert (move["gpu_hours_needed"], move["gpu_hours_unheld"]) == (held, held)
+    assert (move["gpu_hours_at_list"], move["extra_cost"]) == (0, 0)
+    assert move["cost_left"] == pytest.approx(held * 2.70)
+    assert f.evidence["estimated_saving"] == pytest.approx(held * 2.70)
+    assert f.impact.cost == pytest.approx(held * 2.70)
     assert f.impact.gpu_hours == pytest.approx(held * 0.10)
-    assert f.evidence["price_per_gpu_hour"] == {"here": 2.70, "there": 2.0}
+    assert f.evidence["price_per_gpu_hour"] == {"here": 2.70, "there": 6.88}
     assert f.evidence["communication_basis"] == "measured"
+
+
+def test_a_pcie_job_moves_onto_gpus_others_held_only_at_list_price() -> None:
+    """h's two GPUs were free at the job's start and held by pod y from hour 1: every hour
+    but the first is priced at list; at the built-in prices that costs more than it saves, at
+    2.00 per H100 GPU-hour less."""
+    inv = _pcie_case(gb_s=8.0, target=_h100(free_until=1))
+    assert run_check(gpu031, inv) == []
+    (f,) = run_check(gpu031, inv, prices={"H100": 2.0, "L40S": 2.70})
+    held = 2 * HOURS
+    assert f.message == (
+        "Pod ml/sd-0 (2 GPUs, L40S) runs on PCIe-only GPUs (l) while h, whose GPUs are all "
+        "NVLink-connected, had 2 free; the 2 H100-80GB-HBM3 GPUs it needs there sat unheld for "
+        "3 % of the job's hours (paid for already); the other 58 GPU-hours are priced at list "
+        "(2.00 per GPU-hour, x 0.9 for the faster links): about 104, against 162 for the L40S "
+        "GPU-hours it leaves: about 58 saved."
+    )
+    saving = held * 2.70 - (held - 2) * 0.9 * 2.0
+    assert f.evidence["estimated_saving"] == pytest.approx(saving)
+    assert f.impact.cost == pytest.approx(saving)
+    assert f.evidence["price_per_gpu_hour"] == {"here": 2.70, "there": 2.0}
+
+
+def test_a_move_partly_onto_unheld_gpus_prices_the_rest_at_list() -> None:
+    """Unheld for 20 of the job's 30 hours: the other 10 hours of its 2 GPUs are priced at
+    list, and the move still saves."""
+    (f,) = run_check(gpu031, _pcie_case(gb_s=8.0, target=_h100(free_until=20)))
+    move = f.evidence["move_cost"]
+    assert move["gpu_hours_unheld"] == 40 and move["gpu_hours_at_list"] == 20
+    assert move["unheld_share"] == pytest.approx(40 / 60, abs=1e-4)
+    assert move["extra_cost"] == pytest.approx(20 * 0.9 * 6.88)
+    assert f.impact.cost == pytest.approx(60 * 2.70 - 20 * 0.9 * 6.88)
+    assert "sat unheld for 66 % of the job's hours (paid for already); the other 20" in f.message
+
+
+def test_gpus_without_data_are_no_idle_capacity() -> None:
+    """h's two free GPUs report nothing after hour 25 (or 10): those hours are not counted
+    unheld (missing data is never idle capacity), so the move is priced at list for them."""
+    (f,) = run_check(gpu031, _pcie_case(gb_s=8.0, target=_h100(data_until=25)))
+    assert f.evidence["move_cost"]["gpu_hours_unheld"] == 50
+    assert run_check(gpu031, _pcie_case(gb_s=8.0, target=_h100(data_until=10))) == []
+
+
+def test_two_moves_never_count_the_same_unheld_gpus() -> None:
+    """Two PCIe jobs could each use h's two unheld GPUs for free; the first in job order takes
+    them, and the second, priced at list, is not worth it."""
+    findings = run_check(gpu031, _pcie_case(gb_s=8.0, pods=("sd-0", "sd-1")))
+    assert [f.resource.name for f in findings] == ["sd-0"]
+    cheap = {"H100": 2.0, "L40S": 2.70}
+    second = {
+        f.resource.name: f
+        for f in run_check(gpu031, _pcie_case(8.0, pods=("sd-0", "sd-1")), prices=cheap)
+    }["sd-1"]
+    move = second.evidence["move_cost"]
+    assert move["gpu_hours_unheld"] == 0
+    assert move["gpu_hours_unheld_taken_by_other_moves"] == 2 * HOURS
+    assert "which a move advised for other work takes" in second.message
 
 
 @pytest.mark.parametrize(
@@ -169,7 +307,10 @@ def test_pcie_job_moves_to_nvlink_only_where_that_saves_money() -> None:
 def test_pcie_near_misses(
     gb_s: float | None, selector: dict[str, str] | None, kind: str, why: str
 ) -> None:
+    """No move without traffic evidence (or where the job may not go), even onto GPUs that
+    sat unheld all its hours, whose move would cost nothing extra."""
     inv = _pcie_case(gb_s, selector, kind)
+    assert run_check(gpu031, inv) == [], why
     assert run_check(gpu031, inv, prices={"H100": 2.0, "L40S": 2.70}) == [], why
 
 
