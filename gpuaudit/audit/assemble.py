@@ -161,6 +161,7 @@ def run_checks(
         views.forget(set(Views.ROW_LONG) - later[done])
     if progress is not None:
         progress(len(todo), len(todo))
+    findings = _workloads_only(views, findings)
     # The summary, breakdown and plan with the collector paused (see `Collector.stage`).
     with paused():
         views.forget_check_rows()  # before the summary, breakdown and plan make their own
@@ -209,6 +210,20 @@ def run_checks(
             clusters=sections,
             fixes=fix_plan(ranked, inv, settings.currency),
         )
+
+
+def _workloads_only(views: Views, findings: list[Finding]) -> list[Finding]:
+    """The findings less those about a KAI Scheduler reservation pod: it holds a shared GPU
+    for its fraction pods and is no workload (its share of the GPU counts in the summary's
+    allocated and idle GPU-hours, and the findings about its fraction pods name the pods)."""
+    kai = views.kai_reservations
+    if not kai:
+        return findings
+    return [
+        dataclasses.replace(f, pods=tuple(q for q in f.pods if tuple(q.split("/", 1)) not in kai))
+        for f in findings
+        if not (f.resource.kind == "Pod" and (f.resource.namespace, f.resource.name) in kai)
+    ]
 
 
 def _with_clusters(inv: Inventory, findings: list[Finding]) -> list[Finding]:

@@ -41,6 +41,7 @@ from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.domain import mig
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.attribution import KAI_METHODS
 
 CODE = "GPU021"
 TITLE = "Oversized reservation"
@@ -62,10 +63,12 @@ class Thresholds:
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
     h = views.held
-    # A replica of a shared GPU is not a whole GPU: it is already what this check recommends.
+    # A replica of a shared GPU is not a whole GPU: it is already what this check recommends
+    # (as is a KAI Scheduler fraction).
     h = h[
         (h[C.MIG_PROFILE] == "")
         & ~(h[C.REPLICAS] > 1)
+        & ~h[C.ATTRIBUTION].isin(KAI_METHODS)
         & h[C.FB_USED_MAX].notna()
         & h[C.ACT_P95].notna()
     ]

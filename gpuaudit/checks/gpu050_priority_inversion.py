@@ -48,6 +48,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from gpuaudit.checks.base import WAITING, gpu_word
 from gpuaudit.checks.contract import minutes
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
@@ -104,6 +107,7 @@ def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
         return []
     pods = inv.pods
     running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
+    running = running[~_kai(running, views.kai_reservations)]
     by_node: dict[str, list[tuple[int, float, str]]] = {}
     # Columns are read as lists: iterating a string column value by value is slow.
     cols = [C.NODE, C.PRIORITY, C.GPU_REQUEST, C.NAMESPACE, C.POD]
@@ -183,7 +187,15 @@ def _inversions(views: Views, cfg: Thresholds) -> list[Finding]:
     return out
 
 
-def _pools(inv: Inventory) -> list[Finding]:
+def _kai(pods: Any, kai: frozenset[tuple[str, str]]) -> npt.NDArray[np.bool_]:
+    """Which of `pods` are KAI Scheduler reservation pods (`kai`): they hold GPUs for the
+    fraction pods that share them, with KAI's own priority, and nobody sets their
+    PriorityClass."""
+    keys = zip(pods[C.NAMESPACE].tolist(), pods[C.POD].tolist(), strict=True)
+    return np.array([k in kai for k in keys] if kai else [False] * len(pods), dtype=bool)
+
+
+def _pools(inv: Inventory, kai: frozenset[tuple[str, str]]) -> list[Finding]:
     pods, nodes = inv.pods, inv.nodes
     if pods.empty or nodes.empty:
         return []
@@ -196,6 +208,7 @@ def _pools(inv: Inventory) -> list[Finding]:
         & ((pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")),
         cols,
     ].copy()
+    gpu = gpu[~_kai(gpu, kai)]
     gpu["_pool"] = gpu[C.NODE].map(pool_of).fillna("")
     out: list[Finding] = []
     for pool, grp in gpu[gpu["_pool"] != ""].groupby("_pool", sort=True):
@@ -255,4 +268,4 @@ def _pools(inv: Inventory) -> list[Finding]:
 
 
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
-    return _inversions(views, cfg) + _pools(views.inv)
+    return _inversions(views, cfg) + _pools(views.inv, views.kai_reservations)

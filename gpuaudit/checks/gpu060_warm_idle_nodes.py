@@ -256,6 +256,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     )
     models = views.node_products
     dcgm_model = h.groupby(C.NODE)[C.MODEL].first()
+    kai = views.kai_reservations
     out: list[Finding] = []
     for node, grp in long_runs.groupby(C.NODE, sort=True):
         node = str(node)
@@ -267,7 +268,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         gpu_hours = gpus * hours
         model = str(dcgm_model.get(node, "") or models.get(node, ""))
         cost = gpu_hours * views.price(model)
-        pods = idle_pods.get(node, [])
+        # KAI's reservation pods hold GPUs for the fraction pods named beside them.
+        pods = [q for q in idle_pods.get(node, []) if tuple(q.split("/", 1)) not in kai]
         what = (
             "no GPU pod at work"
             if not pods

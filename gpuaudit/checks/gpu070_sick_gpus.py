@@ -271,6 +271,9 @@ def _finding(views: Views, gpu: str, grp: pd.DataFrame, health: _Health) -> Find
     index = str(grp[C.GPU_INDEX].iloc[0])
     gpu_hours = float(grp[C.GPU_HOURS].sum())
     pods = sorted({f"{ns}/{p}" for ns, p in zip(grp[C.NAMESPACE], grp[C.POD], strict=True)})
+    # KAI's reservation pods hold a shared GPU for its fraction pods: those are the holders
+    # (a reservation pod whose fraction pods are gone, which KAI deletes soon, is named).
+    pods = [q for q in pods if tuple(q.split("/", 1)) not in views.kai_reservations] or pods
     msgs = _messages([str(m) for m in grp[C.XID_MSG] if m])
     action = health.action()
     problems = _problems(health, msgs)

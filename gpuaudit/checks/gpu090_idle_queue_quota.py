@@ -11,6 +11,9 @@ What it finds
       that deserves or is guaranteed more GPUs than the cluster's nodes allocate;
     - starvation: a Kueue queue has Workloads waiting for GPU quota while a cohort peer's quota
       for the same flavor sat idle and the peer would not lend it.
+    - KAI Scheduler queues (`scheduling.run.ai`): deserved quota that sat idle while a sibling
+      queue's pods waited for GPUs (reclaimable quota), child queues that together deserve
+      more than their parent, and a queue that deserves more than the cluster's nodes allocate.
 
 Why it matters
     Quota is a promise, not hardware: Kueue admits by quota and is not aware of the nodes, and
@@ -80,6 +83,21 @@ How it decides
     likewise): a
     warning names the object and the field, and the audit is incomplete. Workloads deleted
     before the scan are not seen; the namespaces' use keeps that from reading as idle quota.
+    KAI queues (rules in `gpuaudit.checks.kai_quota`, applied when KAI's Queues and PodGroups
+    were read): a queue's GPU `quota` (its deserved share; -1, unlimited, is not judged), its
+    `limit` and `overQuotaWeight` are in the evidence; its use per hour is what its pods held
+    (fractions at their share) and at least its `status.allocated`, a parent's with its
+    children's. KAI lends idle deserved quota over quota, so idle quota alone is no finding:
+    - Reclaimable quota: pods of a queue have waited at least `checks.pending_min_minutes`
+      (`PodScheduled` False, `Unschedulable`; whole GPUs and `gpu-fraction` shares, by
+      PodGroup) while a sibling (same `parentQueue`; the top-level queues are siblings) used
+      less than its quota by at least `checks.quota_min_idle` GPUs in every hour of the wait.
+      One finding per idle queue. Impact: the idle quota (rounded down), at most what waits,
+      x the longest wait, priced. Severity: high from 4 hours, medium below.
+    - Children over parent: the children's quotas add up to more than their parent's (KAI's
+      admission webhook warns of it). A risk, no impact counted. Severity: medium.
+    - Cannot be honoured: a queue's quota above what the cluster's schedulable nodes allocate
+      of `nvidia.com/gpu`. A risk. Severity: medium.
 
 What to do
     Lower the idle quota to what the queue used at its peak, or let its cohort borrow it
@@ -90,6 +108,8 @@ What to do
     together to no less than what they admitted at once, as the finding lists them; where
     more was admitted at once than the nodes allocate, add nodes), and give queues that wait
     next to idle peers a share of that quota or a lending path in the cohort.
+    For KAI, move deserved quota from the idle queue to the one that waits (or raise the
+    waiting queue's `limit`), and keep the children's quota within their parent's.
 """
 
 from __future__ import annotations
@@ -104,6 +124,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gpuaudit.checks import kai_quota as kai_rules
 from gpuaudit.checks import quota_cuts
 from gpuaudit.checks.base import MODEST_WASTE, WAITING, gpu_word
 from gpuaudit.checks.contract import fraction, gpus, hours, minutes
@@ -707,4 +728,9 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         for f in (_idle(views, u, cfg), _unhonoured(u))
         if f is not None
     ]
-    return out + _flavor_totals(views, lines) + _starvation(views, lines, cfg)
+    return (
+        out
+        + _flavor_totals(views, lines)
+        + _starvation(views, lines, cfg)
+        + kai_rules.findings(views, cfg)
+    )

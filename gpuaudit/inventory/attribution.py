@@ -21,6 +21,10 @@ The stages, run by `gpuaudit.inventory.build` in this order:
 3. `share` splits shared devices among their holders (`Method.SHARED_SPLIT`, see
    `gpuaudit.inventory.sharing`).
 
+Before them, `gpuaudit.inventory.fractions` splits the series of a GPU KAI Scheduler shares
+among its fraction pods and its reservation pod (`Method.KAI_FRACTION`,
+`Method.KAI_RESERVED`).
+
 Before them, GPUs shared through HAMi are given to the pods HAMi granted shares of them
 (`Method.HAMI_SHARE`, `gpuaudit.inventory.hami`), each holding its share.
 
@@ -60,6 +64,13 @@ class Method(str, enum.Enum):
     running pod on the node that requests such a device (a whole GPU, or a MIG profile) and is
     named on no DCGM series, requesting exactly as many as the node has unlabelled, and running
     since before the series began."""
+    KAI_FRACTION = "kai_fraction"
+    """A GPU KAI Scheduler shares: the series names its reservation pod; the fraction pod counts
+    its share of the GPU (`gpu-fraction`, or `gpu-memory` over the GPU's memory) from its start
+    (see `gpuaudit.inventory.fractions`)."""
+    KAI_RESERVED = "kai_reserved"
+    """A GPU KAI Scheduler shares: the part its fraction pods do not cover, held by the
+    reservation pod for the GPU group (allocated, asked for by no workload)."""
     HAMI_SHARE = "hami_share"
     """A GPU shared through HAMi: each running pod HAMi's scheduler granted part of it (pod
     annotation `hami.io/vgpu-devices-allocated`) holds its share, the larger of its cores and
@@ -86,6 +97,9 @@ class Reason(str, enum.Enum):
     """Replicas of a time-sliced or MPS device held by pods the exporter does not label: without
     `--kubernetes-virtual-gpus` it labels each device with one of its pods only."""
 
+
+KAI_METHODS = (Method.KAI_FRACTION.value, Method.KAI_RESERVED.value)
+"""The methods of a GPU KAI Scheduler shares."""
 
 GPU_SHARED = "nvidia.com/gpu.shared"
 """The resource name of shared replicas when the device plugin renames them."""
@@ -288,6 +302,8 @@ def share(
     )
     reps[on_hami] = 1.0
     held = holdings[C.HELD].to_numpy(dtype=bool)
+    # A GPU KAI shares is split by its fractions already (`gpuaudit.inventory.fractions`).
+    reps[holdings[C.ATTRIBUTION].isin(KAI_METHODS).to_numpy(dtype=bool)] = 1.0
     split = held & (reps > 1)
     holdings[C.REPLICAS] = reps
     if not split.any():

@@ -37,7 +37,9 @@ from gpuaudit.inventory import (
     sharing,
 )
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory import fractions as kai_split
 from gpuaudit.inventory import gangs as gang_mod
+from gpuaudit.inventory import kai as kai_mod
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, nan_column, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.parse import (
@@ -305,6 +307,8 @@ class _Kube:
     queues: queues.Queues
     claims: dra.Claims
     """Devices pods hold through DRA ResourceClaims."""
+    fractions: kai_mod.Fractions = kai_mod.Fractions()
+    """KAI Scheduler's reservation pods and the fraction pods of each shared GPU."""
 
 
 def _unique(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -369,6 +373,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
     )
     claims = dra.read(objects, notes, unread)
     _count_claimed(pod_rows, claims, limit)
+    fractions = kai_mod.read(objects, notes)
     if notes:
         incomplete.append(
             f"{len(notes)} figures of Kubernetes objects could not be read or were larger than "
@@ -384,6 +389,7 @@ def _kubernetes(snap: Snapshot, objects: kube.Objects) -> _Kube:
         notes=notes,
         queues=queue_objects,
         claims=claims,
+        fractions=fractions,
     )
 
 
@@ -875,6 +881,8 @@ def build(
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
     s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace)
+    s, kai_weights, kai_notes = kai_split.split(p, s, k.fractions, pod_index, methods, replace)
+    dra_notes.extend(kai_notes)  # warnings of joining series to their pods, shown together
     s, tenants = hami.join(p, s, hami_kube, hami_use, pod_index, methods, replace)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
     # holding id is the row).
@@ -887,6 +895,7 @@ def build(
     hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
     del src
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
+    kai_split.weigh(fractions, kai_weights)
     hami.fractions(tenants, fractions)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
@@ -898,6 +907,8 @@ def build(
     tenancy, hami_caps, hami_missing, hami_notes = hami.tenancy(tenants, holdings, hid_of)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]
+    if kai_notes:
+        reasons.append(kai_split.incomplete(kai_notes))
     narrowed = () if cut is None else (cut.note(),)
     return Inventory(
         window_start=start,

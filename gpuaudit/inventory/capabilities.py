@@ -43,6 +43,8 @@ class Capability(str, enum.Enum):
     KUBERNETES_KUEUE_RESOURCEFLAVORS = "kubernetes.kueue_resourceflavors"
     KUBERNETES_KUEUE_COHORTS = "kubernetes.kueue_cohorts"
     KUBERNETES_VOLCANO_QUEUES = "kubernetes.volcano_queues"
+    KUBERNETES_KAI_QUEUES = "kubernetes.kai_queues"
+    KUBERNETES_KAI_PODGROUPS = "kubernetes.kai_podgroups"
     KUBERNETES_PYTORCHJOBS = "kubernetes.pytorchjobs"
     KUBERNETES_MPIJOBS = "kubernetes.mpijobs"
     KUBERNETES_JOBSETS = "kubernetes.jobsets"
@@ -55,7 +57,8 @@ class Capability(str, enum.Enum):
     (see `gpuaudit.inventory.hami`)."""
     QUEUES = "queues"
     """Queue quotas with what was admitted under them: Kueue ClusterQueues with their
-    Workloads, or Volcano Queues with their PodGroups (see `gpuaudit.inventory.queues`)."""
+    Workloads, Volcano Queues with their PodGroups, or KAI Scheduler Queues with their
+    PodGroups (see `gpuaudit.inventory.queues`)."""
 
     @classmethod
     def of_list(cls, key: str) -> Capability | None:

@@ -6,7 +6,8 @@ A gang comes from, in this order of precedence (a pod joins the first gang that 
    `scheduling.k8s.io/group-name` or `scheduling.volcano.sh/group-name`; size `spec.minMember`);
 2. a coscheduling `PodGroup` (`scheduling.x-k8s.io/v1alpha1`; pods by the label
    `scheduling.x-k8s.io/pod-group`, legacy `pod-group.scheduling.sigs.k8s.io/name`; size
-   `spec.minMember`);
+   `spec.minMember`), or a KAI Scheduler `PodGroup` (`scheduling.run.ai/v2alpha2`; pods by the
+   annotation `pod-group-name`; size `spec.minMember`, 0 meaning no gang: size unknown);
 3. a Kueue `Workload` (pods by the plain-pod-group label `kueue.x-k8s.io/pod-group-name`, or
    by the Workload's owner: the pod's own controller, its JobSet, or its training job; size the
    admitted podSet counts, else the requested ones);
@@ -37,6 +38,7 @@ from gpuaudit.inventory.kube import Objects
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 COSCHED_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io/name")
 COSCHED_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+KAI_GROUP_ANNOTATION = "pod-group-name"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 TRAINING_JOB_LABEL = "training.kubeflow.org/job-name"
@@ -49,6 +51,7 @@ RAY_LABEL = "ray.io/cluster"
 GANG_LISTS = (
     "volcano_podgroups",
     "coscheduling_podgroups",
+    "kai_podgroups",
     "kueue_workloads",
     "pytorchjobs",
     "mpijobs",
@@ -61,7 +64,8 @@ GANG_LISTS = (
 _VOLCANO = "scheduling.volcano.sh"
 _COSCHED = "scheduling.x-k8s.io"
 _KUEUE = "kueue.x-k8s.io"
-_ORDER = {_VOLCANO: 0, _COSCHED: 1, _KUEUE: 2}
+_KAI = "scheduling.run.ai"
+_ORDER = {_VOLCANO: 0, _COSCHED: 1, _KAI: 1, _KUEUE: 2}
 Key = tuple[str, str]
 """(namespace, name) of an object."""
 
@@ -171,6 +175,14 @@ def _coscheduling(obj: Mapping[str, Any]) -> list[Gang]:
     return [Gang(_COSCHED, "PodGroup", ns, name, needed, phase, signal, source)]
 
 
+def _kai(obj: Mapping[str, Any]) -> list[Gang]:
+    ns, name = _meta(obj)
+    # minMember 0 asks for no gang: nothing says how many must run together.
+    needed = _int(_map(obj, "spec").get("minMember")) or None
+    source = "scheduling.run.ai PodGroup spec.minMember"
+    return [Gang(_KAI, "PodGroup", ns, name, needed, "", "", source)]
+
+
 def _kueue_phase(obj: Mapping[str, Any]) -> str:
     if _condition(obj, "Finished") == "True":
         return "Finished"
@@ -277,6 +289,7 @@ def _raycluster(obj: Mapping[str, Any]) -> list[Gang]:
 _READERS: tuple[tuple[str, Callable[[Mapping[str, Any]], list[Gang]]], ...] = (
     ("volcano_podgroups", _volcano),
     ("coscheduling_podgroups", _coscheduling),
+    ("kai_podgroups", _kai),
     ("kueue_workloads", _kueue),
     ("pytorchjobs", _training_job("PyTorchJob", "pytorchReplicaSpecs")),
     ("mpijobs", _training_job("MPIJob", "mpiReplicaSpecs")),
@@ -352,6 +365,9 @@ def _claims(
             src = f"pod label {COSCHED_MIN_LABEL}" if minimum else f"pod label {lab}"
             out.append(Gang(_COSCHED, "PodGroup", ns, labels[lab], minimum, source=src))
             break
+    if notes.get(KAI_GROUP_ANNOTATION):
+        src = f"pod annotation {KAI_GROUP_ANNOTATION}"
+        out.append(Gang(_KAI, "PodGroup", ns, notes[KAI_GROUP_ANNOTATION], None, source=src))
     group = labels.get(KUEUE_GROUP_LABEL)
     if group:
         total = _pod_size(notes, KUEUE_TOTAL_ANNOTATION, "annotation", meta, problems)

@@ -12,12 +12,18 @@ the Kubernetes lists as the API returned them.
 - Volcano (`scheduling.volcano.sh/v1beta1`): `Queue` (`spec.capability`, `spec.deserved`,
   `spec.guarantee.resource`, `spec.parent`; `status.allocated`) and `PodGroup` (`spec.queue`,
   default `default`).
+- KAI Scheduler (`scheduling.run.ai`): `Queue` (v2: `spec.parentQueue`,
+  `spec.resources.gpu.quota`, `.limit` and `.overQuotaWeight`, numbers in GPUs, -1 for
+  unlimited; `status.allocated`) and `PodGroup` (v2alpha2: `spec.queue`). What a KAI queue's
+  pods wait for: its pods `Pending` with `PodScheduled` False for `Unschedulable` (whole GPUs,
+  and the share of a GPU fraction, `gpuaudit.inventory.kai`), by PodGroup.
 
 Only GPU resources count: `nvidia.com/gpu` and `nvidia.com/mig-<profile>`. Pods join a queue
 through the gang they belong to (a Kueue Workload or a Volcano PodGroup, see
 `gpuaudit.inventory.gangs`), a Kueue Workload owning the pod itself, the pod label
-`kueue.x-k8s.io/queue-name` (through its LocalQueue) or the pod annotation
-`scheduling.volcano.sh/queue-name`. What the pods did over the window is in
+`kueue.x-k8s.io/queue-name` (through its LocalQueue), the pod annotation
+`scheduling.volcano.sh/queue-name` or the pod label `kai.scheduler/queue` (`runai/queue` before
+KAI v0.6). What the pods did over the window is in
 `gpuaudit.inventory.queue_usage`.
 """
 
@@ -29,6 +35,7 @@ from functools import cached_property
 from typing import Any
 
 from gpuaudit.core import limits, numbers
+from gpuaudit.inventory import kai
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.kube import Objects, gpu_quantity, gpu_requests, timestamp
 
@@ -36,6 +43,7 @@ GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 KUEUE = "Kueue"
 VOLCANO = "Volcano"
+KAI = "KAI"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_DEFAULT_QUEUE = "default"
@@ -49,6 +57,8 @@ QUEUE_LISTS = (
     "kueue_cohorts",
     "volcano_queues",
     "volcano_podgroups",
+    "kai_queues",
+    "kai_podgroups",
 )
 """The Kubernetes lists (see `gpuaudit.sources.kubernetes.RESOURCES`) queues are read from."""
 
@@ -94,7 +104,11 @@ class Quota:
     guarantee: float = 0.0
     """Volcano `guarantee.resource`: reserved for the queue, never reclaimed by others."""
     capability: float | None = None
-    """Volcano `capability`: the queue's upper limit; None when unset."""
+    """Volcano `capability`, KAI `limit`: the queue's upper limit; None when unset (KAI: -1)."""
+    over_quota_weight: float | None = None
+    """KAI `overQuotaWeight`: its weight in sharing what is left over; None for the others."""
+    unlimited: bool = False
+    """KAI `quota` -1: it deserves whatever it asks for (`nominal` reads 0)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,8 @@ class Queue:
         without a lending limit); a Volcano queue fences its guarantee."""
         if self.system == VOLCANO:
             return q.guarantee
+        if self.system == KAI:
+            return 0.0  # KAI lends idle deserved quota over quota, and reclaims it
         if not self.cohort:
             return q.nominal
         if q.lending_limit is None:
@@ -451,6 +467,117 @@ def _volcano_queue(obj: Mapping[str, Any], notes: list[str], bound: int) -> Queu
     )
 
 
+def _kai_queue(obj: Mapping[str, Any], notes: list[str], bound: int) -> Queue:
+    """A KAI Queue: its GPU quota, limit and over-quota weight are numbers (GPUs, -1 for
+    unlimited), not Kubernetes quantities."""
+    name = _meta(obj)[1]
+    read = _Reader(f"KAI queue {_name(name)}", bound)
+    spec = _map(obj, "spec")
+    gpu = _map(_map(spec, "resources"), "gpu")
+    figures: dict[str, float | None] = {}
+    for key in ("quota", "limit", "overQuotaWeight"):
+        raw = gpu.get(key)
+        unset = raw == -1 and not isinstance(raw, bool) and key != "overQuotaWeight"
+        figures[key] = -1.0 if unset else read.qty(raw, f"spec.resources.gpu.{key}")
+    quota, limit = figures["quota"], figures["limit"]
+    line = Quota(
+        "",
+        GPU,
+        max(0.0, quota or 0.0),
+        capability=None if limit == -1 else (limit or 0.0),
+        over_quota_weight=figures["overQuotaWeight"],
+        unlimited=quota == -1,
+    )
+    allocated = read.gpus(_map(_map(obj, "status"), "allocated"), "status.allocated")
+    return Queue(
+        KAI,
+        "Queue",
+        name,
+        _text(spec, "parentQueue"),
+        (line,),
+        allocated,
+        unaudited=read.said(notes, _NOT_AUDITED),
+    )
+
+
+def _kai_waits(
+    objects: Objects, pod_gang: Mapping[tuple[str, str], str]
+) -> dict[str, tuple[float, float, list[tuple[str, str]]]]:
+    """What KAI pods wait for, by gang id (a pod of no gang: `Pod/<namespace>/<name>`): GPUs
+    (whole, and the share of a fraction by `gpu-fraction`; a `gpu-memory` request's share is
+    not known before it has a GPU and is left out), since when, and the pods; pods
+    `Pending` with `PodScheduled` False for `Unschedulable`."""
+    out: dict[str, tuple[float, float, list[tuple[str, str]]]] = {}
+    for pod in objects.get("pods", ()):
+        if _text(_map(pod, "status"), "phase") != "Pending":
+            continue
+        cond = next(
+            (
+                c
+                for c in _list(_map(pod, "status"), "conditions")
+                if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+            ),
+            {},
+        )
+        if _text(cond, "status") != "False" or _text(cond, "reason") != "Unschedulable":
+            continue
+        since = timestamp(cond.get("lastTransitionTime"))
+        key = _meta(pod)
+        gpus, _ = gpu_requests(pod)
+        req = kai.request(_map(_map(pod, "metadata"), "annotations"), "")
+        if req is not None and req.share is not None:
+            gpus += req.share * req.devices
+        when = since or timestamp(_map(pod, "metadata").get("creationTimestamp"))
+        if gpus <= 0 or when is None:
+            continue
+        gang = pod_gang.get(key) or f"Pod/{key[0]}/{key[1]}"
+        qty, first, pods = out.get(gang, (0.0, when, []))
+        out[gang] = (qty + gpus, min(first, when), [*pods, key])
+    return out
+
+
+def _kai_admissions(objects: Objects, pod_gang: Mapping[tuple[str, str], str]) -> list[Admission]:
+    """KAI PodGroups, each with what its pods wait for; and each pod of a KAI queue (by its
+    label) that waits outside any PodGroup."""
+    waits = _kai_waits(objects, pod_gang)
+    out: list[Admission] = []
+    for obj in objects.get("kai_podgroups", ()):
+        ns, name = _meta(obj)
+        gang = f"scheduling.run.ai/PodGroup/{ns}/{name}"
+        qty, since, _ = waits.pop(gang, (0.0, None, []))
+        out.append(
+            Admission(
+                system=KAI,
+                kind="PodGroup",
+                namespace=ns,
+                name=name,
+                queue=_text(_map(obj, "spec"), "queue"),
+                gang=gang,
+                requests=((GPU, qty),) if qty > 0 else (),
+                pending_since=since,
+                owners=_owners(obj),
+            )
+        )
+    labels = {_meta(p): _map(_map(p, "metadata"), "labels") for p in objects.get("pods", ())}
+    for gang, (qty, since, pods) in sorted(waits.items()):
+        ns, name = pods[0]
+        queue = next((q for q in (_text(labels[pods[0]], k) for k in kai.QUEUE_LABELS) if q), "")
+        if queue and gang.startswith("Pod/"):
+            out.append(
+                Admission(
+                    system=KAI,
+                    kind="Pod",
+                    namespace=ns,
+                    name=name,
+                    queue=queue,
+                    gang=gang,
+                    requests=((GPU, qty),),
+                    pending_since=since,
+                )
+            )
+    return out
+
+
 def _owners(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(
         (_text(r, "kind"), _text(r, "name"))
@@ -596,6 +723,11 @@ def _pod_links(
         vq = _text(_map(meta, "annotations"), VOLCANO_QUEUE_ANNOTATION)
         if vq:
             queue_of[key] = (VOLCANO, vq)
+            continue
+        labels = _map(meta, "labels")
+        kq = next((q for q in (_text(labels, k) for k in kai.QUEUE_LABELS) if q), "")
+        if kq:
+            queue_of[key] = (KAI, kq)
     return queue_of, admission_of
 
 
@@ -619,10 +751,13 @@ def build(
     }
     queues = [_cluster_queue(o, said, bound) for o in objects.get("kueue_clusterqueues", ())]
     queues += [_volcano_queue(o, said, bound) for o in objects.get("volcano_queues", ())]
+    queues += [_kai_queue(o, said, bound) for o in objects.get("kai_queues", ())]
     admissions = [
         _workload(o, local_queues, said, bound) for o in objects.get("kueue_workloads", ())
     ]
     admissions += [_podgroup(o, said, bound) for o in objects.get("volcano_podgroups", ())]
+    if "kai_queues" in read:
+        admissions += _kai_admissions(objects, pod_gang)
     # A queue whose Workloads or PodGroups hold quantities that cannot be read has unknown use.
     blind = {(a.system, a.queue) for a in admissions if a.unreadable}
     queues = [replace(q, unaudited=True) if (q.system, q.name) in blind else q for q in queues]
@@ -649,8 +784,9 @@ def build(
 def capabilities(
     lists: Iterable[str], states: Mapping[str, Any]
 ) -> tuple[set[Capability], dict[Capability, str]]:
-    """`Capability.QUEUES` when Kueue ClusterQueues and Workloads, or Volcano Queues and
-    PodGroups, were read; else why not, from the lists' states (`absent: ...`,
+    """`Capability.QUEUES` when Kueue ClusterQueues and Workloads, Volcano Queues and
+    PodGroups, or KAI Queues and PodGroups, were read; else why not, from the lists' states
+    (`absent: ...`,
     `forbidden: ...`). Also the reasons each unread queue list is missing."""
     read = set(lists)
     missing: dict[Capability, str] = {}
@@ -660,7 +796,8 @@ def capabilities(
             missing[cap] = str(states.get(key) or f"{key} were not read")
     kueue = {"kueue_clusterqueues", "kueue_workloads"} <= read
     volcano = {"volcano_queues", "volcano_podgroups"} <= read
-    if kueue or volcano:
+    kai_read = {"kai_queues", "kai_podgroups"} <= read
+    if kueue or volcano or kai_read:
         return {Capability.QUEUES}, missing
 
     def why(keys: tuple[str, str], what: str) -> str:
@@ -672,5 +809,7 @@ def capabilities(
         why(("kueue_clusterqueues", "kueue_workloads"), "Kueue ClusterQueues with Workloads")
         + " and "
         + why(("volcano_queues", "volcano_podgroups"), "Volcano Queues with PodGroups")
+        + " and "
+        + why(("kai_queues", "kai_podgroups"), "KAI Queues with PodGroups")
     )
     return set(), missing

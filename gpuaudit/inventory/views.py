@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from gpuaudit.inventory import attribution, derived, grouped, queue_usage, sharing
+from gpuaudit.inventory import attribution, derived, grouped, kai, queue_usage, sharing
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.comms import Comms
 from gpuaudit.inventory.derived import HeldRows, Holders, PodHours, WindowHours
@@ -74,6 +74,12 @@ class Views:
     def held(self) -> pd.DataFrame:
         """Holdings a pod held for some time (`inv.holdings` rows)."""
         return derived.held(self.inv)
+
+    @functools.cached_property
+    def kai_reservations(self) -> frozenset[tuple[str, str]]:
+        """(namespace, pod) of KAI Scheduler's reservation pods (see `inventory.kai`): they
+        hold GPUs for fraction pods and are no workload, so no finding is about them."""
+        return kai.reservations(self.inv.pods)
 
     @functools.cached_property
     def sharing(self) -> dict[str, Sharing]:

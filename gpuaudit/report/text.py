@@ -150,6 +150,8 @@ ATTRIBUTION_WORDS = {
     "shared_split": "shared-GPU split",
     "dra_claim": "DRA claim",
     "kubernetes_join": "Kubernetes-side join",
+    "kai_fraction": "KAI fraction",
+    "kai_reserved": "KAI reservation, unrequested",
     "hami_share": "HAMi share",
     "no_exporter": "no exporter",
     "no_pod_label": "no pod label",

@@ -922,6 +922,8 @@ _CRD_LISTS = {
     "kueue_cohorts": ("kueue.x-k8s.io/v1beta2", "CohortList"),
     "kueue_localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueueList"),
     "volcano_queues": ("scheduling.volcano.sh/v1beta1", "QueueList"),
+    "kai_queues": ("scheduling.run.ai/v2", "QueueList"),
+    "kai_podgroups": ("scheduling.run.ai/v2alpha2", "PodGroupList"),
 }
 """Gang objects the generator writes as whole API objects, by list key (see
 `gpuaudit.sources.kubernetes.RESOURCES`)."""

@@ -22,6 +22,7 @@ from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import join_cases as attribution
+from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import move_cases as moves
 from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario.builder import Builder
@@ -88,6 +89,7 @@ def _build(b: Builder) -> None:
     b.free_rest()
     teams.label(b)
     truth.from_state(b)
+    kai.plant_kai(b)
 
 
 def _scenario(b: Builder) -> Scenario:

@@ -66,12 +66,18 @@ POD_ANNOTATIONS = Keys(
     "scheduling.volcano.sh/group-name",
     "kueue.x-k8s.io/pod-group-total-count",
     "leaderworkerset.sigs.k8s.io/size",
+    # KAI Scheduler: the PodGroup a pod belongs to, and its GPU fraction (`inventory.kai`).
+    "pod-group-name",
+    "gpu-fraction",
+    "gpu-memory",
+    "gpu-fraction-num-devices",
     # HAMi: the GPUs, memory and cores its scheduler granted, and where (`inventory.hami`).
     "hami.io/vgpu-devices-allocated",
     "hami.io/vgpu-node",
 )
-"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`) and HAMi's grants
-(`gpuaudit.inventory.hami`)."""
+"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`), HAMi's grants
+(`gpuaudit.inventory.hami`) and KAI Scheduler's GPU fraction requests
+(`gpuaudit.inventory.kai`)."""
 
 NODE_ANNOTATIONS = Keys("hami.io/node-nvidia-register")
 """The node annotations the inventory reads: the GPUs HAMi's device plugin registered, with their
@@ -345,6 +351,15 @@ KEEP: dict[str, Tree] = {
         },
         "status": {"allocated": QUEUE_RESOURCES},
     },
+    "kai_queues": {
+        "metadata": _NAME,
+        "spec": {
+            "parentQueue": ALL,
+            "resources": {"gpu": {"quota": ALL, "limit": ALL, "overQuotaWeight": ALL}},
+        },
+        "status": {"allocated": QUEUE_RESOURCES},
+    },
+    "kai_podgroups": {"metadata": _META, "spec": {"minMember": ALL, "queue": ALL}},
     "kueue_localqueues": {"metadata": _NAME, "spec": {"clusterQueue": ALL}},
     "pytorchjobs": {
         "metadata": _META,

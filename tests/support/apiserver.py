@@ -69,6 +69,8 @@ KNOWN: dict[str, tuple[str, str, str, bool, str]] = {
     ),
     "kueue_cohorts": ("kueue.x-k8s.io", "v1beta2", "cohorts", False, "Cohort"),
     "volcano_queues": ("scheduling.volcano.sh", "v1beta1", "queues", False, "Queue"),
+    "kai_queues": ("scheduling.run.ai", "v2", "queues", False, "Queue"),
+    "kai_podgroups": ("scheduling.run.ai", "v2alpha2", "podgroups", True, "PodGroup"),
     "pytorchjobs": ("kubeflow.org", "v1", "pytorchjobs", True, "PyTorchJob"),
     "mpijobs": ("kubeflow.org", "v2beta1", "mpijobs", True, "MPIJob"),
     "jobsets": ("jobset.x-k8s.io", "v1alpha2", "jobsets", True, "JobSet"),

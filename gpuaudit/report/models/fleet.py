@@ -171,6 +171,12 @@ class Attributed(ReportModel):
     kubernetes_join: AttributedHours
     """The series had no pod labels; the Kubernetes side names the only pod that could hold
     the device."""
+    kai_fraction: AttributedHours
+    """A GPU KAI Scheduler shares (its series name the reservation pod): each fraction pod's
+    share of it, from its start."""
+    kai_reserved: AttributedHours
+    """A GPU KAI Scheduler shares: what its fraction pods leave, held by the reservation pod
+    for the GPU group (allocated, asked for by no workload)."""
     hami_share: AttributedHours
     """A GPU shared through HAMi: each pod HAMi's scheduler granted part of it holds its share
     (the larger of its cores and its memory over the GPU's); the rest is not held."""

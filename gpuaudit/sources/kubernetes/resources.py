@@ -133,6 +133,10 @@ RESOURCES: tuple[Resource, ...] = (
         False,
         "Volcano Queues",
     ),
+    Resource("kai_queues", "scheduling.run.ai", ("v2",), "queues", False, "KAI Queues"),
+    Resource(
+        "kai_podgroups", "scheduling.run.ai", ("v2alpha2",), "podgroups", True, "KAI PodGroups"
+    ),
     Resource("pytorchjobs", "kubeflow.org", ("v1",), "pytorchjobs", True, "PyTorchJobs"),
     Resource("mpijobs", "kubeflow.org", ("v2beta1", "v1"), "mpijobs", True, "MPIJobs"),
     Resource("jobsets", "jobset.x-k8s.io", ("v1alpha2",), "jobsets", True, "JobSets"),
