@@ -35,6 +35,8 @@ class NodeSpec:
     pod_labels: bool = True
     """Whether its dcgm-exporter labels series with the pods holding them (its Kubernetes
     mapping works)."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """`metadata.annotations` (HAMi's device plugin registers its GPUs in one)."""
 
 
 @dataclass
@@ -115,6 +117,13 @@ class PodSpec:
     dcgm_hidden: bool = False
     """It holds a replica of a time-sliced GPU that dcgm-exporter labels with another pod (no
     `--kubernetes-virtual-gpus`): no series names it."""
+    resources: dict[str, str] = field(default_factory=dict)
+    """Further extended resources its container asks for (limits and requests alike), such as
+    HAMi's `nvidia.com/gpucores` and `nvidia.com/gpumem`."""
+    hami_use: tuple[str, tuple[float, ...], float] | None = None
+    """What HAMi's vGPU monitor reports of its container, from its creation hour on: the GPU's
+    UUID, its SM utilization of the GPU per hour (per cent, whole numbers) and the most device
+    memory it used (bytes); None for a pod HAMi does not place (`scenario.hami_cases`)."""
 
 
 @dataclass

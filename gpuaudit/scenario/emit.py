@@ -31,6 +31,7 @@ from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
+    HAMI_METRICS,
     INT_METRICS,
     METRICS,
     Table,
@@ -49,7 +50,7 @@ from gpuaudit.snapshot.writer import encode
 from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]
-_METRICS = METRICS
+_METRICS = METRICS + HAMI_METRICS
 _dumps = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 """`json.dumps(o, separators=(",", ":"), sort_keys=True)`, as `gpuaudit.snapshot.write`."""
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
@@ -547,6 +548,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             limits["nvidia.com/gpu"] = str(p.gpus)
         for prof, cnt in p.mig.items():
             limits[f"nvidia.com/mig-{prof}"] = str(cnt)
+        limits.update(p.resources)
         owner: dict[str, Any] = {
             "apiVersion": _owner_api(p.owner_kind),
             "kind": p.owner_kind,
@@ -737,6 +739,7 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
                 "name": n.name,
                 "uid": f"node-{i:05d}",
                 "labels": dict(n.labels),
+                **({"annotations": dict(n.annotations)} if n.annotations else {}),
                 "resourceVersion": str(300000 + i),
                 "creationTimestamp": _iso(sc.start - 86400 * 60),
             },

@@ -9,8 +9,8 @@ JobSet, Kueue and Volcano queues with their quota, and pods pending for GPUs; ev
 pod carries a `team` label by its namespace (`teams`). Every planted
 problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
-the moves priced against idle capacity in `move_cases`, and what follows from the end state in
-`truth`.
+the moves priced against idle capacity in `move_cases`, GPUs shared by HAMi in `hami_cases`,
+and what follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import gang_cases as gangs
+from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import move_cases as moves
@@ -86,6 +87,7 @@ def _build(b: Builder) -> None:
     cases.plant_pending(b)
     hardware.plant_spread(b)
     moves.plant_moves(b)
+    hami.plant_hami(b)
     b.free_rest()
     teams.label(b)
     truth.from_state(b)

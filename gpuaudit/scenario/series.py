@@ -22,7 +22,7 @@ import numpy as np
 
 from gpuaudit.domain import xid
 from gpuaudit.scenario import nodes
-from gpuaudit.scenario.cluster import Holding, SlotSpec
+from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -49,7 +49,16 @@ METRICS = (
     queries.REMAP_PENDING,
     queries.POWER_LIMIT,
 )
+HAMI_METRICS = (
+    queries.HAMI_UTIL,
+    queries.HAMI_MEM,
+    queries.HAMI_UTIL_LEGACY,
+    queries.HAMI_MEM_LEGACY,
+)
+"""HAMi's vGPU monitor's per-container metrics (`docs/domain.md`, HAMi): the current names
+under the `helm` and `honor` styles, the legacy ones under `old` (a cluster of HAMi v2.8)."""
 INT_METRICS = {
+    *HAMI_METRICS,
     queries.UTIL,
     queries.FB_USED,
     queries.FB_FREE,
@@ -122,6 +131,60 @@ def raw_labels(h: Holding, style: str) -> dict[str, str]:
         if p:
             lab.update(container_name=p.container, pod_namespace=p.namespace, pod_name=p.name)
     return lab
+
+
+def hami_labels(p: PodSpec, node: NodeSpec, uuid: str, style: str) -> dict[str, str]:
+    """The labels of a HAMi tenant's container series as Prometheus stores them: HAMi's own
+    (`cmd/vGPUmonitor/metrics.go`, with the `zone` its registry adds) and the scrape target's
+    of the chart's ServiceMonitor, which sets no `honorLabels`."""
+    target = {
+        "container": "vgpu-monitor",
+        "endpoint": "monitorport",
+        "instance": f"{node.ip}:9394",
+        "job": "hami-device-plugin-monitor",
+        "namespace": "kube-system",
+        "pod": f"hami-device-plugin-{node.name}",
+        "service": "hami-device-plugin-monitor",
+    }
+    who = {"namespace": p.namespace, "pod": p.name, "container": p.container}
+    if style == "old":  # HAMi v2.8: the legacy names, which collide with no target label
+        legacy = {"podnamespace": p.namespace, "podname": p.name, "ctrname": p.container}
+        return {**target, **legacy, "vdeviceid": "0", "deviceuuid": uuid, "zone": "vGPU"}
+    own = {"vdevice_index": "0", "device_uuid": uuid, "zone": "vGPU"}
+    if style == "helm":
+        return {**target, **{f"exported_{k}": v for k, v in who.items()}, **own}
+    return {**{k: v for k, v in target.items() if k not in who}, **who, **own}
+
+
+def hami_series(sc: Scenario, style: str) -> dict[str, Values]:
+    """HAMi's per-container series of the scenario's HAMi tenants (`PodSpec.hami_use`), by
+    metric: each hour's utilization and the most memory, constant within the hour."""
+    legacy = style == "old"
+    util_m = queries.HAMI_UTIL_LEGACY if legacy else queries.HAMI_UTIL
+    mem_m = queries.HAMI_MEM_LEGACY if legacy else queries.HAMI_MEM
+    node_of = {n.name: n for n in sc.nodes}
+    labels: list[dict[str, str]] = []
+    hours: list[Arr] = []
+    util: list[Arr] = []
+    mem: list[Arr] = []
+    for p in sc.pods:
+        if p.hami_use is None or not p.alive:
+            continue
+        uuid, pct, most = p.hami_use
+        labels.append(hami_labels(p, node_of[p.node], uuid, style))
+        hours.append(np.arange(p.created_h, p.created_h + len(pct), dtype=np.float64))
+        util.append(np.asarray(pct, dtype=np.float64))
+        mem.append(np.full(len(pct), float(most)))
+    if not labels:
+        return {}
+    off = np.zeros(len(labels) + 1, dtype=np.int64)
+    np.cumsum([len(h) for h in hours], out=off[1:])
+    at = np.concatenate(hours)
+    u, m = np.concatenate(util), np.concatenate(mem)
+    return {
+        util_m: Values(util_m, labels, None, off, at, u, u),
+        mem_m: Values(mem_m, labels, None, off, at, m, m),
+    }
 
 
 def xid_text(code: int) -> str:
@@ -426,6 +489,8 @@ class Table:
         first = np.repeat(np.cumsum(hlen) - hlen, hlen)
         self.hours: Arr = (np.arange(total) - first + np.repeat(h0, hlen)).astype(np.float64)
         self.mig = np.array([bool(s.mig_id) for s in self.slots], dtype=bool)
+        self.hami = hami_series(sc, style)
+        """HAMi's per-container series by metric (none where no pod is a HAMi tenant)."""
         self._xid: tuple[list[dict[str, str]], Arr, Arr, Arr] | None = None
         self._xid_group: list[int] | None = None
         """Each XID series' main series; None while every GPU's gauge read 0 throughout."""
@@ -476,6 +541,8 @@ class Table:
         if m == queries.XID:
             labels, off, hours, vals = self.xid()
             return Values(m, labels, None, off, hours, vals, vals) if labels else None
+        if m in HAMI_METRICS:
+            return self.hami.get(m)
         if m not in METRICS:
             return None
         keep: Arr | None = None

@@ -22,11 +22,13 @@ from gpuaudit.scenario.emit import (
 )
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import (
+    HAMI_METRICS,
     HEALTH,
     INT_METRICS,
     LINK_OF,
     METRICS,
     carries_link,
+    hami_labels,
     link_bps,
     xid_text,
 )
@@ -100,6 +102,23 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             labels = dict(key) | {"err_code": str(int(code)), "err_msg": xid_text(int(code))}
             xid_hi = {queries.XID: codes[sel]}
             out.append(_Series(labels, hours[sel], xid_hi, xid_hi, hours))
+    out.extend(_hami(sc, style))
+    return out
+
+
+def _hami(sc: Scenario, style: str) -> list[_Series]:
+    """HAMi's vGPU monitor series of each HAMi tenant, one per container, after the DCGM ones."""
+    node_of = {n.name: n for n in sc.nodes}
+    util = queries.HAMI_UTIL_LEGACY if style == "old" else queries.HAMI_UTIL
+    mem = queries.HAMI_MEM_LEGACY if style == "old" else queries.HAMI_MEM
+    out = []
+    for p in sc.pods:
+        if p.hami_use is None or not p.alive:
+            continue
+        uuid, pct, most = p.hami_use
+        hours = np.arange(p.created_h, p.created_h + len(pct)).astype(np.float64)
+        vals = {util: np.round(np.asarray(pct, dtype=np.float64)), mem: np.full(len(pct), most)}
+        out.append(_Series(hami_labels(p, node_of[p.node], uuid, style), hours, vals, vals))
     return out
 
 
@@ -196,7 +215,7 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
     per_hour = 3600 // sc.scrape_s
     offsets = (np.arange(per_hour) + 0.5) * sc.scrape_s
     n = 0
-    for m in METRICS:
+    for m in METRICS + HAMI_METRICS:
         out.write(f"# TYPE {m} gauge\n")
         for s in ss:
             if m not in s.hi:

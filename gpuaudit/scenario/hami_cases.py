@@ -1,0 +1,160 @@
+"""HAMi cases (issue 32): an L40S node whose GPUs HAMi shares by memory and cores, on a node of
+its own, tainted so that no other case's pod lands there.
+
+HAMi's device plugin registers the node's GPUs in the annotation `hami.io/node-nvidia-register`
+(split count 10: `nvidia.com/gpu: 40` on 4 GPUs) and its scheduler writes each pod's grant into
+`hami.io/vgpu-devices-allocated` (`docs/domain.md`, HAMi). dcgm-exporter cannot name the pods
+of such a GPU: its series carry no pod, at the GPU's whole activity (its tenants' added up);
+HAMi's vGPU monitor reports each container's SM utilization and memory (`PodSpec.hami_use`).
+
+- GPU 0: `hami-idle`, 25 % of the cores and of the memory, at about 0.5 % of the GPU (GPU001
+  finds it, at a quarter of the GPU; GPU022's near-miss: within its share); `hami-busy`, the
+  same grant at about 20 % of the GPU (GPU001's near-miss: busy within its share; GPU022's
+  near-miss).
+- GPU 1: `hami-over`, 50 % of the cores and memory, at about 72 % of the GPU for the whole
+  window (GPU022 finds it; GPU001's near-miss); `hami-exact`, 25 %, at exactly 25 % of the GPU
+  and exactly its memory (GPU022's near-miss: at its share, not over it).
+- GPU 2: `hami-whole`, which asks for no `gpucores` nor `gpumem`: HAMi grants it the whole GPU
+  (all its memory and, from v2.7, `gpucores: 100`), and, without a core limit between 0 and
+  100, its monitor series reads 0 whatever it runs. It is busy (GPU001's near-miss: HAMi's 0 is
+  no measurement; GPU022's near-miss: HAMi measures no utilization for it).
+- GPU 3 is free.
+
+The tenants' holdings here are only the model's (no series names them): the truth of idle nodes
+(`truth`) reads them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from gpuaudit.scenario.builder import Arr, Builder
+from gpuaudit.scenario.cluster import NodeSpec, PodSpec, SlotSpec
+
+NODE = "l40s-hami-000"
+SPLIT = 10
+"""HAMi's split count (`deviceSplitCount`, the chart's default)."""
+TAINT = {"key": "gpu-sharing", "value": "hami", "effect": "NoSchedule"}
+TOLERATION = {"key": "gpu-sharing", "operator": "Equal", "value": "hami", "effect": "NoSchedule"}
+REGISTER = "hami.io/node-nvidia-register"
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+
+
+def plant_hami(b: Builder) -> None:
+    """Place the HAMi cases (see the module's docstring) and record their truth."""
+    if b.H < 24:
+        return
+    node = _node(b)
+    gpu = b.free_slots(node)
+    n = b.H
+    quarter, half = gpu[0].mem_mib // 4, gpu[0].mem_mib // 2
+    idle = _pct(b.pattern("level", n, 0, x=0.005, jitter=0.004))
+    busy = _pct(b.pattern("level", n, 0, x=0.2, jitter=0.03))
+    pods = _tenants(
+        b, node, gpu[0], [("hami-idle", 25, quarter, idle), ("hami-busy", 25, quarter, busy)]
+    )
+    over = _pct(b.pattern("level", n, 0, x=0.72, jitter=0.02))
+    exact = np.full(n, 25.0)
+    pods += _tenants(
+        b, node, gpu[1], [("hami-over", 50, half, over), ("hami-exact", 25, quarter, exact)]
+    )
+    whole = _pct(b.pattern("busy", n, 0, lo=0.5, hi=0.8))
+    pods += _tenants(b, node, gpu[2], [("hami-whole", 100, gpu[2].mem_mib, whole)], asked=False)
+    _truth(b, *pods)
+
+
+def _pct(act: Arr) -> Arr:
+    """A utilization of the GPU as HAMi reports it: whole per cent."""
+    out: Arr = np.rint(act * 100)
+    return out
+
+
+def _node(b: Builder) -> NodeSpec:
+    """An L40S node whose 4 GPUs HAMi's device plugin registered."""
+    node = b.add_node("l40s", 900 + len(b.nodes))
+    b.slots_by_node[NODE] = b.slots_by_node.pop(node.name)
+    node.name = NODE
+    node.labels["kubernetes.io/hostname"] = NODE
+    node.labels["gpu"] = "on"  # the chart's `nvidiaNodeSelector`
+    node.capacity["nvidia.com/gpu"] = str(node.gpu_count * SPLIT)
+    node.taints = [dict(TAINT)]
+    devices = [
+        {
+            "id": s.uuid,
+            "index": s.index,
+            "count": SPLIT,
+            "devmem": s.mem_mib,
+            "devcore": 100,
+            "type": f"NVIDIA-{node.model}",
+            "numa": 0,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for s in b.slots_by_node[NODE]
+    ]
+    node.annotations[REGISTER] = json.dumps(devices, separators=(",", ":"))
+    return node
+
+
+def _tenants(
+    b: Builder,
+    node: NodeSpec,
+    slot: SlotSpec,
+    grants: list[tuple[str, int, int, Arr]],
+    asked: bool = True,
+) -> list[PodSpec]:
+    """Pods HAMi placed on `slot`, each (name, cores granted, MiB granted, utilization of the
+    GPU per hour); `asked`: whether they asked for cores and memory (else HAMi's defaults
+    granted them). The GPU's own series: their activity added up, no pod named."""
+    total = np.zeros(b.H)
+    fb = 0.0
+    pods = []
+    for name, cores, mib, pct in grants:
+        resources = (
+            {"nvidia.com/gpucores": str(cores), "nvidia.com/gpumem": str(mib)} if asked else {}
+        )
+        p = b.deployment_pod(
+            "serving",
+            name,
+            node,
+            0,
+            gpus=1,
+            tolerations=[dict(TOLERATION)],
+            priority_class="serving",
+            priority=10000,
+            dcgm_hidden=True,
+            resources=resources,
+            annotations={
+                ALLOCATED: f"{slot.uuid},NVIDIA,{mib},{cores}:;",
+                "hami.io/vgpu-node": NODE,
+            },
+        )
+        # HAMi records no utilization without a core limit between 0 and 100: it reads 0.
+        measured = pct if 0 < cores < 100 else np.zeros(b.H)
+        used = float(mib) * 2**20 if name == "hami-exact" else float(mib) * 2**20 * 0.6
+        p.hami_use = (slot.uuid, tuple(measured.tolist()), used)
+        share = pct / 100.0
+        b.hold(slot, p, 0, b.H, share, 0.6 * mib / slot.mem_mib)
+        total += share
+        fb += 0.6 * mib / slot.mem_mib
+        pods.append(p)
+    b.hold(slot, None, 0, b.H, np.minimum(np.round(total, 4), 1.0), fb)
+    return pods
+
+
+def _truth(
+    b: Builder, idle: PodSpec, busy: PodSpec, over: PodSpec, exact: PodSpec, whole: PodSpec
+) -> None:
+    """Each tenant's truth (see the module's docstring)."""
+    b.plant("GPU001", idle)
+    b.plant("GPU022", idle, "it used less than its share")
+    b.plant("GPU001", busy, "it is busy within its share of the GPU")
+    b.plant("GPU022", busy, "it stayed within its cores")
+    b.plant("GPU022", over)
+    b.plant("GPU001", over, "it used more than its share")
+    b.plant("GPU022", exact, "it used exactly its share")
+    b.plant("GPU001", exact, "it used all of its share")
+    b.plant("GPU001", whole, "HAMi's monitor reads 0 without a core limit; its GPU is busy")
+    b.plant("GPU022", whole, "HAMi measures no utilization without a core limit")
