@@ -1,7 +1,7 @@
 """GPU080 unmonitored GPUs: GPUs pods hold that no DCGM series describes.
 
 What it finds
-    Running pods that hold GPUs (by the Kubernetes API's allocations) with no DCGM series
+    Pods that held GPUs in the window (by the Kubernetes API's allocations) with no DCGM series
     naming them: no dcgm-exporter on the node, the exporter's pod mapping off (no kubelet
     pod-resources socket), a renamed resource it does not map, or a scrape that fails.
 
@@ -10,17 +10,24 @@ Why it matters
     vouch for, and often the ones where waste hides longest.
 
 How it decides
-    The attribution ledger's unattributed side: pods in phase Running with a node, requesting
+    The attribution ledger's unattributed side: pods with a node in phase Running, or
+    Succeeded or Failed with a known end (their containers' `finishedAt`), requesting
     `nvidia.com/gpu`, `nvidia.com/gpu.shared` or `nvidia.com/mig-*` or holding devices of
     NVIDIA's DRA driver through ResourceClaims, whose namespace/name appears on no DCGM series in
-    the window (a series joined to a pod through its claim names that pod) and that no
-    Kubernetes-side join gave a device. Their GPU-hours count from the later of the pod's start
-    and the window's start to the window's end (a MIG slice counts its share of a GPU, a shared
-    replica its share over the node's replicas); holdings shorter than
-    `checks.unmonitored_min_hours` (default 1 h) are left out. The finding says why: no
-    exporter, no pod label, MIG instances without labels or profiling, or a shared GPU labelled
-    with one pod only. When a node has such pods and no DCGM series at all, one finding names
-    the node (no exporter there); otherwise one finding per pod.
+    the window (a series joined to a pod through its claim names that pod). Their GPU-hours
+    count over the time they ran in the window, from the later of the pod's start and the
+    window's start to the earlier of its end and the window's end (a MIG slice counts its share
+    of a GPU, a shared replica its share over the node's replicas), less the buckets in which
+    the Kubernetes-side join gave the pod its devices: per bucket of the grid, a node's devices
+    of a kind (whole GPUs, or a MIG profile) whose series name no pod go to the only pod that
+    ran in that bucket requesting that kind, when it requests as many as there are (the
+    ledger's `kubernetes_join`); in buckets where two or more such pods ran, none of them gets
+    them, and those hours are reported here. Holdings shorter than
+    `checks.unmonitored_min_hours` (default 1 h; a pod's GPU-hours over its GPUs) are left
+    out. The finding says why: no exporter, no pod label, MIG instances without labels or
+    profiling, or a shared GPU labelled with one pod only. When a node has such pods and no
+    DCGM series at all, one finding names the node (no exporter there); otherwise one finding
+    per pod.
     Impact: the GPU-hours that could not be audited, priced per GPU model (from the node's
     `nvidia.com/gpu.product` label): GPU-hours nobody can vouch for, not waste, so reports list
     it with the risks, apart from the waste. Severity: medium.
@@ -85,10 +92,12 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     for row in un.to_dict("records"):
         by_pod[(str(row[C.NODE]), str(row[C.NAMESPACE]), str(row[C.POD]))].append(row)
     for (node, ns, pod), rows in sorted(by_pod.items()):
-        hours = float(rows[0][C.HOURS])
+        gpus = sum(float(r["gpus"]) for r in rows)
+        # Its GPUs' hours may differ (the Kubernetes-side join gave it some devices in some
+        # buckets): their GPU-hours over its GPUs.
+        hours = sum(float(r[C.GPU_HOURS]) for r in rows) / gpus if gpus > 0 else 0.0
         if hours < cfg.unmonitored_min_hours:
             continue
-        gpus = sum(float(r["gpus"]) for r in rows)
         reasons = sorted({str(r["reason"]) for r in rows})
         if Reason.NO_EXPORTER.value in reasons:
             no_exporter.add(node)

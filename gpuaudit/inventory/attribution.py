@@ -8,16 +8,18 @@ held).
 
 Allocated GPU-hours are the GPU-hours held by pods: those DCGM measured (attributed, one of the
 methods) plus those the Kubernetes API says pods held where no DCGM series names the pod
-(unattributed, one of the reasons; counted from the pod's start, or the window's, to the
-window's end, at the GPUs it requests).
+(unattributed, one of the reasons; counted over the time the pod ran in the window, from its
+start, or the window's, to its end, or the window's, at the GPUs it requests, less the buckets
+the Kubernetes-side join gave it its devices in).
 
 The stages, run by `gpuaudit.inventory.build` in this order:
 
 1. `_identities` fills `ATTRIBUTION` with `Method.DCGM_POD_LABEL` for every labelled holding
    and `Method.DRA_CLAIM` where ResourceClaims join a pod to the device
    (`gpuaudit.inventory.claimed`);
-2. `kubernetes_join` labels DCGM series without pod labels from the Kubernetes side where one
-   pod is the only possible holder (`Method.KUBERNETES_JOIN`);
+2. `kubernetes_join` labels DCGM series without pod labels from the Kubernetes side, bucket by
+   bucket, where one pod is the only possible holder in the bucket (`Method.KUBERNETES_JOIN`,
+   see `gpuaudit.inventory.bucketjoin`);
 3. `share` splits shared devices among their holders (`Method.SHARED_SPLIT`, see
    `gpuaudit.inventory.sharing`).
 
@@ -35,14 +37,15 @@ reason.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpuaudit.domain import mig
+from gpuaudit.inventory import bucketjoin, sharing
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory import sharing
+from gpuaudit.inventory.kube import ENDED_PHASES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,10 +63,12 @@ class Method(str, enum.Enum):
     DRA_CLAIM = "dra_claim"
     """The device was allocated to the pod through a DRA ResourceClaim (`resource.k8s.io`)."""
     KUBERNETES_JOIN = "kubernetes_join"
-    """The series had no pod labels; the holder was found from the Kubernetes side: the only
-    running pod on the node that requests such a device (a whole GPU, or a MIG profile) and is
-    named on no DCGM series, requesting exactly as many as the node has unlabelled, and running
-    since before the series began."""
+    """The series had no pod labels; the holder was found from the Kubernetes side, per bucket
+    of the grid: in each bucket, the only pod on the node that ran in it (by its start and, for
+    a pod that ended, its containers' end), requests such a device (a whole GPU, or a MIG
+    profile) and is named on no DCGM series, requesting exactly as many as the node has
+    unlabelled in that bucket. It holds those buckets (the part of a bucket it started or ended
+    in that it ran); see `gpuaudit.inventory.bucketjoin`."""
     KAI_FRACTION = "kai_fraction"
     """A GPU KAI Scheduler shares: the series names its reservation pod; the fraction pod counts
     its share of the GPU (`gpu-fraction`, or `gpu-memory` over the GPU's memory) from its start
@@ -84,8 +89,10 @@ class Reason(str, enum.Enum):
     NO_EXPORTER = "no_exporter"
     """The node's GPUs are requested by pods but no DCGM series came from the node."""
     NO_POD_LABEL = "no_pod_label"
-    """DCGM series come from the node but none names the pod, and no Kubernetes-side join was
-    unambiguous (the exporter's pod mapping off, a resource name it does not map)."""
+    """DCGM series come from the node but none names the pod (the exporter's pod mapping off,
+    a resource name it does not map), and the Kubernetes-side join could not give it its
+    devices in those buckets: another pod that could hold them ran in them too, or it requests
+    another number of them than the node has unlabelled."""
     NO_LIMIT = "no_limit"
     """The pod holds GPUs without an `nvidia.com/gpu` limit, so the exporter never labels it.
     The API server refuses an extended-resource request without its limit, so these GPU-hours
@@ -122,13 +129,17 @@ def _gpus_of(row: Mapping[Any, Any], model: str, replicas: float) -> tuple[float
 
 
 def _candidates(inv_pods: pd.DataFrame, named: set[tuple[str, str]]) -> pd.DataFrame:
-    """Running pods on a node that request GPUs and no DCGM series names."""
+    """Pods on a node that request GPUs and no DCGM series names: running, or ended (Succeeded,
+    Failed) at a known time (`C.FINISHED`); an ended pod whose end is not known is left out,
+    as nothing says when it held its GPUs."""
     pods = inv_pods
     if pods.empty:
         return pods
     wants = (pods[C.GPU_REQUEST] > 0) | (pods[C.MIG_REQUEST] != "")
     wants |= pods[C.REQUESTS].map(lambda r: isinstance(r, Mapping) and GPU_SHARED in r)
-    out: pd.DataFrame = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & wants]
+    ran = pods[C.PHASE] == "Running"
+    ran |= pods[C.PHASE].isin(ENDED_PHASES) & pods[C.FINISHED].notna()
+    out: pd.DataFrame = pods[ran & (pods[C.NODE] != "") & wants]
     keep = [
         (ns, p) not in named
         for ns, p in zip(out[C.NAMESPACE].tolist(), out[C.POD].tolist(), strict=True)
@@ -138,58 +149,44 @@ def _candidates(inv_pods: pd.DataFrame, named: set[tuple[str, str]]) -> pd.DataF
 
 
 def _named(holdings: pd.DataFrame) -> set[tuple[str, str]]:
-    held = holdings[holdings[C.HELD]]
+    """Pods a DCGM series names (the Kubernetes-side join's pods are not named by one)."""
+    joined = holdings[C.ATTRIBUTION].to_numpy(dtype=object) == Method.KUBERNETES_JOIN.value
+    held = holdings[holdings[C.HELD].to_numpy(dtype=bool) & ~joined]
     return set(zip(held[C.NAMESPACE].tolist(), held[C.POD].tolist(), strict=True))
 
 
 def kubernetes_join(
-    holdings: pd.DataFrame, pods: pd.DataFrame, replicas: Mapping[str, sharing.Sharing], step: int
-) -> None:
-    """Label, in place, unlabelled holdings whose holder the Kubernetes side names without
-    doubt (`Method.KUBERNETES_JOIN`). Per node and device kind (whole GPUs, or one MIG
-    profile): the unlabelled devices (no pod label on any series of theirs) are joined to the
-    one candidate pod (running, requesting that kind, named on no DCGM series) when it requests
-    exactly that many and started before their series began. Shared nodes are left alone: which
-    replica a pod holds is not in the API."""
+    holdings: pd.DataFrame,
+    hourly: MutableMapping[str, Any],
+    pods: pd.DataFrame,
+    replicas: Mapping[str, sharing.Sharing],
+    grid: tuple[float, float, float],
+) -> tuple[pd.DataFrame, list[str]]:
+    """The holdings with unlabelled series joined to the pods the Kubernetes side names
+    without doubt, bucket by bucket (`Method.KUBERNETES_JOIN`; the rule and how a series held
+    by several pods in turn is split are `gpuaudit.inventory.bucketjoin`'s). `hourly`: the
+    hourly table's columns, replaced where rows go to new holdings; `grid`: the window's start,
+    end and bucket length. Shared nodes are left alone: which replica a pod holds is not in
+    the API. Returns the holdings and the warnings to show (what a split leaves out)."""
     if holdings.empty or pods.empty:
-        return
-    cand = _candidates(pods, _named(holdings))
+        return holdings, []
+    cand = _candidates(pods, _named(holdings)).reset_index(drop=True)
     if cand.empty:
-        return
-    labelled_slots = set(holdings.loc[holdings[C.HELD], C.SLOT].tolist())
-    free = holdings[~holdings[C.HELD] & ~holdings[C.SLOT].isin(labelled_slots)]
-    for node, group in cand.groupby(C.NODE, sort=True):
-        if replicas.get(str(node), sharing.NONE).replicas > 1:
-            continue
-        devices = free[free[C.NODE] == node]
-        if devices.empty:
-            continue
-        wants: dict[str, list[tuple[int, float]]] = {}
-        for i, row in enumerate(group.to_dict("records")):
-            if float(row[C.GPU_REQUEST] or 0) > 0:
-                wants.setdefault("", []).append((i, float(row[C.GPU_REQUEST])))
-            for part in str(row[C.MIG_REQUEST]).split(","):
-                if "=" in part:
-                    prof, n = part.split("=", 1)
-                    wants.setdefault(prof, []).append((i, float(n)))
-        rows = group.to_dict("records")
-        for kind, who in sorted(wants.items()):
-            same = devices[devices[C.MIG_PROFILE] == kind] if kind else devices
-            if kind == "":
-                same = same[same[C.MIG_ID] == ""]
-            slots = sorted(set(same[C.SLOT].tolist()))
-            if len(who) != 1 or who[0][1] != len(slots) or not slots:
-                continue
-            pod = rows[who[0][0]]
-            started = pod[C.STARTED]
-            first = float(same[C.FIRST_TS].min())
-            if started is None or started != started or float(started) > first + step:
-                continue
-            idx = same.index
-            holdings.loc[idx, C.NAMESPACE] = pod[C.NAMESPACE]
-            holdings.loc[idx, C.POD] = pod[C.POD]
-            holdings.loc[idx, C.HELD] = True
-            holdings.loc[idx, C.ATTRIBUTION] = Method.KUBERNETES_JOIN.value
+        return holdings, []
+    start, end, step = grid
+    shared = {str(n) for n, s in replicas.items() if s.replicas > 1}
+    joined = bucketjoin.plan(holdings, hourly, cand, shared, (start, end), step)
+    out, split = bucketjoin.split(
+        holdings, hourly, cand, joined, (Method.KUBERNETES_JOIN.value, step)
+    )
+    if not split:
+        return out, []
+    return out, [
+        f"{split} DCGM series without pod labels were held by several pods in turn (or only "
+        "for part of the window) and were split among them by the Kubernetes-side join, bucket "
+        "by bucket: their peak and p95 activity, framebuffer, power and link traffic were "
+        "measured over the whole window and are not known for each part (they are left out)"
+    ]
 
 
 UNATTRIBUTED_COLUMNS = [
@@ -217,29 +214,36 @@ def unattributed(
     nodes: pd.DataFrame,
     window: tuple[float, float],
     replicas: Mapping[str, sharing.Sharing],
+    hourly: pd.DataFrame | None = None,
+    step: float = 3600.0,
 ) -> pd.DataFrame:
-    """Per running pod that requests GPUs and is named on no DCGM series: its GPU-hours from
-    the later of its start and the window's start to the window's end, and the `Reason` no
-    series could be joined to it (see `Reason`)."""
+    """Per pod that requests GPUs and is named on no DCGM series (running, or ended at a known
+    time: see `_candidates`): its GPU-hours over the time it ran in the window (from the later
+    of its start and the window's, to the earlier of its end and the window's), less the
+    buckets (of `step` seconds; `hourly`, the hourly table, says which) the Kubernetes-side
+    join gave it its devices in, and the `Reason` no series could be joined to it (see
+    `Reason`). A pod the join gave all its time has no row."""
     import pandas as pd
 
-    start, end = window
     cand = _candidates(pods, _named(holdings)) if not pods.empty else pods
     if cand.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=UNATTRIBUTED_COLUMNS)
         return empty
+    cand = cand.reset_index(drop=True)
+    ran = bucketjoin.runs(cand, window)
+    ran_h = ran.hours()
+    joined = _joined_hours(holdings, hourly, cand, ran, step)
     dcgm_nodes = set(holdings[C.NODE].tolist())
     products = dict(zip(nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist(), strict=True))
     unprofiled = _unprofiled_mig_nodes(holdings)
     out: list[dict[str, Any]] = []
-    for row in cand.to_dict("records"):
+    for i, row in enumerate(cand.to_dict("records")):
         node = str(row[C.NODE])
-        started = row[C.STARTED]
-        begin = start if started is None or started != started else max(float(started), start)
-        hours = max(0.0, (end - begin) / 3600.0)
+        hours = float(ran_h[i])
         model = products.get(node, "") or "unknown"
         reps = replicas.get(node, sharing.NONE).replicas
         whole, migs, shared = _gpus_of(row, model, float(reps))
+        left = _unjoined(row, model, hours, (whole, migs), joined.get(i, {}))
         parts: list[tuple[float, Reason, str]] = []
         if node not in dcgm_nodes:
             kinds = zip((whole, migs, shared), KINDS, strict=True)
@@ -250,7 +254,7 @@ def unattributed(
             mig_why = Reason.PROFILING_ABSENT if node in unprofiled else Reason.NO_POD_LABEL
             parts.append((migs, mig_why, "mig"))
         for gpus, reason, kind in parts:
-            if gpus > 0:
+            if gpus > 0 and left[kind] > 0:
                 out.append(
                     {
                         C.NAMESPACE: row[C.NAMESPACE],
@@ -258,14 +262,81 @@ def unattributed(
                         C.NODE: node,
                         C.MODEL: model,
                         "gpus": gpus,
-                        C.HOURS: hours,
-                        C.GPU_HOURS: gpus * hours,
+                        C.HOURS: left[kind],
+                        C.GPU_HOURS: gpus * left[kind],
                         "reason": reason.value,
                         "kind": kind,
                     }
                 )
     table: pd.DataFrame = pd.DataFrame(out, columns=UNATTRIBUTED_COLUMNS)
     return table
+
+
+def _joined_hours(
+    holdings: pd.DataFrame,
+    hourly: pd.DataFrame | None,
+    cand: pd.DataFrame,
+    ran: bucketjoin.Runs,
+    step: float,
+) -> dict[int, dict[str, float]]:
+    """Candidate position -> device kind -> hours it ran in the buckets the Kubernetes-side
+    join gave it devices of that kind in."""
+    import pandas as pd
+
+    if hourly is None or holdings.empty or hourly.empty:
+        return {}
+    joined = holdings[C.ATTRIBUTION].to_numpy(dtype=object) == Method.KUBERNETES_JOIN.value
+    if not joined.any():
+        return {}
+    h = holdings[joined]
+    at = {k: i for i, k in enumerate(zip(cand[C.NAMESPACE], cand[C.POD], strict=True))}
+    pod_of = np.array([at.get(k, -1) for k in zip(h[C.NAMESPACE], h[C.POD], strict=True)])
+    kind_of = bucketjoin.kinds(h)
+    hid = hourly[C.HOLDING].to_numpy()
+    ids = holdings[C.HOLDING].to_numpy()
+    if np.array_equal(ids, np.arange(len(ids))):  # holding ids are positions: no look-up
+        rows = np.flatnonzero(joined[hid])
+        pos = np.cumsum(joined) - 1
+        at_row = pos[hid[rows]]
+    else:
+        found = pd.Index(h[C.HOLDING].to_numpy()).get_indexer(hid)
+        rows = np.flatnonzero(found >= 0)
+        at_row = found[rows]
+    cells = pd.DataFrame(
+        {
+            "pod": pod_of[at_row],
+            "kind": kind_of[at_row],
+            "ts": hourly[C.TS].to_numpy(dtype=np.float64)[rows],
+        }
+    ).drop_duplicates()
+    cells = cells[cells["pod"] >= 0]
+    cells["h"] = ran.overlap_s(cells["pod"].to_numpy(), cells["ts"].to_numpy(), step) / 3600.0
+    out: dict[int, dict[str, float]] = {}
+    for (pod, kind), hours in cells.groupby(["pod", "kind"])["h"].sum().items():
+        out.setdefault(int(pod), {})[str(kind)] = float(hours)
+    return out
+
+
+def _unjoined(
+    row: Mapping[Any, Any],
+    model: str,
+    hours: float,
+    gpus: tuple[float, float],
+    joined: Mapping[str, float],
+) -> dict[str, float]:
+    """Hours of each kind (`KINDS`) a pod that ran `hours` in the window held GPUs the
+    Kubernetes-side join did not give it (`joined`: hours it gave, by device kind): for MIG
+    slices, the mean over its profiles weighted by their share of a GPU."""
+    whole, migs = gpus
+    mig_h = sum(
+        n * mig.slice_fraction(prof, model) * max(0.0, hours - joined.get(prof, 0.0))
+        for prof, n in bucketjoin.migs(row[C.MIG_REQUEST])
+    )
+    return {
+        "whole": max(0.0, hours - joined.get(bucketjoin.WHOLE, 0.0)) if whole > 0 else hours,
+        "mig": mig_h / migs if migs > 0 else hours,
+        "shared": hours,
+    }
 
 
 def _unprofiled_mig_nodes(holdings: pd.DataFrame) -> set[str]:

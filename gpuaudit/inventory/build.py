@@ -902,7 +902,10 @@ def build(
     pods = pd.DataFrame(k.pod_rows, columns=POD_COLUMNS)
     gpus = _gpus(holdings)
     shared = sharing.by_node(nodes, holdings)
-    attribution.kubernetes_join(holdings, pods, shared, step)
+    holdings, join_notes = attribution.kubernetes_join(
+        holdings, hourly_data, pods, shared, (start, end, step)
+    )
+    dra_notes.extend(join_notes)  # shown with the other warnings of joining series to pods
     attribution.share(holdings, hourly_data, shared, step)
     tenancy, hami_caps, hami_missing, hami_notes = hami.tenancy(tenants, holdings, hid_of)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)

@@ -95,7 +95,9 @@ class Views:
         # Without the pods at the window's end (not read, or --end before they were read) the
         # unattributed side is unknown, not empty (the ledger says so).
         pods = inv.pods if Capability.KUBERNETES_PODS in inv.capabilities else inv.pods.iloc[:0]
-        return attribution.unattributed(inv.holdings, pods, inv.nodes, window, self.sharing)
+        return attribution.unattributed(
+            inv.holdings, pods, inv.nodes, window, self.sharing, inv.hourly, inv.step_s
+        )
 
     @functools.cached_property
     def per_pod(self) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from tests.support.factories import (
     Series,
     gpu_labels,
     inventory,
+    iso,
     make_node,
     make_pod,
     run_check,
@@ -57,6 +58,21 @@ def test_hours_count_from_the_pods_start() -> None:
     late = make_pod("late-0", "ml", node="node-b", started=START + 6 * 3600)
     (f,) = _run([late])
     assert f.impact.gpu_hours == pytest.approx(4)
+
+
+def _ended(name: str, finished: float | None) -> dict[str, object]:
+    pod = _pod(name, "node-b", 2, phase="Succeeded")
+    end = {"finishedAt": iso(finished)} if finished is not None else {}
+    pod["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": end}}]  # type: ignore[index]
+    return pod
+
+
+def test_a_pod_that_ended_counts_to_its_end() -> None:
+    # Succeeded 3 hours into the window: 2 GPUs for 3 hours (issue 32).
+    (f,) = _run([_ended("done-0", START + 3 * 3600)])
+    assert f.impact.gpu_hours == pytest.approx(6)
+    # Ended before the window, or at a time no container says: nothing to count.
+    assert _run([_ended("old-0", START - 60), _ended("unknown-0", None)]) == []
 
 
 def test_near_miss_monitored_pending_or_gpu_less_pods_stay_quiet() -> None:

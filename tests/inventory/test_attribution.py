@@ -242,16 +242,21 @@ def test_an_unlabelled_mig_instance_is_joined_to_its_only_possible_pod() -> None
 
 
 def test_the_join_refuses_what_is_ambiguous() -> None:
-    # Two pods for one unlabelled instance, or a pod that started after the series began.
+    # Two pods for one unlabelled instance.
     two = inventory([_mig()], 8, pods=[_mig_pod("a"), _mig_pod("b")], nodes=[make_node("node-a")])
     assert not two.holdings[C.HELD].any()
     views = _views(two)
     assert set(views.unattributed["reason"]) == {Reason.NO_POD_LABEL.value}
     assert ledger(views).unattributed[Reason.NO_POD_LABEL.value] == pytest.approx(2 * 8 / 7)
+    # A pod that started after the series began holds it from its start (issue 32): the hours
+    # before are held by no pod.
     late = _mig_pod("a")
     late["status"]["startTime"] = iso(START + 3 * 3600)
     inv = inventory([_mig()], 8, pods=[late], nodes=[make_node("node-a")])
-    assert not inv.holdings[C.HELD].any()
+    held = inv.holdings[inv.holdings[C.HELD]]
+    assert held[C.HOURS].tolist() == [pytest.approx(5.0)]
+    assert inv.holdings[~inv.holdings[C.HELD]][C.HOURS].tolist() == [pytest.approx(3.0)]
+    assert run_check(gpu080, inv) == []
     # Without profiling series either: nothing to join by, the reason says so.
     blind = inventory(
         [_mig(util=True)], 8, pods=[_mig_pod("a"), _mig_pod("b")], nodes=[make_node("node-a")]
