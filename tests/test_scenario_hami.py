@@ -65,6 +65,7 @@ def test_each_pod_holds_its_share_and_the_ledger_adds_up(
 ) -> None:
     _, _, inv = audited
     assert Capability.HAMI in inv.capabilities
+    assert inv.complete, inv.incomplete_reasons  # HAMi's MiB and per cent are no GPU counts
     h = inv.holdings
     held = h[(h[C.NODE] == NODE) & h[C.HELD]]
     share = {p.rsplit("-", 2)[0]: f for p, f in zip(held[C.POD], held[C.FRACTION], strict=True)}

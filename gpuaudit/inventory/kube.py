@@ -89,6 +89,19 @@ MAX_ITEMS = 256
 object; a list cut short is said so where that changes an answer (see `_terms`)."""
 
 
+HAMI_FIGURES = frozenset(
+    (
+        "nvidia.com/gpumem",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores",
+        "nvidia.com/priority",
+    )
+)
+"""HAMi's per-vGPU figures (MiB, per cent, a priority; `docs/domain.md`, HAMi): no devices, and
+no node advertises them (HAMi's scheduler accounts for them), so they are not read as extended
+resources a pod needs (`gpuaudit.inventory.hami` reads what HAMi granted)."""
+
+
 def _container_requests(c: Any, ref: str, notes: list[str] | None, bound: int) -> dict[str, float]:
     """Extended resources one container asks for: its requests, else its limits (the API
     server defaults an extended resource's request to its limit). A GPU count no node could
@@ -97,6 +110,8 @@ def _container_requests(c: Any, ref: str, notes: list[str] | None, bound: int) -
     out: dict[str, float] = {}
     for key in ("requests", "limits"):
         for name, q in _map(res, key).items():
+            if name in HAMI_FIGURES:
+                continue
             if isinstance(name, str) and name.startswith(EXTENDED_PREFIX):
                 got = gpu_quantity(q, f"{ref}: {key} {name[:60]}", notes, bound)
                 out[name] = max(out.get(name, 0.0), got)

@@ -62,6 +62,14 @@ def test_a_quarter_pod_is_charged_a_quarter_of_the_gpu_everywhere() -> None:
     assert per.loc["quarter", C.COST] == pytest.approx(0.25 * HOURS * price)
 
 
+def test_hamis_memory_and_cores_are_no_gpus_a_pod_needs() -> None:
+    # `nvidia.com/gpumem: 20390` is MiB, not 20,390 GPUs: no note, no incomplete audit, and the
+    # pod needs one `nvidia.com/gpu` (a vGPU) of the scheduler.
+    inv = build_two()
+    assert inv.complete and not [w for w in inv.warnings if "gpumem" in w or "gpucores" in w]
+    assert all(r == {"nvidia.com/gpu": 1.0} for r in inv.pods[C.REQUESTS])
+
+
 def test_activity_is_the_pods_own_use_of_its_share() -> None:
     inv = build_two({"quarter": [1.0] * HOURS, "half": [60.0] * HOURS})
     q, half = tenant(inv, "quarter"), tenant(inv, "half")
