@@ -49,7 +49,9 @@ def changes(
         if top is None:
             change = _pod_command(f, walk, ctx)
             out.append(change)
-            fixes[key(f)] = FindingFix(ChangeKind.COMMAND, COMMANDS, None, _why_no_patch(f, walk))
+            fixes[key(f)] = FindingFix(
+                ChangeKind.COMMAND, COMMANDS, change.target, _why_no_patch(f, walk)
+            )
             continue
         walks[top.uid] = walk
         by_target[top.uid].append(f)

@@ -49,6 +49,9 @@ def plan(findings: Sequence[Finding], inv: Inventory, currency: str) -> Plan:
                 fixes[key(f)] = FindingFix(
                     None, "", None, f"the change was not written: it {invalid}"
                 )
+    # One order, computed once: the patches and new objects first, then the commands; each the
+    # most GPU-hours saved first (the makers' order, which follows the ranking, breaks ties).
+    changes.sort(key=lambda c: (c.kind is ChangeKind.COMMAND, -round(c.savings.gpu_hours, 6)))
     return Plan(tuple(changes), fixes, why)
 
 

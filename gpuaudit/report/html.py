@@ -46,6 +46,8 @@ from gpuaudit.report.text import (
     cluster_rows,
     count,
     delta_text,
+    fix_note,
+    fix_rows,
     hours_text,
     num,
     pct,
@@ -61,6 +63,8 @@ from gpuaudit.report.text import (
 MAX_FINDINGS = 100
 """Rows of findings listed (a row may fold alike findings); the JSON report always has them
 all."""
+MAX_FIXES = 8
+"""Changes listed (the page is printed; `gpuaudit fix`'s README and the JSON have them all)."""
 MAX_FOLDED_NAMES = 12
 """Resources of a folded row named under it; the JSON report names them all."""
 MAX_GROUPS = 25
@@ -715,6 +719,36 @@ def _waived(result: AuditResult) -> Waived | None:
     )
 
 
+@dataclass(frozen=True)
+class FixRow:
+    title: str
+    file: str
+    findings: str
+    saves: str
+
+
+@dataclass(frozen=True)
+class Fixes:
+    total: int
+    note: str
+    rows: tuple[FixRow, ...]
+
+
+def _fixes(result: AuditResult) -> Fixes | None:
+    """The changes `gpuaudit fix` writes, when there are any."""
+    rows = fix_rows(result)
+    if not rows:
+        return None
+    return Fixes(
+        total=len(rows),
+        note=terminal(fix_note(result), 600),
+        rows=tuple(
+            FixRow(terminal(t, 300), terminal(f, 160), terminal(w, 300), terminal(v, 80))
+            for t, f, w, v in rows[:MAX_FIXES]
+        ),
+    )
+
+
 def _contents(
     findings: Findings, breakdown: tuple[GroupTable, ...], sections: dict[str, object]
 ) -> tuple[Entry, ...]:
@@ -734,6 +768,7 @@ def _contents(
     sub = tuple(Entry(t.sid, f"{t.title} ({count(t.findings)})") for t in findings.lists)
     entries.append(Entry("findings", f"Findings ({count(findings.total)})", sub))
     add("capacity", "Capacity plan")
+    add("fixes", "Changes")
     add("waived", "Waived findings")
     add("skipped", "Skipped checks")
     add("warnings", "Warnings")
@@ -750,6 +785,7 @@ def render(result: AuditResult) -> str:
         "week": _week(result),
         "trend": _trend(result),
         "capacity": _capacity(result),
+        "fixes": _fixes(result),
         "waived": _waived(result),
         "skipped": tuple((terminal(s.code, 20), terminal(s.reason, 400)) for s in result.skipped),
         "warnings": tuple(terminal(w, 400) for w in result.warnings),

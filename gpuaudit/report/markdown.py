@@ -29,6 +29,8 @@ from gpuaudit.report.text import (
     cluster_rows,
     count,
     delta_text,
+    fix_note,
+    fix_rows,
     hours_text,
     money,
     num,
@@ -492,6 +494,20 @@ def _skipped(result: AuditResult) -> list[str]:
     return lines
 
 
+def _fixes(result: AuditResult) -> list[str]:
+    """The changes `gpuaudit fix` writes (docs/fix.md), when there are any."""
+    rows = fix_rows(result)
+    if not rows:
+        return []
+    lines = ["", f"## Changes ({len(rows)})", "", md(fix_note(result), 600), ""]
+    lines += [_row(["Change", "File", "Findings", "Saves per week"]), _row(["---"] * 4)]
+    shown = rows[:MAX_LISTED]
+    lines += [_row([md(t, 300), md(f, 160), md(w, 300), md(v, 80)]) for t, f, w, v in shown]
+    if len(rows) > len(shown):
+        lines += ["", f"The first {MAX_LISTED} of {len(rows)}; `gpuaudit fix` writes them all."]
+    return lines
+
+
 def _warnings(result: AuditResult) -> list[str]:
     if not result.warnings:
         return []
@@ -509,6 +525,7 @@ def render(result: AuditResult) -> str:
         _findings,
         _breakdown,
         _capacity,
+        _fixes,
         _suppressed,
         _skipped,
         _warnings,

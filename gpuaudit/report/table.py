@@ -27,6 +27,7 @@ from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.capacity import Stat
 from gpuaudit.checks import discover
 from gpuaudit.checks.findings import ORDER_RULE, Category
+from gpuaudit.fix.changes import key as fix_key
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
@@ -81,6 +82,7 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     # One row per resource: a finding's related findings on the same resource are named
     # under it (the coherence pass chose the primary one).
     rows = fold(result.primaries, every)
+    fixable = _fixable(result)
     lines = header(result, rows, width)
     lines += _clusters(result, width)
     lines += _block(capacity_text(result), width)
@@ -90,7 +92,7 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
         cur = result.summary.currency
         for title, part in _parts(result, rows):
             lines += [Text(), *_flow([Text(title, style="bold")], width)]
-            lines += table_lines(part, cur, console, width, sized_by=rows)
+            lines += table_lines(part, cur, console, width, sized_by=rows, fixable=fixable)
         lines.append(Text())
         lines += details(_detailed(rows, every), len(rows), cur, width, every)
     else:
@@ -197,6 +199,15 @@ def _status(result: AuditResult, rows: Sequence[Row]) -> list[Text]:
     return parts
 
 
+def _fixable(result: AuditResult) -> frozenset[str]:
+    """The keys of the findings `gpuaudit fix` writes a change for (`FIX_MARK` marks them)."""
+    return frozenset(k for k, v in result.fixes.fixes.items() if v.kind is not None)
+
+
+FIX_MARK = "+"
+"""Beside the code of a row `gpuaudit fix` writes a change for."""
+
+
 def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
     title = f"{plural(len(result.findings), 'finding')}, {ORDER_RULE}"
     under = len(result.findings) - len(result.primaries)
@@ -204,6 +215,8 @@ def _table_title(result: AuditResult, rows: Sequence[Row]) -> Text:
         title += f" ({count(under)} shown under another on the same resource)"
     if len(rows) < len(result.primaries):
         title += "; alike ones folded into one row (--all lists each)"
+    if any(fix_key(r.first) in _fixable(result) for r in rows):
+        title += f"; {FIX_MARK} marks a row gpuaudit fix writes a change for"
     return Text(title, style="bold")
 
 
@@ -251,9 +264,11 @@ def table_lines(
     width: int,
     *,
     sized_by: Sequence[Row] = (),
+    fixable: frozenset[str] = frozenset(),
 ) -> list[Text]:
     """The ranked table, its columns sized to `width` and to the rows of `sized_by` (default
-    `rows`), so that the tables of the risks and of the waste line up."""
+    `rows`), so that the tables of the risks and of the waste line up. A row whose finding's
+    key is in `fixable` has `FIX_MARK` beside its code."""
     titles = {c.code: c.title for c in discover()}
     sizing = sized_by or rows
     hours = [num(r.gpu_hours, 1) for r in rows]
@@ -261,7 +276,9 @@ def table_lines(
     w_rank = max(1, *(len(str(r.rank)) for r in sizing))
     w_hours = max(len("GPU-h"), *(len(num(r.gpu_hours, 1)) for r in sizing))
     w_cost = max(len(currency), *(len(num(r.cost)) for r in sizing))
-    fixed = w_rank + len("critical") + len("GPU000") + w_hours + w_cost + 2 * 6
+    marked = any(fix_key(r.first) in fixable for r in sizing)
+    w_code = len("GPU000") + (len(FIX_MARK) if marked else 0)
+    fixed = w_rank + len("critical") + w_code + w_hours + w_cost + 2 * 6
     room = max(width - fixed, 20)
     names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in rows]
     all_names = [terminal(titles.get(r.first.code, r.first.code), 80) for r in sizing]
@@ -278,7 +295,7 @@ def table_lines(
     )
     t.add_column("#", justify="right", width=w_rank, no_wrap=True)
     t.add_column("Severity", width=len("critical"), no_wrap=True)
-    t.add_column("Code", width=len("GPU000"), no_wrap=True)
+    t.add_column("Code", width=w_code, no_wrap=True)
     t.add_column("Resource", width=w_res, overflow="fold")
     t.add_column("GPU-h", justify="right", width=w_hours, no_wrap=True)
     t.add_column(terminal(currency, 8), justify="right", width=w_cost, no_wrap=True)
@@ -288,7 +305,7 @@ def table_lines(
         t.add_row(
             Text(str(row.rank), style="dim"),
             Text(f.severity.value, style=f.severity.colour),
-            Text(f.code, style="bold"),
+            Text(f.code + (FIX_MARK if fix_key(f) in fixable else ""), style="bold"),
             Text("\n".join(resource_cell(row, w_res))),
             Text(h),
             Text(c),

@@ -17,6 +17,7 @@ from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.summary import Summary
 from gpuaudit.core.numbers import json_number
+from gpuaudit.fix.changes import short
 from gpuaudit.inventory.window import iso
 
 MAX_LISTED = 25
@@ -266,3 +267,36 @@ def release_rows(plan: CapacityPlan) -> list[tuple[str, tuple[str, ...]]]:
         )
         rows.append((plan.short_names.get(product, product), cells))
     return rows
+
+
+FIX_COMMAND = "gpuaudit fix --output DIR"
+"""The command that writes the changes the reports list (with the scan's source options)."""
+
+
+def fix_rows(result: AuditResult) -> list[tuple[str, str, str, str]]:
+    """Each change `gpuaudit fix` writes for the audit: what it does, its file, the findings it
+    answers (code and short fingerprint) and what it saves per week (untrusted text: each
+    format makes it safe its own way)."""
+    rows = []
+    for c in result.fixes.changes:
+        found = ", ".join(f"{f.code} {short(f)}" for f in c.findings)
+        s = c.savings
+        saves = f"{num(s.gpu_hours, 1)} GPU-h, {money(s.cost, s.currency)}"
+        rows.append((c.title, c.file, found, saves))
+    return rows
+
+
+def fix_note(result: AuditResult) -> str:
+    """One sentence on the changes: how many, how they were checked, how many findings of
+    fixable checks got none."""
+    plan = result.fixes
+    none = sum(1 for v in plan.fixes.values() if v.kind is None)
+    tail = (
+        f"; {plural(none, 'finding')} of those checks got none (the JSON report and the "
+        "folder's README say why)"
+    )
+    return (
+        f"{FIX_COMMAND} writes {plural(len(plan.changes), 'change')} to review"
+        f"{tail if none else ''}. Each patch was applied to the object as read and validated "
+        f"against {plan.schema or 'the Kubernetes schema'}."
+    )

@@ -11,6 +11,7 @@ from gpuaudit import __version__
 from gpuaudit.audit import assemble, breakdown, capacity, compare, ledger, waivers
 from gpuaudit.audit import summary as fleet_summary
 from gpuaudit.checks import findings as checked
+from gpuaudit.fix.changes import FindingFix
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.inventory.window import iso
 from gpuaudit.report.models import fleet, planning, problems
@@ -34,7 +35,11 @@ def document(result: assemble.AuditResult) -> Report:
         nothing_audited=bool(result.nothing_audited),
         summary=summary(result.summary),
         findings=tuple(
-            finding(f, result.status_of(f) if result.comparison is not None else None)
+            finding(
+                f,
+                result.status_of(f) if result.comparison is not None else None,
+                result.fixes.of(f),
+            )
             for f in result.findings
         ),
         checks_run=result.checks_run,
@@ -62,8 +67,11 @@ def summary(s: fleet_summary.Summary) -> fleet.Summary:
     return fleet.Summary.model_validate(s.rounded(), from_attributes=True)
 
 
-def finding(f: checked.Finding, status: str | None = None) -> problems.Finding:
-    """A finding; `status` (new, worse, improved, unchanged) against an earlier report."""
+def finding(
+    f: checked.Finding, status: str | None = None, fixed: FindingFix | None = None
+) -> problems.Finding:
+    """A finding; `status` (new, worse, improved, unchanged) against an earlier report; `fixed`
+    what `gpuaudit fix` writes for it."""
     return problems.Finding(
         code=f.code,
         fingerprint=f.fingerprint(),
@@ -83,7 +91,21 @@ def finding(f: checked.Finding, status: str | None = None) -> problems.Finding:
         drains=tuple(problems.Drain(node=d.node, gpu=d.gpu) for d in f.drains),
         # The model checks it is one of the four.
         status=cast(problems.Status | None, status),
+        fix=None if fixed is None else _fix(fixed),
     )
+
+
+def _fix(x: FindingFix) -> problems.Fix:
+    t = x.target
+    target = (
+        None
+        if t is None
+        else problems.FixTarget(
+            api_version=t.api_version, kind=t.kind, namespace=t.namespace, name=t.name
+        )
+    )
+    kind = None if x.kind is None else problems.FIX_KINDS[x.kind.value]
+    return problems.Fix(kind=kind, file=x.file, target=target, reason=x.reason)
 
 
 def _resource(r: checked.Resource) -> problems.Resource:

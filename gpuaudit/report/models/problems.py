@@ -57,6 +57,39 @@ class Drain(ReportModel):
     """The GPU's UUID when only it must be freed (for a reset); empty for the whole node."""
 
 
+FixKind = Literal["patch", "object", "command"]
+FIX_KINDS: dict[str, FixKind] = {"patch": "patch", "object": "object", "command": "command"}
+"""A change's kind (`gpuaudit.fix.changes.ChangeKind`'s values) as the report spells it."""
+
+
+class FixTarget(ReportModel):
+    """The object a change is made to."""
+
+    api_version: str
+    """Its `apiVersion` (`apps/v1`, `kueue.x-k8s.io/v1beta2`)."""
+    kind: str
+    """Its kind (`Deployment`, `ClusterQueue`, `Node`, `Pod`)."""
+    namespace: str
+    """Its namespace; empty for a cluster-scoped object."""
+    name: str
+    """Its name (untrusted text)."""
+
+
+class Fix(ReportModel):
+    """What `gpuaudit fix` writes for a finding (docs/fix.md)."""
+
+    kind: FixKind | None
+    """`patch`: a patch of the object a team edits, validated against the object as read;
+    `object`: a new object; `command`: commands in `commands.sh` (cordon, drain, a bare pod's
+    deletion); null: no change is written, and `reason` says why."""
+    file: str
+    """The file in the folder `gpuaudit fix` writes that holds it; empty when none."""
+    target: FixTarget | None
+    """The object it changes; null when none."""
+    reason: str
+    """Why no change is written (or why it is a command rather than a patch); may be empty."""
+
+
 class Finding(ReportModel):
     """One problem a check found."""
 
@@ -108,6 +141,9 @@ class Finding(ReportModel):
     status: Status | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
     """Against `--baseline` or `--previous`: new, worse, improved or unchanged; absent without
     one."""
+    fix: Fix | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
+    """What `gpuaudit fix` writes for it: the change, or why none (docs/fix.md); absent for the
+    findings of checks `gpuaudit fix` makes no change for."""
 
 
 class Waiver(ReportModel):
