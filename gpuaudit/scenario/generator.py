@@ -10,7 +10,7 @@ pod carries a `team` label by its namespace (`teams`). Every planted
 problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
 the moves priced against idle capacity in `move_cases`, GPUs shared by HAMi in `hami_cases`,
-and what follows from the end state in `truth`.
+GPU090's quota advice in `quota_advice_cases`, and what follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import move_cases as moves
+from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
@@ -88,6 +89,7 @@ def _build(b: Builder) -> None:
     hardware.plant_spread(b)
     moves.plant_moves(b)
     hami.plant_hami(b)
+    quota_advice.plant_quota_advice(b)
     b.free_rest()
     teams.label(b)
     truth.from_state(b)
