@@ -508,9 +508,12 @@ def _raw_units(
         # A replica of a time-sliced GPU counts its share.
         frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7 if mig else 1 / replicas.get(host, 1)
         unit = ("mig", host, m["UUID"]) if mig else ("pod", ns, pod, host)
+        buckets = joined.get((host, m["UUID"], m.get("GPU_I_ID", ""))) if not pod else None
         for ts, val in item["values"]:
             if float(ts) > gone.get((ns, pod), math.inf) or float(ts) < since:
                 continue  # released from here on, or not yet claimed
+            if buckets is not None and float(ts) not in buckets:
+                continue  # a bucket the Kubernetes-side join gave no pod
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
             cell[0] += frac
             cell[1] += frac * float(val)

@@ -122,11 +122,14 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
         if "GPU_I_PROFILE" in m:
             frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7
         price = next(v for k, v in prices.items() if k in m["modelName"])
+        buckets = joined.get(key) if not m.get("exported_pod") and since is None else None
         for ts, val in item["values"]:
             if since is not None and ts < since:
                 continue  # before the pod holding it through a DRA claim started
+            if buckets is not None and float(ts) not in buckets:
+                continue  # a bucket the Kubernetes-side join gave no pod
             a = float(val)
-            gh = frac * step / 3600
+            gh = frac * step / 3600 * (buckets[float(ts)] if buckets is not None else 1.0)
             alloc += gh
             wsum += a * gh
             if a < 0.05:

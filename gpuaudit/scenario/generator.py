@@ -10,7 +10,8 @@ pod carries a `team` label by its namespace (`teams`). Every planted
 problem, and every near-miss that must stay quiet, is listed in the truth: the base cases in
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
 the moves priced against idle capacity in `move_cases`, GPUs shared by HAMi in `hami_cases`,
-GPU090's quota advice in `quota_advice_cases`, and what follows from the end state in `truth`.
+GPU090's quota advice in `quota_advice_cases`, the Kubernetes-side join over time in
+`timejoin_cases`, and what follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import move_cases as moves
 from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
+from gpuaudit.scenario import timejoin_cases as timejoin
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
 
@@ -90,6 +92,7 @@ def _build(b: Builder) -> None:
     moves.plant_moves(b)
     hami.plant_hami(b)
     quota_advice.plant_quota_advice(b)
+    timejoin.plant_time_join(b)
     b.free_rest()
     teams.label(b)
     truth.from_state(b)
