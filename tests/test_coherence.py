@@ -15,7 +15,7 @@ from gpuaudit.checks import by_code
 from gpuaudit.checks.findings import Alternative, Drain, Finding, Impact, Resource, Severity
 from gpuaudit.cli import app
 from gpuaudit.report import json_report
-from tests.support.factories import Series, gpu_labels, inventory
+from tests.support.factories import Series, gpu_labels, inventory, make_node, make_pod
 
 runner = CliRunner()
 
@@ -100,6 +100,86 @@ def test_targets_elsewhere_and_a_findings_own_drain_are_left_alone() -> None:
     out, _ = make_coherent([sick, move, own])
     assert _by(out, "GPU051") == move
     assert _by(out, "GPU099") == own
+
+
+# ---- rule 4: work placed where another finding releases -------------------------------------
+
+
+def test_a_move_onto_a_node_another_finding_releases_and_that_finding_both_say_so() -> None:
+    idle = _f("GPU060", "t0", 672, kind="Node", ns="", releases=("t0",))
+    move = _f("GPU031", "moe", 118, kind="PyTorchJob", targets=("t0", "t1"))
+    elsewhere = _f("GPU031", "other", 5, kind="PyTorchJob", targets=("t9",))
+    out, totals = make_coherent([idle, move, elsewhere])
+    said = {
+        ("GPU031", "moe"): (
+            "Fix moe. Note: GPU060 advises releasing node t0, where this places work, on "
+            "capacity counted idle there: keep the GPUs it needs on t0 and release what the "
+            "work leaves instead (released first, t0 is no longer there to use).",
+            {"uses_released": [{"code": "GPU060", "node": "t0", "resource": "t0"}]},
+        ),
+        ("GPU060", "t0"): (
+            "Fix t0. Note: GPU031 places PyTorchJob ml/moe on t0, using GPUs this finding "
+            "counts idle: keep the GPUs that work needs and release what it leaves instead, "
+            "and the rest of the node once nothing runs there.",
+            {
+                "released_in_use": [
+                    {"code": "GPU031", "node": "t0", "resource": "PyTorchJob ml/moe"}
+                ]
+            },
+        ),
+    }
+    for (code, name), (recommendation, coherence) in said.items():
+        got = _by(out, code, name)
+        assert got.recommendation == recommendation
+        assert got.evidence["coherence"] == coherence
+    assert _by(out, "GPU031", "other") == elsewhere
+    # Their GPU-hours differ (the node's idle hours, the job's slower hours): both count.
+    assert totals.gpu_hours == pytest.approx(672 + 118 + 5)
+
+
+def test_a_drained_target_and_a_released_one_keep_both_notes() -> None:
+    sick = _f("GPU070", "GPU-1", 10, Severity.CRITICAL, "GPU", "", drains=(Drain("n2"),))
+    idle = _f("GPU060", "n3", 100, kind="Node", ns="", releases=("n3",))
+    move = _f("GPU051", "wait-0", 5, targets=("n2", "n3"))
+    out, _ = make_coherent([sick, idle, move])
+    got = _by(out, "GPU051")
+    assert set(got.evidence["coherence"]) == {"kept_target", "because", "uses_released"}
+    assert "GPU070 says to drain node n2" in got.recommendation
+    assert "GPU060 advises releasing node n3" in got.recommendation
+
+
+def test_an_audit_that_moves_a_job_onto_an_idle_tray_does_not_also_release_it() -> None:
+    """GPU031 packs a MoE job into the NVLink domain of tray t0, which no pod held all window;
+    GPU060 finds t0 idle. Both findings name the other and give one plan."""
+    trays = [("t0", "c.1", ""), ("t1", "c.1", "moe-master-0"), ("t2", "c.2", "moe-worker-0")]
+    series = [
+        Series(
+            gpu_labels(
+                uuid=f"{t}-{i}",
+                gpu=str(i),
+                host=t,
+                model="NVIDIA GB200",
+                pod=pod,
+                namespace="ml" if pod else "",
+            ),
+            act=[0.6 if pod else 0.0] * 30,
+        )
+        for t, _, pod in trays
+        for i in range(4)
+    ]
+    nodes = [make_node(t, "NVIDIA-GB200", 4, clique=c) for t, c, _ in trays]
+    pods = [make_pod(p, node=t, gpus=4, owner=("PyTorchJob", "moe")) for t, _, p in trays if p]
+    job = {"metadata": {"name": "moe", "namespace": "ml"}, "spec": {"pytorchReplicaSpecs": {}}}
+    inv = inventory(series, 30, pods=pods, nodes=nodes, lists={"pytorchjobs": [job]})
+    checks = tuple(c for c in (by_code("GPU031"), by_code("GPU060")) if c is not None)
+    result = run_checks(inv, Settings(), checks)
+    move, idle = _by(result.findings, "GPU031"), _by(result.findings, "GPU060")
+    assert "sat unheld for 100 % of the job's hours, so the move costs nothing extra" in (
+        move.message
+    )
+    assert "GPU060 advises releasing node t0" in move.recommendation
+    assert "GPU031 places PyTorchJob ml/moe on t0" in idle.recommendation
+    assert idle.releases == ("t0",) and "t0" in move.targets
 
 
 # ---- rule 2: one primary finding per resource -----------------------------------------------
@@ -219,3 +299,4 @@ def test_explain_documents_how_reports_combine_findings() -> None:
     assert "How it decides" in res.stdout and "In reports" in res.stdout
     assert "no recommendation places work on a node" in res.stdout
     assert "counts no GPU-hour twice" in res.stdout
+    assert "places work on a node another finding says to release" in res.stdout

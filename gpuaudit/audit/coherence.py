@@ -1,7 +1,7 @@
 """One pass after the checks that makes the findings agree with each other.
 
 Checks run independently (no check imports another), so two of them can speak about the same
-node, pod or GPU-hours without knowing it. Three rules, applied to the ranked findings:
+node, pod or GPU-hours without knowing it. Four rules, applied to the ranked findings:
 
 1. No recommendation places work on a node, or next to a GPU, that another finding says to take
    out of service (`Finding.drains`). A finding whose `targets` meet a drain takes the first of
@@ -18,6 +18,12 @@ node, pod or GPU-hours without knowing it. Three rules, applied to the ranked fi
    resource, or a pod a GPU or gang finding names in `Finding.pods`) form one group, and only
    the group's largest impact counts (`counted=True`). The total of the counted impacts is a
    floor: no GPU-hour in it is counted twice.
+4. No recommendation places work on a node that another finding says to release
+   (`Finding.releases`, GPU060's idle nodes) without both saying so, applied right after
+   rule 1 (on the targets it leaves): the finding that places work there (a move onto its
+   unheld GPUs, GPU031) says that it uses capacity the other would release, and the releasing
+   finding names the work placed on its node; both give the one plan that honours both: keep
+   the GPUs the work needs there, and release what the work leaves instead.
 """
 
 from __future__ import annotations
@@ -37,7 +43,11 @@ EXPLAIN = """In reports
       and every other finding's code on the resource is among its `related` codes;
     - the report's total (`summary.findings_gpu_hours`) counts no GPU-hour twice: of findings
       that share a resource or name a pod in common, only the largest impact counts
-      (`counted_in_total`)."""
+      (`counted_in_total`);
+    - no recommendation places work on a node another finding says to release (an idle node,
+      GPU060) without both saying so: the one placing work there says it uses capacity the
+      other would release, the other names that work, and both say to keep the GPUs it needs
+      and release what it leaves instead (evidence `coherence`)."""
 """The part of every check's `explain` text that says how reports combine findings."""
 
 
@@ -54,9 +64,10 @@ class Totals:
 
 
 def make_coherent(findings: Sequence[Finding]) -> tuple[tuple[Finding, ...], Totals]:
-    """The findings in rank order with the three rules applied, and their de-duplicated total."""
+    """The findings in rank order with the four rules applied, and their de-duplicated total."""
     ranked = list(rank(findings))
     ranked = _keep_off_drained(ranked)
+    ranked = _agree_on_releases(ranked)
     ranked = _primaries(ranked)
     ranked, totals = _count_once(ranked)
     return tuple(ranked), totals
@@ -139,6 +150,68 @@ def _kept(f: Finding, hits: list[tuple[Drain, Finding]]) -> Finding:
         "because": [{"code": g.code, "node": d.node, "gpu": d.gpu} for d, g in hits],
     }
     return dataclasses.replace(f, recommendation=f.recommendation + note, evidence=evidence)
+
+
+# ---- rule 4: work placed on a node another finding releases: both say so ----------------
+
+
+def _agree_on_releases(findings: list[Finding]) -> list[Finding]:
+    released: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        for node in f.releases:
+            released.setdefault(node, []).append(i)
+    if not released:
+        return findings
+    out = list(findings)
+    users: dict[int, list[tuple[str, Finding]]] = {}
+    for i, f in enumerate(findings):
+        hits = [(n, j) for n in dict.fromkeys(f.targets) for j in released.get(n, []) if j != i]
+        if not hits:
+            continue
+        out[i] = _uses_released(out[i], [(n, findings[j]) for n, j in hits])
+        for n, j in hits:
+            users.setdefault(j, []).append((n, f))
+    for j, placed in users.items():
+        out[j] = _released_in_use(out[j], placed)
+    return out
+
+
+def _noted(f: Finding, note: str, key: str, entries: list[dict[str, str]]) -> Finding:
+    """`f` with `note` after its recommendation and `entries` under `key` in its evidence's
+    `coherence` (kept beside what rule 1 put there)."""
+    evidence = dict(f.evidence)
+    coherence = dict(evidence.get("coherence") or {})
+    coherence[key] = [*coherence.get(key, []), *entries]
+    evidence["coherence"] = coherence
+    return dataclasses.replace(f, recommendation=f.recommendation + note, evidence=evidence)
+
+
+def _uses_released(f: Finding, hits: list[tuple[str, Finding]]) -> Finding:
+    """`f` places work on nodes that the findings of `hits` release."""
+    said = dict.fromkeys(f"{g.code} advises releasing node {n}" for n, g in hits)
+    names = list(dict.fromkeys(n for n, _ in hits))
+    nodes = ", ".join(names)
+    note = (
+        f" Note: {'; '.join(said)}, where this places work, on capacity counted idle there: "
+        f"keep the GPUs it needs on {nodes} and release what the work leaves instead "
+        f"(released first, {nodes} {'is' if len(names) == 1 else 'are'} no longer there to "
+        "use)."
+    )
+    entries = [{"code": g.code, "node": n, "resource": g.resource.ref()} for n, g in hits]
+    return _noted(f, note, "uses_released", entries)
+
+
+def _released_in_use(f: Finding, placed: list[tuple[str, Finding]]) -> Finding:
+    """`f` releases nodes that the findings of `placed` place work on."""
+    work = [(n, g, f"{g.resource.kind} {g.resource.ref()}") for n, g in placed]
+    said = dict.fromkeys(f"{g.code} places {who} on {n}" for n, g, who in work)
+    note = (
+        f" Note: {'; '.join(said)}, using GPUs this finding counts idle: keep the GPUs that "
+        "work needs and release what it leaves instead, and the rest of the node once nothing "
+        "runs there."
+    )
+    entries = [{"code": g.code, "node": n, "resource": who} for n, g, who in work]
+    return _noted(f, note, "released_in_use", entries)
 
 
 # ---- rule 2: one primary finding per resource ---------------------------------------------

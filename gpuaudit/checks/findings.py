@@ -163,6 +163,9 @@ class Finding:
     """Other targets the check found acceptable, best first, for when `targets` are drained."""
     drains: tuple[Drain, ...] = ()
     """Nodes or GPUs the recommendation takes out of service."""
+    releases: tuple[str, ...] = ()
+    """Nodes the recommendation says to release (let an autoscaler remove them): where another
+    finding places work on one (`targets`), the coherence pass makes both say so."""
     pods: tuple[str, ...] = ()
     """`namespace/name` of the pods whose GPU-hours make up the impact, when the resource is
     not a pod (a sick GPU's holders, a gang's members); a pod's own findings leave it empty."""

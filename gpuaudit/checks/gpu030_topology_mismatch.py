@@ -31,7 +31,9 @@ How it decides
     started are its own plus those no pod held in its first bucket (the pod stays on its node,
     so nothing about other nodes is assumed). It is a mismatch when the best set of the same
     size among them ranks better than the pod's. Nodes whose product is in no table and has no
-    file are not judged.
+    file are not judged. The better set is on the pod's own node and product, as many GPUs as
+    it leaves: the restart has no price to weigh (GPU031 prices moves to other GPUs against
+    the idle capacity they use).
     Impact: the pod's GPU-hours x `checks.placement_slowdown` (default 0.10), an estimate of
     the time lost to the slower links, not a measurement (the evidence says so and shows the
     setting). Severity: medium when NVLink was available and not used, or the pod crosses NUMA

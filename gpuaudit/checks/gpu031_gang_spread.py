@@ -55,10 +55,11 @@ How it decides
     pods held then: those GPU-hours U of the G' the move needs cost nothing. The rest, G' - U,
     held by other pods or without data, is priced at list at the target's GPU product x (1 -
     `checks.placement_slowdown`); against it stand the G' GPU-hours it leaves, at their
-    price. A move to another product that a finding advises takes the unheld GPUs it uses,
-    in job order (by namespace, then name), so no two findings count the same idle GPU-hours
-    as free; a move within the job's product takes none (it leaves as many GPUs of the
-    product as it takes, over the same hours). The message says what share sat unheld and
+    price. A move a finding advises takes the unheld GPUs it uses, so no two findings count
+    the same idle GPU-hours as free: the moves within the job's product first (the domain and
+    node rules, advised whatever their price, as they leave as many GPUs of the product as
+    they take), then the moves to NVLink GPUs, each in job order (by namespace, then name).
+    The message says what share sat unheld and
     what the rest costs at list; the evidence (`move_cost`) has the GPU-hours, prices, the
     cost beyond the idle capacity and the saving. The nodes a finding moves work onto are its
     `targets`: where another finding advises releasing one of them (GPU060), both say so
@@ -606,8 +607,7 @@ def _settle(
     views: Views, cfg: Thresholds, p: Proposal, i: int, capacity: Capacity
 ) -> Finding | None:
     """The finding of proposal `i`, its move priced against the unheld GPUs left (see
-    `gpuaudit.checks.movecost`); a move to another GPU product that it advises takes those it
-    uses."""
+    `gpuaudit.checks.movecost`); a move it advises takes those it uses."""
     job = p.judged.job
     step_h = views.inv.step_s / 3600.0
     model = job.members[0].model
@@ -632,6 +632,7 @@ def _settle(
         price_there=price,
         slowdown=cfg.placement_slowdown,
     )
+    capacity.take(i, p.targets)
     return _finding(views, cfg, p, (f"{p.why[0]}; {cost.words(model)}", p.why[1]), cost, None)
 
 
@@ -660,10 +661,11 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     movers = [sorted({h for m in p.movers for h in m.holdings}) for p in proposals]
     caps = [_capped(views.placement, n, UNCAPPED) for n in nodes]
     capacity = Capacity(views, movers, nodes, caps)
-    # Moves within the job's GPU product first, priced against every unheld GPU: they take no
-    # idle capacity of the product in all, as they leave as many of its GPUs as they take over
-    # the same hours. Then moves to NVLink GPUs of another product, in job order, each taking
-    # the unheld GPUs it uses from those after it.
+    # Moves within the job's GPU product first: they are advised whatever their price (they
+    # leave as many GPUs of the product as they take) and need the very room their rule found;
+    # then moves to NVLink GPUs of another product, advised only where the unheld GPUs left
+    # make them worth it. In job order within each; each advised move takes the unheld GPUs
+    # it uses.
     out: list[Finding] = []
     for i in sorted(range(len(proposals)), key=lambda i: proposals[i].why is None):
         f = _settle(views, cfg, proposals[i], i, capacity)

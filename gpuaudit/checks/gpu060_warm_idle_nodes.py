@@ -26,6 +26,9 @@ What to do
     and remove what blocks scale-down (the `cluster-autoscaler.kubernetes.io/scale-down-disabled`
     annotation, pods without a controller or with local storage, strict PodDisruptionBudgets).
     For Karpenter, set the NodePool's `disruption.consolidationPolicy: WhenEmptyOrUnderutilized`.
+    Where another finding moves work onto the node's unheld GPUs (GPU031: a job spread over a
+    slow link), both findings say so: keep the GPUs that work needs there and release what it
+    leaves instead.
 """
 
 from __future__ import annotations
@@ -295,6 +298,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                 message=message,
                 impact=Impact(gpu_hours=gpu_hours, cost=cost),
                 recommendation=rec,
+                releases=(node,),
                 pods=tuple(pods),
                 evidence={
                     "gpus": gpus,

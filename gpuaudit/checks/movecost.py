@@ -4,9 +4,8 @@ GPUs no pod held are paid for already: the hours of a move that GPUs unheld on i
 cover cost nothing extra. The rest, the GPU-hours it would need from GPUs other pods held (or
 that had no data), is priced at the target's list price. Bucket by bucket over the hours the
 moving work held its GPUs, the unheld GPUs cover at most the GPUs it held in that bucket. A
-move to another GPU product advised earlier in the audit takes the unheld GPUs it uses, so no
-two such findings promise the same idle GPU-hours; a move within the work's product takes
-none, as it leaves as many GPUs of the product as it takes.
+move advised earlier in the audit takes the unheld GPUs it uses, so no two findings promise
+the same idle GPU-hours.
 """
 
 from __future__ import annotations

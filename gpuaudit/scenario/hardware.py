@@ -209,11 +209,11 @@ def _pcie_pairs(b: Builder, extra: NodeSpec) -> None:
 def _pcie_job(b: Builder, l40s: list[NodeSpec]) -> None:
     """GPU031: a 2-GPU fine-tune on PCIe-only L40S GPUs whose GPUs exchange data (measured
     PCIe traffic) while NVLink nodes had room, on the base L40S node with the most room. An
-    H100 or GB200 GPU-hour lists at more than the slower links lose, but tray 0's GPUs sat
-    unheld all window (no move to another GPU product before it, in job order, can use them:
-    those of `move_cases` may not, `ddp-wide` needs more GPUs than a tray has), so the move
-    costs nothing extra and is advised (issue 32); tray 0 is the first by name of the nodes
-    whose GPUs sat unheld all its hours."""
+    H100 or GB200 GPU-hour lists at more than the slower links lose, but two GPUs of the
+    research pool's first GB200 node (`quota_cases`) sat unheld all window, and no move
+    advised before it takes them (the MoE job's takes tray 0's from its start; the moves of
+    `move_cases` may run on their own nodes only; `ddp-wide` needs more GPUs than a GB200 node
+    has), so the move costs nothing extra and is advised (issue 32)."""
     roomy = sorted(l40s, key=lambda n: (-len(b.free_slots(n)), n.name))
     if not roomy or len(b.free_slots(roomy[0])) < 2:
         return

@@ -105,9 +105,10 @@ def _ddp_wide(b: Builder) -> None:
     """GPU031's truth for `ml-train/ddp-wide` (`hardware.plant_spread`): on two L40S nodes,
     taking more GPUs than one node has, so the rule on nodes stays quiet; the PCIe rule moves
     it when an NVLink node it may run on had room for all of it at its start and the GPUs
-    there that no pod held over its hours make the move worth it. No move to another GPU
-    product before it in job order can take those (the cases above may run on their own
-    nodes only), so it is priced alone."""
+    there that no pod held over its hours make the move worth it. No move advised before it
+    takes those: the cases above may run on their own nodes only, the MoE job's move takes
+    GB200 GPUs (four to a node, fewer than `ddp-wide` needs) and `ddp-spread`'s ends before
+    `ddp-wide` starts; so it is priced alone."""
     pods = [p for p in b.pods if p.owner_name == "ddp-wide" and p.namespace == "ml-train"]
     if not pods:
         return
