@@ -15,6 +15,7 @@ from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Capability, Inventory, Views, build, hami
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method
+from gpuaudit.snapshot.fields import keep_object
 from tests.support.factories import START, STEP, snapshot
 from tests.support.hami import HOURS, MIB, UUID, device, hami_node, hami_pod, with_hami
 
@@ -193,3 +194,19 @@ def test_the_register_annotation_is_read_in_both_formats() -> None:
         hami.parse_register('[{"id": "GPU-1", "devmem": true, "devcore": 1, "count": 1}]', "n")
         is None
     )
+
+
+def test_a_snapshot_keeps_the_annotations_hami_is_read_from() -> None:
+    pods = [hami_pod("quarter", 25, 20_390), hami_pod("half", 50, 40_780)]
+    for p in pods:
+        p["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    node = hami_node()
+    node["metadata"]["annotations"]["hami.io/node-handshake"] = "Reported now"
+    whole = build(snapshot([device()], HOURS, pods=pods, nodes=[node]))
+    kept_pods = [keep_object("pods", p) for p in pods]
+    assert set(kept_pods[0]["metadata"]["annotations"]) == {hami.ALLOCATED, "hami.io/vgpu-node"}
+    kept = build(snapshot([device()], HOURS, pods=kept_pods, nodes=[keep_object("nodes", node)]))
+    cols = [C.POD, C.FRACTION, C.GPU_HOURS, C.ACT_MEAN, C.ATTRIBUTION]
+    assert kept.holdings[cols].equals(whole.holdings[cols])
+    assert kept.hami.tenants is not None and whole.hami.tenants is not None
+    assert kept.hami.tenants.equals(whole.hami.tenants)
