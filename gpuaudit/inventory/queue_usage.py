@@ -258,18 +258,27 @@ def _peak_by_bucket(
     from its start to just before its end; an end before a start at a tie)."""
     events = sorted([(a, 1, q) for a, _, q in intervals] + [(b, 0, -q) for _, b, q in intervals])
     out = [0.0] * nb
-    run, e = 0.0, 0
-    for k in range(nb):
+    run, e, k = 0.0, 0, 0
+    while k < nb:
         lo, hi = start + k * step, start + (k + 1) * step
         while e < len(events) and events[e][0] <= lo:
             run += events[e][2]
             e += 1
+        if e == len(events) or events[e][0] >= hi:
+            # No event inside: the hours up to the next event's hold what holds now.
+            upto = (
+                nb if e == len(events) else max(k + 1, min(nb, int((events[e][0] - start) // step)))
+            )
+            out[k:upto] = [run] * (upto - k)
+            k = upto
+            continue
         best = run
         while e < len(events) and events[e][0] < hi:
             run += events[e][2]
             e += 1
             best = max(best, run)
         out[k] = best
+        k += 1
     return out
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Capability, Inventory, Views
+from gpuaudit.inventory.queue_usage import _peak_by_bucket
 from tests.support.factories import START, STEP, Series, gpu_labels, inventory, make_node, make_pod
 from tests.support.queue_objects import (
     cluster_queue,
@@ -203,3 +206,24 @@ def test_demo_queue_usage_reads_only_the_rows_of_each_line(monkeypatch: pytest.M
     assert any(n >= 0 for n in picked), "no line was read by range"
     monkeypatch.setattr(queue_usage._Rows, "of", lambda self, mask: None)
     assert Views(inv, {}).queue_usage(0.05) == ranged
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-3, 30), st.integers(1, 12), st.integers(1, 4)), max_size=8),
+    st.integers(1, 24),
+)
+def test_most_admitted_at_one_instant_of_each_hour(
+    spans: list[tuple[int, int, int]], nb: int
+) -> None:
+    """`_peak_by_bucket` skips hours without an event; it must agree with the rule read
+    literally: per hour, the most the intervals hold together at any instant of it (an
+    interval holds from its start to just before its end), in quarter hours."""
+    start, step = 1000.0, 3600.0
+    intervals = [(start + a * 900.0, start + (a + d) * 900.0, float(q)) for a, d, q in spans]
+    want = []
+    for k in range(nb):
+        instants = [start + k * step + i * 900.0 for i in range(4)]
+        instants += [lo for lo, _, _ in intervals if start + k * step < lo < start + (k + 1) * step]
+        want.append(max(sum(q for lo, hi, q in intervals if lo <= t < hi) for t in instants))
+    assert _peak_by_bucket(intervals, start, step, nb) == want
