@@ -133,24 +133,27 @@ def request(annotations: Any, what: str, notes: list[str] | None = None) -> Requ
         return None
     problems: list[str] = []
     share = memory = None
+    unknown = "its share of the GPU is unknown"
     if raw_f is not None:
         share = numbers.quantity(raw_f)
         if share is None or not 0 < share <= 1:
-            problems.append(f"{FRACTION} {str(raw_f)[:40]!r} is no share of a GPU")
+            problems.append(f"{FRACTION} {str(raw_f)[:40]!r} is no share of a GPU; {unknown}")
             share = None
     else:
         m = numbers.whole_number(raw_m)
         if m is None or m <= 0:
-            problems.append(f"{MEMORY} {str(raw_m)[:40]!r} is no count of MiB")
+            problems.append(f"{MEMORY} {str(raw_m)[:40]!r} is no count of MiB; {unknown}")
         else:
             memory = float(m)
     raw_n = annotations.get(DEVICES)
     devices = 1 if raw_n is None else numbers.whole_number(raw_n)
     if devices is None or not 1 <= devices <= MAX_DEVICES:
-        problems.append(f"{DEVICES} {str(raw_n)[:40]!r} is no count of GPUs (1 to {MAX_DEVICES})")
+        problems.append(
+            f"{DEVICES} {str(raw_n)[:40]!r} is no count of GPUs (1 to {MAX_DEVICES}); taken as 1"
+        )
         devices = 1
     if notes is not None:
-        notes.extend(f"KAI fraction pod {what}: {p}; taken as unknown" for p in problems)
+        notes.extend(f"KAI fraction pod {what}: {p}" for p in problems)
     return Request(share, memory, devices)
 
 

@@ -24,6 +24,8 @@ QUEUE_LISTS = (
     "kueue_workloads",
     "volcano_queues",
     "volcano_podgroups",
+    "kai_queues",
+    "kai_podgroups",
 )
 
 
@@ -132,12 +134,13 @@ def _lists(b: Backfilled, drop: tuple[str, ...] = ()) -> dict[str, Any]:
 def test_forbidden_queue_lists_skip_gpu090_with_the_reason(
     prom_url: str, scenario_tsdb: Backfilled, tmp_path: Path
 ) -> None:
-    forbidden = {"kueue_clusterqueues", "volcano_queues"}
+    forbidden = {"kueue_clusterqueues", "volcano_queues", "kai_queues"}
     with KubeAPIServer(_lists(scenario_tsdb), forbidden=forbidden) as srv:
         doc = _live(prom_url, srv.write_kubeconfig(tmp_path / "kc"), scenario_tsdb)
     skipped = {s["check"]: s["reason"] for s in doc["skipped"]}
     reason = skipped["GPU090"]
     assert "kueue_clusterqueues: forbidden" in reason and "volcano_queues: forbidden" in reason
+    assert "kai_queues: forbidden" in reason
     assert not _names(doc, "GPU090")
     assert doc["capacity"]["queues"] == []  # no queue figures without queue objects
     assert doc["capacity"]["by_product"]  # the plan itself needs only DCGM and nodes
@@ -154,3 +157,4 @@ def test_absent_queue_crds_skip_gpu090_with_the_reason(
         in reason
     )
     assert "volcano_queues: absent: the CRD queues.scheduling.volcano.sh is not installed" in reason
+    assert "kai_queues: absent: the CRD queues.scheduling.run.ai is not installed" in reason

@@ -14,7 +14,7 @@ from gpuaudit.report.models.units import Number, ReportModel, Round2, Round4, Ti
 
 WhatIf = Literal["release-idle"]
 """A `--what-if` scenario (`gpuaudit.audit.capacity.WHAT_IFS`)."""
-System = Literal["Kueue", "Volcano"]
+System = Literal["Kueue", "Volcano", "KAI"]
 """A queueing system whose GPU quota the plan reads."""
 
 
@@ -156,17 +156,18 @@ class Queue(ReportModel):
     system: System
     """The queueing system."""
     kind: str
-    """ClusterQueue (Kueue) or Queue (Volcano)."""
+    """ClusterQueue (Kueue) or Queue (Volcano, KAI Scheduler)."""
     queue: str
     """The queue's name."""
     cohort: str
-    """Kueue cohort; a Volcano queue's parent."""
+    """Kueue cohort; a Volcano queue's parent; a KAI queue's parentQueue."""
     flavor: str
     """Kueue ResourceFlavor; empty for Volcano."""
     resource: str
     """nvidia.com/gpu or nvidia.com/mig-<profile>."""
     quota: Number
-    """Kueue nominalQuota; Volcano deserved, else guarantee (resource units)."""
+    """Kueue nominalQuota; Volcano deserved, else guarantee; KAI quota, 0 where unlimited
+    (resource units)."""
     guarantee: Number
     """Volcano guarantee (resource units); 0 for Kueue."""
     borrowing_limit: Number | None
