@@ -76,8 +76,9 @@ def _lowerings(f: Finding) -> tuple[list[Lowering], str]:
             if isinstance(c, Mapping) and c.get("kind") == "ClusterQueue"
         ]
         return lows, "" if lows else "the finding names no ClusterQueue to lower"
-    if str(ev.get("system", "")).lower() != "kueue":
-        return [], "gpuaudit writes no change for a Volcano queue yet"
+    system = str(ev.get("system", ""))
+    if system.lower() != "kueue":
+        return [], f"gpuaudit writes no change for a {system or 'non-Kueue'} queue yet"
     queue, flavor, resource = str(ev["queue"]), str(ev["flavor"]), str(ev["resource"])
     if rule == "idle_quota":
         return [Lowering(queue, flavor, resource, float(ev["recommended_quota"]), f)], ""

@@ -86,9 +86,10 @@ def _for_target(
         return _suspend(group, top, read, ctx)
     if top.kind == "CronJob" and len(walk.chain) >= 2 and walk.chain[-2].kind == "Job":
         return _suspend_run(group, top, walk.chain[-2], ctx)
+    article = "an" if top.kind[:1] in "AEIOU" else "a"
     return None, (
-        f"gpuaudit writes no change for a {top.kind} yet ({top.describe()} owns the pod); "
-        "follow the recommendation"
+        f"gpuaudit writes no change for {article} {top.kind} yet ({top.describe()} owns the "
+        "pod); follow the recommendation"
     )
 
 

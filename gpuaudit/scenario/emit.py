@@ -29,6 +29,7 @@ import numpy as np
 
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
+from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
     HAMI_METRICS,
@@ -553,7 +554,7 @@ def _pods(sc: Scenario) -> Iterator[dict[str, Any]]:
             "apiVersion": _owner_api(p.owner_kind),
             "kind": p.owner_kind,
             "name": p.owner_name,
-            "uid": p.owner_uid or f"owner-{p.uid}",
+            "uid": p.owner_uid or owner_uid(p.owner_kind, p.namespace, p.owner_name),
             "controller": True,
             "blockOwnerDeletion": True,
         }
@@ -827,6 +828,7 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
                 _dra_lists(sc).items(), ("ResourceClaim", "ResourceSlice"), strict=False
             )
         },
+        **owner_lists(sc.pods, sc.objects),
     }
 
 

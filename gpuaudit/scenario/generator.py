@@ -26,6 +26,7 @@ from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import move_cases as moves
+from gpuaudit.scenario import owner_cases as owners
 from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario import timejoin_cases as timejoin
@@ -97,6 +98,7 @@ def _build(b: Builder) -> None:
     teams.label(b)
     truth.from_state(b)
     kai.plant_kai(b)
+    owners.plant_owners(b)
 
 
 def _scenario(b: Builder) -> Scenario:
