@@ -48,7 +48,7 @@ def unheld_per_bucket(
     whole: WholeRows, nodes: Sequence[str], ends: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int32]:
     """Per node of `nodes`, per bucket end of `ends` (ascending): how many distinct GPUs
-    (GPU indices) of it no pod held in that bucket."""
+    (GPU indices) of it have a row in that bucket and no pod held them in any part of it."""
     import pandas as pd
 
     out = np.zeros((len(nodes), len(ends)), dtype=np.int32)
@@ -57,15 +57,23 @@ def unheld_per_bucket(
     rows, keys = whole.pos, whole.keys
     code_of = {n: i for i, n in enumerate(nodes)}
     node_codes = np.array([code_of.get(str(n), -1) for n in keys[C.NODE].tolist()], np.int64)
-    free = ~keys[C.HELD].astype(bool).to_numpy()
-    sel = np.flatnonzero(free[rows] & (node_codes[rows] >= 0))
-    col, ok = _columns(whole.ts[sel], ends)
-    r = rows[sel][ok]
     index_codes, index_names = pd.factorize(keys[C.GPU_INDEX], use_na_sentinel=False)
     n_idx = max(len(index_names), 1)
-    cell = node_codes[r] * len(ends) + col[ok]
-    distinct = np.unique(cell * n_idx + index_codes[r]) // n_idx
-    np.add.at(out.reshape(-1), distinct, 1)
+    held = keys[C.HELD].astype(bool).to_numpy()
+
+    def gpus(mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """(cell, GPU index) codes of the rows of `mask` on these nodes at these times."""
+        sel = np.flatnonzero(mask[rows] & (node_codes[rows] >= 0))
+        col, ok = _columns(whole.ts[sel], ends)
+        r = rows[sel][ok]
+        codes: npt.NDArray[np.int64] = np.unique(
+            (node_codes[r] * len(ends) + col[ok]) * n_idx + index_codes[r]
+        )
+        return codes
+
+    # A GPU held for part of a bucket (a pod started or ended in it) is not unheld there.
+    unheld = np.setdiff1d(gpus(~held), gpus(held), assume_unique=True)
+    np.add.at(out.reshape(-1), unheld // n_idx, 1)
     return out
 
 
