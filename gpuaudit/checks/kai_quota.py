@@ -42,6 +42,8 @@ class _Tree:
             if u.cohort and u.cohort != u.queue:
                 self.children[u.cohort].append(u.queue)
         self._use: dict[str, list[float]] = {}
+        self.tops = sorted(q for q, u in self.lines.items() if u.cohort not in self.lines)
+        """The queues without a parent among the KAI queues: siblings of each other."""
 
     def use(self, queue: str, seen: frozenset[str] = frozenset()) -> list[float]:
         """Per hour of the window: what the queue and its descendants used."""
@@ -100,17 +102,13 @@ def _reclaimable(views: Views, t: _Tree, cfg: Any) -> list[Finding]:
         for p in u.pending:
             if (end - p.since) < cfg.pending_min_minutes * 60:
                 continue
-            for peer in t.children.get(u.cohort, []) if u.cohort else _tops(t):
+            for peer in t.children.get(u.cohort, []) if u.cohort in t.lines else t.tops:
                 if peer == u.queue or not t.judged(peer) or t.lines[peer].quota <= EPS:
                     continue
                 idle = t.lines[peer].quota - t.use_since(peer, p.since)
                 if idle >= max(1.0, cfg.quota_min_idle) - EPS:
                     found[peer].append((u, p, idle))
     return [_reclaim_finding(views, t, peer, waits) for peer, waits in sorted(found.items())]
-
-
-def _tops(t: _Tree) -> list[str]:
-    return sorted(q for q, u in t.lines.items() if not u.cohort or u.cohort not in t.lines)
 
 
 def _reclaim_finding(

@@ -171,3 +171,11 @@ def test_without_the_kai_lists_nothing_is_judged() -> None:
     assert Capability.QUEUES not in bare.capabilities
     assert "KAI Queues with PodGroups (kai_podgroups: not read)" in bare.missing[Capability.QUEUES]
     assert run(inv)
+
+
+def test_top_level_queues_are_siblings() -> None:
+    qs = [kai_queue("train", 3), kai_queue("infer", 1, limit=1), kai_queue("lab", 1)]
+    (f,) = run(_inv(qs))
+    assert f.resource.name == "train"
+    assert "sibling queue under the top of the queue tree had pods waiting" in f.message
+    assert f.evidence["parent_queue"] == ""
