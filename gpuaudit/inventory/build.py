@@ -894,6 +894,7 @@ def build(
     s = replace(s, act_h=_NO_HOURLY, util_h=_NO_HOURLY, sm_h=_NO_HOURLY, tensor_h=_NO_HOURLY)
     hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
     del src
+    hami.clip(tenants, hourly_data, span.hours, hid_of, step)
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
     kai_split.weigh(fractions, kai_weights)
     hami.fractions(tenants, fractions)

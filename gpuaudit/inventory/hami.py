@@ -5,20 +5,26 @@ HAMi's scheduler writes what it granted a pod into the pod's annotation
 cent of its cores), and its device plugin registers each GPU's memory and cores in the node
 annotation `hami.io/node-nvidia-register` (`docs/domain.md`, HAMi). dcgm-exporter cannot name
 the pods of such a GPU (their device IDs are no UUIDs), so its DCGM series carry no pod: here
-each running pod HAMi placed on a GPU becomes a holder of it, charged its share.
+each pod HAMi placed on a GPU becomes a holder of it for the time it ran, charged its share: a
+running pod, and one that ended in the window (Succeeded, Failed) at a known time (`FINISHED`,
+its containers' latest `finishedAt`; one whose end is not known is not placed, as nothing says
+when it held its share).
 
 A pod's share of a GPU (`share`) is the larger of its cores over the GPU's and its memory over
 the GPU's, since HAMi's scheduler keeps other pods off a GPU by either (its `Fit`). Where the
-shares of a GPU's pods add up to more than 1 (a pod with many cores and little memory beside
-one with the reverse), they are scaled down together: a GPU never counts for more than itself,
-and the attribution ledger (`Method.HAMI_SHARE`) still sums to the allocated GPU-hours. What no
-pod holds of the GPU stays unheld: a 25 % pod alone on a GPU is charged 0.25 of it, in
-allocation, idle GPU-hours and cost alike (OpenCost charges it the whole GPU:
-opencost/opencost#3828).
+shares of a GPU's pods that ran at one time add up to more than 1 (a pod with many cores and
+little memory beside one with the reverse), they are scaled down together (each by the most
+they add up to while it ran; pods that held a GPU one after another are not): a GPU never
+counts for more than itself, and the attribution ledger (`Method.HAMI_SHARE`) still sums to the
+allocated GPU-hours. What no pod holds of the GPU stays unheld: a 25 % pod alone on a GPU is
+charged 0.25 of it, in allocation, idle GPU-hours and cost alike (OpenCost charges it the whole
+GPU: opencost/opencost#3828).
 
-Each pod's holding is a copy of its GPU's DCGM series from the pod's start on (the bucket it
-started in is its own when it started in the first half; held time is the GPU's samples), with
-activity of its own:
+Each pod's holding is a copy of its GPU's DCGM series in the buckets its pod ran in, from its
+start (`status.startTime`) to its end or the window's: held time is the GPU's samples x the
+scrape interval, and in a bucket the pod started or ended inside, the part of it the pod ran (at
+most the GPU's held time there), as the Kubernetes-side join counts it
+(`gpuaudit.inventory.bucketjoin`). Its activity is its own:
 
 - where HAMi's vGPU monitor reports the pod's containers' SM utilization of the GPU
   (`hami_container_device_utilization_ratio`, or the legacy
@@ -26,11 +32,11 @@ activity of its own:
   records the utilization only then), its activity in a bucket is that utilization over its
   share (what it used of the part it is charged for, at most 1);
 - otherwise, and in buckets the monitor missed, the GPU's DCGM activity over the shares of its
-  pods together: the GPU's activity split among them by share, each over its own.
+  pods that ran in that bucket together: the GPU's activity split among them by share, each
+  over its own.
 
 Framebuffer, power and link figures are the GPU's, not the pod's: they are missing on its
-holding (and stay on the GPU's unheld one, with the health maxima). Only running pods are
-placed (a pod that ended in the window is not in the API's answer with its GPU time).
+holding (and stay on the GPU's unheld one, with the health maxima).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.arrays import Arr, block_starts
 from gpuaudit.inventory.attribution import Method
 from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.kube import ENDED_PHASES
 from gpuaudit.inventory.parse import Metric, Parser, Stat, from_hourly
 from gpuaudit.sources.prometheus import catalogue as queries
 
@@ -358,6 +365,9 @@ class Tenant:
     measured: bool
     """Whether its own utilization is read from HAMi's monitor (its cores above 0 and below the
     GPU's, and series of it answered)."""
+    ran: tuple[float, float] = (-math.inf, math.inf)
+    """When its pod ran (unix seconds): its start (-inf unknown) to its end (`FINISHED`; inf
+    while it runs)."""
 
 
 @dataclass(frozen=True)
@@ -369,14 +379,48 @@ class Joined:
     notes: tuple[str, ...] = ()
 
 
+def _ran(pod: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """When a pod ran: from its start (its creation where the start is not known, -inf where
+    neither is) to its end (`FINISHED`) if it ended (Succeeded, Failed), else inf; None for a
+    pod that is not running nor ended at a known time (nothing says when it held its share)."""
+    if pod is None:
+        return None
+    phase = str(pod.get(C.PHASE, ""))
+    begin = pod.get(C.STARTED) or pod.get(C.CREATED)
+    begin = float(begin) if isinstance(begin, float) and begin == begin else -math.inf
+    if phase == "Running":
+        return begin, math.inf
+    end = pod.get(C.FINISHED)
+    if phase in ENDED_PHASES and isinstance(end, float) and end > begin:
+        return begin, end
+    return None
+
+
+def _peaks(runs: list[tuple[float, float]], shares: list[float]) -> Arr:
+    """For each of one GPU's tenants, the most the shares of its tenants add up to at one time
+    while it ran. They only grow when a tenant starts: the most is at one of the starts within
+    its run (its own included)."""
+    begin = np.array([r[0] for r in runs])
+    end = np.array([r[1] for r in runs])
+    on = (begin[None, :] <= begin[:, None]) & (begin[:, None] < end[None, :])
+    at_start = on.astype(np.float64) @ np.array(shares)
+    within = (begin[None, :] >= begin[:, None]) & (begin[None, :] < end[:, None])
+    out: Arr = np.where(within, at_start[None, :], 0.0).max(axis=1)
+    return out
+
+
 def _shares(
-    grants: list[Grant], devices: Mapping[str, Device], dcgm_mib: Mapping[str, float]
+    grants: list[Grant],
+    devices: Mapping[str, Device],
+    dcgm_mib: Mapping[str, float],
+    runs: Mapping[tuple[str, str], tuple[float, float]],
 ) -> dict[tuple[str, str, str], tuple[float, str, float, float]]:
     """(share, what it is of, GPU cores, GPU memory MiB) per (namespace, pod, UUID): the larger
-    of cores and memory over the GPU's, each GPU's scaled down together where they add up to
-    more than 1."""
+    of cores and memory over the GPU's, scaled down together where those of a GPU's pods that
+    ran at one time (`runs`, by pod) add up to more than 1 (each pod by the most they add up to
+    while it ran, so that a GPU never counts for more than itself)."""
     out: dict[tuple[str, str, str], tuple[float, str, float, float]] = {}
-    total: dict[str, float] = {}
+    per_gpu: dict[str, list[tuple[str, str, str]]] = {}
     for g in grants:
         dev = devices.get(g.uuid)
         cores = dev.cores if dev is not None and dev.cores > 0 else float(FULL_CORES)
@@ -388,10 +432,14 @@ def _shares(
         else:
             share, by = (by_mem, "memory") if by_mem > by_cores else (by_cores, "cores")
         out[(g.namespace, g.pod, g.uuid)] = (share, by, cores, mem)
-        total[g.uuid] = total.get(g.uuid, 0.0) + share
-    for key, (share, by, cores, mem) in out.items():
-        if total[key[2]] > 1.0:
-            out[key] = (share / total[key[2]], by, cores, mem)
+        per_gpu.setdefault(g.uuid, []).append((g.namespace, g.pod, g.uuid))
+    for keys in per_gpu.values():
+        if sum(out[k][0] for k in keys) <= 1.0:
+            continue
+        peaks = _peaks([runs[k[:2]] for k in keys], [out[k][0] for k in keys])
+        for key, peak in zip(keys, peaks.tolist(), strict=True):
+            share, by, cores, mem = out[key]
+            out[key] = (share / max(peak, 1.0), by, cores, mem)
     return out
 
 
@@ -404,18 +452,21 @@ def join(
     methods: dict[int, str],
     grow: Callable[..., Any],
 ) -> tuple[Any, Joined]:
-    """The series with a key appended for each running HAMi pod on each GPU it was granted
-    part of (its GPU's unheld series from the pod's start, with its own activity), `methods`
-    updated (`Method.HAMI_SHARE`), and the tenants. `grow` is `dataclasses.replace` on the
-    builder's series."""
+    """The series with a key appended for each HAMi pod on each GPU it was granted part of,
+    running or ended at a known time (its GPU's unheld series in the buckets it ran in, with
+    its own activity), `methods` updated (`Method.HAMI_SHARE`), and the tenants. `grow` is
+    `dataclasses.replace` on the builder's series."""
     notes = list(k.notes)
     if k.mig:
         notes.append(
             f"{k.mig} MIG instances granted by HAMi (its MIG mode) are not joined to their pods"
         )
-    grants = [
-        g for g in k.grants if str(pods.get((g.namespace, g.pod), {}).get(C.PHASE, "")) == "Running"
-    ]
+    runs: dict[tuple[str, str], tuple[float, float]] = {}
+    for g in k.grants:
+        ran = _ran(pods.get((g.namespace, g.pod)))
+        if ran is not None:
+            runs[(g.namespace, g.pod)] = ran
+    grants = [g for g in k.grants if (g.namespace, g.pod) in runs]
     if not grants or p.cluster_label:
         return s, Joined((), use, tuple(notes))
     device_key: dict[str, int] = {}
@@ -424,13 +475,8 @@ def join(
             device_key.setdefault(ident.uuid, kid)
     used = s.fb_used.mean.get(s.n) + s.fb_free.mean.get(s.n)
     dcgm_mib = {u: float(used[kid]) for u, kid in device_key.items() if np.isfinite(used[kid])}
-    shares = _shares(grants, k.devices, dcgm_mib)
-    per_gpu: dict[str, float] = {}
-    for (_, _, uuid), (share, _, _, _) in shares.items():
-        per_gpu[uuid] = per_gpu.get(uuid, 0.0) + share
-    half = p.grid[1] / 2.0
+    shares = _shares(grants, k.devices, dcgm_mib, runs)
     tenants: list[Tenant] = []
-    cuts: list[float] = []
     unseen = 0
     for g in grants:
         src = device_key.get(g.uuid)
@@ -438,38 +484,55 @@ def join(
             unseen += 1
             continue
         share, by, cores, mem = shares[(g.namespace, g.pod, g.uuid)]
-        pod = pods[(g.namespace, g.pod)]
-        started = pod.get(C.STARTED) or pod.get(C.CREATED)
-        cut = (
-            float(started) + half if isinstance(started, float) and started == started else -np.inf
-        )
         ident = replace(p.ident[src], namespace=g.namespace, pod=g.pod, container="")
         kid = len(p.keys)
         p.keys.append((ident.slot, g.namespace, g.pod))
         p.ident.append(ident)
         measured = 0 < g.cores < cores and (g.namespace, g.pod, g.uuid) in use.util
-        tenants.append(Tenant(g, kid, src, share, by, cores, mem, measured))
-        cuts.append(cut)
+        ran = runs[(g.namespace, g.pod)]
+        tenants.append(Tenant(g, kid, src, share, by, cores, mem, measured, ran))
         methods[kid] = Method.HAMI_SHARE.value
     if unseen:
         notes.append(
-            f"{unseen} GPU shares HAMi granted running pods are on GPUs without DCGM series in "
+            f"{unseen} GPU shares HAMi granted pods are on GPUs without DCGM series in "
             "the window: they are not joined (the attribution ledger's unattributed side counts "
             "those pods)"
         )
     if not tenants:
         return s, Joined((), use, tuple(notes))
-    s = _grow(s, tenants, cuts, per_gpu, use, grow)
+    s = _grow(s, tenants, float(p.grid[1]), use, grow)
     return s, Joined(tuple(tenants), use, tuple(notes))
 
 
+def _overlap_s(ran: tuple[float | Arr, float | Arr], times: Arr, step: float) -> Arr:
+    """Seconds a pod that ran over `ran` ran in the buckets ending at `times`."""
+    out: Arr = np.clip(np.minimum(ran[1], times) - np.maximum(ran[0], times - step), 0.0, step)
+    return out
+
+
+def _together(tenants: list[Tenant], step: float) -> Callable[[str, Arr], Arr]:
+    """The shares of a GPU's tenants that ran in each bucket (by its end), added up."""
+    per_gpu: dict[str, list[Tenant]] = {}
+    for t in tenants:
+        per_gpu.setdefault(t.grant.uuid, []).append(t)
+
+    def of(uuid: str, times: Arr) -> Arr:
+        out = np.zeros(len(times))
+        for t in per_gpu.get(uuid, ()):
+            out += np.where(_overlap_s(t.ran, times, step) > 0, t.share, 0.0)
+        return out
+
+    return of
+
+
 def _own_activity(
-    t: Tenant, times: Arr, values: Arr, scale: float, per_gpu: Mapping[str, float], use: Usage
+    t: Tenant, times: Arr, values: Arr, scale: float, together: Arr, use: Usage
 ) -> Arr:
     """A tenant's activity in its copied buckets (`values` its GPU's, in units where `scale` is
-    all of it: 1 for a ratio, 100 for a percentage)."""
-    together = per_gpu.get(t.grant.uuid, 0.0)
-    out = np.minimum(values / together, scale) if together > 0 else values.copy()
+    all of it: 1 for a ratio, 100 for a percentage; `together` the shares of the GPU's tenants
+    that ran in each)."""
+    held = together > 0
+    out = np.where(held, np.minimum(values / np.where(held, together, 1.0), scale), values)
     if t.measured and t.share > 0:
         mine_t, mine_v = use.util[(t.grant.namespace, t.grant.pod, t.grant.uuid)]
         at = np.searchsorted(mine_t, times)
@@ -481,18 +544,13 @@ def _own_activity(
     return out
 
 
-def _grow(
-    s: Any,
-    tenants: list[Tenant],
-    cuts: list[float],
-    per_gpu: Mapping[str, float],
-    use: Usage,
-    grow: Callable[..., Any],
-) -> Any:
-    """`s` with each tenant's key appended: its GPU's activity and GPU_UTIL buckets from its
-    cut on, as its own activity; the GPU's other figures missing."""
+def _grow(s: Any, tenants: list[Tenant], step: float, use: Usage, grow: Callable[..., Any]) -> Any:
+    """`s` with each tenant's key appended: its GPU's activity and GPU_UTIL buckets its pod ran
+    in (any part of; `clip` cuts their held time to that part), as its own activity; the GPU's
+    other figures missing."""
     n0 = s.n
     n = n0 + len(tenants)
+    together = _together(tenants, step)
     new = np.arange(n0, n, dtype=np.int64)
     src = np.array([t.source for t in tenants], dtype=np.int64)
 
@@ -504,13 +562,13 @@ def _grow(
         ends = np.append(at[1:], len(h[0]))
         block = {int(h[0][a]): (int(a), int(b)) for a, b in zip(at, ends, strict=True)}
         parts: list[tuple[Arr, Arr, Arr, Arr]] = [h]
-        for t, cut in zip(tenants, cuts, strict=True):
+        for t in tenants:
             a, b = block.get(t.source, (0, 0))
-            rows = a + np.flatnonzero(h[1][a:b] >= cut)
+            rows = a + np.flatnonzero(_overlap_s(t.ran, h[1][a:b], step) > 0)
             if not len(rows):
                 continue
             times = h[1][rows]
-            vals = _own_activity(t, times, h[2][rows], scale, per_gpu, use)
+            vals = _own_activity(t, times, h[2][rows], scale, together(t.grant.uuid, times), use)
             parts.append((np.full(len(rows), t.key, dtype=np.int64), times, vals, h[3][rows]))
         if len(parts) == 1:
             return h
@@ -565,6 +623,33 @@ def fractions(joined: Joined, fraction: Arr) -> None:
     """Set, in place, each tenant key's fraction of a GPU to its share."""
     for t in joined.tenants:
         fraction[t.key] = t.share
+
+
+def clip(joined: Joined, hourly: dict[str, Any], hours: Arr, hid_of: Arr, step: float) -> None:
+    """Cut, in place, the held hours (`HELD_H`) of each tenant's buckets its pod ran only part
+    of (started or ended inside) to that part, at most the GPU's held time there, as the
+    Kubernetes-side join does (`gpuaudit.inventory.bucketjoin`); `hours`, each holding's held
+    hours, lowered by as much. `hourly` holds the hourly table's columns."""
+    part = [t for t in joined.tenants if math.isfinite(t.ran[0]) or math.isfinite(t.ran[1])]
+    hid = np.asarray(hourly[C.HOLDING])
+    if not part or not len(hid):
+        return
+    begin = np.full(len(hours), np.nan)
+    end = np.full(len(hours), np.nan)
+    for t in part:
+        at = int(hid_of[t.key]) if t.key < len(hid_of) else -1
+        if at >= 0:
+            begin[at], end[at] = t.ran
+    rows = np.flatnonzero(~np.isnan(begin[hid]))
+    if not len(rows):
+        return
+    k = hid[rows]
+    ran = _overlap_s((begin[k], end[k]), np.asarray(hourly[C.TS])[rows], step) / 3600.0
+    held_h = np.asarray(hourly[C.HELD_H], dtype=np.float64).copy()
+    cut = np.minimum(held_h[rows], ran)
+    hours -= np.bincount(k, weights=held_h[rows] - cut, minlength=len(hours))
+    held_h[rows] = cut
+    hourly[C.HELD_H] = held_h
 
 
 TENANT_COLUMNS = [
@@ -651,7 +736,7 @@ def tenancy(
     if not rows:
         missing[Capability.HAMI] = (
             "no running pod holds a GPU share granted by HAMi (pod annotation "
-            f"{ALLOCATED}) on a GPU with DCGM series"
+            f"{ALLOCATED}) on a GPU with DCGM series, nor did one that ended in the window"
         )
     elif not use.series:
         missing[Capability.HAMI] = (

@@ -131,7 +131,8 @@ def test_shares_that_overfill_a_gpu_are_scaled_down_together() -> None:
 def test_a_pod_that_started_in_the_window_holds_from_its_start() -> None:
     pods = [hami_pod("late", 50, 40_780, started=START + 3 * STEP + 60)]
     inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node()]))
-    assert tenant(inv, "late")[C.HOURS] == pytest.approx(HOURS - 3)
+    # From its start, exactly: the bucket it started in counts for the 59 minutes it ran.
+    assert tenant(inv, "late")[C.HOURS] == pytest.approx(HOURS - 3 - 60 / 3600)
 
 
 def test_only_running_pods_hold_shares() -> None:
@@ -140,6 +141,57 @@ def test_only_running_pods_hold_shares() -> None:
     assert not inv.holdings[C.HELD].any()
     assert inv.hami.tenants is None
     assert "no running pod holds a GPU share" in inv.missing[Capability.HAMI]
+
+
+def _ended(util: dict[str, list[float | None]] | None = None) -> Inventory:
+    """`done` (50 %) ended 3.5 h into the 8 h window; `stay` (25 %) runs all of it."""
+    pods = [
+        hami_pod("done", 50, 40_780, finished=START + 3 * STEP + STEP / 2),
+        hami_pod("stay", 25, 20_390),
+    ]
+    snap = snapshot([device()], HOURS, pods=pods, nodes=[hami_node()])
+    return build(snap if util is None else with_hami(snap, util))
+
+
+def test_a_pod_that_ended_holds_its_share_for_the_time_it_ran() -> None:
+    # Its share from its start to its containers' finishedAt, the bucket it ended in counted
+    # for the half it ran; its activity its own (2 % of the GPU over its 50 %) in those hours.
+    inv = _ended({"done": [2.0] * 4 + [None] * 4, "stay": [20.0] * HOURS})
+    done = tenant(inv, "done")
+    assert done[C.ATTRIBUTION] == Method.HAMI_SHARE.value and done[C.FRACTION] == 0.5
+    assert done[C.HOURS] == pytest.approx(3.5) and done[C.GPU_HOURS] == pytest.approx(1.75)
+    assert done[C.LAST_TS] == START + 4 * STEP
+    assert done[C.ACT_MEAN] == pytest.approx(0.04)
+    assert done[C.ACT_SOURCE] == "hami_container_device_utilization_ratio"
+    hr = inv.hourly[inv.hourly[C.HOLDING] == done[C.HOLDING]]
+    assert hr[C.HELD_H].tolist() == pytest.approx([1.0, 1.0, 1.0, 0.5])
+    views = Views(inv, DEFAULT_PRICES)
+    assert views.unattributed.empty  # not a pod without DCGM series
+    led = ledger(views)
+    assert led.attributed[Method.HAMI_SHARE.value] == pytest.approx(1.75 + 0.25 * HOURS)
+    assert led.unattributed_gpu_hours == 0
+    assert summarise(views, 0.05, "USD").allocated_gpu_hours == pytest.approx(1.75 + 2.0)
+
+
+def test_without_hamis_monitor_an_ended_pods_gpu_is_split_among_those_that_ran() -> None:
+    # The GPU reads 0.3: while both ran (0.75 held) each is credited 0.3 / 0.75 of its share;
+    # once `done` ended, `stay` alone (0.25 held) is credited all of its share.
+    inv = _ended()
+    assert tenant(inv, "done")[C.ACT_MEAN] == pytest.approx(0.4)
+    assert tenant(inv, "stay")[C.ACT_MEAN] == pytest.approx((4 * 0.4 + 4 * 1.0) / HOURS)
+
+
+def test_shares_held_one_after_another_are_not_scaled_down() -> None:
+    # 70 % until hour 4, then another 70 %: never more than the GPU at once.
+    pods = [
+        hami_pod("first", 70, 8_156, finished=START + 4 * STEP),
+        hami_pod("then", 70, 8_156, started=START + 4 * STEP),
+    ]
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node()]))
+    first, then = tenant(inv, "first"), tenant(inv, "then")
+    assert first[C.FRACTION] == pytest.approx(0.7) and then[C.FRACTION] == pytest.approx(0.7)
+    assert first[C.HOURS] == pytest.approx(4.0) and then[C.HOURS] == pytest.approx(4.0)
+    assert ledger(Views(inv, DEFAULT_PRICES)).allocated_gpu_hours == pytest.approx(0.7 * HOURS)
 
 
 @pytest.mark.parametrize(

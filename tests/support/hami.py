@@ -9,7 +9,7 @@ from typing import Any
 
 from gpuaudit.inventory import hami
 from gpuaudit.snapshot import Snapshot
-from tests.support.factories import START, STEP, Series, gpu_labels, make_node, make_pod
+from tests.support.factories import START, STEP, Series, gpu_labels, iso, make_node, make_pod
 
 UUID = "GPU-4f1a2b3c-0000-1111-2222-333344445555"
 HOURS = 8
@@ -45,8 +45,15 @@ def hami_node(name: str = "node-h", uuids: tuple[str, ...] = (UUID,), legacy: bo
 
 
 def hami_pod(name: str, cores: int, mem: int, uuid: str = UUID, **kw: Any) -> dict[str, Any]:
-    """A pod HAMi's scheduler placed on `uuid` with `cores` per cent and `mem` MiB."""
+    """A pod HAMi's scheduler placed on `uuid` with `cores` per cent and `mem` MiB; Succeeded
+    at `finished` (its container's `finishedAt`) when given."""
+    finished = kw.pop("finished", None)
+    if finished is not None:
+        kw["phase"] = "Succeeded"
     pod = make_pod(name, node="node-h", started=kw.pop("started", START - 60), **kw)
+    if finished is not None:
+        done = {"reason": "Completed", "exitCode": 0, "finishedAt": iso(finished)}
+        pod["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": done}}]
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     limits.update({"nvidia.com/gpucores": str(cores), "nvidia.com/gpumem": str(mem)})
     pod["metadata"]["annotations"] = {
