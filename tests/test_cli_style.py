@@ -130,12 +130,23 @@ def test_every_environment_variable_belongs_to_one_option() -> None:
         assert len({flag for _, flag in uses}) == 1, (var, uses)
         commands = {c for c, _ in uses}
         if len(commands) > 1:
-            # Only `scan` and `snapshot save` share names, for the options they share.
-            assert var in shared, (var, uses)
-            assert commands <= {"gpuaudit", "gpuaudit scan", "gpuaudit snapshot save"}
+            # Only `scan`, `snapshot save` and `fix` (which takes scan's sources and settings)
+            # share names, for the options they share.
+            assert var in shared or commands <= {"gpuaudit scan", "gpuaudit fix"}, (var, uses)
+            assert commands <= {
+                "gpuaudit",
+                "gpuaudit scan",
+                "gpuaudit snapshot save",
+                "gpuaudit fix",
+            }
     env = environment(app)
     assert {c for c, _ in env["GPUAUDIT_OUTPUT"]} == {"gpuaudit scan"}
-    assert {c for c, _ in env["GPUAUDIT_END"]} == {"gpuaudit scan", "gpuaudit snapshot save"}
+    assert {c for c, _ in env["GPUAUDIT_END"]} == {
+        "gpuaudit scan",
+        "gpuaudit snapshot save",
+        "gpuaudit fix",
+    }
+    assert env["GPUAUDIT_FIX_OUTPUT"] == [("gpuaudit fix", "--output")]
     assert env["GPUAUDIT_SCENARIO_OUTPUT"] == [("gpuaudit scenario", "--output")]
     assert env["GPUAUDIT_SCENARIO_END"] == [("gpuaudit scenario", "--end")]
     assert env["GPUAUDIT_RULES_OUTPUT"] == [("gpuaudit rules", "--output")]
