@@ -32,6 +32,7 @@ def from_collection(raw: LiveCollection) -> Snapshot:
         complete=not raw.incomplete_reasons,
         incomplete_reasons=tuple(raw.incomplete_reasons),
         warnings=tuple(raw.warnings),
+        kubernetes_version=raw.kubernetes_version or None,
     )
     return Snapshot(manifest=manifest, prometheus=prom.answers, kubernetes=raw.kubernetes)
 

@@ -111,6 +111,8 @@ class Manifest(Mapping[str, Any]):
     profiling, recording rules, notes."""
     objects: Mapping[str, str] = field(default_factory=dict)
     """Kubernetes resource -> `ok` or why it was not read in full."""
+    kubernetes_version: str | None = None
+    """The API server's version (`GET /version`'s `gitVersion`, `v1.31.4`), where it said."""
     queries: tuple[Mapping[str, Any], ...] = ()
     """Each query run: `id`, `kind`, `metric`, `query`."""
     missing_metrics: tuple[str, ...] | None = None
@@ -149,6 +151,8 @@ class Manifest(Mapping[str, Any]):
         doc["window"] = self.window.to_json()
         doc["capabilities"] = dict(self.capabilities)
         doc["objects"] = dict(self.objects)
+        if self.kubernetes_version is not None:
+            doc["kubernetes_version"] = self.kubernetes_version
         doc["queries"] = [dict(q) for q in self.queries]
         if self.missing_metrics is not None:
             doc["missing_metrics"] = list(self.missing_metrics)
@@ -250,6 +254,7 @@ _READERS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any]]] = {
     "prometheus_url": _TEXT,
     "generated_by": _TEXT,
     "collected_at": _TEXT,
+    "kubernetes_version": _TEXT,
     "gpuaudit_version": _TEXT,
     "capabilities": (lambda v: isinstance(v, dict), _same),
     "plan": (lambda v: isinstance(v, dict), _same),

@@ -98,6 +98,8 @@ class LiveCollection:
     incomplete_reasons: list[str]
     """Why the answers may be incomplete: partial Prometheus answers, then Kubernetes lists
     that were forbidden, failed or cut short."""
+    kubernetes_version: str = ""
+    """The API server's version (`v1.31.4`); empty when it was not read or did not say."""
 
 
 def collect(
@@ -139,7 +141,9 @@ def collect(
             client, cluster_label, tick, keep, limits.queries, limits.parallel
         ).collect(w)
     with progress.stage("listing Kubernetes objects") as stage:
-        kube, objects, warnings, kube_cluster = _kubernetes(live, w, limits, keep_page, stage.note)
+        kube, objects, warnings, kube_cluster, version = _kubernetes(
+            live, w, limits, keep_page, stage.note
+        )
     reasons = list(prom.incomplete_reasons)
     for key, state in sorted(objects.items()):
         if state.startswith(("forbidden", "failed", "incomplete")):
@@ -159,6 +163,7 @@ def collect(
         objects=objects,
         warnings=prom.warnings + warnings,
         incomplete_reasons=reasons,
+        kubernetes_version=version,
     )
 
 
@@ -218,9 +223,9 @@ def _kubernetes(
     limits: Limits,
     keep_page: KeepPage | None,
     note: Callable[[str], None],
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str]:
-    """The Kubernetes pages, the status per resource, the warnings and the context name;
-    `note` gets a short line after every page."""
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], list[str], str, str]:
+    """The Kubernetes pages, the status per resource, the warnings, the context name and the
+    server's version; `note` gets a short line after every page."""
     if not _use_kubernetes(live):
         if live.no_kubernetes:
             why = "not read: --no-kubernetes"
@@ -232,7 +237,7 @@ def _kubernetes(
             )
         else:
             why = NOT_ASKED
-        return {}, {"pods": why, "nodes": why}, [], ""
+        return {}, {"pods": why, "nodes": why}, [], "", ""
     source = KubernetesSource(
         live.kubeconfig,
         live.context,
@@ -243,7 +248,7 @@ def _kubernetes(
         origin=live.kubeconfig_origin,
     )
     kc = source.collect(w)
-    return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster
+    return kc.kubernetes, kc.objects, list(kc.warnings), kc.cluster, kc.server_version
 
 
 def _every_cluster(live: LiveOptions) -> bool:

@@ -45,6 +45,9 @@ def test_a_live_fix_writes_the_owners_patches_reading_only(
     assert ("Deployment", "serving", "fixable-llm") in targets
     patch = next(p["path"] for p in kust["patches"] if p["target"]["name"] == "fixable-llm")
     assert yaml.safe_load((out / patch).read_text())["spec"] == {"replicas": 0}
+    # The server said v1.34.0-gpuaudit-test: the patches were validated against its schema.
+    readme = (out / "README.md").read_text()
+    assert "Kubernetes 1.34, the cluster's version (v1.34.0-gpuaudit-test)" in readme
     commands = (out / "commands.sh").read_text()
     assert "# k delete pod scratch-gpu -n research" in commands
     assert "k patch job nightly-embed-29412000 -n batch --type merge" in commands

@@ -58,6 +58,8 @@ class KubeCollection:
     """The API server URL without user info, query or fragment."""
     api_versions: dict[str, str] = field(default_factory=dict)
     """Resource key -> the `group/version` (or `v1`) it was listed at."""
+    server_version: str = ""
+    """The API server's `gitVersion` (`GET /version`, `v1.31.4`); empty when it did not say."""
 
 
 class _BadAnswer(Exception):
@@ -162,6 +164,7 @@ class Reader:
     # -- driving
 
     def run(self) -> None:
+        self._version()
         discovery: _Discovery | None = None
         discovered = False
         for res in RESOURCES:
@@ -274,6 +277,18 @@ class Reader:
         return scrub(text, self.conn.secrets())
 
     # -- discovery
+
+    def _version(self) -> None:
+        """The server's version (`GET /version`), for validating changes against its schema
+        (`gpuaudit fix`): a server that does not say is no error (the lists still tell)."""
+        client, _ = k8s_modules()
+        try:
+            doc = self._get(client.VersionApi(self.conn.api).get_code)
+        except Exception:  # noqa: BLE001 - optional: every failure leaves it unknown
+            return
+        version = doc.get("gitVersion")
+        if isinstance(version, str) and 0 < len(version) <= 64 and version.isprintable():
+            self.out.server_version = version
 
     def _discover(self) -> _Discovery | None:
         """The API groups the server serves, or None when discovery is not readable (then each
