@@ -24,8 +24,11 @@ How it decides
     ledger's `kubernetes_join`); in buckets where two or more such pods ran, none of them gets
     them, and those hours are reported here. Holdings shorter than
     `checks.unmonitored_min_hours` (default 1 h; a pod's GPU-hours over its GPUs) are left
-    out. The finding says why: no exporter, no pod label, MIG instances without labels or
-    profiling, or a shared GPU labelled with one pod only. When a node has such pods and no
+    out. A pod HAMi granted shares of GPUs without DCGM series holds its shares of them (the
+    larger of its cores and its memory over the GPU's, `hami.io/node-nvidia-register`), not
+    its `nvidia.com/gpu` over the node's split count. The finding says why: no exporter, no
+    pod label, MIG instances without labels or profiling, a shared GPU labelled with one pod
+    only, or GPUs HAMi shares without DCGM series. When a node has such pods and no
     DCGM series at all, one finding names the node (no exporter there); otherwise one finding
     per pod.
     Impact: the GPU-hours that could not be audited, priced per GPU model (from the node's
@@ -109,7 +112,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         if node in no_exporter:
             out.append(_node_finding(node, items, price))
             continue
-        out.extend(_pod_finding(node, item, price) for item in items)
+        hami = views.inv.hami.unmonitored
+        out.extend(_pod_finding(node, item, price, item[:2] in hami) for item in items)
     return out
 
 
@@ -148,15 +152,20 @@ def _node_finding(
 
 
 def _pod_finding(
-    node: str, item: tuple[str, str, float, float, str, list[str]], price: float
+    node: str, item: tuple[str, str, float, float, str, list[str]], price: float, hami: bool
 ) -> Finding:
     ns, pod, gpus, hours, model, reasons = item
     gpu_hours = gpus * hours
     why = "; ".join(dict.fromkeys(_WHY.get(r, "no DCGM series names it") for r in reasons))
+    if hami:
+        why = "the GPUs HAMi granted it shares of have no DCGM series"
     shared = Reason.SHARED_WITHOUT_VIRTUAL_GPUS.value in reasons
     fix = (
-        "Set dcgm-exporter's --kubernetes-virtual-gpus (KUBERNETES_VIRTUAL_GPUS=true) so that "
-        "every pod sharing a GPU gets its series."
+        "Check that dcgm-exporter reports every GPU of the node and that Prometheus scrapes it "
+        "(HAMi's GPUs are joined to their pods by UUID, not by pod labels)."
+        if hami
+        else "Set dcgm-exporter's --kubernetes-virtual-gpus (KUBERNETES_VIRTUAL_GPUS=true) so "
+        "that every pod sharing a GPU gets its series."
         if shared
         else "Enable dcgm-exporter's Kubernetes pod mapping on this node "
         "(kubelet pod-resources socket mounted) and list custom GPU "

@@ -77,10 +77,11 @@ class Method(str, enum.Enum):
     """A GPU KAI Scheduler shares: the part its fraction pods do not cover, held by the
     reservation pod for the GPU group (allocated, asked for by no workload)."""
     HAMI_SHARE = "hami_share"
-    """A GPU shared through HAMi: each running pod HAMi's scheduler granted part of it (pod
-    annotation `hami.io/vgpu-devices-allocated`) holds its share, the larger of its cores and
-    its memory over the GPU's (scaled down together where a GPU's shares add up to more than
-    1); what no pod holds stays unheld (see `gpuaudit.inventory.hami`)."""
+    """A GPU shared through HAMi: each pod HAMi's scheduler granted part of it (pod annotation
+    `hami.io/vgpu-devices-allocated`) holds its share for the time it ran (running, or ended
+    at a known time), the larger of its cores and its memory over the GPU's (scaled down
+    together where the shares of a GPU's pods that ran at one time add up to more than 1);
+    what no pod holds stays unheld (see `gpuaudit.inventory.hami`)."""
 
 
 class Reason(str, enum.Enum):
@@ -216,13 +217,18 @@ def unattributed(
     replicas: Mapping[str, sharing.Sharing],
     hourly: pd.DataFrame | None = None,
     step: float = 3600.0,
+    hami: Mapping[tuple[str, str], float] | None = None,
 ) -> pd.DataFrame:
     """Per pod that requests GPUs and is named on no DCGM series (running, or ended at a known
     time: see `_candidates`): its GPU-hours over the time it ran in the window (from the later
     of its start and the window's, to the earlier of its end and the window's), less the
     buckets (of `step` seconds; `hourly`, the hourly table, says which) the Kubernetes-side
     join gave it its devices in, and the `Reason` no series could be joined to it (see
-    `Reason`). A pod the join gave all its time has no row."""
+    `Reason`). A pod the join gave all its time has no row.
+
+    `hami`: (namespace, pod) -> the shares HAMi granted it of GPUs without DCGM series
+    (`hami.Tenancy.unmonitored`), which such a pod holds (kind `shared`, reason `no_exporter`
+    or `no_pod_label`), not its `nvidia.com/gpu` over the node's split count."""
     import pandas as pd
 
     cand = _candidates(pods, _named(holdings)) if not pods.empty else pods
@@ -243,6 +249,11 @@ def unattributed(
         model = products.get(node, "") or "unknown"
         reps = replicas.get(node, sharing.NONE).replicas
         whole, migs, shared = _gpus_of(row, model, float(reps))
+        # HAMi's vGPUs are `nvidia.com/gpu` of a node advertising each GPU split count times:
+        # the pod holds its shares of the GPUs (`gpuaudit.inventory.hami`).
+        granted = (hami or {}).get((str(row[C.NAMESPACE]), str(row[C.POD])), 0.0)
+        if granted > 0:
+            whole, shared = 0.0, granted
         left = _unjoined(row, model, hours, (whole, migs), joined.get(i, {}))
         parts: list[tuple[float, Reason, str]] = []
         if node not in dcgm_nodes:
@@ -250,7 +261,8 @@ def unattributed(
             parts += [(g, Reason.NO_EXPORTER, k) for g, k in kinds]
         else:
             parts.append((whole, Reason.NO_POD_LABEL, "whole"))
-            parts.append((shared, Reason.SHARED_WITHOUT_VIRTUAL_GPUS, "shared"))
+            why = Reason.NO_POD_LABEL if granted > 0 else Reason.SHARED_WITHOUT_VIRTUAL_GPUS
+            parts.append((shared, why, "shared"))
             mig_why = Reason.PROFILING_ABSENT if node in unprofiled else Reason.NO_POD_LABEL
             parts.append((migs, mig_why, "mig"))
         for gpus, reason, kind in parts:

@@ -377,6 +377,8 @@ class Joined:
     tenants: tuple[Tenant, ...] = ()
     usage: Usage = field(default_factory=lambda: Usage({}, {}, False, False))
     notes: tuple[str, ...] = ()
+    unmonitored: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(namespace, pod) -> its shares of GPUs without DCGM series in the window, added up."""
 
 
 def _ran(pod: Mapping[str, Any] | None) -> tuple[float, float] | None:
@@ -477,11 +479,12 @@ def join(
     dcgm_mib = {u: float(used[kid]) for u, kid in device_key.items() if np.isfinite(used[kid])}
     shares = _shares(grants, k.devices, dcgm_mib, runs)
     tenants: list[Tenant] = []
-    unseen = 0
+    unmonitored: dict[tuple[str, str], float] = {}
     for g in grants:
         src = device_key.get(g.uuid)
         if src is None:
-            unseen += 1
+            dark = unmonitored.get((g.namespace, g.pod), 0.0)
+            unmonitored[(g.namespace, g.pod)] = dark + shares[(g.namespace, g.pod, g.uuid)][0]
             continue
         share, by, cores, mem = shares[(g.namespace, g.pod, g.uuid)]
         ident = replace(p.ident[src], namespace=g.namespace, pod=g.pod, container="")
@@ -492,16 +495,15 @@ def join(
         ran = runs[(g.namespace, g.pod)]
         tenants.append(Tenant(g, kid, src, share, by, cores, mem, measured, ran))
         methods[kid] = Method.HAMI_SHARE.value
-    if unseen:
+    if unmonitored:
         notes.append(
-            f"{unseen} GPU shares HAMi granted pods are on GPUs without DCGM series in "
-            "the window: they are not joined (the attribution ledger's unattributed side counts "
-            "those pods)"
+            f"{len(unmonitored)} pods hold GPU shares HAMi granted on GPUs without DCGM series "
+            "in the window: they are not joined (the attribution ledger's unattributed side "
+            "counts each at its share)"
         )
-    if not tenants:
-        return s, Joined((), use, tuple(notes))
-    s = _grow(s, tenants, float(p.grid[1]), use, grow)
-    return s, Joined(tuple(tenants), use, tuple(notes))
+    if tenants:
+        s = _grow(s, tenants, float(p.grid[1]), use, grow)
+    return s, Joined(tuple(tenants), use, tuple(notes), unmonitored)
 
 
 def _overlap_s(ran: tuple[float | Arr, float | Arr], times: Arr, step: float) -> Arr:
@@ -685,6 +687,9 @@ class Tenancy:
     """See `USAGE_COLUMNS`."""
     util_metric: str = ""
     """The utilization metric read: HAMi's current name, its legacy one, or empty."""
+    unmonitored: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(namespace, pod) -> the shares HAMi granted it of GPUs without DCGM series in the
+    window, added up (`attribution.unattributed` counts it at them)."""
 
 
 def tenancy(
@@ -764,4 +769,4 @@ def tenancy(
         if usage_rows
         else None
     )
-    return Tenancy(tenants, usage, use.util_metric), caps, missing, warnings
+    return Tenancy(tenants, usage, use.util_metric, joined.unmonitored), caps, missing, warnings

@@ -96,7 +96,14 @@ class Views:
         # unattributed side is unknown, not empty (the ledger says so).
         pods = inv.pods if Capability.KUBERNETES_PODS in inv.capabilities else inv.pods.iloc[:0]
         return attribution.unattributed(
-            inv.holdings, pods, inv.nodes, window, self.sharing, inv.hourly, inv.step_s
+            inv.holdings,
+            pods,
+            inv.nodes,
+            window,
+            self.sharing,
+            inv.hourly,
+            inv.step_s,
+            inv.hami.unmonitored,
         )
 
     @functools.cached_property

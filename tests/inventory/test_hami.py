@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
+from gpuaudit.audit import capacity
 from gpuaudit.audit.ledger import ledger
 from gpuaudit.audit.summary import summarise
+from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Capability, Inventory, Views, build, hami
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method
 from gpuaudit.snapshot.fields import keep_object
-from tests.support.factories import START, STEP, snapshot
+from tests.support.factories import START, STEP, run_check, snapshot
 from tests.support.hami import HOURS, MIB, UUID, device, hami_node, hami_pod, with_hami
 
 
@@ -192,6 +194,54 @@ def test_shares_held_one_after_another_are_not_scaled_down() -> None:
     assert first[C.FRACTION] == pytest.approx(0.7) and then[C.FRACTION] == pytest.approx(0.7)
     assert first[C.HOURS] == pytest.approx(4.0) and then[C.HOURS] == pytest.approx(4.0)
     assert ledger(Views(inv, DEFAULT_PRICES)).allocated_gpu_hours == pytest.approx(0.7 * HOURS)
+
+
+UUID2 = "GPU-4f1a2b3c-0000-1111-2222-999999999999"
+
+
+def test_a_share_of_a_gpu_without_dcgm_series_is_unattributed_at_its_share() -> None:
+    # `dark` holds 10 % of the cores and half the memory (40,780 of 81,560 MiB) of a GPU no DCGM
+    # series describes, all 8 h: 0.5 x 8 = 4 GPU-hours unattributed, not 1 / the split count
+    # (0.1 GPU) as for a time-sliced replica; `lit`, on the GPU with series, holds its 0.25.
+    pods = [hami_pod("lit", 25, 20_390), hami_pod("dark", 10, 40_780, uuid=UUID2)]
+    node = hami_node(uuids=(UUID, UUID2))
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[node]))
+    views = Views(inv, DEFAULT_PRICES)
+    un = views.unattributed
+    assert un[C.POD].tolist() == ["dark"]
+    row = un.iloc[0]
+    assert (row["gpus"], row[C.HOURS], row[C.GPU_HOURS]) == pytest.approx((0.5, 8.0, 4.0))
+    assert row["kind"] == "shared" and row["reason"] == "no_pod_label"
+    led = ledger(views)
+    assert led.attributed[Method.HAMI_SHARE.value] == pytest.approx(0.25 * HOURS)
+    assert led.unattributed_gpu_hours == pytest.approx(4.0)
+    assert led.allocated_gpu_hours == pytest.approx(2.0 + 4.0)
+    assert summarise(views, 0.05, "USD").allocated_gpu_hours == pytest.approx(6.0)
+    (f,) = [f for f in run_check(gpu080, inv) if f.resource.name == "dark"]
+    assert f.resource.gpus == pytest.approx(0.5) and f.impact.gpu_hours == pytest.approx(4.0)
+    assert "HAMi" in f.message
+    # The capacity plan counts it held at its share, of unknown activity.
+    h100 = capacity.plan(views, 0.05, "USD", []).by_product["NVIDIA-H100-80GB-HBM3"]
+    assert h100.held_by_hour == pytest.approx((0.75,) * HOURS)
+    assert h100.without_dcgm_by_hour == pytest.approx((0.5,) * HOURS)
+
+
+def test_a_share_on_a_node_without_an_exporter_is_unattributed_at_its_share() -> None:
+    # No DCGM series at all: the node's pods' shares, over the time each ran (`gone` ended at
+    # hour 5.25: 5.25 h of 0.3, its cores being more than its memory).
+    pods = [
+        hami_pod("dark", 10, 40_780),
+        hami_pod("gone", 30, 8_156, finished=START + 5 * STEP + STEP / 4),
+    ]
+    inv = build(snapshot([], HOURS, pods=pods, nodes=[hami_node()]))
+    views = Views(inv, DEFAULT_PRICES)
+    un = views.unattributed.set_index(C.POD)
+    assert set(un["reason"]) == {"no_exporter"}
+    assert un.loc["dark", C.GPU_HOURS] == pytest.approx(0.5 * HOURS)
+    assert un.loc["gone", C.GPU_HOURS] == pytest.approx(0.3 * 5.25)
+    assert ledger(views).allocated_gpu_hours == pytest.approx(0.5 * HOURS + 0.3 * 5.25)
+    (f,) = run_check(gpu080, inv)
+    assert f.resource.gpus == pytest.approx(0.8)
 
 
 @pytest.mark.parametrize(
