@@ -48,7 +48,8 @@ How it decides
       equals).
     One finding per job, for the first rule that holds in this order: domains, nodes, PCIe.
     The price of a move: GPUs no pod held are paid for already, so a move onto them costs
-    nothing extra; GPUs another pod held are not free. Bucket by bucket over the hours the
+    nothing extra; GPUs another pod held are not free, even held idle (freeing those is
+    GPU001's advice, and its pod may want them back). Bucket by bucket over the hours the
     moving pods held their GPUs (the pods on nodes the domain or node rule keeps stay), the
     GPUs no pod held on the target nodes (a GPU without data in a bucket is not counted,
     never more than a node's allocatable `nvidia.com/gpu`) cover at most the GPUs the moving
