@@ -23,7 +23,7 @@ from gpuaudit.report.text import num, plural
 from gpuaudit.scenario import DEFAULT_END, generate, k8s_lists, write_openmetrics, write_snapshot
 from gpuaudit.scenario.emit import LABEL_STYLES
 from gpuaudit.scenario.generator import Scenario
-from gpuaudit.scenario.series import INT_METRICS, METRICS, Table
+from gpuaudit.scenario.series import INT_METRICS, WRITTEN, Table
 from gpuaudit.snapshot import index
 
 OPENMETRICS_LIMIT = 10**9
@@ -124,7 +124,7 @@ def openmetrics_bytes(sc: Scenario, style: str) -> int:
     # The timestamps of one hour, as written: one per sample.
     stamp = len(f" {sc.start + 3600 * max(1, sc.days * 24)}\n")
     total = len("# EOF\n")
-    for m in METRICS:
+    for m in WRITTEN:
         total += len(f"# TYPE {m} gauge\n")
         v = table.values(m)
         if v is None:

@@ -32,9 +32,8 @@ from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
-    HAMI_METRICS,
     INT_METRICS,
-    METRICS,
+    WRITTEN,
     Table,
     Values,
     distinct,
@@ -51,7 +50,7 @@ from gpuaudit.snapshot.writer import encode
 from gpuaudit.sources.prometheus import catalogue as queries
 
 Arr = np.ndarray[Any, np.dtype[Any]]
-_METRICS = METRICS + HAMI_METRICS
+_METRICS = WRITTEN
 _dumps = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 """`json.dumps(o, separators=(",", ":"), sort_keys=True)`, as `gpuaudit.snapshot.write`."""
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii

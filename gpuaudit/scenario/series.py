@@ -57,6 +57,9 @@ HAMI_METRICS = (
 )
 """HAMi's vGPU monitor's per-container metrics (`docs/domain.md`, HAMi): the current names
 under the `helm` and `honor` styles, the legacy ones under `old` (a cluster of HAMi v2.8)."""
+WRITTEN = METRICS + HAMI_METRICS
+"""Every metric family a scenario's OpenMetrics text has, in the order it is written (a `TYPE`
+line each, whether or not the style has series of it)."""
 INT_METRICS = {
     *HAMI_METRICS,
     queries.UTIL,
