@@ -66,6 +66,8 @@ POD_ANNOTATIONS = Keys(
     "scheduling.volcano.sh/group-name",
     "kueue.x-k8s.io/pod-group-total-count",
     "leaderworkerset.sigs.k8s.io/size",
+    # Volcano: the queue a pod is placed in without a PodGroup (`inventory.queues`).
+    "scheduling.volcano.sh/queue-name",
     # KAI Scheduler: the PodGroup a pod belongs to, and its GPU fraction (`inventory.kai`).
     "pod-group-name",
     "gpu-fraction",
@@ -75,7 +77,8 @@ POD_ANNOTATIONS = Keys(
     "hami.io/vgpu-devices-allocated",
     "hami.io/vgpu-node",
 )
-"""The pod annotations the gang reader uses (`gpuaudit.inventory.gangs`), HAMi's grants
+"""The pod annotations the gang and queue readers use (`gpuaudit.inventory.gangs`,
+`gpuaudit.inventory.queues`), HAMi's grants
 (`gpuaudit.inventory.hami`) and KAI Scheduler's GPU fraction requests
 (`gpuaudit.inventory.kai`)."""
 
