@@ -20,6 +20,7 @@ from gpuaudit.audit.ledger import ledger
 from gpuaudit.cli import app
 from gpuaudit.domain.pricing import DEFAULT_PRICES
 from gpuaudit.inventory import Inventory, Views
+from gpuaudit.inventory import columns as C
 from gpuaudit.report.models.from_result import capacity_plan
 from tests.inventory.test_dra import claim, dra_pod, gpu_device, resource_slice
 from tests.support.factories import (
@@ -458,6 +459,74 @@ def test_mig_slices_count_the_gpus_they_sit_on() -> None:
     assert (a.min_nodes_at_peak, a.unplaced_gpus) == (2, 0.0)
     note = next(n for n in p.notes if n.startswith("A100"))
     assert "GPUs whose DCGM series have no activity sample in the hour" in note
+
+
+def _ended(pod: dict[str, Any], finished: float) -> dict[str, Any]:
+    """`pod`, Succeeded: its container finished at `finished`."""
+    pod["status"]["phase"] = "Succeeded"
+    pod["status"]["containerStatuses"] = [
+        {"name": "c", "state": {"terminated": {"reason": "Completed", "finishedAt": iso(finished)}}}
+    ]
+    return pod
+
+
+def _placed_cluster() -> Inventory:
+    """8 hours. H100 node h1 (DCGM): p1 holds 1 GPU, busy, all window. H100 node u1 (no
+    exporter): e held 2 GPUs from before the window to 2.5 hours into it, and ended. A100 node
+    m1 (2 GPUs in MIG, DCGM): one 3g.40gb instance whose series names no pod; pod a held a
+    3g.40gb slice from before the window to hour 5 and ended, pod b holds one from hour 3."""
+    hours = 8
+    series = [
+        _series("GPU-h1-0", "0", "h1", "p1", [0.5] * hours),
+        Series(gpu_labels("GPU-m1-0", "0", "m1", model=A100, mig=("3g.40gb", "2")), [0.3] * hours),
+    ]
+    m1 = make_node("m1", A100_PRODUCT, 2)
+    m1["status"]["allocatable"] = {"nvidia.com/mig-3g.40gb": "4"}
+    mig = "nvidia.com/mig-3g.40gb"
+    pods = [
+        make_pod("p1", namespace="ns", node="h1", gpus=1),
+        _ended(make_pod("e", namespace="ns", node="u1", gpus=2, started=START - 60), START + 9000),
+        _ended(
+            _requesting(make_pod("a", namespace="ns", node="m1", started=START - 60), mig),
+            START + 5 * STEP,
+        ),
+        _requesting(make_pod("b", namespace="ns", node="m1", started=START + 3 * STEP), mig),
+    ]
+    return inventory(series, hours, pods=pods, nodes=[make_node("h1"), make_node("u1"), m1])
+
+
+def test_gpus_without_series_are_held_in_the_hours_their_pods_held_them() -> None:
+    """The ledger's unattributed hours are placed in the hours they lie in: an ended pod's
+    from its start to its end, and a pod the Kubernetes-side join gave part of its time only
+    in the hours it did not (issue 32)."""
+    views = Views(_placed_cluster(), DEFAULT_PRICES)
+    un = views.unattributed
+    got = {
+        (p, r): (h, s)
+        for p, r, h, s in zip(un[C.POD], un["reason"], un[C.HOURS], un[C.SPANS], strict=True)
+    }
+    # e ran 2.5 h, in hours 0, 1 and half of 2; a and b both ran in hours 3 and 4, so the
+    # instance is no pod's there (a had it in 0-2, b in 5-7, joined).
+    assert got == {
+        ("e", "no_exporter"): (pytest.approx(2.5), ((0, 3, 1.0),)),
+        ("a", "no_pod_label"): (pytest.approx(2.0), ((3, 5, 1.0),)),
+        ("b", "no_pod_label"): (pytest.approx(2.0), ((3, 5, 1.0),)),
+    }
+    p = plan(views, 0.05, "USD", [])
+    h = p.by_product[H100]
+    # p1's 1 every hour; e's 2 in hours 0-2 (held in some part of each).
+    assert h.held_by_hour == (3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    assert h.without_dcgm_by_hour == (2.0, 2.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert h.busy_by_hour == (1.0,) * 8
+    assert h.peak_hour == START + STEP and h.gpus_held.peak == 3.0
+    assert (h.min_nodes_at_peak, h.nodes_ran_gpu_pods, h.nodes_without_dcgm) == (1, 2, 1)
+    a = p.by_product[A100_PRODUCT]
+    # m1's GPU: a's slice (joined) in 0-2, b's in 5-7, and in 3-4 the slice one of them held
+    # (3/7 + 3/7 of a GPU with no series naming them: one GPU).
+    assert a.held_by_hour == (1.0,) * 8
+    assert a.without_dcgm_by_hour == (0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0)
+    assert a.unknown_by_hour == a.without_dcgm_by_hour
+    assert a.busy_by_hour == (1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0)
 
 
 # ---- the demo, recomputed from raw answers --------------------------------------------------

@@ -54,9 +54,11 @@ ASSUMPTIONS = (
     "product DCGM never reported has the hours in which the Kubernetes API shows some of its "
     "GPUs held.",
     "GPUs held: every GPU DCGM shows held by a pod and every GPU the Kubernetes API shows a "
-    "running pod holding where no DCGM series names the pod (a node without an exporter, a "
-    "DRA claim no series could be joined to, a pod no series names), the latter from the "
-    "hour the pod started in to the window's end, on the product of its node's "
+    "pod holding where no DCGM series names the pod (a node without an exporter, a "
+    "DRA claim no series could be joined to, a pod no series names), the latter in every "
+    "hour the pod ran in (from the hour it started in to the hour it ended in, or the "
+    "window's end) but those the Kubernetes-side join gave it its devices in, on the product "
+    "of its node's "
     "nvidia.com/gpu.product label (else the model DCGM reports there, else unknown). A pod's "
     "whole GPUs count one each; a MIG-partitioned GPU counts as one GPU in an hour when any of "
     "its slices is held, whatever their share of it (it cannot go whole to other work, and it "
@@ -842,8 +844,9 @@ class ApiHolding:
     the pod (the attribution ledger's unattributed side,
     `gpuaudit.inventory.attribution.unattributed`): on a node without an exporter, through a
     DRA claim that could not be joined to a series, or a pod no series names. It holds them
-    from the hour it started in (or the window's first) to the window's end; what they did is
-    unknown."""
+    in the hours of `spans`: those it ran in (from the hour it started in, or the window's
+    first, to the hour it ended in, or the window's last), less those the Kubernetes-side join
+    gave it its devices in; what they did is unknown."""
 
     pod: PodKey
     node: str
@@ -854,8 +857,13 @@ class ApiHolding:
     """`whole`, `mig` or `shared` (`gpuaudit.inventory.attribution.KINDS`)."""
     gpus: float
     """Whole GPUs; MIG slices' shares of a GPU; shared replicas' shares of their device."""
-    first: int
-    """The first hour of the window it holds in."""
+    spans: tuple[tuple[int, int, float], ...]
+    """The hours it holds in, as `(first, end, part)`: hours `first` to `end - 1` of the
+    window, in each of which it holds `part` of `gpus` (`gpuaudit.inventory.columns.SPANS`)."""
+
+    def gpus_at(self, k: int) -> float:
+        """The GPUs it holds in hour `k` of the window."""
+        return sum(self.gpus * part for first, end, part in self.spans if first <= k < end)
 
 
 def _api_holdings(views: Views, products: Mapping[str, str], nb: int) -> list[ApiHolding]:
@@ -863,26 +871,23 @@ def _api_holdings(views: Views, products: Mapping[str, str], nb: int) -> list[Ap
     un = views.unattributed
     if un.empty:
         return []
-    inv = views.inv
-    start, end, step = float(inv.window_start), float(inv.window_end), float(inv.step_s)
-    kinds = un["kind"].tolist() if "kind" in un.columns else ["whole"] * len(un)
     out: list[ApiHolding] = []
-    for ns, pod, node, model, gpus, hours, kind in zip(
+    for ns, pod, node, model, gpus, kind, spans in zip(
         un[C.NAMESPACE].astype(str).tolist(),
         un[C.POD].astype(str).tolist(),
         un[C.NODE].astype(str).tolist(),
         un[C.MODEL].fillna("").astype(str).tolist(),
         un["gpus"].to_numpy(dtype="float64").tolist(),
-        un[C.HOURS].to_numpy(dtype="float64").tolist(),
-        kinds,
+        un["kind"].tolist(),
+        un[C.SPANS].tolist(),
         strict=True,
     ):
-        # Held from the later of its start and the window's start (`hours` before the end).
-        first = max(0, math.floor((end - hours * 3600.0 - start) / step + 1e-6))
-        if first >= nb or not gpus > 0:
+        # The hours its GPU-hours lie in, as the ledger's unattributed side places them.
+        held = tuple((max(0, a), min(nb, b), p) for a, b, p in spans if min(nb, b) > max(0, a))
+        if not held or not gpus > 0:
             continue
         product = products.get(node) or model or UNKNOWN_PRODUCT
-        out.append(ApiHolding((ns, pod), node, product, str(kind), gpus, first))
+        out.append(ApiHolding((ns, pod), node, product, str(kind), gpus, held))
     return out
 
 
@@ -901,21 +906,15 @@ def _api_by_product(holdings: Sequence[ApiHolding], nb: int) -> dict[str, _Api]:
     out: dict[str, _Api] = {}
     for product in sorted({h.product for h in holdings}):
         mine = [h for h in holdings if h.product == product]
-        delta = np.zeros(nb + 1)
-        slices: dict[str, list[ApiHolding]] = {}
+        held = np.zeros(nb)
+        slices: dict[str, Floats] = {}
         for h in mine:
-            if h.kind == "mig":
-                slices.setdefault(h.node, []).append(h)
-            else:
-                delta[h.first] += h.gpus
-        for on_node in slices.values():
-            share, gpus = 0.0, 0
-            for h in sorted(on_node, key=lambda h: h.first):
-                share += h.gpus
-                now = math.ceil(share - EPS)
-                delta[h.first] += now - gpus
-                gpus = now
-        out[product] = _Api(tuple(mine), np.cumsum(delta)[:nb])
+            share = slices.setdefault(h.node, np.zeros(nb)) if h.kind == "mig" else held
+            for first, end, part in h.spans:
+                share[first:end] += h.gpus * part
+        for share in slices.values():
+            held += np.ceil(share - EPS)
+        out[product] = _Api(tuple(mine), held)
     return out
 
 
@@ -926,15 +925,16 @@ def _api_units(api: _Api, k: int, rooms: Rooms) -> list[Unit]:
     out: list[Unit] = []
     slices: dict[str, tuple[float, set[PodKey]]] = {}
     for h in api.holdings:
-        if h.first > k:
+        now = h.gpus_at(k)
+        if not now > 0:
             continue
         if h.kind == "mig":
             share, pods = slices.get(h.node, (0.0, set()))
-            slices[h.node] = (share + h.gpus, pods | {h.pod})
+            slices[h.node] = (share + now, pods | {h.pod})
         else:
             kind = rooms.kind.get(h.node, "whole")
             key = f"{h.pod[0]}/{h.pod[1]}@{h.node} ({h.kind}, no DCGM series)"
-            out.append((key, h.gpus, h.node, kind, frozenset({h.pod})))
+            out.append((key, now, h.node, kind, frozenset({h.pod})))
     for node, (share, pods) in sorted(slices.items()):
         held = frozenset(pods)
         gpus = range(math.ceil(share - EPS))

@@ -37,6 +37,7 @@ reason.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -200,10 +201,12 @@ UNATTRIBUTED_COLUMNS = [
     C.GPU_HOURS,
     "reason",
     "kind",
+    C.SPANS,
 ]
 """The columns of `unattributed`: per pod, the GPUs (whole-GPU equivalents) it holds with no
-DCGM series naming it, the hours held in the window, their product, the `Reason`, and what
-kind of GPU they are (`KINDS`: a pod holding several kinds has a row per kind)."""
+DCGM series naming it, the hours held in the window, their product, the `Reason`, what kind
+of GPU they are (`KINDS`: a pod holding several kinds has a row per kind), and the buckets
+those hours lie in (`C.SPANS`)."""
 KINDS = ("whole", "mig", "shared")
 """Whole GPUs (devices or DRA devices), MIG slices (their share of a GPU), shared replicas
 (time-slicing or MPS, each its share of the device)."""
@@ -224,7 +227,9 @@ def unattributed(
     of its start and the window's, to the earlier of its end and the window's), less the
     buckets (of `step` seconds; `hourly`, the hourly table, says which) the Kubernetes-side
     join gave it its devices in, and the `Reason` no series could be joined to it (see
-    `Reason`). A pod the join gave all its time has no row.
+    `Reason`); `C.SPANS` says which buckets those hours lie in (every bucket it ran in, in
+    any part, less those the join gave it the devices of the row in). A pod the join gave all
+    its time has no row.
 
     `hami`: (namespace, pod) -> the shares HAMi granted it of GPUs without DCGM series
     (`hami.Tenancy.unmonitored`), which such a pod holds (kind `shared`, reason `no_exporter`
@@ -238,7 +243,8 @@ def unattributed(
     cand = cand.reset_index(drop=True)
     ran = bucketjoin.runs(cand, window)
     ran_h = ran.hours()
-    joined = _joined_hours(holdings, hourly, cand, ran, step)
+    joined, joined_at = _joined_hours(holdings, hourly, cand, ran, step)
+    grid = (window[0], step, max(1, round((window[1] - window[0]) / step)))
     dcgm_nodes = set(holdings[C.NODE].tolist())
     products = dict(zip(nodes[C.NODE].tolist(), nodes[C.PRODUCT].tolist(), strict=True))
     unprofiled = _unprofiled_mig_nodes(holdings)
@@ -255,6 +261,7 @@ def unattributed(
         if granted > 0:
             whole, shared = 0.0, granted
         left = _unjoined(row, model, hours, (whole, migs), joined.get(i, {}))
+        spans = _row_spans(row, model, (ran.begin[i], ran.end[i]), joined_at.get(i, {}), grid)
         parts: list[tuple[float, Reason, str]] = []
         if node not in dcgm_nodes:
             kinds = zip((whole, migs, shared), KINDS, strict=True)
@@ -278,6 +285,7 @@ def unattributed(
                         C.GPU_HOURS: gpus * left[kind],
                         "reason": reason.value,
                         "kind": kind,
+                        C.SPANS: spans[kind],
                     }
                 )
     table: pd.DataFrame = pd.DataFrame(out, columns=UNATTRIBUTED_COLUMNS)
@@ -290,16 +298,16 @@ def _joined_hours(
     cand: pd.DataFrame,
     ran: bucketjoin.Runs,
     step: float,
-) -> dict[int, dict[str, float]]:
+) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, set[float]]]]:
     """Candidate position -> device kind -> hours it ran in the buckets the Kubernetes-side
-    join gave it devices of that kind in."""
+    join gave it devices of that kind in, and the ends of those buckets."""
     import pandas as pd
 
     if hourly is None or holdings.empty or hourly.empty:
-        return {}
+        return {}, {}
     joined = holdings[C.ATTRIBUTION].to_numpy(dtype=object) == Method.KUBERNETES_JOIN.value
     if not joined.any():
-        return {}
+        return {}, {}
     h = holdings[joined]
     at = {k: i for i, k in enumerate(zip(cand[C.NAMESPACE], cand[C.POD], strict=True))}
     pod_of = np.array([at.get(k, -1) for k in zip(h[C.NAMESPACE], h[C.POD], strict=True)])
@@ -324,9 +332,69 @@ def _joined_hours(
     cells = cells[cells["pod"] >= 0]
     cells["h"] = ran.overlap_s(cells["pod"].to_numpy(), cells["ts"].to_numpy(), step) / 3600.0
     out: dict[int, dict[str, float]] = {}
-    for (pod, kind), hours in cells.groupby(["pod", "kind"])["h"].sum().items():
-        out.setdefault(int(pod), {})[str(kind)] = float(hours)
-    return out
+    when: dict[int, dict[str, set[float]]] = {}
+    for (pod, kind), group in cells.groupby(["pod", "kind"]):
+        out.setdefault(int(pod), {})[str(kind)] = float(group["h"].sum())
+        when.setdefault(int(pod), {})[str(kind)] = set(group["ts"].tolist())
+    return out, when
+
+
+Span = tuple[int, int, float]
+"""`(first, end, part)`: buckets `first` to `end - 1` held `part` of a row's GPUs (`C.SPANS`)."""
+
+
+def _row_spans(
+    row: Mapping[Any, Any],
+    model: str,
+    ran: tuple[float, float],
+    joined: Mapping[str, set[float]],
+    grid: tuple[float, float, int],
+) -> dict[str, tuple[Span, ...]]:
+    """Per kind (`KINDS`), the buckets a pod that ran from `ran[0]` to `ran[1]` held GPUs of
+    that kind in that the Kubernetes-side join did not give it (`joined`: the ends of the
+    buckets it gave, by device kind), as `Span`s: every bucket it ran in (in any part) and, of
+    its MIG slices, the share (of a GPU) of the profiles not joined there over all of them.
+    `grid`: the window's start, the bucket length and the number of buckets."""
+    start, step, nb = grid
+    lo = max(0, math.floor((ran[0] - start) / step + 1e-9))
+    hi = min(nb, math.ceil((ran[1] - start) / step - 1e-9))
+
+    def at(kind: str) -> set[int]:
+        return {round((t - start) / step) - 1 for t in joined.get(kind, ())}
+
+    whole = [(1.0, at(bucketjoin.WHOLE))]
+    mig_parts = [
+        (n * mig.slice_fraction(prof, model), at(prof))
+        for prof, n in bucketjoin.migs(row[C.MIG_REQUEST])
+    ]
+    return {
+        "whole": _spans(lo, hi, whole),
+        "mig": _spans(lo, hi, mig_parts),
+        "shared": _spans(lo, hi, [(1.0, set())]),
+    }
+
+
+def _spans(lo: int, hi: int, parts: list[tuple[float, set[int]]]) -> tuple[Span, ...]:
+    """Buckets `lo` to `hi - 1` as `Span`s: in each, the weights of `parts` (weight, buckets
+    it is left out of) not left out there over all of them; runs of one part are one span,
+    buckets of none are left out."""
+    total = sum(w for w, _ in parts)
+    if hi <= lo or not total > 0:
+        return ()
+    cuts = {lo, hi}
+    for _, out_of in parts:
+        cuts |= {b for k in out_of if lo <= k < hi for b in (k, k + 1)}
+    edges = sorted(cuts)
+    spans: list[Span] = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        part = sum(w for w, out_of in parts if a not in out_of) / total
+        if part <= 0:
+            continue
+        if spans and spans[-1][1] == a and spans[-1][2] == part:
+            spans[-1] = (spans[-1][0], b, part)
+        else:
+            spans.append((a, b, part))
+    return tuple(spans)
 
 
 def _unjoined(

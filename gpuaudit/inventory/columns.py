@@ -97,6 +97,11 @@ STARTED = "started"
 FINISHED = "finished"
 """When a pod in phase Succeeded or Failed ended: the latest `finishedAt` of its containers'
 terminated states; None for a pod that has not ended, or whose end is not recorded."""
+SPANS = "spans"
+"""Of a row of the attribution ledger's unattributed side (`attribution.unattributed`): the
+buckets of the window its hours lie in, as `(first, end, part)` triples: buckets `first` to
+`end - 1` (0 for the bucket that ends one step after the window's start), in each of which
+the pod held `part` of the row's GPUs in some part of the bucket."""
 PREEMPTION_POLICY = "preemption_policy"
 UNSCHEDULABLE = "unschedulable"
 """The pod's PodScheduled condition is False with reason Unschedulable."""

@@ -49,9 +49,11 @@ class ProductPlan(ReportModel):
     never reported, the hours in which the Kubernetes API shows some of its GPUs held."""
     gpus_held: Stat
     """GPUs held by pods per hour: every GPU DCGM shows held by a pod, and every GPU the
-    Kubernetes API shows a running pod holding where no DCGM series names the pod (a node
-    without an exporter, a DRA ResourceClaim no series could be joined to, a pod no series
-    names; from the hour the pod started in to the window's end; see `gpus_without_dcgm`). A
+    Kubernetes API shows a pod holding where no DCGM series names the pod (a node without an
+    exporter, a DRA ResourceClaim no series could be joined to, a pod no series names; in the
+    hours the pod ran in, from the hour it started in to the hour it ended in or the window's
+    last, less those the Kubernetes-side join gave it its devices in; see
+    `gpus_without_dcgm`). A
     pod's whole GPUs count one each and a time-sliced replica 1/replicas. A MIG-partitioned
     GPU counts as one held GPU in an hour when any of its instances is held, whatever their
     share of it, never the sum of the instances' fractions: a GPU with an instance held cannot
