@@ -18,7 +18,7 @@ from gpuaudit.inventory import Capability, Inventory, Views, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method
 from gpuaudit.scenario import generate, to_snapshot
-from gpuaudit.scenario.hami_cases import NODE
+from gpuaudit.scenario.hami_cases import ENDED_NODE, NODE
 
 DAYS = 2
 HOURS = 24 * DAYS
@@ -33,21 +33,22 @@ def audited(request: pytest.FixtureRequest) -> tuple[dict[str, Any], AuditResult
     return sc.truth, run_checks(inv, Settings()), inv
 
 
-def _pods(inv: Inventory) -> set[str]:
+def _pods(inv: Inventory, node: str = NODE) -> set[str]:
     pods = inv.pods
-    return set(pods.loc[pods[C.NODE] == NODE, C.POD])
+    return set(pods.loc[pods[C.NODE] == node, C.POD])
 
 
 def _mine(truth: dict[str, Any], key: str, code: str, pods: set[str]) -> set[str]:
     return {e["name"] for e in truth[key].get(code, []) if e["name"] in pods}
 
 
+@pytest.mark.parametrize("node", [NODE, ENDED_NODE])
 @pytest.mark.parametrize("code", [c.code for c in discover()])
 def test_each_check_names_exactly_the_planted_pods_of_the_node(
-    audited: tuple[dict[str, Any], AuditResult, Inventory], code: str
+    audited: tuple[dict[str, Any], AuditResult, Inventory], code: str, node: str
 ) -> None:
     truth, result, inv = audited
-    pods = _pods(inv)
+    pods = _pods(inv, node)
     found = {f.resource.name for f in result.findings if f.code == code and f.resource.name in pods}
     assert found == _mine(truth, "planted", code, pods), code
     assert not found & _mine(truth, "near_misses", code, pods)
@@ -57,7 +58,15 @@ def test_the_cases_are_planted() -> None:
     truth = generate(48, DAYS, 11).truth
     assert {e["name"].rsplit("-", 2)[0] for e in truth["planted"]["GPU022"]} == {"hami-over"}
     near = {e["name"].rsplit("-", 2)[0] for e in truth["near_misses"]["GPU022"]}
-    assert near == {"hami-idle", "hami-busy", "hami-exact", "hami-whole"}
+    # hami-eval: hami-eval-idle and hami-eval-busy, which ended (`plant_hami_ended`).
+    assert near == {
+        "hami-idle",
+        "hami-busy",
+        "hami-exact",
+        "hami-whole",
+        "hami-eval",
+        "hami-steady",
+    }
 
 
 def test_each_pod_holds_its_share_and_the_ledger_adds_up(
@@ -82,7 +91,8 @@ def test_each_pod_holds_its_share_and_the_ledger_adds_up(
     assert held[C.GPU_HOURS].sum() == pytest.approx(2.25 * HOURS)
     views = Views(inv, DEFAULT_PRICES)
     led = ledger(views)
-    assert led.attributed[Method.HAMI_SHARE.value] == pytest.approx(2.25 * HOURS)
+    # The ended node's pods add 0.25 x 20 h, 0.5 x 24 h and 0.25 x 48 h.
+    assert led.attributed[Method.HAMI_SHARE.value] == pytest.approx(2.25 * HOURS + 29.0)
     assert led.attributed_gpu_hours == pytest.approx(float(h.loc[h[C.HELD], C.GPU_HOURS].sum()))
     un = views.unattributed
     assert not set(un[C.POD]) & _pods(inv)  # every HAMi pod is joined to its GPU's series
@@ -105,3 +115,39 @@ def test_the_over_share_finding_says_what_it_took(
     assert "ran above its 50 % of the GPU's cores for 48.0 h" in f.message
     assert f.evidence["hours_over_share"] == HOURS
     assert 0.2 * HOURS < f.impact.gpu_hours < 0.25 * HOURS
+
+
+def test_pods_that_ended_hold_their_share_for_the_time_they_ran(
+    audited: tuple[dict[str, Any], AuditResult, Inventory],
+) -> None:
+    # hami-eval-idle ended at 3/7 of the window (hour 20), hami-eval-busy at half (hour 24).
+    _, result, inv = audited
+    h = inv.holdings
+    held = h[(h[C.NODE] == ENDED_NODE) & h[C.HELD]]
+    names = ("hami-eval-idle", "hami-eval-busy", "hami-steady")
+    got = {
+        next(n for n in names if p.startswith(n)): (f, hours, gpu_h, a)
+        for p, f, hours, gpu_h, a in zip(
+            held[C.POD],
+            held[C.FRACTION],
+            held[C.HOURS],
+            held[C.GPU_HOURS],
+            held[C.ATTRIBUTION],
+            strict=True,
+        )
+    }
+    share = Method.HAMI_SHARE.value
+    assert got == {
+        "hami-eval-idle": (pytest.approx(0.25), pytest.approx(20.0), pytest.approx(5.0), share),
+        "hami-eval-busy": (pytest.approx(0.5), pytest.approx(24.0), pytest.approx(12.0), share),
+        "hami-steady": (pytest.approx(0.25), pytest.approx(48.0), pytest.approx(12.0), share),
+    }
+    views = Views(inv, DEFAULT_PRICES)
+    assert not set(views.unattributed[C.POD]) & _pods(inv, ENDED_NODE)
+    idle = next(
+        f
+        for f in result.findings
+        if f.code == "GPU001" and f.resource.name.startswith("hami-eval-idle")
+    )
+    assert idle.resource.gpus == pytest.approx(0.25)
+    assert idle.impact.gpu_hours == pytest.approx(5.0)

@@ -99,6 +99,7 @@ def _build(b: Builder) -> None:
     truth.from_state(b)
     kai.plant_kai(b)
     owners.plant_owners(b)
+    hami.plant_hami_ended(b)
 
 
 def _scenario(b: Builder) -> Scenario:
