@@ -15,13 +15,16 @@ whole GPU's; KAI time-slices the GPU and DCGM cannot tell the pods apart):
   finding is about the reservation pod.
 
 The shares of a bucket add up to the GPU: a fraction pod counts from the bucket it started in
-(when it started in that bucket's first half, as for DRA claims, `gpuaudit.inventory.claimed`),
-and the reservation pod's part is split at each such start, so that its share before a
-fraction pod came is the larger one. Fraction pods that finished before the scan are not in
-the pods list: their share counts as the reservation pod's. A pod whose share cannot be told
-(a `gpu-memory` request on a GPU of unknown memory, an unreadable annotation) counts 0 and is
-a warning; fractions that ask for more than the GPU (which KAI does not place) are scaled to
-it, with a warning.
+(when it started in that bucket's first half, as for DRA claims, `gpuaudit.inventory.claimed`)
+to the bucket it ended in (a pod that ended in the window, Succeeded or Failed at its
+containers' latest `finishedAt`: that bucket when it ended in its second half), and the
+reservation pod's part is split at each such start and end, so that its share while fewer
+fraction pods ran is the larger one. A fraction pod that ended at an unknown time (or was
+deleted before the scan, so that it is not in the pods list) holds nothing: its share counts
+as the reservation pod's. A pod whose share cannot be told (a `gpu-memory` request on a GPU
+of unknown memory, an unreadable annotation) counts 0 and is a warning; fractions that ask
+for more than the GPU at one time (which KAI does not place) are scaled to it, each by the
+most they add up to while it ran, with a warning.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ class _Holder:
     share: float
     cut: float
     """The first bucket end that is its (-inf: all of them)."""
+    stop: float = math.inf
+    """The first bucket end after `cut` that is no longer its (inf: none, it runs)."""
+
+    def holds(self, since: float) -> bool:
+        """Whether it holds the buckets from the end `since` on (to the next cut or stop)."""
+        return self.cut <= since < self.stop
 
 
 def _bounds(s: Series, n: int) -> tuple[Arr, Arr]:
@@ -120,16 +129,30 @@ def _holders(
             cut = m.started + half
             if not np.isfinite(last) or cut > last:
                 continue  # it came after the series' last bucket: none of it is its
-        out.append(_Holder(m, share, cut))
-    total = sum(h.share for h in out)
+        stop = math.inf
+        if m.ended is not None and np.isfinite(last) and m.ended + half <= last:
+            stop = m.ended + half
+            if not np.isfinite(first) or stop <= max(first, cut):
+                continue  # it ended before the series' first bucket or its own
+        out.append(_Holder(m, share, cut, stop))
+    peaks = _peaks(out)
+    total = max(peaks, default=0.0)
     if total > 1 + EPS:
         notes.append(
             f"the KAI fraction pods of GPU group {group[:80]} ask for {total:g} of one GPU "
             f"({', '.join(f'{h.member.pod[:60]} {h.share:g}' for h in out[:4])}): each share "
             "is scaled to the GPU"
         )
-        out = [replace(h, share=h.share / total) for h in out]
+        out = [replace(h, share=h.share / max(1.0, p)) for h, p in zip(out, peaks, strict=True)]
     return out
+
+
+def _peaks(holders: list[_Holder]) -> list[float]:
+    """For each holder, the most the shares of the holders add up to at one time while it
+    holds its share (they change only at a cut or a stop)."""
+    times = sorted({-math.inf} | {t for h in holders for t in (h.cut, h.stop) if t < math.inf})
+    at = {t: sum(h.share for h in holders if h.holds(t)) for t in times}
+    return [max((v for t, v in at.items() if h.holds(t)), default=0.0) for h in holders]
 
 
 def split(
@@ -161,9 +184,9 @@ def split(
         node = str(pods.get((ident.namespace, ident.pod), {}).get(C.NODE) or "")
         span = (float(first[k]), float(last[k]), half)
         plans[k] = _holders(s, k, group, node, fr, notes, span)
-    # Each fraction pod's holding: a copy of the GPU's series from its start on.
+    # Each fraction pod's holding: a copy of the GPU's series from its start to its end.
     weights: dict[int, float] = {}
-    copies: list[tuple[int, float]] = []
+    copies: list[tuple[int, float, float]] = []
     for k, hs in plans.items():
         for h in hs:
             key = s.n + len(copies)
@@ -172,13 +195,16 @@ def split(
             p.ident.append(replace(ident, container=""))
             weights[key] = h.share
             methods[key] = Method.KAI_FRACTION.value
-            copies.append((k, h.cut))
+            copies.append((k, h.cut, h.stop))
     if copies:
         s = _copy(s, copies, grow)
-    # The reservation pod's key cut at each start: interval keys, earliest first, each holding
-    # what the fraction pods of its time leave.
+    # The reservation pod's key cut at each start and end: interval keys, earliest first, each
+    # holding what the fraction pods of its time leave.
     intervals: dict[int, list[tuple[int, float]]] = {k: [(k, -math.inf)] for k in plans}
-    cuts = {k: sorted({h.cut for h in hs if h.cut > -math.inf}) for k, hs in plans.items()}
+    cuts = {
+        k: sorted({t for h in hs for t in (h.cut, h.stop) if math.isfinite(t)})
+        for k, hs in plans.items()
+    }
     for r in range(max((len(c) for c in cuts.values()), default=0)):
         # One cut per key a round: `claimed._split` moves a key's buckets from one time on.
         splits: list[tuple[int, float]] = []
@@ -192,7 +218,7 @@ def split(
         s = claimed._split(s, splits, grow)
     for k, hs in plans.items():
         for key, since in intervals[k]:
-            weights[key] = max(0.0, 1.0 - sum(h.share for h in hs if h.cut <= since))
+            weights[key] = max(0.0, 1.0 - sum(h.share for h in hs if h.holds(since)))
             methods[key] = Method.KAI_RESERVED.value
     return s, weights, notes
 
@@ -204,18 +230,21 @@ def weigh(fractions: Arr, weights: Mapping[int, float]) -> None:
         fractions[k] *= w
 
 
-def _copy(s: Series, src: list[tuple[int, float]], grow: Callable[..., Any]) -> Any:
+def _copy(s: Series, src: list[tuple[int, float, float]], grow: Callable[..., Any]) -> Any:
     """`s` with new keys (numbered from `s.n`, in order) that copy the keys of `src` from a
-    bucket end on ((key, time); -inf: all of it). A whole copy has every statistic of its key;
-    a copy from a time on has the activity means and sample counts of its buckets, and the
+    bucket end on and before another ((key, from, to); -inf and inf: all of it). A whole copy
+    has every statistic of its key; a copy of some buckets has the activity means and sample
+    counts of its buckets, and the
     statistics the snapshot holds for the whole window only (maxima, percentiles, framebuffer,
     power, link traffic, health) missing, as `claimed` does for a key split in time."""
     n0 = s.n
-    idx = np.array([k for k, _ in src], dtype=np.int64)
-    since = np.array([t for _, t in src], dtype="float64")
+    idx = np.array([k for k, _, _ in src], dtype=np.int64)
+    since = np.array([t for _, t, _ in src], dtype="float64")
+    until = np.array([t for _, _, t in src], dtype="float64")
     new = np.arange(n0, n0 + len(src), dtype=np.int64)
-    whole = np.concatenate([np.ones(n0, dtype=bool), ~np.isfinite(since)])
-    part = new[np.isfinite(since)]
+    cut = np.isfinite(since) | np.isfinite(until)
+    whole = np.concatenate([np.ones(n0, dtype=bool), ~cut])
+    part = new[cut]
 
     def points(h: Hourly) -> Hourly:
         if not len(h[0]):
@@ -225,10 +254,11 @@ def _copy(s: Series, src: list[tuple[int, float]], grow: Callable[..., Any]) -> 
         block = {int(h[0][a]): (int(a), int(e)) for a, e in zip(at, ends, strict=True)}
         rows: list[Arr] = []
         keys: list[Arr] = []
-        for k, t, nk in zip(idx.tolist(), since.tolist(), new.tolist(), strict=True):
+        spans = zip(idx.tolist(), since.tolist(), until.tolist(), new.tolist(), strict=True)
+        for k, t, u, nk in spans:
             a, e = block.get(k, (0, 0))
             r = np.arange(a, e)
-            r = r[h[1][r] >= t]
+            r = r[(h[1][r] >= t) & (h[1][r] < u)]
             if len(r):
                 rows.append(r)
                 keys.append(np.full(len(r), nk, dtype=h[0].dtype))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaudit.core import numbers
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.kube import Objects, timestamp
+from gpuaudit.inventory.kube import Objects, finished, timestamp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,7 +159,8 @@ def request(annotations: Any, what: str, notes: list[str] | None = None) -> Requ
 
 @dataclass(frozen=True)
 class Member:
-    """A running fraction pod of a GPU group."""
+    """A fraction pod of a GPU group: running, or ended in phase Succeeded or Failed at a
+    known time."""
 
     namespace: str
     pod: str
@@ -167,6 +168,8 @@ class Member:
     request: Request
     started: float | None
     """When it started (`status.startTime`, else its creation); None when unknown."""
+    ended: float | None = None
+    """When it ended (the latest `finishedAt` of its containers); None while it runs."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,8 @@ class Fractions:
     reservations: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, pod) of each reservation pod -> its GPU group."""
     members: Mapping[str, tuple[Member, ...]] = field(default_factory=dict)
-    """GPU group -> its running fraction pods, by (namespace, pod)."""
+    """GPU group -> its fraction pods, running or ended at a known time, by (namespace,
+    pod)."""
     memory: Mapping[str, float] = field(default_factory=dict)
     """Node -> each GPU's memory (MiB) as KAI reads it (`gpu_memory`), where labelled."""
 
@@ -189,7 +193,11 @@ def _map(obj: Any, key: str) -> Mapping[str, Any]:
 
 def read(objects: Objects, notes: list[str] | None = None) -> Fractions:
     """The reservation and fraction pods among the pods (by list key, see
-    `gpuaudit.inventory.kube.index`), and the GPU memory of each node."""
+    `gpuaudit.inventory.kube.index`), and the GPU memory of each node. A fraction pod counts
+    while it runs, and one that ended (Succeeded, Failed) where its end is known
+    (`gpuaudit.inventory.kube.finished`): it held its share until then. One that ended at an
+    unknown time is left out, as nothing says when it held its share (its GPU-hours count as
+    the reservation pod's)."""
     reserved: dict[tuple[str, str], str] = {}
     members: dict[str, list[Member]] = {}
     for pod in objects.get("pods", ()):
@@ -199,7 +207,8 @@ def read(objects: Objects, notes: list[str] | None = None) -> Fractions:
         if is_reservation(labels):
             reserved[key] = str(labels[GPU_GROUP])
             continue
-        if status.get("phase") != "Running":
+        ended = finished(status)
+        if status.get("phase") != "Running" and ended is None:
             continue
         names = groups(labels)
         if not names:
@@ -211,7 +220,7 @@ def read(objects: Objects, notes: list[str] | None = None) -> Fractions:
         started = timestamp(status.get("startTime")) or timestamp(meta.get("creationTimestamp"))
         node = str(spec.get("nodeName", "") or "")
         for g in names:
-            members.setdefault(g, []).append(Member(key[0], key[1], node, req, started))
+            members.setdefault(g, []).append(Member(key[0], key[1], node, req, started, ended))
     memory: dict[str, float] = {}
     if reserved:
         for obj in objects.get("nodes", ()):

@@ -22,6 +22,7 @@ from tests.support.factories import (
     Series,
     gpu_labels,
     inventory,
+    iso,
     make_node,
     make_pod,
     run_check,
@@ -91,6 +92,54 @@ def test_fractions_split_the_reserved_gpu_from_their_starts() -> None:
     assert h.loc["a", C.FB_USED_MEAN] == 1000
     assert h.loc["b", C.ACT_MEAN] == pytest.approx(0.01)
     assert inv.complete and not [w for w in inv.warnings if "KAI" in w]
+
+
+def ended(pod: dict[str, Any], at: float | None, phase: str = "Succeeded") -> dict[str, Any]:
+    """`pod` ended in `phase`, its container's `finishedAt` `at` (None: not said)."""
+    pod["status"]["phase"] = phase
+    done: dict[str, Any] = {"reason": "Completed", "exitCode": 0}
+    if at is not None:
+        done["finishedAt"] = iso(at)
+    pod["status"]["containerStatuses"] = [{"name": "c", "state": {"terminated": done}}]
+    return pod
+
+
+def test_a_fraction_pod_that_ended_holds_its_share_until_its_end() -> None:
+    """4 hours: `a` asks 0.5 all along; `b` asks 0.25 and ended (Succeeded) 100 s before hour
+    2 ended, so hours 1 and 2 are its (it ran more than half of hour 2); `c` (Failed) asks 0.25
+    and ended at an unknown time: nothing says when it held its share, so it holds none. The
+    reservation pod holds the rest: 0.25 for 2 hours, 0.5 for 2 hours."""
+    pods = [
+        reservation("gpu-reservation-aaa", "g1"),
+        fraction("a", "g1", gpu_fraction="0.5"),
+        ended(fraction("b", "g1", gpu_fraction="0.25"), START + 2 * 3600 - 100),
+        ended(fraction("c", "g1", gpu_fraction="0.25"), None, "Failed"),
+    ]
+    inv = inventory([shared_gpu(4)], 4, pods=pods, nodes=[node()])
+    kai_f, kai_r = Method.KAI_FRACTION.value, Method.KAI_RESERVED.value
+    assert held(inv) == pytest.approx(
+        {("a", kai_f): 2.0, ("b", kai_f): 0.5, ("gpu-reservation-aaa", kai_r): 1.5}
+    )
+    book = ledger(Views(inv, DEFAULT_PRICES))
+    assert book.allocated_gpu_hours == pytest.approx(4.0)
+    h = inv.holdings.set_index(C.POD)
+    assert h.loc["b", C.HOURS] == pytest.approx(2.0) and h.loc["b", C.FRACTION] == 0.25
+
+
+def test_fraction_pods_one_after_another_are_not_scaled_together() -> None:
+    """Two 0.75 pods that held the GPU one after the other (the first ended in hour 2's first
+    half) ask for 0.75 each at any one time: neither is scaled, and no warning."""
+    pods = [
+        reservation("gpu-reservation-aaa", "g1"),
+        ended(fraction("first", "g1", gpu_fraction="0.75"), START + 3600 + 600),
+        fraction("then", "g1", START + 3600 + 900, gpu_fraction="0.75"),
+    ]
+    inv = inventory([shared_gpu(4)], 4, pods=pods, nodes=[node()])
+    kai_f, kai_r = Method.KAI_FRACTION.value, Method.KAI_RESERVED.value
+    assert held(inv) == pytest.approx(
+        {("first", kai_f): 0.75, ("then", kai_f): 2.25, ("gpu-reservation-aaa", kai_r): 1.0}
+    )
+    assert not [w for w in inv.warnings if "KAI" in w]
 
 
 def test_a_memory_request_without_the_node_label_divides_by_dcgm_framebuffer() -> None:
