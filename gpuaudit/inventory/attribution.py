@@ -233,10 +233,13 @@ def unattributed(
 
     `hami`: (namespace, pod) -> the shares HAMi granted it of GPUs without DCGM series
     (`hami.Tenancy.unmonitored`), which such a pod holds (kind `shared`, reason `no_exporter`
-    or `no_pod_label`), not its `nvidia.com/gpu` over the node's split count."""
+    or `no_pod_label`), not its `nvidia.com/gpu` over the node's split count, whether or not a
+    series names it for its other GPUs."""
     import pandas as pd
 
-    cand = _candidates(pods, _named(holdings)) if not pods.empty else pods
+    # A HAMi pod a series names may hold shares of GPUs without series too.
+    named = _named(holdings) - set(hami or {})
+    cand = _candidates(pods, named) if not pods.empty else pods
     if cand.empty:
         empty: pd.DataFrame = pd.DataFrame(columns=UNATTRIBUTED_COLUMNS)
         return empty

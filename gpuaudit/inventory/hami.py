@@ -466,7 +466,7 @@ def join(
     runs: dict[tuple[str, str], tuple[float, float]] = {}
     for g in k.grants:
         ran = _ran(pods.get((g.namespace, g.pod)))
-        if ran is not None:
+        if ran is not None and ran[1] > p.grid[0]:  # a pod that ended before the window: none
             runs[(g.namespace, g.pod)] = ran
     grants = [g for g in k.grants if (g.namespace, g.pod) in runs]
     if not grants or p.cluster_label:

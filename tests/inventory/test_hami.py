@@ -226,6 +226,28 @@ def test_a_share_of_a_gpu_without_dcgm_series_is_unattributed_at_its_share() -> 
     assert h100.without_dcgm_by_hour == pytest.approx((0.5,) * HOURS)
 
 
+def test_a_pod_with_shares_of_a_gpu_with_series_and_one_without_is_counted_for_both() -> None:
+    # `both`: 25 % of the GPU with series (joined) and half of the one without (unattributed).
+    pod = hami_pod("both", 25, 20_390)
+    pod["metadata"]["annotations"][hami.ALLOCATED] = (
+        f"{UUID},NVIDIA,20390,25:{UUID2},NVIDIA,40780,10:;"
+    )
+    node = hami_node(uuids=(UUID, UUID2))
+    inv = build(snapshot([device()], HOURS, pods=[pod], nodes=[node]))
+    views = Views(inv, DEFAULT_PRICES)
+    assert tenant(inv, "both")[C.GPU_HOURS] == pytest.approx(0.25 * HOURS)
+    un = views.unattributed
+    assert un[C.POD].tolist() == ["both"] and un["gpus"].tolist() == pytest.approx([0.5])
+    assert ledger(views).allocated_gpu_hours == pytest.approx(0.75 * HOURS)
+
+
+def test_a_pod_that_ended_before_the_window_holds_nothing() -> None:
+    pods = [hami_pod("old", 25, 20_390, started=START - 2 * STEP, finished=START - STEP)]
+    inv = build(snapshot([device()], HOURS, pods=pods, nodes=[hami_node()]))
+    assert not inv.holdings[C.HELD].any() and inv.hami.tenants is None
+    assert Views(inv, DEFAULT_PRICES).unattributed.empty
+
+
 def test_a_share_on_a_node_without_an_exporter_is_unattributed_at_its_share() -> None:
     # No DCGM series at all: the node's pods' shares, over the time each ran (`gone` ended at
     # hour 5.25: 5.25 h of 0.3, its cores being more than its memory).
