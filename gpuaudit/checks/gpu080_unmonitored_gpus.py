@@ -30,7 +30,10 @@ How it decides
     pod label, MIG instances without labels or profiling, a shared GPU labelled with one pod
     only, or GPUs HAMi shares without DCGM series. When a node has such pods and no
     DCGM series at all, one finding names the node (no exporter there); otherwise one finding
-    per pod.
+    per pod. A KAI Scheduler reservation pod (`gpuaudit.inventory.kai`) is no workload: the
+    node's finding names the fraction pods of its GPU group on the node instead and says how
+    many GPUs KAI reserved for GPU fractions, and on a node with series its hours are one
+    finding about its GPU group (kind `GPUGroup`), naming the fraction pods.
     Impact: the GPU-hours that could not be audited, priced per GPU model (from the node's
     `nvidia.com/gpu.product` label): GPU-hours nobody can vouch for, not waste, so reports list
     it with the risks, apart from the waste. Severity: medium.
@@ -50,7 +53,7 @@ from typing import Any
 from gpuaudit.checks.base import gpu_word
 from gpuaudit.checks.contract import hours
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
-from gpuaudit.inventory import Capability, Views
+from gpuaudit.inventory import Capability, Views, kai
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Reason
 
@@ -106,47 +109,137 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             no_exporter.add(node)
         per_node[node].append((ns, pod, gpus, hours, str(rows[0][C.MODEL]), reasons))
     out: list[Finding] = []
+    # A KAI reservation pod holds its GPU for fraction pods: they are named, never it.
+    kai_held = kai.reserved_for(views.inv.pods) if per_node else {}
     for node, items in sorted(per_node.items()):
         model = items[0][4]
         price = views.price(model)
         if node in no_exporter:
-            out.append(_node_finding(node, items, price))
+            out.append(_node_finding(node, items, price, kai_held))
             continue
         hami = views.inv.hami.unmonitored
-        out.extend(_pod_finding(node, item, price, item[:2] in hami) for item in items)
+        for item in items:
+            held = kai_held.get(item[:2])
+            if held is not None:
+                out.append(_group_finding(node, item, price, held))
+            else:
+                out.append(_pod_finding(node, item, price, item[:2] in hami))
     return out
 
 
-def _node_finding(
-    node: str, items: list[tuple[str, str, float, float, str, list[str]]], price: float
+def _risk(
+    resource: Resource,
+    message: str,
+    unaudited: tuple[float, float],
+    pods: tuple[str, ...],
+    recommendation: str,
+    evidence: dict[str, Any],
 ) -> Finding:
-    gpu_hours = sum(g * h for _, _, g, h, _, _ in items)
-    gpus = sum(g for _, _, g, _, _, _ in items)
-    names = ", ".join(f"{ns}/{p}" for ns, p, *_ in items[:5])
-    more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+    """A finding of GPU-hours nobody can vouch for (`unaudited`: their count and price per
+    GPU-hour) about `resource`, naming `pods`."""
+    gpu_hours, price = unaudited
     return Finding(
         code=CODE,
         severity=Severity.MEDIUM,
-        resource=Resource("Node", "", node, node, gpus),
-        message=(
-            f"Node {node} has {gpu_word(gpus)} held by {_pods(len(items))} "
-            f"({names}{more}) but no DCGM series at all: {gpu_hours:,.0f} "
-            "GPU-hours could not be audited."
-        ),
+        resource=resource,
+        message=message,
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * price),
         category=Category.RISK,
-        pods=tuple(f"{ns}/{p}" for ns, p, *_ in items),
+        pods=pods,
+        recommendation=recommendation,
+        evidence=evidence,
+    )
+
+
+def _listed(names: tuple[str, ...] | list[str]) -> str:
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return ", ".join(names[:5]) + more
+
+
+def _node_finding(
+    node: str,
+    items: list[tuple[str, str, float, float, str, list[str]]],
+    price: float,
+    kai_held: dict[tuple[str, str], tuple[str, tuple[str, ...]]],
+) -> Finding:
+    gpu_hours = sum(g * h for _, _, g, h, _, _ in items)
+    gpus = sum(g for _, _, g, _, _, _ in items)
+    # A KAI reservation pod's GPUs are held for its fraction pods: they are named instead.
+    names: list[str] = []
+    reserved = 0.0
+    for ns, p, g, *_ in items:
+        held = kai_held.get((ns, p))
+        names += [f"{ns}/{p}"] if held is None else list(held[1])
+        reserved += g if held is not None else 0.0
+    names = list(dict.fromkeys(names))
+    kai_note = (
+        f"; {gpu_word(reserved)} of them reserved by KAI Scheduler for GPU fractions"
+        if reserved and names
+        else ""
+    )
+    held_by = (
+        f"held by {_pods(len(names))} ({_listed(names)}{kai_note})"
+        if names
+        else "reserved by KAI Scheduler for GPU fractions (no fraction pod of them is listed)"
+    )
+    return _risk(
+        Resource("Node", "", node, node, gpus),
+        f"Node {node} has {gpu_word(gpus)} {held_by} but no DCGM series at all: "
+        f"{gpu_hours:,.0f} GPU-hours could not be audited.",
+        (gpu_hours, price),
+        tuple(names),
         recommendation=(
             f"Run dcgm-exporter on {node} (check the GPU Operator's "
             "DaemonSet node selectors and tolerations) and that "
             "Prometheus scrapes it."
         ),
         evidence={
-            "pods": [f"{ns}/{p}" for ns, p, *_ in items],
+            "pods": names,
             "gpus": round(gpus, 4),
+            **({"kai_reserved_gpus": round(reserved, 4)} if reserved else {}),
             "unaudited_gpu_hours": round(gpu_hours, 2),
             "gpu_product": items[0][4],
             "attribution": Reason.NO_EXPORTER.value,
+        },
+    )
+
+
+def _group_finding(
+    node: str,
+    item: tuple[str, str, float, float, str, list[str]],
+    price: float,
+    held: tuple[str, tuple[str, ...]],
+) -> Finding:
+    """The unaudited GPU-hours of a KAI reservation pod, as its GPU group's: the GPUs it holds
+    for the group's fraction pods, which the finding names."""
+    _, _, gpus, hours, model, reasons = item
+    group, members = held
+    gpu_hours = gpus * hours
+    why = "; ".join(dict.fromkeys(_WHY.get(r, "no DCGM series names it") for r in reasons))
+    whose = (
+        f"the GPU fractions of {_pods(len(members))} ({_listed(members)})"
+        if members
+        else "GPU fractions (no fraction pod of it is listed)"
+    )
+    return _risk(
+        Resource("GPUGroup", "", group, node, gpus),
+        f"KAI Scheduler's GPU group {group} on {node} holds {gpu_word(gpus)} for {whose}, "
+        f"but {why}: {gpu_hours:,.0f} GPU-hours could not be audited.",
+        (gpu_hours, price),
+        members,
+        recommendation=(
+            "Enable dcgm-exporter's Kubernetes pod mapping on this node (kubelet pod-resources "
+            "socket mounted): its series then name the reservation pod, and gpuaudit splits "
+            "them among the fraction pods."
+        ),
+        evidence={
+            "gpu_group": group,
+            "pods": list(members),
+            "gpus": round(gpus, 4),
+            "unaudited_gpu_hours": round(gpu_hours, 2),
+            "hours": round(hours, 2),
+            "gpu_product": model,
+            "attribution": ",".join(reasons),
         },
     )
 

@@ -73,6 +73,32 @@ def reservations(pods: pd.DataFrame) -> frozenset[tuple[str, str]]:
     )
 
 
+def reserved_for(pods: pd.DataFrame) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """(namespace, pod) of every KAI reservation pod in the pods table -> its GPU group and the
+    `namespace/pod` of the fraction pods of that group on its node (the workloads it holds the
+    GPU for), sorted: what a finding names instead of the reservation pod."""
+    if pods.empty:
+        return {}
+    rows = zip(
+        pods[C.NAMESPACE].tolist(),
+        pods[C.POD].tolist(),
+        pods[C.NODE].tolist(),
+        pods[C.LABELS].tolist(),
+        strict=True,
+    )
+    held: dict[tuple[str, str], tuple[str, str]] = {}
+    members: dict[tuple[str, str], set[str]] = {}
+    for ns, pod, node, labels in rows:
+        if not isinstance(labels, Mapping):
+            continue
+        if is_reservation(labels):
+            held[(str(ns), str(pod))] = (str(labels[GPU_GROUP]), str(node or ""))
+            continue
+        for g in groups(labels):
+            members.setdefault((g, str(node or "")), set()).add(f"{ns}/{pod}")
+    return {key: (g, tuple(sorted(members.get((g, node), ())))) for key, (g, node) in held.items()}
+
+
 def groups(labels: Mapping[str, Any]) -> tuple[str, ...]:
     """The GPU groups a pod's labels name (`runai-gpu-group`, and each
     `runai-gpu-group/<group>`), sorted."""

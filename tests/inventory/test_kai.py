@@ -264,3 +264,47 @@ def test_a_kai_podgroup_is_a_gang() -> None:
     assert not run_check(gpu010, _gang(min_member=2, running=2))
     zero = _gang(min_member=0, running=1).gangs
     assert zero[C.NEEDED].isna().all()  # minMember 0 asks for no gang
+
+
+def _gpu080(inv: Inventory) -> list[Any]:
+    return [f for f in run_checks(inv, Settings()).findings if f.code == "GPU080"]
+
+
+def test_a_kai_node_without_an_exporter_names_the_fraction_pods_not_the_reservation() -> None:
+    """30 hours, no DCGM series on the node: the node's finding names the workload pod and the
+    fraction pods the reservation pod holds its GPU for, never the reservation pod."""
+    pods = [
+        reservation("gpu-reservation-aaa", "g1"),
+        fraction("a", "g1", gpu_fraction="0.5"),
+        fraction("b", "g1", gpu_fraction="0.25"),
+        make_pod("w", started=START - 600),
+    ]
+    (f,) = _gpu080(inventory([], 30, pods=pods, nodes=[node()]))
+    assert f.message == (
+        "Node node-a has 2 GPUs held by 3 pods (ml/a, ml/b, ml/w; 1 GPU of them reserved by "
+        "KAI Scheduler for GPU fractions) but no DCGM series at all: 60 GPU-hours could not "
+        "be audited."
+    )
+    assert f.pods == ("ml/a", "ml/b", "ml/w") and f.impact.gpu_hours == pytest.approx(60.0)
+    assert f.evidence["kai_reserved_gpus"] == 1
+
+
+def test_a_reserved_gpu_without_pod_labels_is_reported_as_its_gpu_groups() -> None:
+    """Two GPUs whose series name no pod, one reserved by KAI for two fraction pods (the
+    Kubernetes-side join cannot tell which): the reserved GPU's 30 hours are reported as the GPU
+    group's, naming its fraction pods, not dropped with the reservation pod's finding."""
+    pods = [
+        reservation("gpu-reservation-aaa", "g1"),
+        fraction("a", "g1", gpu_fraction="0.5"),
+        fraction("b", "g1", gpu_fraction="0.25"),
+    ]
+    series = [Series(gpu_labels(f"GPU-{i}", str(i)), act=[0.2] * 30) for i in range(2)]
+    inv = inventory(series, 30, pods=pods, nodes=[node()])
+    (f,) = _gpu080(inv)
+    assert (f.resource.kind, f.resource.name, f.resource.node) == ("GPUGroup", "g1", "node-a")
+    assert f.message == (
+        "KAI Scheduler's GPU group g1 on node-a holds 1 GPU for the GPU fractions of 2 pods "
+        "(ml/a, ml/b), but no DCGM series names it: 30 GPU-hours could not be audited."
+    )
+    assert f.pods == ("ml/a", "ml/b") and f.impact.gpu_hours == pytest.approx(30.0)
+    assert "gpu-reservation" not in f.message + f.recommendation
