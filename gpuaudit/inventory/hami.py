@@ -398,16 +398,40 @@ def _ran(pod: Mapping[str, Any] | None) -> tuple[float, float] | None:
     return None
 
 
+class _Running:
+    """The shares of one GPU's tenants that run at given times, added up (each tenant runs
+    from `begin` to `end`, half-open)."""
+
+    def __init__(self, begin: Arr, end: Arr, shares: Arr) -> None:
+        by_begin, by_end = np.argsort(begin, kind="stable"), np.argsort(end, kind="stable")
+        self.begin, self.end = begin[by_begin], end[by_end]
+        self.started = np.concatenate([[0.0], np.cumsum(shares[by_begin])])
+        self.ended = np.concatenate([[0.0], np.cumsum(shares[by_end])])
+
+    def at(self, times: Arr, before: Arr | None = None) -> Arr:
+        """Those started at or before `times` less those ended at or before `before` (default
+        `times`): at `times` itself, or, with `before` a bucket's start and `times` its end,
+        those that ran in some part of it (started before its end: pass `times` less a
+        little)."""
+        on = self.started[np.searchsorted(self.begin, times, side="right")]
+        gone = self.ended[np.searchsorted(self.end, times if before is None else before, "right")]
+        out: Arr = on - gone
+        return out
+
+
 def _peaks(runs: list[tuple[float, float]], shares: list[float]) -> Arr:
     """For each of one GPU's tenants, the most the shares of its tenants add up to at one time
     while it ran. They only grow when a tenant starts: the most is at one of the starts within
     its run (its own included)."""
-    begin = np.array([r[0] for r in runs])
-    end = np.array([r[1] for r in runs])
-    on = (begin[None, :] <= begin[:, None]) & (begin[:, None] < end[None, :])
-    at_start = on.astype(np.float64) @ np.array(shares)
-    within = (begin[None, :] >= begin[:, None]) & (begin[None, :] < end[:, None])
-    out: Arr = np.where(within, at_start[None, :], 0.0).max(axis=1)
+    begin = np.array([r[0] for r in runs], dtype=np.float64)
+    end = np.array([r[1] for r in runs], dtype=np.float64)
+    starts = np.sort(begin)
+    at_start = _Running(begin, end, np.array(shares, dtype=np.float64)).at(starts)
+    # The starts within each run, [lo, hi) of `starts`: never empty (its own start is one).
+    lo = np.searchsorted(starts, begin, side="left")
+    hi = np.searchsorted(starts, end, side="left")
+    bounds = np.column_stack([lo, hi]).ravel()
+    out: Arr = np.maximum.reduceat(np.append(at_start, 0.0), bounds)[::2]
     return out
 
 
@@ -517,12 +541,19 @@ def _together(tenants: list[Tenant], step: float) -> Callable[[str, Arr], Arr]:
     per_gpu: dict[str, list[Tenant]] = {}
     for t in tenants:
         per_gpu.setdefault(t.grant.uuid, []).append(t)
+    running = {
+        uuid: _Running(
+            np.array([t.ran[0] for t in ts]),
+            np.array([t.ran[1] for t in ts]),
+            np.array([t.share for t in ts]),
+        )
+        for uuid, ts in per_gpu.items()
+    }
 
     def of(uuid: str, times: Arr) -> Arr:
-        out = np.zeros(len(times))
-        for t in per_gpu.get(uuid, ()):
-            out += np.where(_overlap_s(t.ran, times, step) > 0, t.share, 0.0)
-        return out
+        # A tenant ran in the bucket (t - step, t] when it started before t and ended after
+        # t - step.
+        return running[uuid].at(np.nextafter(times, -np.inf), times - step)
 
     return of
 

@@ -179,3 +179,44 @@ def test_top_level_queues_are_siblings() -> None:
     assert f.resource.name == "train"
     assert "sibling queue under the top of the queue tree had pods waiting" in f.message
     assert f.evidence["parent_queue"] == ""
+
+
+@pytest.mark.parametrize(
+    ("ask", "labelled", "want"),
+    [
+        # 40,000 MiB of a GPU labelled 81,559 MiB (KAI: 81,500): ceil(49.08) / 100.
+        ({"gpu-memory": "40000"}, True, 0.5),
+        ({"gpu-memory": "40000", "gpu-fraction-num-devices": "2"}, True, 1.0),
+        ({"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}, False, 0.5),
+        ({"gpu-memory": "40000"}, False, None),  # no node says its GPU memory: unknown
+    ],
+)
+def test_a_waiting_fraction_pod_waits_for_its_share(
+    ask: dict[str, str], labelled: bool, want: float | None
+) -> None:
+    """A KAI fraction pod that waits asks for no `nvidia.com/gpu`: it waits for its share, a
+    `gpu-memory` request over the largest GPU memory of the nodes (the least it can be)."""
+    waiting = make_pod(
+        "frac-0",
+        namespace="infer",
+        node="",
+        gpus=0,
+        phase="Pending",
+        labels={QUEUE: "infer"},
+        annotations=ask,
+        unschedulable="no node has enough GPU memory",
+        pending_since=START + 3600,
+    )
+    waiting["spec"]["containers"][0]["resources"] = {}
+    node = make_node("node-a", gpus=8)
+    if labelled:
+        node["metadata"]["labels"]["nvidia.com/gpu.memory"] = "81559"
+    lists = {"kai_queues": tree()}
+    inv = inventory([], HOURS, pods=[waiting], nodes=[node], lists=lists)
+    got = [a for a in inv.queues.admissions if a.namespace == "infer"]
+    if want is None:
+        assert not got
+        return
+    (adm,) = got
+    assert adm.requests == (("nvidia.com/gpu", pytest.approx(want)),)
+    assert adm.pending_since == START + 3600

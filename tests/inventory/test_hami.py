@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gpuaudit.audit import capacity
@@ -264,6 +265,22 @@ def test_a_share_on_a_node_without_an_exporter_is_unattributed_at_its_share() ->
     assert ledger(views).allocated_gpu_hours == pytest.approx(0.5 * HOURS + 0.3 * 5.25)
     (f,) = run_check(gpu080, inv)
     assert f.resource.gpus == pytest.approx(0.8)
+
+
+def test_the_most_shares_at_once_while_each_ran_is_that_of_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        begin = rng.integers(0, 10, n).astype(float)
+        end = begin + rng.integers(1, 6, n)
+        begin[rng.random(n) < 0.2] = -np.inf
+        end[rng.random(n) < 0.3] = np.inf
+        shares = rng.random(n).round(2).tolist()
+        runs = list(zip(begin.tolist(), end.tolist(), strict=True))
+        # At each start, the shares of those running then; per pod, the most over its run.
+        at = [sum(x for (b, e), x in zip(runs, shares, strict=True) if b <= t < e) for t, _ in runs]
+        want = [max(a for (t, _), a in zip(runs, at, strict=True) if b <= t < e) for b, e in runs]
+        assert hami._peaks(runs, shares).tolist() == pytest.approx(want)
 
 
 @pytest.mark.parametrize(
