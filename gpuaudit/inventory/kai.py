@@ -146,6 +146,18 @@ class Request:
         return memory_share(self.memory_mib, gpu_mib)
 
 
+def pending_share(req: Request, smallest_mib: float | None) -> float:
+    """The share of one GPU a pending fraction pod asks for per GPU, as KAI's proportion
+    plugin counts it in its queue's request: its `gpu-fraction`, or its `gpu-memory` over the
+    smallest GPU memory of the cluster's nodes (`gpu_memory`; not rounded); 0 where neither is
+    known."""
+    if req.share is not None:
+        return req.share
+    if req.memory_mib is None or not smallest_mib:
+        return 0.0
+    return req.memory_mib / smallest_mib
+
+
 def request(annotations: Any, what: str, notes: list[str] | None = None) -> Request | None:
     """The fraction a pod's annotations ask for; None when they ask for none. An annotation
     that is no number in range (`gpu-fraction` above 0 and at most 1, `gpu-memory` a whole MiB

@@ -504,15 +504,16 @@ def _kai_waits(
     objects: Objects, pod_gang: Mapping[tuple[str, str], str]
 ) -> dict[str, tuple[float, float, list[tuple[str, str]]]]:
     """What KAI pods wait for, by gang id (a pod of no gang: `Pod/<namespace>/<name>`): GPUs
-    (whole, and a fraction pod's share x `gpu-fraction-num-devices`: its `gpu-fraction`, or its
-    `gpu-memory` over the largest GPU memory of the nodes as KAI reads it, the least share it
-    can be given, since it has no GPU yet; left out where no node says its GPU memory), since
-    when, and the pods; pods `Pending` with `PodScheduled` False for `Unschedulable`."""
+    (whole, and a fraction pod's `gpu-fraction` x `gpu-fraction-num-devices`, or its
+    `gpu-memory` x `gpu-fraction-num-devices` over the smallest GPU memory of the nodes, as
+    KAI's proportion plugin counts a pending pod's request in its queue; left out where no node
+    says its GPU memory), since when, and the pods; pods `Pending` with `PodScheduled` False
+    for `Unschedulable`."""
     out: dict[str, tuple[float, float, list[tuple[str, str]]]] = {}
     memories = (
         kai.gpu_memory(_map(_map(n, "metadata"), "labels")) for n in objects.get("nodes", ())
     )
-    largest = max((m for m in memories if m is not None), default=None)
+    smallest = min((m for m in memories if m is not None), default=None)
     for pod in objects.get("pods", ()):
         if _text(_map(pod, "status"), "phase") != "Pending":
             continue
@@ -530,9 +531,8 @@ def _kai_waits(
         key = _meta(pod)
         gpus, _ = gpu_requests(pod)
         req = kai.request(_map(_map(pod, "metadata"), "annotations"), "")
-        share = req.of(largest) if req is not None else None
-        if req is not None and share is not None:
-            gpus += share * req.devices
+        if req is not None:
+            gpus += req.devices * kai.pending_share(req, smallest)
         when = since or timestamp(_map(pod, "metadata").get("creationTimestamp"))
         if gpus <= 0 or when is None:
             continue

@@ -184,9 +184,9 @@ def test_top_level_queues_are_siblings() -> None:
 @pytest.mark.parametrize(
     ("ask", "labelled", "want"),
     [
-        # 40,000 MiB of a GPU labelled 81,559 MiB (KAI: 81,500): ceil(49.08) / 100.
-        ({"gpu-memory": "40000"}, True, 0.5),
-        ({"gpu-memory": "40000", "gpu-fraction-num-devices": "2"}, True, 1.0),
+        # 40,750 MiB over the smallest GPU memory, 81,559 MiB labelled (KAI: 81,500).
+        ({"gpu-memory": "40750"}, True, 0.5),
+        ({"gpu-memory": "20375", "gpu-fraction-num-devices": "2"}, True, 0.5),
         ({"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}, False, 0.5),
         ({"gpu-memory": "40000"}, False, None),  # no node says its GPU memory: unknown
     ],
@@ -195,7 +195,8 @@ def test_a_waiting_fraction_pod_waits_for_its_share(
     ask: dict[str, str], labelled: bool, want: float | None
 ) -> None:
     """A KAI fraction pod that waits asks for no `nvidia.com/gpu`: it waits for its share, a
-    `gpu-memory` request over the largest GPU memory of the nodes (the least it can be)."""
+    `gpu-memory` request over the smallest GPU memory of the nodes, as KAI counts a pending
+    pod's request in its queue (a larger node's label does not lower it)."""
     waiting = make_pod(
         "frac-0",
         namespace="infer",
@@ -208,11 +209,12 @@ def test_a_waiting_fraction_pod_waits_for_its_share(
         pending_since=START + 3600,
     )
     waiting["spec"]["containers"][0]["resources"] = {}
-    node = make_node("node-a", gpus=8)
+    nodes = [make_node("node-a", gpus=8), make_node("node-b", gpus=8)]
     if labelled:
-        node["metadata"]["labels"]["nvidia.com/gpu.memory"] = "81559"
+        nodes[0]["metadata"]["labels"]["nvidia.com/gpu.memory"] = "81559"
+        nodes[1]["metadata"]["labels"]["nvidia.com/gpu.memory"] = "143771"
     lists = {"kai_queues": tree()}
-    inv = inventory([], HOURS, pods=[waiting], nodes=[node], lists=lists)
+    inv = inventory([], HOURS, pods=[waiting], nodes=nodes, lists=lists)
     got = [a for a in inv.queues.admissions if a.namespace == "infer"]
     if want is None:
         assert not got
