@@ -30,7 +30,7 @@ How it decides
     pod label, MIG instances without labels or profiling, a shared GPU labelled with one pod
     only, or GPUs HAMi shares without DCGM series. When a node has such pods and no
     DCGM series at all, one finding names the node (no exporter there); otherwise one finding
-    per pod. A KAI Scheduler reservation pod (`gpuaudit.inventory.kai`) is no workload: the
+    per pod. A KAI Scheduler reservation pod is no workload: the
     node's finding names the fraction pods of its GPU group on the node instead and says how
     many GPUs KAI reserved for GPU fractions, and on a node with series its hours are one
     finding about its GPU group (kind `GPUGroup`), naming the fraction pods.

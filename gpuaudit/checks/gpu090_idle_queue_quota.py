@@ -49,7 +49,7 @@ How it decides
       schedulable nodes allocate. Impact: none counted (a risk, not waste: listed with the
       risks). Severity: medium. Needs the ResourceFlavors list; without it this rule is not
       applied to Kueue. For a flavor's total, the advice names the ClusterQueues to lower and
-      to what (`gpuaudit.checks.quota_cuts`). Each queue's own peak is the most it admitted
+      to what. Each queue's own peak is the most it admitted
       at one instant; the peak that matters for quotas lowered together is what the queues
       admitted at once: per hour of the window, each queue's most admitted at one instant of
       it, added over the queues (queues that peak in different hours share). First the queues
@@ -83,8 +83,7 @@ How it decides
     likewise): a
     warning names the object and the field, and the audit is incomplete. Workloads deleted
     before the scan are not seen; the namespaces' use keeps that from reading as idle quota.
-    KAI queues (rules in `gpuaudit.checks.kai_quota`, applied when KAI's Queues and PodGroups
-    were read): a queue's GPU `quota` (its deserved share; -1, unlimited, is not judged), its
+    KAI queues (applied when KAI's Queues and PodGroups were read): a queue's GPU `quota` (its deserved share; -1, unlimited, is not judged), its
     `limit` and `overQuotaWeight` are in the evidence; its use per hour is what its pods held
     (fractions at their share) and at least its `status.allocated`, a parent's with its
     children's. KAI lends idle deserved quota over quota, so idle quota alone is no finding:
