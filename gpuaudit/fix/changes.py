@@ -7,7 +7,7 @@ import enum
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,20 @@ class Plan:
     def of(self, finding: Finding) -> FindingFix | None:
         """What `finding` gets; None for a finding of a check without changes."""
         return self.fixes.get(key(finding))
+
+
+def answer(
+    fixes: dict[str, FindingFix], findings: Iterable[Finding], change: Change | None, why: str
+) -> None:
+    """Record in `fixes` what each of `findings` gets from `change` (None: not made, `why`):
+    a finding answered by several changes keeps the first made, and a change made wins over
+    one that was not."""
+    for f in findings:
+        k = key(f)
+        if change is None:
+            fixes.setdefault(k, FindingFix(None, "", None, why))
+        elif k not in fixes or fixes[k].kind is None:
+            fixes[k] = FindingFix(change.kind, change.file, change.target, why)
 
 
 def key(f: Finding) -> str:

@@ -12,7 +12,8 @@ The figures, from the finding's evidence: idle quota (`rule` `idle_quota`) to it
 the queue); a flavor's total above its nodes (`flavor_quota_not_honoured`) to each ClusterQueue's
 figure of `quota_changes`. Where several findings lower one quota line, the lowest figure wins
 (it answers them all: none is below a queue's peak admitted). One patch per ClusterQueue, named
-after the first of its findings in rank order. Volcano queues get no change yet.
+after the first of its findings in rank order. Volcano and KAI queues are
+`gpuaudit.fix.queue_quota`'s.
 """
 
 from __future__ import annotations
@@ -23,11 +24,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuaudit.checks.findings import Finding
-from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Target, file_name, key
+from gpuaudit.fix.changes import (
+    Change,
+    ChangeKind,
+    FindingFix,
+    Target,
+    answer,
+    file_name,
+    key,
+)
 from gpuaudit.fix.context import Context
 
 CODES = ("GPU090",)
 KEY = "kueue_clusterqueues"
+OTHER_SYSTEMS = frozenset({"Volcano", "KAI"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,8 @@ def changes(
     fixes: dict[str, FindingFix] = {}
     by_queue: dict[str, list[Lowering]] = {}
     for f in findings:
+        if str(f.evidence.get("system", "")) in OTHER_SYSTEMS:
+            continue  # gpuaudit.fix.queue_quota answers Volcano and KAI queues
         lowerings, why = _lowerings(f)
         if not lowerings:
             fixes[key(f)] = FindingFix(None, "", None, why)
@@ -55,12 +67,7 @@ def changes(
     out: list[Change] = []
     for queue, lows in by_queue.items():
         change, why = _patch(queue, lows, ctx)
-        for low in lows:
-            k = key(low.finding)
-            if change is None:
-                fixes.setdefault(k, FindingFix(None, "", None, why))
-            elif k not in fixes or fixes[k].kind is None:
-                fixes[k] = FindingFix(ChangeKind.PATCH, change.file, change.target, why)
+        answer(fixes, (low.finding for low in lows), change, why)
         if change is not None:
             out.append(change)
     return out, fixes
@@ -116,9 +123,9 @@ def _patch(queue: str, lows: list[Lowering], ctx: Context) -> tuple[Change | Non
             {"op": "test", "path": f"{path[0]}/name", "value": flavor},
             {"op": "test", "path": f"{path[1]}/name", "value": resource},
             {"op": "test", "path": f"{path[1]}/nominalQuota", "value": was},
-            {"op": "replace", "path": f"{path[1]}/nominalQuota", "value": _quantity(to)},
+            {"op": "replace", "path": f"{path[1]}/nominalQuota", "value": quantity(to)},
         ]
-        said.append(f"{resource} in flavor {flavor} from {was} to {_quantity(to)}")
+        said.append(f"{resource} in flavor {flavor} from {was} to {quantity(to)}")
     api = str(read.get("apiVersion") or "kueue.x-k8s.io/v1beta2")
     target = Target(api, "ClusterQueue", "", queue, "clusterqueues")
     findings = tuple({key(low.finding): low.finding for low in lows}.values())
@@ -162,7 +169,7 @@ def _find(
     return None
 
 
-def _quantity(n: float) -> int | str:
+def quantity(n: float) -> int | str:
     """A quota as a Kubernetes quantity: a whole number as an integer, else in milli-units."""
     if abs(n - round(n)) < 1e-9:
         return int(round(n))

@@ -176,7 +176,11 @@ def _controller(refs: Iterable[Mapping[str, Any]]) -> ObjectRef | None:
     )
 
 
-TARGETS: dict[str, str] = {"kueue_clusterqueues": "ClusterQueue"}
+TARGETS: dict[str, str] = {
+    "kueue_clusterqueues": "ClusterQueue",
+    "volcano_queues": "Queue",
+    "kai_queues": "Queue",
+}
 """Lists whose objects a change may target by name, though they own no pod (resource key ->
 kind): kept as read, for `Owners.named`."""
 
