@@ -34,7 +34,14 @@ from tests.support.factories import (
     make_pod,
 )
 from tests.support.paths import DEMO
-from tests.support.raw_attribution import joined_mig, joined_mig_pods, replicas_of
+from tests.support.raw_attribution import (
+    hami_tenants,
+    joined_mig,
+    joined_mig_buckets,
+    overlap,
+    ran_of,
+    replicas_of,
+)
 from tests.support.raw_snapshot import raw_snapshot
 from tests.test_demo import claimed_since
 
@@ -587,48 +594,71 @@ def _raw_units(
             cell[0] += frac
             cell[1] += frac * float(val)
             cell[2] = 1.0 if mig else cell[2] + frac
+    # GPUs shared by HAMi: each pod holds its share in the buckets it ran in.
+    tenants = hami_tenants(doc)
+    for t in tenants:
+        unit = ("pod", t["ns"], t["pod"], t["node"])
+        for ts, (_, a) in t["buckets"].items():
+            if ts > gone.get((t["ns"], t["pod"]), math.inf):
+                continue
+            cell = out[product[t["node"]]][ts].setdefault(unit, [0.0, 0.0, 0.0])
+            cell[0] += t["share"]
+            cell[1] += t["share"] * a
+            cell[2] += t["share"]
+    measured |= {(t["ns"], t["pod"]) for t in tenants}
     ends = sorted({float(ts) for i in series for ts, _ in i["values"]})
-    for prod, unit, size, since in _raw_without_series(
-        doc, measured | joined_mig_pods(doc, series, named), product
-    ):
-        for ts in ends:
-            if ts > since and ts <= gone.get(unit[1:3], math.inf):
-                out[prod][ts][unit] = [0.0, 0.0, size]
+    joined_at = joined_mig_buckets(doc, series, named)
+    for (prod, ts), units in _raw_without_series(doc, measured, joined_at, ends, gone).items():
+        for unit, size in units.items():
+            out[prod][ts][unit] = [0.0, 0.0, size]
     return out
 
 
 def _raw_without_series(
-    doc: dict[str, Any], measured: set[tuple[str, str]], product: dict[str, str]
-) -> list[tuple[str, tuple[str, ...], float, float]]:
-    """(product, unit, size, held after) of the GPUs running pods hold per the raw pods where no
-    series names the pod: a pod's whole GPUs (a time-sliced replica its share) as one unit, and
-    on each node the fewest GPUs its MIG slices fit on (the 1g slices of A100 80GB: 1/7 each)."""
+    doc: dict[str, Any],
+    measured: set[tuple[str, str]],
+    joined_at: dict[tuple[str, str], dict[str, set[float]]],
+    ends: list[float],
+    gone: dict[tuple[str, str], float],
+) -> dict[tuple[str, float], dict[tuple[str, ...], float]]:
+    """(product, bucket end) -> unit -> size, of the GPUs pods held per the raw pods where no
+    series names the pod, in each bucket they ran in (a Running pod from its start, an ended
+    one to its containers' latest finishedAt; released pods to their release, `gone`): a
+    pod's whole GPUs (a time-sliced replica its share) as one unit, and on each node the
+    fewest GPUs its MIG slices fit on (the 1g slices of A100 80GB: 1/7 each) in the buckets
+    the Kubernetes-side join did not give the pod its profile's instances in (`joined_at`)."""
     nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
     replicas = replicas_of(nodes)
-    out: list[tuple[str, tuple[str, ...], float, float]] = []
-    slices: dict[str, tuple[float, float]] = {}
+    product = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "")
+        for n in nodes
+    }
+    step, end = float(doc["manifest"]["window"]["step"]), float(doc["manifest"]["window"]["end"])
+    out: dict[tuple[str, float], dict[tuple[str, ...], float]] = defaultdict(dict)
+    slices: dict[tuple[str, float], float] = defaultdict(float)
     for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         node = pod["spec"].get("nodeName", "")
-        if pod["status"].get("phase") != "Running" or not node or key in measured:
+        ran = ran_of(pod, end)
+        if ran is None or not node or key in measured:
             continue
-        since = datetime.fromisoformat(
-            pod["status"]["startTime"].replace("Z", "+00:00")
-        ).timestamp()
+        held = [ts for ts in ends if overlap(ran, ts, step) > 0 and ts <= gone.get(key, math.inf)]
         for c in pod["spec"]["containers"]:
             for res, n in c.get("resources", {}).get("limits", {}).items():
                 if res == "nvidia.com/gpu":
                     unit = ("api", *key, node)
-                    out.append((product[node], unit, int(n) / replicas.get(node, 1), since))
+                    for ts in held:
+                        out[(product[node], ts)][unit] = int(n) / replicas.get(node, 1)
                 elif res.startswith("nvidia.com/mig-"):
-                    share, first = slices.get(node, (0.0, math.inf))
-                    frac = int(res.removeprefix("nvidia.com/mig-").split("g.")[0]) / 7
-                    slices[node] = (share + int(n) * frac, min(first, since))
-    for node, (share, since) in sorted(slices.items()):
-        out += [
-            (product[node], ("apimig", node, str(i)), 1.0, since)
-            for i in range(math.ceil(share - 1e-9))
-        ]
+                    profile = res.removeprefix("nvidia.com/mig-")
+                    frac = int(profile.split("g.")[0]) / 7
+                    joined = joined_at.get(key, {}).get(profile, set())
+                    for ts in held:
+                        if ts not in joined:
+                            slices[(node, ts)] += int(n) * frac
+    for (node, ts), share in sorted(slices.items()):
+        for i in range(math.ceil(share - 1e-9)):
+            out[(product[node], ts)][("apimig", node, str(i), node)] = 1.0
     return out
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.support.paths import DEMO, DEMO_TRUTH
-from tests.support.raw_attribution import joined_mig, replicas_of
+from tests.support.raw_attribution import hami_tenants, joined_mig, replicas_of
 from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
@@ -111,6 +111,8 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
     series = body["data"]["result"]
     named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
     joined = joined_mig(doc, series, named)
+    # (GPU-hours, activity, price, GPUs held in the window's last bucket) of each bucket held.
+    held: list[tuple[float, float, float, float]] = []
     for item in series:
         m = item["metric"]
         key = (m["Hostname"], m["UUID"], m.get("GPU_I_ID", ""))
@@ -128,15 +130,21 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
                 continue  # before the pod holding it through a DRA claim started
             if buckets is not None and float(ts) not in buckets:
                 continue  # a bucket the Kubernetes-side join gave no pod
-            a = float(val)
             gh = frac * step / 3600 * (buckets[float(ts)] if buckets is not None else 1.0)
-            alloc += gh
-            wsum += a * gh
-            if a < 0.05:
-                idle += gh
-                cost += gh * price
-            if ts == end:
-                now += frac
+            held.append((gh, float(val), price, frac if ts == end else 0.0))
+    # GPUs shared by HAMi: each pod holds its share in the buckets it ran in (its part of them).
+    for t in hami_tenants(doc):
+        price = next(v for k, v in prices.items() if k in t["model"])
+        for ts, (part, a) in t["buckets"].items():
+            gh = t["share"] * step / 3600 * part
+            held.append((gh, a, price, t["share"] if ts == end else 0.0))
+    for gh, a, price, at_end in held:
+        alloc += gh
+        wsum += a * gh
+        if a < 0.05:
+            idle += gh
+            cost += gh * price
+        now += at_end
     advertised = {
         n["metadata"]["name"]: int(n["metadata"]["labels"].get("nvidia.com/gpu.count", 0))
         for page in doc["kubernetes"]["nodes"]

@@ -89,8 +89,10 @@ ASSUMPTIONS = (
     "same way; in a scan of every cluster, only onto nodes of its own cluster; pod affinity, "
     "topology spread, volumes and DRA claims are not modelled.",
     "A node's room: allocatable nvidia.com/gpu (or nvidia.com/gpu.shared) over its "
-    "nvidia.com/gpu.replicas; for a MIG node, and a node that advertises neither (its GPUs "
-    "go out through DRA claims), its nvidia.com/gpu.count label, else the GPUs DCGM saw on "
+    "nvidia.com/gpu.replicas (on a node HAMi shares, over its GPUs' split count: allocatable "
+    "over the GPUs its annotation hami.io/node-nvidia-register registers); for a MIG node, "
+    "and a node that advertises neither (its GPUs go out through DRA claims), its "
+    "nvidia.com/gpu.count label, else the GPUs DCGM saw on "
     "it; for a node Kubernetes did not list, the GPUs DCGM saw, and it refuses no pod. "
     "Cordoned nodes offer no room.",
     "Whole-node gangs: members of one gang that each held every GPU of their node at the "

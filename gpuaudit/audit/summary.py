@@ -17,7 +17,8 @@ class Summary:
 
     gpus_total: int
     """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count
-    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs)."""
+    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs, over its GPUs'
+    split count where HAMi shares them)."""
     gpus_allocated_now: float
     """GPU equivalents held by pods in the last bucket of the window."""
     gpus_allocated_avg: float
@@ -102,11 +103,12 @@ def summarise(
             for node, n in counts.to_dict().items():
                 per_node[str(node)] = per_node.get(str(node), 0) + float(n)
     shared = views.sharing
-    for node, count, cap in zip(
-        nodes[C.NODE], nodes[C.GPU_COUNT], nodes[C.CAPACITY_GPU], strict=True
+    for node, count, cap, split in zip(
+        nodes[C.NODE], nodes[C.GPU_COUNT], nodes[C.CAPACITY_GPU], nodes[C.GPU_REPLICAS], strict=True
     ):
-        # A time-sliced node advertises each GPU once per replica.
-        reps = shared[node].replicas if node in shared else 1
+        # A time-sliced node advertises each GPU once per replica, a node HAMi shares once per
+        # split (`GPU_REPLICAS`).
+        reps = max(shared[node].replicas if node in shared else 1, float(split or 1))
         advertised = max(float(count), float(cap) / reps)
         per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
     total = int(round(sum(per_node.values())))

@@ -22,9 +22,11 @@ How it decides
     least the allocatable it asks for of every extended resource. Free GPUs per node:
     allocatable `nvidia.com/gpu` minus the requests of the pods bound to it that have not
     ended (bound but not yet running ones count, `Succeeded` and `Failed` ones do not), never
-    below 0 nor above allocatable. It is fragmentation when no such node has N free but they
-    have N or more in all. Nodes with N free that only a taint the pod does not tolerate, or
-    a cordon, keeps it off are named with the reason, as the pod's own scheduling message
+    below 0 nor above allocatable, over the node's replicas where it advertises each GPU
+    several times (`nvidia.com/gpu.replicas` of time-slicing or MPS, HAMi's split count).
+    It is fragmentation when no such node has N free but they have N or more in all. Nodes
+    with N free that only a taint the pod does not tolerate, or a cordon, keeps it off are
+    named with the reason, as the pod's own scheduling message
     reports them ("node(s) had untolerated taint {key: value}"). The pods that block
     consolidation: on each node, the fewest GPUs of running GPU pods (smallest first) whose
     moving would leave N free there, where each of them may run (by the same model) on
@@ -76,14 +78,18 @@ def _counts(n: float) -> str:
 
 
 def _holders(views: Views) -> dict[str, list[Holder]]:
-    """Running pods holding whole GPUs, by node."""
+    """Running pods holding GPUs, by node: on a node whose GPUs are shared, its GPUs' worth
+    (its request over the node's replicas, as `Placement.free_gpus` counts)."""
     pods = views.inv.pods
     running = pods[(pods[C.PHASE] == "Running") & (pods[C.NODE] != "") & (pods[C.GPU_REQUEST] > 0)]
     out: dict[str, list[Holder]] = {}
+    nodes = views.placement.nodes
     # Columns are read as lists: iterating a string column value by value is slow.
     cols = [C.NODE, C.GPU_REQUEST, C.NAMESPACE, C.POD]
     for node, request, ns, pod in zip(*(running[c].tolist() for c in cols), strict=True):
-        out.setdefault(str(node), []).append((float(request), f"{ns}/{pod}", (str(ns), str(pod))))
+        facts = nodes.get(str(node))
+        gpus = float(request) / max(1, facts.replicas if facts is not None else 1)
+        out.setdefault(str(node), []).append((gpus, f"{ns}/{pod}", (str(ns), str(pod))))
     return out
 
 
@@ -92,7 +98,7 @@ def _consolidation(
 ) -> Plan | None:
     """The node needing the fewest GPUs moved to leave `need` free, where every pod moved may
     run on another node that has the room."""
-    free_all = {n: pl.free(n) for n in pl.nodes}
+    free_all = {n: pl.free_gpus(n) for n in pl.nodes}
     allowed: dict[tuple[str, str], set[str]] = {}
     best: Plan | None = None
 
@@ -127,7 +133,9 @@ def _refused_with_room(
     """Nodes with `need` GPUs free that only a taint or a cordon keeps the pod off, with the
     reason."""
     return {
-        n: why for n, why in sorted(refused.items()) if pl.free(n) >= need and pl.kept_off(pod, n)
+        n: why
+        for n, why in sorted(refused.items())
+        if pl.free_gpus(n) >= need and pl.kept_off(pod, n)
     }
 
 
@@ -150,7 +158,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             continue
         nodes = tuple(fit)
         if nodes not in frees:
-            got = {n: pl.free(n) for n in fit}
+            got = {n: pl.free_gpus(n) for n in fit}
             frees[nodes] = (got, sum(got.values()), max(got.values()))
         free, total, most = frees[nodes]
         if most >= need or total < need:
@@ -188,7 +196,9 @@ def _finding(
     shown = list(roomy.items())[:2]
     refused_txt = ""
     if shown:
-        parts = [f"{n} has {_counts(pl.free(n))} free but is refused ({why})" for n, why in shown]
+        parts = [
+            f"{n} has {_counts(pl.free_gpus(n))} free but is refused ({why})" for n, why in shown
+        ]
         more = f" and {len(roomy) - len(shown)} more" if len(roomy) > len(shown) else ""
         refused_txt = f"; {'; '.join(parts)}{more}"
     fix = ""
@@ -229,7 +239,7 @@ def _finding(
             "blocking_pods": [{"pod": m[1], "gpus": m[0]} for m in best[2]] if best else [],
             "refused_nodes": refusal_summary(refused),
             "refused_with_room": {
-                n: {"free": pl.free(n), "why": why} for n, why in list(roomy.items())[:10]
+                n: {"free": pl.free_gpus(n), "why": why} for n, why in list(roomy.items())[:10]
             },
             "scheduler_message": str(getattr(w, C.SCHED_MESSAGE) or "")[:300],
             "pinned_products": sel.split(",") if sel else [],

@@ -18,8 +18,10 @@ How it decides
     covering at least `checks.warm_idle_hours` (default 24 h) count; a bucket covers the time
     the node's samples in it stand for (the longest of its series: samples x the scrape
     interval).
-    Impact: the node's GPUs x the hours in those runs, priced per GPU model. Severity: high
-    from 500 GPU-hours, medium from 100, low below.
+    Impact: the node's GPUs (the most of those DCGM reported, its `nvidia.com/gpu.count`
+    label, and, where it advertises each GPU several times, its allocatable `nvidia.com/gpu`
+    over its replicas or HAMi's split count) x the hours in those runs, priced per GPU model.
+    Severity: high from 500 GPU-hours, medium from 100, low below.
 
 What to do
     Let the autoscaler remove the node when it has no GPU work: stop idle holders (GPU001),
@@ -239,6 +241,19 @@ def _idle_runs(
     return long_runs, {n: sorted(v) for n, v in idle_pods.items()}
 
 
+def _node_gpus(nodes: pd.DataFrame) -> dict[str, float]:
+    """Node -> its GPUs as Kubernetes says: its `nvidia.com/gpu.count` label, or, on a node
+    that advertises each GPU several times (time-slicing, HAMi's split), its allocatable
+    `nvidia.com/gpu` over that (`C.GPU_REPLICAS`) where more."""
+    if nodes.empty:
+        return {}
+    count = nodes[C.GPU_COUNT].fillna(0).to_numpy(dtype=np.float64)
+    split = nodes[C.GPU_REPLICAS].fillna(1).to_numpy(dtype=np.float64)
+    alloc = nodes[C.ALLOCATABLE_GPU].fillna(0).to_numpy(dtype=np.float64)
+    gpus = np.where(split > 1, np.maximum(count, alloc / np.maximum(split, 1.0)), count)
+    return dict(zip(nodes[C.NODE].astype(str).tolist(), gpus.tolist(), strict=True))
+
+
 def run(views: Views, cfg: Thresholds) -> list[Finding]:
     inv = views.inv
     h = inv.holdings
@@ -252,11 +267,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     h = h[h[C.NODE].isin(list(idle_pods))]
     base = h[C.UUID].where(h[C.UUID] != "", physical_slot(h))
     physical = base.groupby(h[C.NODE]).nunique()
-    labelled = (
-        dict(zip(inv.nodes[C.NODE], inv.nodes[C.GPU_COUNT], strict=True))
-        if not inv.nodes.empty
-        else {}
-    )
+    labelled = _node_gpus(inv.nodes)
     models = views.node_products
     dcgm_model = h.groupby(C.NODE)[C.MODEL].first()
     kai = views.kai_reservations

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -900,6 +901,10 @@ def build(
     hami.fractions(tenants, fractions)
     holdings = _holdings(s, cols, fractions, span, np.array(order, dtype=np.int64), step)
     nodes = pd.DataFrame(k.node_rows, columns=NODE_COLUMNS)
+    # A node HAMi shares advertises each GPU its split count times: its GPUs are those it
+    # registered.
+    registered = Counter(d.node for d in hami_kube.devices.values())
+    nodes = sharing.with_split_devices(nodes, registered)
     pods = pd.DataFrame(k.pod_rows, columns=POD_COLUMNS)
     gpus = _gpus(holdings)
     shared = sharing.by_node(nodes, holdings)

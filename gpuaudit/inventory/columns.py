@@ -139,7 +139,9 @@ TAINTS = "taints"
 ALLOCATABLE = "allocatable"
 """Allocatable extended resources (`nvidia.com/...`), resource -> quantity."""
 GPU_REPLICAS = "gpu_replicas"
-"""GPU sharing replicas (`nvidia.com/gpu.replicas`, 1 when absent)."""
+"""GPU sharing replicas (`nvidia.com/gpu.replicas`, 1 when absent); on a node HAMi shares, each
+GPU's split count (allocatable `nvidia.com/gpu` over the GPUs it registered; see
+`gpuaudit.inventory.sharing.with_split_devices`)."""
 
 # gangs (pods that must run together)
 GANG_ID = "gang_id"

@@ -228,7 +228,7 @@ class NodeFacts:
     """Allocatable quantity per extended resource (`nvidia.com/...`)."""
     replicas: int = 1
     """GPU sharing replicas (`nvidia.com/gpu.replicas`): each GPU is advertised this many
-    times when time-slicing or MPS is on."""
+    times when time-slicing or MPS is on, or HAMi splits it (`C.GPU_REPLICAS`)."""
 
     @property
     def whole_gpus(self) -> float:
@@ -313,6 +313,13 @@ class Placement:
             return 0.0
         alloc = n.allocatable.get(resource, 0.0)
         return min(alloc, max(0.0, alloc - self.used.get(node, {}).get(resource, 0.0)))
+
+    def free_gpus(self, node: str) -> float:
+        """GPUs' worth free on the node: its free `nvidia.com/gpu` (`free`) over its replicas,
+        as a node whose GPUs are shared (time-slicing, MPS, HAMi) advertises each of them
+        `replicas` times."""
+        n = self.nodes.get(node)
+        return self.free(node) / max(1, n.replicas) if n is not None else 0.0
 
     def refusal(self, pod: PodKey, node: str) -> str | None:
         """Why the filters reject the node for the pod (see `refusal`); empty when they do

@@ -96,8 +96,10 @@ def _node(row: Mapping[Any, Any], physical: int) -> Sharing:
 
 
 def by_node(nodes: pd.DataFrame, holdings: pd.DataFrame) -> dict[str, Sharing]:
-    """The nodes that share their GPUs, by name. Physical GPUs per node: the larger of the
-    node's `nvidia.com/gpu.count` label and the devices DCGM reported on it."""
+    """The nodes that share their GPUs, by name. Physical GPUs per node: the largest of the
+    node's `nvidia.com/gpu.count` label, the devices DCGM reported on it, and the GPUs HAMi
+    registered on it (allocatable `nvidia.com/gpu` over their split count, `GPU_REPLICAS`,
+    see `with_split_devices`)."""
     seen: dict[str, int] = {}
     if not holdings.empty:
         whole = holdings[holdings[C.UUID] != ""]
@@ -105,10 +107,33 @@ def by_node(nodes: pd.DataFrame, holdings: pd.DataFrame) -> dict[str, Sharing]:
     out: dict[str, Sharing] = {}
     for row in nodes.to_dict("records"):
         name = str(row[C.NODE])
-        physical = max(int(float(row[C.GPU_COUNT] or 0)), seen.get(name, 0))
+        split = float(row.get(C.GPU_REPLICAS) or 1.0)
+        registered = int(float(row[C.ALLOCATABLE_GPU] or 0) / split) if split > 1 else 0
+        physical = max(int(float(row[C.GPU_COUNT] or 0)), seen.get(name, 0), registered)
         found = _node(row, physical)
         if found.shared:
             out[name] = found
+    return out
+
+
+def with_split_devices(nodes: pd.DataFrame, registered: Mapping[str, int]) -> pd.DataFrame:
+    """`nodes` with `GPU_REPLICAS` of each node whose device plugin advertises each of its
+    `registered` GPUs (node -> physical GPUs, as HAMi's device plugin registers them in the
+    node annotation `hami.io/node-nvidia-register`) several times over: its allocatable
+    `nvidia.com/gpu` over them where that is a whole number above its replicas (HAMi
+    advertises each GPU as many times as its split count: 4 GPUs split 10 ways are 40), so
+    that every count of a node's physical GPUs (allocatable over replicas) counts its GPUs,
+    not their splits."""
+    if nodes.empty or not registered:
+        return nodes
+    reps = nodes[C.GPU_REPLICAS].to_numpy(dtype=np.float64).copy()
+    alloc = nodes[C.ALLOCATABLE_GPU].to_numpy(dtype=np.float64)
+    for i, node in enumerate(nodes[C.NODE].tolist()):
+        devices = registered.get(str(node), 0)
+        ratio = alloc[i] / devices if devices > 0 else 0.0
+        if ratio == int(ratio) and reps[i] < ratio <= MAX_REPLICAS:
+            reps[i] = ratio
+    out: pd.DataFrame = nodes.assign(**{C.GPU_REPLICAS: reps})
     return out
 
 

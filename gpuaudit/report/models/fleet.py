@@ -32,7 +32,8 @@ class Summary(ReportModel):
 
     gpus_total: int
     """Physical GPUs: per node, the larger of the GPUs DCGM reported and the node's GPU count
-    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs)."""
+    (its `nvidia.com/gpu` capacity over its replicas where it shares its GPUs, over its GPUs'
+    split count where HAMi shares them)."""
     gpus_allocated_now: Number
     """GPUs held by pods in the last bucket of the window."""
     gpus_allocated_avg: Number
