@@ -596,7 +596,7 @@ def _raw_units(
             cell[2] = 1.0 if mig else cell[2] + frac
     # GPUs shared by HAMi: each pod holds its share in the buckets it ran in.
     tenants = hami_tenants(doc)
-    for t in tenants:
+    for t in (t for t in tenants if t["buckets"] is not None):
         unit = ("pod", t["ns"], t["pod"], t["node"])
         for ts, (_, a) in t["buckets"].items():
             if ts > gone.get((t["ns"], t["pod"]), math.inf):
@@ -605,10 +605,14 @@ def _raw_units(
             cell[0] += t["share"]
             cell[1] += t["share"] * a
             cell[2] += t["share"]
-    measured |= {(t["ns"], t["pod"]) for t in tenants}
+    # A HAMi pod holds its shares of GPUs without DCGM series, not its nvidia.com/gpu.
+    dark: dict[tuple[str, str], float] = defaultdict(float)
+    for t in tenants:
+        dark[(t["ns"], t["pod"])] += t["share"] if t["buckets"] is None else 0.0
     ends = sorted({float(ts) for i in series for ts, _ in i["values"]})
     joined_at = joined_mig_buckets(doc, series, named)
-    for (prod, ts), units in _raw_without_series(doc, measured, joined_at, ends, gone).items():
+    without = _raw_without_series(doc, (measured, dark), joined_at, ends, gone)
+    for (prod, ts), units in without.items():
         for unit, size in units.items():
             out[prod][ts][unit] = [0.0, 0.0, size]
     return out
@@ -616,7 +620,7 @@ def _raw_units(
 
 def _raw_without_series(
     doc: dict[str, Any],
-    measured: set[tuple[str, str]],
+    named: tuple[set[tuple[str, str]], dict[tuple[str, str], float]],
     joined_at: dict[tuple[str, str], dict[str, set[float]]],
     ends: list[float],
     gone: dict[tuple[str, str], float],
@@ -626,7 +630,9 @@ def _raw_without_series(
     one to its containers' latest finishedAt; released pods to their release, `gone`): a
     pod's whole GPUs (a time-sliced replica its share) as one unit, and on each node the
     fewest GPUs its MIG slices fit on (the 1g slices of A100 80GB: 1/7 each) in the buckets
-    the Kubernetes-side join did not give the pod its profile's instances in (`joined_at`)."""
+    the Kubernetes-side join did not give the pod its profile's instances in (`joined_at`).
+    `named`: the pods a series names, and HAMi's pods with their shares of GPUs without DCGM
+    series (a unit of that size; none for a pod all of whose GPUs have series)."""
     nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
     replicas = replicas_of(nodes)
     product = {
@@ -636,6 +642,7 @@ def _raw_without_series(
     step, end = float(doc["manifest"]["window"]["step"]), float(doc["manifest"]["window"]["end"])
     out: dict[tuple[str, float], dict[tuple[str, ...], float]] = defaultdict(dict)
     slices: dict[tuple[str, float], float] = defaultdict(float)
+    measured, hami = named
     for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         node = pod["spec"].get("nodeName", "")
@@ -643,6 +650,10 @@ def _raw_without_series(
         if ran is None or not node or key in measured:
             continue
         held = [ts for ts in ends if overlap(ran, ts, step) > 0 and ts <= gone.get(key, math.inf)]
+        if key in hami:
+            for ts in held if hami[key] > 0 else ():
+                out[(product[node], ts)][("api", *key, node)] = hami[key]
+            continue
         for c in pod["spec"]["containers"]:
             for res, n in c.get("resources", {}).get("limits", {}).items():
                 if res == "nvidia.com/gpu":

@@ -133,7 +133,7 @@ def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  
             gh = frac * step / 3600 * (buckets[float(ts)] if buckets is not None else 1.0)
             held.append((gh, float(val), price, frac if ts == end else 0.0))
     # GPUs shared by HAMi: each pod holds its share in the buckets it ran in (its part of them).
-    for t in hami_tenants(doc):
+    for t in (t for t in hami_tenants(doc) if t["buckets"] is not None):
         price = next(v for k, v in prices.items() if k in t["model"])
         for ts, (part, a) in t["buckets"].items():
             gh = t["share"] * step / 3600 * part

@@ -145,14 +145,15 @@ def overlap(ran: tuple[float | None, float], t: float, step: float) -> float:
 
 
 def hami_tenants(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per (pod, GPU) HAMi granted a share of, on a GPU with a DCGM series (`act_hourly`): the
-    pod (`ns`, `pod`), `node`, `uuid`, its `share` (the larger of its cores and its memory over
-    the GPU's, from the pod annotation `hami.io/vgpu-devices-allocated` and the node annotation
-    `hami.io/node-nvidia-register`; where the shares of pods that ran at once add up to more
-    than 1, each divided by the most they add up to at a start within its run), and `buckets`:
+    """Per (pod, GPU) HAMi granted a share of: the pod (`ns`, `pod`), `node`, `uuid`, its
+    `share` (the larger of its cores and its memory over the GPU's, from the pod annotation
+    `hami.io/vgpu-devices-allocated` and the node annotation `hami.io/node-nvidia-register`;
+    where the shares of pods that ran at once add up to more than 1, each divided by the most
+    they add up to at a start within its run), and `buckets`:
     bucket end -> (the part of the bucket it ran, its activity there: HAMi's own utilization of
     its containers over its share where its cores are below the GPU's, else the GPU's DCGM
-    activity over the shares of the GPU's pods that ran in the bucket, at most 1)."""
+    activity over the shares of the GPU's pods that ran in the bucket, at most 1); None for a
+    GPU without DCGM series (`act_hourly`)."""
     window = doc["manifest"]["window"]
     step, end = float(window["step"]), float(window["end"])
     devices: dict[str, tuple[str, float, float]] = {}
@@ -211,7 +212,8 @@ def hami_tenants(doc: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for t in tenants:
         if t["uuid"] not in gpu_act:
-            continue  # no DCGM series: the ledger's unattributed side
+            out.append({**t, "model": "", "buckets": None})  # the ledger's unattributed side
+            continue
         mates = [u for u in tenants if u["uuid"] == t["uuid"]]
         own = util.get((t["ns"], t["pod"], t["uuid"]))
         measured = own is not None and 0 < t["cores"] < t["dev_cores"]
