@@ -91,6 +91,9 @@ def test_a_hami_node_counts_its_registered_gpus(views: Views) -> None:
     assert views.sharing["node-h"].replicas == 10  # not 40 / the 2 GPUs DCGM reported
     # node-h 4, node-i 2, node-p 4 (not 40 + 20 + 4).
     assert summarise(views, 0.05, "USD").gpus_total == 10
+    # node-h: 4 GPUs, 5 splits requested (half a GPU's worth), 3.5 free.
+    free = views.gpu_nodes.set_index(C.NODE)
+    assert free.loc["node-h", [C.ALLOCATABLE_GPU, C.REQUESTED, C.FREE]].tolist() == [4, 0.5, 3.5]
 
 
 def test_the_capacity_plan_packs_into_physical_gpus(views: Views) -> None:

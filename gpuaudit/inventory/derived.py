@@ -548,7 +548,8 @@ def waiting_for_gpus(inv: Inventory, min_minutes: float) -> pd.DataFrame:
 def gpu_nodes(inv: Inventory) -> pd.DataFrame:
     """Schedulable GPU nodes with whole-GPU allocatable, requested and free counts, as the
     scheduler sees them at the window's end (requests of pods bound to the node that have not
-    finished)."""
+    finished), in GPUs: on a node that advertises each GPU several times (time-slicing
+    replicas, HAMi's split count: `GPU_REPLICAS`), over that."""
     import pandas as pd
 
     n = inv.nodes
@@ -561,7 +562,9 @@ def gpu_nodes(inv: Inventory) -> pd.DataFrame:
     bound = p[(p[C.NODE] != "") & ~p[C.PHASE].isin(["Succeeded", "Failed"])]
     req = bound.groupby(C.NODE)[C.GPU_REQUEST].sum()
     out = n[[C.NODE, C.PRODUCT, C.POOL, C.ALLOCATABLE_GPU]].copy()
-    out[C.REQUESTED] = out[C.NODE].map(req).fillna(0.0).astype("float64")
+    split = n[C.GPU_REPLICAS].fillna(1.0).astype("float64").clip(lower=1.0)
+    out[C.ALLOCATABLE_GPU] = out[C.ALLOCATABLE_GPU].astype("float64") / split
+    out[C.REQUESTED] = out[C.NODE].map(req).fillna(0.0).astype("float64") / split
     out[C.FREE] = (out[C.ALLOCATABLE_GPU] - out[C.REQUESTED]).clip(lower=0.0)
     result: pd.DataFrame = out.reset_index(drop=True)
     return result
