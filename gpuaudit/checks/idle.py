@@ -249,7 +249,7 @@ def _signals(
     if any(str(m) for m in cols[C.MIG_ID][at].tolist()):
         reason = "a MIG instance's power draw is the whole GPU's, every instance's work included"
     elif any(replicas.get(str(n), 1.0) > 1 for n in cols[C.NODE][at].tolist()):
-        reason = "the GPU is shared (time-slicing or MPS): its power draw is every holder's"
+        reason = "the GPU is shared (time-slicing, MPS or HAMi): its power draw is every holder's"
     elif not measured:
         reason = "no power draw (DCGM_FI_DEV_POWER_USAGE) was measured on every GPU it held"
     elif max_w is None:
