@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from gpuaudit.checks.findings import Finding
-from gpuaudit.fix import drain, kueue, owned, queue_quota
+from gpuaudit.fix import drain, kueue, owned, priority, queue_quota
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Plan, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.patching import PatchError, apply
 from gpuaudit.fix.validate import Invalid, check, schema_version
 from gpuaudit.inventory import Inventory
 
-MAKERS: tuple[ModuleType, ...] = (owned, kueue, queue_quota, drain)
+MAKERS: tuple[ModuleType, ...] = (owned, kueue, queue_quota, priority, drain)
 """The change makers, each with `CODES` and `changes` (see the module's docstring)."""
 
 

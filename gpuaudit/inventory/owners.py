@@ -180,6 +180,7 @@ TARGETS: dict[str, str] = {
     "kueue_clusterqueues": "ClusterQueue",
     "volcano_queues": "Queue",
     "kai_queues": "Queue",
+    "priorityclasses": "PriorityClass",
 }
 """Lists whose objects a change may target by name, though they own no pod (resource key ->
 kind): kept as read, for `Owners.named`."""

@@ -235,11 +235,13 @@ _TEMPLATE: Tree = {
         "containers": _CONTAINER,
         "initContainers": _CONTAINER,
         "nodeSelector": ALL,
+        "priorityClassName": ALL,
     }
 }
-"""A controller's pod template: its containers' names and NVIDIA resources and its node
-selector, what a change of its GPUs names; the schema's required fields of the controller are
-kept beside it, so that the object as read, a patch applied, validates."""
+"""A controller's pod template: its containers' names and NVIDIA resources, its node
+selector and PriorityClass, what a change of its GPUs or its priority names; the schema's
+required fields of the controller are kept beside it, so that the object as read, a patch
+applied, validates."""
 _SCALED: Tree = {
     "metadata": _META,
     "spec": {
