@@ -65,13 +65,17 @@ def test_no_finding_names_a_reservation_pod() -> None:
 
 
 def test_the_reserved_gpus_add_up_in_the_ledger() -> None:
-    _, res, _ = _audit()
+    truth, res, _ = _audit()
     book = res.attribution
     assert book is not None
-    # GPU 0: the idle pod's half and the reservation's half; GPU 1: two halves.
+    # GPU 0: the idle pod's half and the reservation's half; GPU 1: two halves; and
+    # `kai_gap_cases`' GPU, its fraction pods' shares and the reservation pod's rest.
     hours = 24 * DAYS
-    assert book.attributed[Method.KAI_FRACTION.value] == pytest.approx(1.5 * hours)
-    assert book.attributed[Method.KAI_RESERVED.value] == pytest.approx(0.5 * hours)
+    gaps = truth["kai_ended"]["gpu_hours"]
+    reserved = sum(v for k, v in gaps.items() if k.startswith(RESERVATION_NS + "/"))
+    fractions = sum(gaps.values()) - reserved
+    assert book.attributed[Method.KAI_FRACTION.value] == pytest.approx(1.5 * hours + fractions)
+    assert book.attributed[Method.KAI_RESERVED.value] == pytest.approx(0.5 * hours + reserved)
     assert book.allocated_gpu_hours == pytest.approx(res.summary.allocated_gpu_hours)
 
 

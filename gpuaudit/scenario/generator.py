@@ -25,6 +25,7 @@ from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
+from gpuaudit.scenario import kai_gap_cases as kai_gaps
 from gpuaudit.scenario import move_cases as moves
 from gpuaudit.scenario import owner_cases as owners
 from gpuaudit.scenario import quota_advice_cases as quota_advice
@@ -100,6 +101,7 @@ def _build(b: Builder) -> None:
     kai.plant_kai(b)
     owners.plant_owners(b)
     hami.plant_hami_ended(b)
+    kai_gaps.plant_kai_gaps(b)
 
 
 def _scenario(b: Builder) -> Scenario:

@@ -79,8 +79,9 @@ def _podgroup(b: Builder, ns: str, name: str, queue: str, min_member: int) -> No
     )
 
 
-def _reservation(b: Builder, node: NodeSpec, slot: SlotSpec, group: str) -> PodSpec:
-    """The reservation pod KAI's binder creates for a shared GPU, holding it all window."""
+def reservation(b: Builder, node: NodeSpec, slot: SlotSpec, group: str, **kw: Any) -> PodSpec:
+    """The reservation pod KAI's binder creates for a shared GPU, holding it all window; `kw`:
+    further `PodSpec` fields."""
     return b.pod(
         RESERVATION_NS,
         f"gpu-reservation-{b.ids.hex(16)}",
@@ -93,6 +94,7 @@ def _reservation(b: Builder, node: NodeSpec, slot: SlotSpec, group: str) -> PodS
         annotations={"run.ai/reserve_for_gpu_index": slot.uuid},
         scheduler_name=SCHEDULER,
         created_delta_s=-7200,
+        **kw,
     )
 
 
@@ -115,7 +117,7 @@ def _fraction(
 
 def _idle_fraction(b: Builder, node: NodeSpec, slot: SlotSpec) -> None:
     group = b.ids.uuid()
-    res = _reservation(b, node, slot, group)
+    res = reservation(b, node, slot, group)
     pod = _fraction(b, "kai-infer", "embed-notebook-0", node, group, "kai-infer", "pg-embed-0")
     _podgroup(b, "kai-infer", "pg-embed-0", "kai-infer", 1)
     b.hold(slot, res, 0, b.H, b.pattern("idle", b.H, 0), 0.1)
@@ -125,7 +127,7 @@ def _idle_fraction(b: Builder, node: NodeSpec, slot: SlotSpec) -> None:
 
 def _busy_pair(b: Builder, node: NodeSpec, slot: SlotSpec) -> None:
     group = b.ids.uuid()
-    res = _reservation(b, node, slot, group)
+    res = reservation(b, node, slot, group)
     pods = [
         _fraction(b, "kai-lab", f"rerank-{i}", node, group, "kai-lab", "pg-rerank")
         for i in range(2)
