@@ -42,6 +42,7 @@ import math
 import os
 import re
 import sys
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
@@ -58,6 +59,7 @@ from gpuaudit.audit.settings import (
     DEFAULT_WINDOW_S,
     Settings,
     settings_from,
+    terminal_safe,
     unknown_setting,
 )
 from gpuaudit.audit.waivers import Waiver
@@ -528,7 +530,21 @@ def _settings(
         step_s=step_s,
         end=end,
         topology_dir=_topology_dir(topology),
+        timezone=_timezone(opts.text("timezone", "UTC") or "UTC"),
     )
+
+
+def _timezone(name: str) -> str:
+    """`--timezone`: an IANA time zone name the system's time zone database knows."""
+    shown = terminal_safe(name)
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"--timezone {shown} is not a time zone this system knows: use an IANA name such "
+            "as UTC, Europe/Berlin or America/New_York"
+        ) from None
+    return name
 
 
 def _window(opts: _Options) -> tuple[int | None, int, float | None]:

@@ -242,6 +242,16 @@ OPTIONS: tuple[Option, ...] = (
         value="DIR",
     ),
     Option(
+        "--timezone",
+        Kind.TEXT,
+        CONFIG,
+        "The cluster's time zone, an IANA name such as Europe/Berlin (default UTC): gpuaudit fix "
+        "writes the busy hours of a part-time workload's KEDA cron schedule in it.",
+        "UTC",
+        scan_only=True,
+        value="ZONE",
+    ),
+    Option(
         "--strict",
         Kind.FLAG,
         OUTPUT,

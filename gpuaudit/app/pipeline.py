@@ -184,7 +184,8 @@ class FixOutcome:
         """The one-line summary for stderr."""
         plan = self.result.fixes
         kinds = [c.kind.value for c in plan.changes]
-        parts = [plural(kinds.count(k), k) for k in ("patch", "command") if kinds.count(k)]
+        named = (("patch", "patches"), ("object", ""), ("command", ""))
+        parts = [plural(kinds.count(k), k, many) for k, many in named if kinds.count(k)]
         none = sum(1 for v in plan.fixes.values() if v.kind is None)
         return (
             f"gpuaudit fix: {plural(len(plan.changes), 'change')} "

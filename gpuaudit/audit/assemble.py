@@ -208,7 +208,7 @@ def run_checks(
             attribution=ledger(views),
             cluster_label=inv.cluster_label,
             clusters=sections,
-            fixes=fix_plan(ranked, inv, settings.currency),
+            fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
         )
 
 

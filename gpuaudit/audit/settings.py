@@ -113,6 +113,9 @@ class Settings:
     """A directory of `nvidia-smi topo -m` outputs, one per node (`<node>.txt`) or per GPU
     product (`<nvidia.com/gpu.product>.txt`), read by `gpuaudit.inventory.build` for the
     placement checks (`--topology`)."""
+    timezone: str = "UTC"
+    """The cluster's time zone, an IANA name (`--timezone`): `gpuaudit fix` writes a schedule
+    in it (gpuaudit cannot read a cluster's time zone)."""
 
 
 def settings_from(config: Mapping[str, Any], **checks: float) -> Settings:

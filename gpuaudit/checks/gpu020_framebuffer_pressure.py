@@ -142,6 +142,7 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
                     "gpu_hours_at_risk": round(float(getattr(row, C.GPU_HOURS)), 2),
                     "threshold_critical": cfg.fb_pressure_critical,
                     "threshold_warning": cfg.fb_pressure_warning,
+                    "headroom": cfg.fb_headroom,
                 },
             )
         )

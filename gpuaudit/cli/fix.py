@@ -68,6 +68,7 @@ def fix(
     config: A[Path | None, option("config")] = None,
     set: A[list[str] | None, option("set")] = None,
     topology: A[Path | None, option("topology")] = None,
+    timezone: A[str, option("timezone")] = "UTC",
     quiet: A[bool, option("quiet")] = False,
     debug: A[bool, option("debug")] = False,
     prometheus_token: A[str | None, option("prometheus_token")] = None,

@@ -60,6 +60,7 @@ def scan(
     config: A[Path | None, option("config")] = None,
     set: A[list[str] | None, option("set")] = None,
     topology: A[Path | None, option("topology")] = None,
+    timezone: A[str, option("timezone")] = "UTC",
     strict: A[bool, option("strict")] = False,
     baseline: A[Path | None, option("baseline")] = None,
     previous: A[Path | None, option("previous")] = None,

@@ -92,6 +92,9 @@ class Change:
     """The object as read, for a patch: what it applies to (its kept fields)."""
     validated: str = ""
     """The schema it was validated against (`Kubernetes 1.34`, `Kueue v0.19.2 CRD`)."""
+    notes: tuple[str, ...] = ()
+    """More comment lines for its file's header: how its figures were made (a schedule's
+    hours and time zone, a node selector's nodes)."""
 
     @property
     def lead(self) -> Finding:

@@ -1,13 +1,17 @@
 """What every change maker reads: the inventory (its owners and objects as read), the window's
-length, the currency and the schema version changes are validated against."""
+length, the currency, the schema version changes are validated against and the cluster's time
+zone."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.fix.changes import HOURS_PER_WEEK, Savings
 from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.owners import ObjectRef, Outcome
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,8 @@ class Context:
     currency: str
     version: str
     """The Kubernetes schema version changes are validated against (`1.34`)."""
+    timezone: str = "UTC"
+    """The cluster's time zone, an IANA name (`--timezone`): a schedule is written in it."""
 
     def per_week(self, findings: tuple[Finding, ...]) -> Savings:
         """What answering `findings` saves per week at the window's rate: each pod's (resource's)
@@ -33,3 +39,29 @@ class Context:
             cost=sum(c for _, c in best.values()) * scale,
             currency=self.currency,
         )
+
+    def members(self, targets: set[str]) -> dict[str, list[tuple[str, str]]]:
+        """The running pods holding GPUs whose owners lead to each of `targets` (by uid)."""
+        pods = self.inv.pods
+        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        if pods.empty or not targets:
+            return out
+        gpu = (pods[C.GPU_REQUEST].astype("float64") > 0) | (pods[C.MIG_REQUEST].astype(str) != "")
+        running = pods[gpu & (pods[C.PHASE].astype(str) == "Running")]
+        names = zip(running[C.NAMESPACE].astype(str), running[C.POD].astype(str), strict=True)
+        for ns, pod in names:
+            t = self.inv.owners.walk(ns, pod).target
+            if t is not None and t.uid in targets:
+                out[t.uid].append((ns, pod))
+        return out
+
+    def top(self, f: Finding, bare: str, unread: str) -> tuple[ObjectRef | None, str]:
+        """The object a team edits for the pod `f` names; else None and why, ending in `bare`
+        for a bare pod and starting with `unread` where an owner was not read."""
+        walk = self.inv.owners.walk(f.resource.namespace, f.resource.name)
+        if walk.target is not None:
+            return walk.target, ""
+        if walk.outcome is Outcome.BARE:
+            pod = f"{f.resource.namespace}/{f.resource.name}"
+            return None, f"pod {pod} is a bare pod (no owner): {bare}"
+        return None, f"{unread}: {walk.why}, so the object a team edits is not known"

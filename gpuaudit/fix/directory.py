@@ -1,8 +1,10 @@
-"""The folder `gpuaudit fix` writes: one file per patch, named after its finding; a
-`kustomization.yaml` (a kustomize Component) listing the patches with their targets, to add to
-an overlay of the team's own manifests; `apply.sh`, the same patches made to the live objects
-with `kubectl patch`; `commands.sh`, the changes that are commands; and `README.md`, each change
-with what it saves and what it risks, and each finding that got none with why.
+"""The folder `gpuaudit fix` writes: one file per patch or new object, named after its
+finding; a `kustomization.yaml` (a kustomize Component) listing the patches with their targets
+(`patches:`) and the new objects (`resources:`), to add to an overlay of the team's own
+manifests; `apply.sh`, the same patches made to the live objects with `kubectl patch` and the
+new objects created with `kubectl apply`; `commands.sh`, the changes that are commands; and
+`README.md`, each change with what it saves and what it risks, and each finding that got none
+with why.
 
 `files` renders them (pure); `write` creates them in a new or empty folder, each file created
 exclusively and never through a link, so that nothing there is overwritten.
@@ -45,12 +47,13 @@ def files(plan: Plan, about: About, unfixed: Mapping[str, str] | None = None) ->
     no change, for the README."""
     out: dict[str, str] = {}
     patches = [c for c in plan.changes if c.kind is ChangeKind.PATCH]
+    objects = [c for c in plan.changes if c.kind is ChangeKind.OBJECT]
     commands = [c for c in plan.changes if c.kind is ChangeKind.COMMAND]
-    for c in patches:
+    for c in patches + objects:
         out[c.file] = _patch_file(c)
-    out[KUSTOMIZATION] = _kustomization(patches, about)
-    if patches:
-        out[APPLY] = _apply_script(patches, about)
+    out[KUSTOMIZATION] = _kustomization(patches, objects, about)
+    if patches or objects:
+        out[APPLY] = _apply_script(patches + objects, about)
     if commands:
         out[COMMANDS] = _commands_script(commands, about)
     out[README] = _readme(plan, about, unfixed or {})
@@ -78,7 +81,10 @@ def _header(c: Change) -> list[str]:
         f"# also answers: {g.code} {short(g)} {one_line(g.fingerprint(), 300)}"
         for g in c.findings[1:]
     ]
-    if c.validated:
+    lines += [f"# note: {one_line(n, 600)}" for n in c.notes]
+    if c.validated and c.kind is ChangeKind.OBJECT:
+        lines.append(f"# validated: this object, against {c.validated}")
+    elif c.validated:
         lines.append(
             f"# validated: the object as read with this patch applied, against {c.validated}"
         )
@@ -94,7 +100,7 @@ def _patch_file(c: Change) -> str:
     return "\n".join(_header(c)) + "\n" + _dump(c.body)
 
 
-def _kustomization(patches: list[Change], about: About) -> str:
+def _kustomization(patches: list[Change], objects: list[Change], about: About) -> str:
     entries = []
     for c in patches:
         t = c.target
@@ -112,13 +118,16 @@ def _kustomization(patches: list[Change], about: About) -> str:
         "# A kustomize Component: add this folder to an overlay of your manifests,",
         "#   components:",
         "#     - <path to this folder>",
-        "# and review the patches it lists (README.md says what each saves and risks).",
+        "# and review the patches and new objects it lists (README.md says what each saves",
+        "# and risks).",
     ]
-    doc = {
+    doc: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1alpha1",
         "kind": "Component",
-        "patches": entries,
     }
+    if objects:
+        doc["resources"] = [c.file for c in objects]
+    doc["patches"] = entries
     return "\n".join(head) + "\n" + _dump(doc)
 
 
@@ -152,7 +161,8 @@ def _apply_script(patches: list[Change], about: About) -> str:
         _script_head(
             APPLY,
             "gpuaudit fix: the patches of this folder, made to the live objects with kubectl "
-            "patch\n# (to change your manifests instead, add kustomization.yaml to an overlay).",
+            "patch,\n# and its new objects, created with kubectl apply (to change your manifests "
+            "instead,\n# add kustomization.yaml to an overlay).",
             about,
         ),
         'here=$(dirname "$0")',
@@ -162,6 +172,9 @@ def _apply_script(patches: list[Change], about: About) -> str:
         assert t is not None
         ns = f" -n {shlex.quote(t.namespace)}" if t.namespace else ""
         out.append(f"\n# {one_line(c.title, 300)}: saves {_saves(c)}")
+        if c.kind is ChangeKind.OBJECT:
+            out.append(f'k apply -f "$here/{c.file}"')
+            continue
         out.append(
             f"k patch {shlex.quote(t.resource())} {shlex.quote(t.name)}{ns} "
             f'--type {c.patch_type} --patch-file "$here/{c.file}"'
@@ -201,7 +214,8 @@ def _readme(plan: Plan, about: About, unfixed: Mapping[str, str]) -> str:
         "`KUBECONTEXT=<context> sh apply.sh`; run the commands of `commands.sh` the same way.",
         "",
         f"Every patch was applied to the object as read and the result validated against "
-        f"{_cell(plan.schema)}; CRD kinds against their project's published CRD schema. "
+        f"{_cell(plan.schema)}, and every new object validated; CRD kinds against their "
+        "project's published CRD schema. "
         "Savings are the GPU-hours the findings wasted over the window, at the window's rate, "
         "for a week.",
         "",

@@ -26,7 +26,6 @@ from typing import Any
 from gpuaudit.checks.findings import Finding
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Target, file_name, key
 from gpuaudit.fix.context import Context
-from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.owners import ObjectRef, Outcome, Walk
 
 CODES = ("GPU001", "GPU002")
@@ -56,7 +55,7 @@ def changes(
         walks[top.uid] = walk
         by_target[top.uid].append(f)
     idle = {(f.resource.namespace, f.resource.name) for f in findings}
-    members = _members(ctx, set(by_target)) if by_target else {}
+    members = ctx.members(set(by_target))
     for uid, group in by_target.items():
         walk = walks[uid]
         made, why = _for_target(group, walk, ctx, idle, members.get(uid, []))
@@ -91,21 +90,6 @@ def _for_target(
         f"gpuaudit writes no change for {article} {top.kind} yet ({top.describe()} owns the "
         "pod); follow the recommendation"
     )
-
-
-def _members(ctx: Context, targets: set[str]) -> dict[str, list[tuple[str, str]]]:
-    """The running pods holding GPUs whose owners lead to each of `targets` (by uid)."""
-    pods = ctx.inv.pods
-    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    if pods.empty:
-        return out
-    gpu = (pods[C.GPU_REQUEST].astype("float64") > 0) | (pods[C.MIG_REQUEST].astype(str) != "")
-    running = pods[gpu & (pods[C.PHASE].astype(str) == "Running")]
-    for ns, pod in zip(running[C.NAMESPACE].astype(str), running[C.POD].astype(str), strict=True):
-        t = ctx.inv.owners.walk(ns, pod).target
-        if t is not None and t.uid in targets:
-            out[t.uid].append((ns, pod))
-    return out
 
 
 def _scale(

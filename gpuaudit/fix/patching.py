@@ -1,7 +1,9 @@
 """Apply a patch to an object as read, as the API server (and `kubectl patch --local`) would,
 so that the result can be validated before the patch is written. Only what gpuaudit's own
-patches use: a merge patch of maps (a strategic merge patch without lists is the same), and a
-JSON patch's `test` and `replace` operations."""
+patches use: a merge patch of maps; a strategic merge patch, which is the same except that the
+lists of a pod spec keyed by name (`containers`, `initContainers`) are merged entry by entry,
+matched by `name` (the Kubernetes API's `patchMergeKey`); and a JSON patch's `test` and
+`replace` operations."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ def apply(obj: Mapping[str, Any], patch: Any, patch_type: str) -> dict[str, Any]
     if patch_type in ("strategic", "merge"):
         if not isinstance(patch, Mapping):
             raise PatchError("a merge patch is a map")
-        out = merge(obj, patch)
+        out = merge(obj, patch, by_name=patch_type == "strategic")
     elif patch_type == "json":
         out = copy.deepcopy(dict(obj))
         for op in patch:
@@ -31,16 +33,41 @@ def apply(obj: Mapping[str, Any], patch: Any, patch_type: str) -> dict[str, Any]
     return out
 
 
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386: `patch`'s maps merged into `target`'s, a null value removing its key."""
+BY_NAME = frozenset({"containers", "initContainers"})
+"""The lists a strategic merge patch merges entry by entry, matched by `name`, among those
+gpuaudit patches (a pod spec's; `patchMergeKey: name` in the Kubernetes API)."""
+
+
+def merge(target: Any, patch: Any, by_name: bool = False) -> Any:
+    """RFC 7386: `patch`'s maps merged into `target`'s, a null value removing its key; with
+    `by_name` (a strategic merge patch), the lists of `BY_NAME` merged entry by entry."""
     if not isinstance(patch, Mapping):
         return copy.deepcopy(patch)
     out = dict(target) if isinstance(target, Mapping) else {}
     for k, v in patch.items():
         if v is None:
             out.pop(k, None)
+        elif by_name and k in BY_NAME and isinstance(v, list):
+            out[k] = _merge_named(out.get(k), v)
         else:
-            out[k] = merge(out.get(k), v)
+            out[k] = merge(out.get(k), v, by_name)
+    return out
+
+
+def _merge_named(target: Any, patch: list[Any]) -> list[Any]:
+    """A list of maps keyed by `name`: each patch entry merged into the entry of its name, a
+    new name appended, the others kept in their order (as the API server merges them)."""
+    out = [copy.deepcopy(e) for e in target] if isinstance(target, list) else []
+    at = {e.get("name"): i for i, e in enumerate(out) if isinstance(e, Mapping)}
+    for entry in patch:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise PatchError("an entry of a list merged by name has no name")
+        i = at.get(entry["name"])
+        if i is None:
+            at[entry["name"]] = len(out)
+            out.append(merge({}, entry, True))
+        else:
+            out[i] = merge(out[i], entry, True)
     return out
 
 

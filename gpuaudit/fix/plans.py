@@ -15,22 +15,30 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from gpuaudit.checks.findings import Finding
-from gpuaudit.fix import drain, kueue, owned, priority, queue_quota
+from gpuaudit.fix import drain, kueue, migslice, owned, parttime, priority, queue_quota
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Plan, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.patching import PatchError, apply
 from gpuaudit.fix.validate import Invalid, check, schema_version
 from gpuaudit.inventory import Inventory
 
-MAKERS: tuple[ModuleType, ...] = (owned, kueue, queue_quota, priority, drain)
+MAKERS: tuple[ModuleType, ...] = (
+    owned,
+    parttime,
+    migslice,
+    kueue,
+    queue_quota,
+    priority,
+    drain,
+)
 """The change makers, each with `CODES` and `changes` (see the module's docstring)."""
 
 
-def plan(findings: Sequence[Finding], inv: Inventory, currency: str) -> Plan:
+def plan(findings: Sequence[Finding], inv: Inventory, currency: str, timezone: str = "UTC") -> Plan:
     """The changes that answer `findings` (ranked), with what each finding of a fixable check
-    gets."""
+    gets; a schedule is written in `timezone` (the cluster's, an IANA name)."""
     version, why = schema_version(inv.owners.version)
-    ctx = Context(inv, currency, version)
+    ctx = Context(inv, currency, version, timezone)
     changes: list[Change] = []
     fixes: dict[str, FindingFix] = {}
     for maker in MAKERS:
@@ -57,6 +65,11 @@ def plan(findings: Sequence[Finding], inv: Inventory, currency: str) -> Plan:
 
 def _validated(change: Change, version: str) -> tuple[Change | None, str]:
     """The change, stamped with the schema it validated against, or None and why not."""
+    if change.kind is ChangeKind.OBJECT:
+        try:
+            return dataclasses.replace(change, validated=check(change.body, version)), ""
+        except Invalid as exc:
+            return None, f"does not validate against the schema ({exc})"
     if change.kind is not ChangeKind.PATCH:
         return change, ""
     if change.read is None:

@@ -1,0 +1,279 @@
+"""Changes for part-time reservations (GPU003): a KEDA `ScaledObject` (`keda.sh/v1alpha1`) that
+scales the owning Deployment or StatefulSet to zero outside the hours it was busy, with one
+`cron` trigger per busy window, a new object (KEDA v2.20.2's CRD, `keda-scaledobjects.json`).
+
+The windows: the hours of day GPU003 found active (`active_hours_utc`, each active on at least
+`checks.part_time_recurrence` of the days held) of every pod of the owner, joined where they
+touch (across midnight too), each opened `MARGIN_MIN` minutes early so that the workload is up
+when its work starts; windows less than `JOIN_GAP_MIN` minutes apart are one window (a scale to
+zero and back for less than that only adds a cold start). Every day of the week: GPU003 finds
+a daily pattern, recurring on most days, so no day is left out. The window ends at the end of
+its last busy hour.
+
+The time zone: gpuaudit cannot read a cluster's time zone, so the schedule is written in
+`--timezone` (default UTC), KEDA's cron `timezone`: the busy hours, measured in UTC, are
+shifted by the zone's offset at the window's end (a zone with daylight saving time moves them
+an hour at its change; the file says so).
+
+`minReplicaCount: 0`; `desiredReplicas` and `maxReplicaCount` are the replicas the owner ran
+(its `spec.replicas` as read). None is written when: the owner is not a Deployment or
+StatefulSet (a Job or a CronJob run ends on its own; a bare pod has nothing to scale), some pod
+of the owner holding GPUs has no GPU003 finding (it may be busy at other hours), or the owner
+was scaled to zero when read. A `prometheus` trigger on a queue or request metric is not
+written: gpuaudit does not know which metric a workload exports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gpuaudit.checks.findings import Finding
+from gpuaudit.fix.changes import (
+    HOURS_PER_WEEK,
+    Change,
+    ChangeKind,
+    FindingFix,
+    Savings,
+    Target,
+    file_name,
+    key,
+)
+from gpuaudit.fix.context import Context
+from gpuaudit.inventory.owners import ObjectRef
+
+CODES = ("GPU003",)
+SCALED = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
+API_VERSION = "keda.sh/v1alpha1"
+MARGIN_MIN = 30
+"""Minutes each window opens before its first busy hour."""
+JOIN_GAP_MIN = 60
+"""Windows closer than this (minutes, margins included) are joined into one."""
+DAY_MIN = 24 * 60
+MAX_NAME = 63
+"""A ScaledObject's name is a label value on the HPA KEDA makes for it: at most 63 characters."""
+
+
+def changes(
+    findings: Sequence[Finding], ctx: Context
+) -> tuple[list[Change], dict[str, FindingFix]]:
+    """A ScaledObject per owner of part-time pods, and what each GPU003 finding gets."""
+    fixes: dict[str, FindingFix] = {}
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    tops: dict[str, ObjectRef] = {}
+    for f in findings:
+        top, why = ctx.top(f, "there is nothing to scale", "no ScaledObject")
+        if top is None:
+            fixes[key(f)] = FindingFix(None, "", None, why)
+            continue
+        tops[top.uid] = top
+        groups[top.uid].append(f)
+    members = ctx.members(set(groups))
+    out: list[Change] = []
+    for uid, group in groups.items():
+        change, why = _scaled_object(group, tops[uid], ctx, members.get(uid, []))
+        for f in group:
+            if change is None:
+                fixes[key(f)] = FindingFix(None, "", None, why)
+            else:
+                fixes[key(f)] = FindingFix(change.kind, change.file, change.target, why)
+        if change is not None:
+            out.append(change)
+    return out, fixes
+
+
+def _scaled_object(
+    group: list[Finding], top: ObjectRef, ctx: Context, members: list[tuple[str, str]]
+) -> tuple[Change | None, str]:
+    read = ctx.inv.owners.read(top)
+    if top.kind not in SCALED or read is None:
+        return None, (
+            f"gpuaudit writes a ScaledObject only for a Deployment or StatefulSet, and "
+            f"{top.describe()} owns the pod; follow the recommendation"
+        )
+    found = {(f.resource.namespace, f.resource.name) for f in group}
+    others = [m for m in members if m not in found]
+    if others:
+        return None, (
+            f"{len(others)} of the {len(others) + len(found)} pods of {top.describe()} holding "
+            "GPUs were not part-time: a schedule fitted to these pods' hours would stop them "
+            "while busy"
+        )
+    spec = read.get("spec")
+    replicas = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
+    if not isinstance(replicas, int) or isinstance(replicas, bool):
+        replicas = 1
+    if replicas == 0:
+        return None, f"{top.describe()} was already scaled to zero when it was read"
+    hours = sorted({int(h) for f in group for h in f.evidence.get("active_hours_utc") or ()})
+    if not hours or not all(0 <= h < 24 for h in hours):
+        return None, "the finding names no busy hours to schedule"
+    zone, offset, shifts = _zone(ctx)
+    windows = _windows(hours)
+    target = Target(API_VERSION, "ScaledObject", top.namespace, _name(top.name), "scaledobjects")
+    body = _body(target, top, replicas, windows, zone, offset)
+    kept = sum((end - start) % DAY_MIN or DAY_MIN for start, end in windows) / 60.0
+    said = ", ".join(_clock(s + offset) + "-" + _clock(e + offset) for s, e in windows)
+    change = Change(
+        kind=ChangeKind.OBJECT,
+        file=file_name(group[0], f"scaledobject-{top.namespace}-{top.name}"),
+        title=f"Scale {top.describe()} to zero outside {said} {zone} (KEDA cron)",
+        findings=tuple(group),
+        savings=_savings(group, kept, ctx),
+        risk=_risk(top, replicas, said, zone, shifts),
+        target=target,
+        body=body,
+        notes=_notes(hours, said, zone, offset, shifts),
+    )
+    return change, (
+        f"a KEDA ScaledObject scales {top.describe()} to {replicas} replica"
+        f"{'s' if replicas != 1 else ''} {said} {zone} and to zero the rest of the day"
+    )
+
+
+def _zone(ctx: Context) -> tuple[str, int, bool]:
+    """The zone's name, its offset from UTC in minutes at the window's end, and whether the
+    offset changed within the window (daylight saving time)."""
+    name = ctx.timezone or "UTC"
+    try:
+        tz = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return "UTC", 0, False
+    end = float(ctx.inv.window_end)
+    start = end - float(ctx.inv.window_hours) * 3600.0
+
+    def offset(at: float) -> int:
+        delta = datetime.fromtimestamp(at, timezone.utc).astimezone(tz).utcoffset()
+        return int(delta.total_seconds() // 60) if delta is not None else 0
+
+    return name, offset(end), offset(start) != offset(end)
+
+
+def _windows(hours: list[int]) -> list[tuple[int, int]]:
+    """The busy hours of day (UTC) as (start, end) minutes of the day, each opened `MARGIN_MIN`
+    early, joined where they touch or are less than `JOIN_GAP_MIN` apart; an end below its
+    start crosses midnight."""
+    spans: list[list[int]] = []
+    for h in hours:
+        if spans and spans[-1][1] == h * 60:
+            spans[-1][1] = (h + 1) * 60
+        else:
+            spans.append([h * 60, (h + 1) * 60])
+    opened = [[s - MARGIN_MIN, e] for s, e in spans]
+    joined: list[list[int]] = []
+    for s, e in opened:
+        if joined and s - joined[-1][1] < JOIN_GAP_MIN:
+            joined[-1][1] = e
+        else:
+            joined.append([s, e])
+    # Across midnight: the last window joins the first where the gap between them is small.
+    if len(joined) > 1 and joined[0][0] + DAY_MIN - joined[-1][1] < JOIN_GAP_MIN:
+        first = joined.pop(0)
+        joined[-1][1] = first[1] + DAY_MIN
+    return [(s % DAY_MIN, e % DAY_MIN) for s, e in joined]
+
+
+def _clock(minute: int) -> str:
+    m = minute % DAY_MIN
+    return f"{m // 60:02d}:{m % 60:02d}"
+
+
+def _cron(minute: int) -> str:
+    """A daily cron schedule at `minute` of the day."""
+    m = minute % DAY_MIN
+    return f"{m % 60} {m // 60} * * *"
+
+
+def _name(owner: str) -> str:
+    """`<owner>-gpu-hours`, cut to a label value's 63 characters (a name from the cluster is
+    a DNS name already: only its end is cut, and what ends it kept alphanumeric)."""
+    tail = "-gpu-hours"
+    head = owner[: MAX_NAME - len(tail)]
+    return re.sub(r"[^a-z0-9]+$", "", head) + tail
+
+
+def _body(
+    target: Target,
+    top: ObjectRef,
+    replicas: int,
+    windows: list[tuple[int, int]],
+    zone: str,
+    off: int,
+) -> dict[str, Any]:
+    triggers = [
+        {
+            "type": "cron",
+            "metadata": {
+                "timezone": zone,
+                "start": _cron(start + off),
+                "end": _cron(end + off),
+                "desiredReplicas": str(replicas),
+            },
+        }
+        for start, end in windows
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ScaledObject",
+        "metadata": {"name": target.name, "namespace": target.namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": top.api_version, "kind": top.kind, "name": top.name},
+            "minReplicaCount": 0,
+            "maxReplicaCount": replicas,
+            "triggers": triggers,
+        },
+    }
+
+
+def _savings(group: list[Finding], kept_h: float, ctx: Context) -> Savings:
+    """The findings' GPU-hours outside their busy hours, less those the schedule keeps besides
+    (its margins and joined gaps: per day, the hours kept beyond the busy ones x GPUs x days
+    held), at the window's rate."""
+    wasted = sum(f.impact.gpu_hours for f in group)
+    extra = 0.0
+    for f in group:
+        busy = len(f.evidence.get("active_hours_utc") or ())
+        days = float(f.evidence.get("days_held") or 0.0)
+        gpus = float(f.evidence.get("gpus") or f.resource.gpus or 0.0)
+        extra += max(kept_h - busy, 0.0) * gpus * days
+    saved = max(wasted - extra, 0.0)
+    share = saved / wasted if wasted > 0 else 0.0
+    scale = HOURS_PER_WEEK / max(float(ctx.inv.window_hours), 1e-9)
+    cost = sum(f.impact.cost for f in group) * share
+    return Savings(gpu_hours=saved * scale, cost=cost * scale, currency=ctx.currency)
+
+
+def _risk(top: ObjectRef, replicas: int, said: str, zone: str, shifts: bool) -> str:
+    risk = (
+        f"Outside {said} ({zone}) {top.describe()} runs no pod: work or requests that come "
+        "then wait for the next window (or fail), and each window starts with a cold start "
+        f"(the GPUs are scheduled again, the model loaded). KEDA owns its replicas from now: "
+        f"remove `replicas` from its manifest (a GitOps controller would put {replicas} back) "
+        "and any HorizontalPodAutoscaler on it (KEDA makes its own). Needs KEDA installed; "
+        "to undo, delete the ScaledObject and scale it back."
+    )
+    if shifts:
+        risk += (
+            f" {zone} changed its offset from UTC within the window: the busy hours were "
+            "placed by the offset at its end."
+        )
+    return risk
+
+
+def _notes(hours: list[int], said: str, zone: str, offset: int, shifts: bool) -> tuple[str, ...]:
+    busy = ", ".join(f"{h:02d}:00" for h in hours)
+    sign = "+" if offset >= 0 else "-"
+    lines = [
+        f"busy hours (UTC, each the start of an hour): {busy}",
+        f"schedule: {said} {zone} (UTC{sign}{abs(offset) // 60:02d}:{abs(offset) % 60:02d} at "
+        f"the window's end), each window opened {MARGIN_MIN} min early, windows less than "
+        f"{JOIN_GAP_MIN} min apart joined, every day of the week",
+        "time zone: gpuaudit cannot read the cluster's; set --timezone (default UTC)",
+    ]
+    if shifts:
+        lines.append(f"{zone} changed its offset within the window (daylight saving time)")
+    return tuple(lines)

@@ -1,0 +1,163 @@
+"""GPU003's change: a KEDA ScaledObject with cron triggers fitted to the busy hours, in the
+cluster's time zone, validated against KEDA's CRD; and the near-misses that get none."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.fix import parttime
+from gpuaudit.fix.changes import ChangeKind, key
+from gpuaudit.fix.context import Context
+from gpuaudit.fix.plans import _validated
+from gpuaudit.fix.validate import Invalid, check
+from gpuaudit.inventory.owners import build
+from tests.fix.conftest import STATES, lists, pods_table
+
+WINTER = datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()
+"""A window's end in winter: Europe/Berlin is UTC+01:00."""
+
+
+def context(
+    running: list[tuple[str, str]],
+    tz: str = "UTC",
+    end: float = WINTER,
+    kube: dict[str, list[dict[str, Any]]] | None = None,
+) -> Context:
+    owners = build(kube or lists(), {"objects": STATES})
+    inv = SimpleNamespace(
+        owners=owners, pods=pods_table(running), window_hours=168.0, window_end=end
+    )
+    return Context(inv, "USD", "1.34", tz)  # type: ignore[arg-type]
+
+
+def part_time(pod: str, hours: list[int], ns: str = "ml", wasted: float = 147.0) -> Finding:
+    return Finding(
+        code="GPU003",
+        severity=Severity.MEDIUM,
+        resource=Resource("Pod", ns, pod, "node-1", 1.0),
+        message=f"Pod {ns}/{pod} held 1 GPU around the clock but worked only part of the day.",
+        impact=Impact(gpu_hours=wasted, cost=wasted * 2.0),
+        recommendation="Run it as a CronJob.",
+        evidence={"active_hours_utc": hours, "days_held": 7.0, "gpus": 1.0},
+    )
+
+
+LLM = [("ml", "llm-5d9f-a"), ("ml", "llm-5d9f-b")]
+
+
+def test_a_deployment_busy_a_few_hours_a_day_gets_a_scaled_object_in_its_time_zone() -> None:
+    a = part_time("llm-5d9f-a", [1, 2, 3])
+    b = part_time("llm-5d9f-b", [2, 3, 9], wasted=140.0)
+    made, fixes = parttime.changes([a, b], context(LLM, "Europe/Berlin"))
+    [change] = made
+    assert change.kind is ChangeKind.OBJECT
+    # 01:00-04:00 and 09:00-10:00 UTC, each opened 30 min early, at UTC+01:00.
+    assert change.body == {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "llm-gpu-hours", "namespace": "ml"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm"},
+            "minReplicaCount": 0,
+            "maxReplicaCount": 2,
+            "triggers": [
+                {
+                    "type": "cron",
+                    "metadata": {
+                        "timezone": "Europe/Berlin",
+                        "start": "30 1 * * *",
+                        "end": "0 5 * * *",
+                        "desiredReplicas": "2",
+                    },
+                },
+                {
+                    "type": "cron",
+                    "metadata": {
+                        "timezone": "Europe/Berlin",
+                        "start": "30 9 * * *",
+                        "end": "0 11 * * *",
+                        "desiredReplicas": "2",
+                    },
+                },
+            ],
+        },
+    }
+    assert change.title == (
+        "Scale Deployment ml/llm to zero outside 01:30-05:00, 09:30-11:00 Europe/Berlin (KEDA cron)"
+    )
+    assert change.file == f"GPU003-{change.file.split('-')[1]}-scaledobject-ml-llm.yaml"
+    # 5 h kept a day: pod a is busy 3 of them (2 h more x 7 days), pod b 3 (2 h more).
+    assert change.savings.gpu_hours == pytest.approx(147.0 + 140.0 - 28.0)
+    assert change.savings.cost == pytest.approx((147.0 + 140.0) * 2.0 * 259.0 / 287.0)
+    assert "remove `replicas` from its manifest" in change.risk
+    assert any("UTC+01:00" in n for n in change.notes)
+    assert fixes[key(a)].file == fixes[key(b)].file == change.file
+    kept, why = _validated(change, "1.34")
+    assert kept is not None and kept.validated == "KEDA v2.20.2 CRD", why
+
+
+def test_windows_join_across_midnight_and_when_they_nearly_touch() -> None:
+    assert parttime._windows([22, 23, 0]) == [(21 * 60 + 30, 60)]
+    assert parttime._windows([1, 3]) == [(30, 240)]
+    assert parttime._windows([1, 5]) == [(30, 120), (270, 360)]
+
+
+def test_utc_by_default_and_a_summer_offset() -> None:
+    f = part_time("embed-0", [6], ns="ml")
+    [utc], _ = parttime.changes([f], context([("ml", "embed-0")]))
+    assert utc.body["spec"]["triggers"][0]["metadata"] == {
+        "timezone": "UTC",
+        "start": "30 5 * * *",
+        "end": "0 7 * * *",
+        "desiredReplicas": "1",
+    }
+    assert utc.body["spec"]["scaleTargetRef"]["kind"] == "StatefulSet"
+    summer = datetime(2026, 7, 1, tzinfo=timezone.utc).timestamp()
+    [ny], _ = parttime.changes([f], context([("ml", "embed-0")], "America/New_York", summer))
+    assert ny.body["spec"]["triggers"][0]["metadata"]["start"] == "30 1 * * *"
+    assert "UTC-04:00" in ny.notes[1]
+
+
+def test_near_misses_get_no_scaled_object_and_say_why() -> None:
+    busy = part_time("llm-5d9f-a", [1])
+    job = part_time("train-x", [1])
+    bare = part_time("scratch", [1])
+    orphan = part_time("orphan", [1])
+    made, fixes = parttime.changes([busy, job, bare, orphan], context([*LLM, ("ml", "train-x")]))
+    assert made == []
+    assert fixes[key(busy)].reason.startswith(
+        "1 of the 2 pods of Deployment ml/llm holding GPUs were not part-time"
+    )
+    assert "only for a Deployment or StatefulSet, and Job ml/train owns the pod" in (
+        fixes[key(job)].reason
+    )
+    assert fixes[key(bare)].reason == (
+        "pod ml/scratch is a bare pod (no owner): there is nothing to scale"
+    )
+    assert "ReplicaSet ml/gone is not among the replicasets read" in fixes[key(orphan)].reason
+    assert all(fixes[key(f)].kind is None for f in (busy, job, bare, orphan))
+
+
+def test_a_deployment_scaled_to_zero_when_read_gets_none() -> None:
+    kube = lists()
+    kube["deployments"][0]["items"][0]["spec"]["replicas"] = 0
+    f = part_time("llm-5d9f-a", [1])
+    made, fixes = parttime.changes([f], context([("ml", "llm-5d9f-a")], kube=kube))
+    assert made == []
+    assert fixes[key(f)].reason == "Deployment ml/llm was already scaled to zero when it was read"
+
+
+def test_the_keda_crd_refuses_a_scaled_object_without_triggers() -> None:
+    bad = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "x", "namespace": "ml"},
+        "spec": {"scaleTargetRef": {"name": "llm"}, "triggers": []},
+    }
+    with pytest.raises(Invalid, match="triggers"):
+        check(bad, "1.34")
