@@ -83,14 +83,17 @@ How it decides
     likewise): a
     warning names the object and the field, and the audit is incomplete. Workloads deleted
     before the scan are not seen; the namespaces' use keeps that from reading as idle quota.
-    KAI queues (applied when KAI's Queues and PodGroups were read): a queue's GPU `quota` (its deserved share; -1, unlimited, is not judged), its
-    `limit` and `overQuotaWeight` are in the evidence; its use per hour is what its pods held
+    KAI queues (applied when KAI's Queues and PodGroups were read): a queue's GPU `quota` (its
+    deserved share; -1, unlimited, is not judged), its `limit` and `overQuotaWeight` are in the
+    evidence; its use per hour is what its pods held
     (fractions at their share) and at least its `status.allocated`, a parent's with its
     children's. KAI lends idle deserved quota over quota, so idle quota alone is no finding:
     - Reclaimable quota: pods of a queue have waited at least `checks.pending_min_minutes`
-      (`PodScheduled` False, `Unschedulable`; whole GPUs and `gpu-fraction` shares, by
-      PodGroup) while a sibling (same `parentQueue`; the top-level queues are siblings) used
-      less than its quota by at least `checks.quota_min_idle` GPUs in every hour of the wait.
+      (`PodScheduled` False, `Unschedulable`; whole GPUs, `gpu-fraction` shares and
+      `gpu-memory` requests over the smallest GPU memory of the nodes, as KAI counts a pending
+      request, by PodGroup) while a sibling (same `parentQueue`; the top-level queues are
+      siblings) used less than its quota by at least `checks.quota_min_idle` GPUs in every hour
+      of the wait.
       One finding per idle queue. Impact: the idle quota (rounded down), at most what waits,
       x the longest wait, priced. Severity: high from 4 hours, medium below.
     - Children over parent: the children's quotas add up to more than their parent's (KAI's
