@@ -23,6 +23,7 @@ from gpuaudit.inventory import Inventory, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.report.models.from_result import capacity_plan
 from tests.inventory.test_dra import claim, dra_pod, gpu_device, resource_slice
+from tests.inventory.test_kai import RES_NS, fraction, reservation
 from tests.support.factories import (
     START,
     STEP,
@@ -38,6 +39,8 @@ from tests.support.raw_attribution import (
     hami_tenants,
     joined_mig,
     joined_mig_buckets,
+    kai_fraction_runs,
+    kai_released,
     overlap,
     ran_of,
     replicas_of,
@@ -566,6 +569,7 @@ def _raw_units(
     series = doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]
     named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
     joined = joined_mig(doc, series, named)
+    kai = kai_fraction_runs(doc)
     measured = {
         (m.get("exported_namespace"), m["exported_pod"])
         for m in (i["metric"] for i in series)
@@ -588,6 +592,8 @@ def _raw_units(
         for ts, val in item["values"]:
             if float(ts) > gone.get((ns, pod), math.inf) or float(ts) < since:
                 continue  # released from here on, or not yet claimed
+            if (ns, pod) in kai and kai_released(kai[(ns, pod)], float(ts), step, gone):
+                continue  # KAI deleted the reservation pod: its fraction pods are released
             if buckets is not None and float(ts) not in buckets:
                 continue  # a bucket the Kubernetes-side join gave no pod
             cell = out[product[host]][float(ts)].setdefault(unit, [0.0, 0.0, 0.0])
@@ -956,3 +962,44 @@ def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> Non
     for rows in (1, 7, 1000):
         monkeypatch.setattr(arrays, "_SLICE", rows)
         assert made() == whole
+
+
+# ---- KAI Scheduler's shared GPUs after the release ----------------------------------------
+
+
+def test_a_released_kai_fraction_frees_its_gpu_only_with_the_last_fraction() -> None:
+    """4 hours, node-a. GPU-0 (reservation pod r0, group g0): `a` asks 0.5 all along, `b`
+    0.25 in hours 2-3 (it started 100 s before hour 1 ended: more than half of hour 2 is its).
+    GPU-1 (r1, group g1): `c` asks 0.5 all along. GPU001 releases `a`, GPU002 releases `c`
+    from hour 2. KAI keeps a GPU reserved whole while a fraction pod of its group is left and
+    deletes the reservation pod with the last one (`docs/domain.md`, KAI): GPU-0 is released
+    in hours 0-1 (a alone) and stays whole in hours 2-3 (b is left); GPU-1 is released in
+    hours 2-3."""
+
+    def series(uuid: str, index: str, pod: str) -> Series:
+        labels = gpu_labels(uuid, index, "node-a", pod=pod, namespace=RES_NS)
+        return Series(labels, act=[0.01] * HOURS)
+
+    pods = [
+        reservation("r0", "g0"),
+        reservation("r1", "g1"),
+        fraction("a", "g0", gpu_fraction="0.5"),
+        fraction("b", "g0", START + 2 * STEP - 100, gpu_fraction="0.25"),
+        fraction("c", "g1", gpu_fraction="0.5"),
+    ]
+    for pod in pods:
+        pod["spec"]["nodeName"] = "node-a"
+    inv = inventory(
+        [series("GPU-0", "0", "r0"), series("GPU-1", "1", "r1")],
+        HOURS,
+        pods=pods,
+        nodes=[make_node("node-a")],
+    )
+    released = [Release("ml", "a", "GPU001"), Release("ml", "c", "GPU002", START + 2 * STEP)]
+    p = plan(Views(inv, DEFAULT_PRICES), 0.05, "USD", released, what_if=[RELEASE_IDLE])
+    assert p.by_product[H100].held_by_hour == (2.0,) * HOURS
+    after = p.after_release_idle[H100]
+    # GPU-0: 0, 0, 1, 1; GPU-1: 1, 1, 0, 0.
+    assert after.held_by_hour == (1.0,) * HOURS
+    assert after.gpus_held == Stat(1.0, 1.0, 1.0)
+    assert p.released_by_product == {H100: 2}

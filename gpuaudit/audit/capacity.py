@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaudit.checks.base import short_model
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
+from gpuaudit.inventory.attribution import Method
 from gpuaudit.inventory.derived import WindowHours
 from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
 from gpuaudit.inventory.prom import cluster_of
@@ -99,7 +100,10 @@ ASSUMPTIONS = (
     "peak hour get a node each.",
     "After releasing idle reservations: every pod GPU001 reported (after waivers) holds "
     "nothing for the whole window, and every pod GPU002 reported holds nothing from the "
-    "start of its idle tail; the figures are computed again. GPU003's part-time "
+    "start of its idle tail; a GPU KAI Scheduler shares stays reserved whole while a "
+    "fraction pod of its group is left, and goes with its reservation pod when every "
+    "fraction pod that held it is released; the figures are computed again. GPU003's "
+    "part-time "
     "reservations are not released. Nodes freed are the difference in the fewest nodes at "
     "the peak; their cost is their GPUs x the window's hours x the price per GPU-hour of "
     "the product.",
@@ -1108,7 +1112,33 @@ def _kept_rows(
     for h in np.unique(rows.holding[gone & inside]).tolist():
         product = hs.products[int(hs.product[h])]
         by_product.setdefault(product, set()).add(hs.pods[h])
-    return ~gone, {p: len(v) for p, v in by_product.items()}
+    return ~_kai_gone(views, gone), {p: len(v) for p, v in by_product.items()}
+
+
+def _kai_gone(views: Views, gone: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """`gone` (released held rows) as KAI Scheduler keeps its shared GPUs: per GPU and bucket,
+    a released fraction pod's share stays held, by the reservation pod, while another fraction
+    pod of the GPU holds it; where every fraction pod that held it in the bucket is released,
+    KAI deletes the reservation pod (`docs/domain.md`, KAI) and the whole GPU goes."""
+    import numpy as np
+    import pandas as pd
+
+    rows = views.held_rows
+    h = views.inv.holdings
+    method = h[C.ATTRIBUTION]
+    fraction = (method == Method.KAI_FRACTION.value).to_numpy(dtype=bool)[rows.holding]
+    out: npt.NDArray[np.bool_] = np.array(gone, dtype=bool)
+    if not (out & fraction).any():
+        return out
+    reserved = (method == Method.KAI_RESERVED.value).to_numpy(dtype=bool)[rows.holding]
+    gpu = pd.factorize(h[C.NODE].astype(str) + "\0" + h[C.UUID].astype(str))[0]
+    nb = len(rows.bucket_ts) + 1
+    key = gpu[rows.holding].astype(np.int64) * nb + rows.bucket.astype(np.int64) + 1
+    released = np.isin(key, key[fraction & out])
+    kept = np.isin(key, key[fraction & ~out])
+    out[fraction & out & kept] = False
+    out[reserved & released & ~kept] = True
+    return out
 
 
 def plan(

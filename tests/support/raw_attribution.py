@@ -261,3 +261,52 @@ def _hami_util(doc: dict[str, Any]) -> dict[tuple[str, str, str], dict[float, fl
         for key, points in added.items():
             out.setdefault(key, {ts: min(v, 100.0) for ts, v in points.items()})
     return out
+
+
+KAI_RESERVATION_APPS = ("kai-resource-reservation", "runai-reservation")
+"""The `app` label of KAI Scheduler's reservation pods (`docs/domain.md`, KAI)."""
+
+
+FractionRun = tuple[tuple[str, str], tuple[float | None, float]]
+"""A KAI fraction pod, (namespace, pod), and when it ran (`ran_of`)."""
+
+
+def kai_fraction_runs(doc: dict[str, Any]) -> dict[tuple[str, str], list[FractionRun]]:
+    """(namespace, reservation pod) -> the fraction pods of its GPU group (label
+    `runai-gpu-group`, or `runai-gpu-group/<group>`) that ran, each with `ran_of`."""
+    end = float(doc["manifest"]["window"]["end"])
+    pods = [p for page in doc["kubernetes"]["pods"] for p in page["items"]]
+    members: dict[str, list[FractionRun]] = defaultdict(list)
+    reservations: dict[tuple[str, str], str] = {}
+    for pod in pods:
+        labels = pod["metadata"].get("labels", {})
+        who = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if labels.get("app") in KAI_RESERVATION_APPS:
+            reservations[who] = labels.get("runai-gpu-group", "")
+            continue
+        ran = _ran(pod, end)
+        groups = {v for k, v in labels.items() if k.split("/")[0] == "runai-gpu-group"}
+        for group in groups if ran is not None else ():
+            members[group].append((who, ran))
+    return {who: members.get(group, []) for who, group in reservations.items()}
+
+
+def kai_holds(ran: tuple[float | None, float], t: float, step: float) -> bool:
+    """Whether a fraction pod that ran over `ran` holds its share in the bucket ending at `t`:
+    it ran at the bucket's middle (started before it, ended after it)."""
+    middle = t - step / 2
+    return (ran[0] is None or ran[0] <= middle) and middle < ran[1]
+
+
+def kai_released(
+    fractions: list[FractionRun],
+    t: float,
+    step: float,
+    gone: dict[tuple[str, str], float],
+) -> bool:
+    """Whether KAI has deleted a GPU's reservation pod in the bucket ending at `t` once the pods
+    of `gone` are released (each from its time on): some fraction pod of its group held the GPU
+    in the bucket, and every one that did is released (while one is left, the whole GPU stays
+    reserved)."""
+    held = [who for who, ran in fractions if kai_holds(ran, t, step)]
+    return bool(held) and all(t > gone.get(who, math.inf) for who in held)
