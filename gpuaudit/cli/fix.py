@@ -23,10 +23,12 @@ from gpuaudit.sources.bounds import (
 
 HELP = (
     "Audit as scan does, and write every recommendation gpuaudit can make a change of into a "
-    "folder to review: a patch of the object a team edits (found through the pods' owners), "
-    "a kustomization.yaml listing the patches (a kustomize component for an overlay of your "
-    "manifests), apply.sh (the same patches made with kubectl patch), commands.sh (cordon, "
-    "drain, a bare pod's deletion) and a README that says what each change saves and risks.\n\n"
+    "folder to review: a patch of the object a team edits (found through the pods' owners) or "
+    "a new object (a KEDA ScaledObject for a part-time workload, scheduled in --timezone), a "
+    "kustomization.yaml listing them (a kustomize component for an overlay of your manifests), "
+    "apply.sh (the same patches made with kubectl patch, the new objects with kubectl apply), "
+    "commands.sh (cordon, drain, a notebook's stop, a bare pod's deletion) and a README that "
+    "says what each change saves and risks.\n\n"
     "gpuaudit itself changes nothing in the cluster: it only reads. Every patch is applied to "
     "the object as read and validated against the cluster's Kubernetes schema (CRDs against "
     "their published schema) before it is written; a finding that gets no change says why in "

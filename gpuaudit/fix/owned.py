@@ -12,8 +12,14 @@ edits, found by walking the pod's owners (`gpuaudit.inventory.owners`).
 - A bare pod, or a pod whose owners could not all be read: no patch; a command to delete the
   pod, commented out for review, and the reason (a bare pod is not recreated by anything; an
   owner that was not read might recreate it, or be undone by its own owner).
-- Any other owner (a Notebook, an InferenceService, a training job ...): no change yet; the
-  finding's recommendation stands.
+- A Kubeflow Notebook: a command that sets its `kubeflow-resource-stopped` annotation, by which
+  the notebook controller keeps the notebook's StatefulSet at 0 replicas (what Kubeflow's stop
+  button does; its volumes are kept).
+- A KServe InferenceService: none. A pod the walk leads to one through a Deployment of its own
+  runs in raw deployment (Standard) mode, which KServe does not scale to zero (`minReplicas: 0`
+  takes effect in serverless mode, whose pods a Knative Revision owns: the walk ends unread).
+- Any other owner (a training job, a JobSet, a RayCluster ...): no change yet; the finding's
+  recommendation stands.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import shlex
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit.checks.findings import Finding
@@ -29,6 +36,9 @@ from gpuaudit.fix.context import Context
 from gpuaudit.inventory.owners import ObjectRef, Outcome, Walk
 
 CODES = ("GPU001", "GPU002")
+STOPPED = "kubeflow-resource-stopped"
+"""The Notebook annotation whose presence makes the Kubeflow notebook controller keep the
+notebook's StatefulSet at 0 replicas (its value is when it was stopped)."""
 SCALED = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 COMMANDS = "commands.sh"
 
@@ -85,6 +95,14 @@ def _for_target(
         return _suspend(group, top, read, ctx)
     if top.kind == "CronJob" and len(walk.chain) >= 2 and walk.chain[-2].kind == "Job":
         return _suspend_run(group, top, walk.chain[-2], ctx)
+    if top.kind == "Notebook" and top.group == "kubeflow.org":
+        return _stop_notebook(group, top, ctx, [m for m in members if m not in idle])
+    if top.kind == "InferenceService":
+        return None, (
+            f"{top.describe()} owns the pod through a Deployment of its own: KServe runs it in "
+            "raw deployment (Standard) mode, which does not scale to zero (minReplicas: 0 "
+            "takes effect in serverless mode only); lower its replicas or delete it by hand"
+        )
     article = "an" if top.kind[:1] in "AEIOU" else "a"
     return None, (
         f"gpuaudit writes no change for {article} {top.kind} yet ({top.describe()} owns the "
@@ -190,6 +208,42 @@ def _suspend_run(
     return change, why
 
 
+def _stop_notebook(
+    group: list[Finding], top: ObjectRef, ctx: Context, busy: list[tuple[str, str]]
+) -> tuple[Change | None, str]:
+    if busy:
+        return None, f"a pod of {top.describe()} holding GPUs was not idle"
+    stamp = datetime.fromtimestamp(float(ctx.inv.window_end), timezone.utc)
+    value = f"{STOPPED}={stamp.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    ns, name = shlex.quote(top.namespace), shlex.quote(top.name)
+    lines = (
+        f"# Stop the idle {top.describe()}: while {STOPPED} is set, the notebook "
+        "controller keeps its StatefulSet at 0 replicas (its volumes are kept); remove the "
+        "annotation to start it again.",
+        f"k annotate notebooks.kubeflow.org {name} -n {ns} {value}",
+    )
+    change = Change(
+        kind=ChangeKind.COMMAND,
+        file=COMMANDS,
+        title=f"Stop {top.describe()}",
+        findings=tuple(group),
+        savings=ctx.per_week(tuple(group)),
+        risk=(
+            f"Stopping {top.describe()} ends its pod: unsaved work in its kernels is lost (its "
+            f"volumes are kept). To start it again, `kubectl annotate notebooks.kubeflow.org "
+            f"{name} -n {ns} {STOPPED}-`."
+        ),
+        target=_target(top),
+        commands=lines,
+    )
+    why = (
+        f"{top.describe()} owns the pod; the notebook controller scales it to zero while the "
+        f"annotation {STOPPED} is set, so the change is that annotation, a command (Kubeflow's "
+        "own stop button sets it)"
+    )
+    return change, why
+
+
 def _why_no_patch(f: Finding, walk: Walk) -> str:
     pod = f"{f.resource.namespace}/{f.resource.name}"
     if walk.outcome is Outcome.BARE:
@@ -226,7 +280,9 @@ def _pod_command(f: Finding, walk: Walk, ctx: Context) -> Change:
 
 
 def _target(ref: ObjectRef) -> Target:
-    plural = {**SCALED, "Job": "jobs", "CronJob": "cronjobs"}.get(ref.kind, "")
+    plural = {**SCALED, "Job": "jobs", "CronJob": "cronjobs", "Notebook": "notebooks"}.get(
+        ref.kind, ""
+    )
     return Target(ref.api_version, ref.kind, ref.namespace, ref.name, plural)
 
 

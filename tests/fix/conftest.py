@@ -209,7 +209,7 @@ def context(
     pods = pods_table(
         running if running is not None else [("ml", "llm-5d9f-a"), ("ml", "llm-5d9f-b")]
     )
-    inv = SimpleNamespace(owners=owners, pods=pods, window_hours=168.0)
+    inv = SimpleNamespace(owners=owners, pods=pods, window_hours=168.0, window_end=1795392000.0)
     return Context(inv, "USD", version)  # type: ignore[arg-type]
 
 

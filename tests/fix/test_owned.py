@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 from gpuaudit.fix import owned
 from gpuaudit.fix.changes import ChangeKind, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.plans import _validated
-from tests.fix.conftest import context, idle, lists
+from gpuaudit.inventory.owners import build
+from tests.fix.conftest import STATES, context, idle, lists, obj, page, ref
 
 
 def test_a_deployment_whose_every_gpu_pod_is_idle_is_scaled_to_zero(ctx: Context) -> None:
@@ -72,11 +76,31 @@ def test_a_bare_pod_and_an_unread_owner_get_a_commented_deletion_and_say_why() -
     assert made[1].commands[-1] == "# k delete pod orphan -n ml"
 
 
-def test_an_owner_gpuaudit_makes_no_change_for_yet_says_so() -> None:
+def test_a_notebook_is_stopped_by_its_annotation_and_an_inference_service_gets_none() -> None:
     f = idle("GPU001", "nb-0")
-    made, fixes = owned.changes([f], context(running=[]))
+    [change], fixes = owned.changes([f], context(running=[]))
+    assert change.kind is ChangeKind.COMMAND and change.title == "Stop Notebook ml/nb"
+    assert change.commands[-1] == (
+        "k annotate notebooks.kubeflow.org nb -n ml kubeflow-resource-stopped=2026-11-23T00:00:00Z"
+    )
+    assert "kubeflow-resource-stopped-" in change.risk
+    assert "scales it to zero while the annotation" in fixes[key(f)].reason
+    kube = lists()
+    isvc = ref("serving.kserve.io/v1beta1", "InferenceService", "chat")
+    predictor = ref("apps/v1", "Deployment", "chat-predictor")
+    kube["inferenceservices"] = [
+        page("serving.kserve.io/v1beta1", "InferenceService", obj("InferenceService", "chat"))
+    ]
+    kube["deployments"][0]["items"].append(obj("Deployment", "chat-predictor", isvc))
+    kube["pods"][0]["items"].append(obj("Pod", "chat-predictor-0", predictor))
+    g = idle("GPU001", "chat-predictor-0")
+    states = {**STATES, "inferenceservices": "ok"}
+    owners = build(kube, {"objects": states})
+    ctx = context(running=[("ml", "chat-predictor-0")])
+    ctx = dataclasses.replace(ctx, inv=SimpleNamespace(**{**vars(ctx.inv), "owners": owners}))
+    made, fixes = owned.changes([g], ctx)
     assert made == []
-    assert fixes[key(f)].reason.startswith("gpuaudit writes no change for a Notebook yet")
+    assert "raw deployment (Standard) mode, which does not scale to zero" in fixes[key(g)].reason
 
 
 def test_a_deployment_already_at_zero_gets_no_change() -> None:
