@@ -114,6 +114,11 @@ def _scaled_object(
         return None, "the finding names no busy hours to schedule"
     zone, offset, shifts = _zone(ctx)
     windows = _windows(hours)
+    if any(start == end for start, end in windows):
+        return None, (
+            "the busy hours, with their margins, cover the whole day: there is no hour to "
+            "scale to zero"
+        )
     target = Target(API_VERSION, "ScaledObject", top.namespace, _name(top.name), "scaledobjects")
     body = _body(target, top, replicas, windows, zone, offset)
     kept = sum((end - start) % DAY_MIN or DAY_MIN for start, end in windows) / 60.0
@@ -170,8 +175,11 @@ def _windows(hours: list[int]) -> list[tuple[int, int]]:
             joined[-1][1] = e
         else:
             joined.append([s, e])
-    # Across midnight: the last window joins the first where the gap between them is small.
-    if len(joined) > 1 and joined[0][0] + DAY_MIN - joined[-1][1] < JOIN_GAP_MIN:
+    # Across midnight: the last window joins the first where the gap between them is small (a
+    # window that then closes on itself covers the whole day: start == end).
+    if joined[0][0] + DAY_MIN - joined[-1][1] < JOIN_GAP_MIN:
+        if len(joined) == 1:
+            return [(joined[0][0] % DAY_MIN, joined[0][0] % DAY_MIN)]
         first = joined.pop(0)
         joined[-1][1] = first[1] + DAY_MIN
     return [(s % DAY_MIN, e % DAY_MIN) for s, e in joined]

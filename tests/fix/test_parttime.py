@@ -143,6 +143,17 @@ def test_near_misses_get_no_scaled_object_and_say_why() -> None:
     assert all(fixes[key(f)].kind is None for f in (busy, job, bare, orphan))
 
 
+def test_busy_hours_that_cover_the_day_with_their_margins_get_none() -> None:
+    f = part_time("embed-0", list(range(0, 24, 2)))
+    made, fixes = parttime.changes([f], context([("ml", "embed-0")]))
+    assert made == [] and "cover the whole day" in fixes[key(f)].reason
+
+
+def test_a_long_owner_name_is_cut_to_a_label_value() -> None:
+    name = parttime._name("a" * 60 + "-b")
+    assert len(name) <= 63 and name == "a" * 53 + "-gpu-hours"
+
+
 def test_a_deployment_scaled_to_zero_when_read_gets_none() -> None:
     kube = lists()
     kube["deployments"][0]["items"][0]["spec"]["replicas"] = 0
