@@ -6,6 +6,12 @@ returns the changes and what each finding gets (`FindingFix`); adding a kind of 
 such module and its entry in `MAKERS`. Every patch is applied to the object as read and the
 result validated (`gpuaudit.fix.validate`); a change that does not apply or validate is dropped,
 and its findings say why.
+
+The changes agree with each other and with the findings' advice (`coherent`): no change releases
+a node (GPU060's, `Finding.releases`) that another finding places work on (`Finding.targets`: an
+advised move, GPU031's, or the node a waiting pod would preempt on, GPU050's), and no change
+places work on a node a GPU070 finding takes out of service (`Finding.drains`): such a change is
+not written, and its findings say which finding it would contradict.
 """
 
 from __future__ import annotations
@@ -15,7 +21,16 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from gpuaudit.checks.findings import Finding
-from gpuaudit.fix import drain, kueue, migslice, owned, parttime, priority, queue_quota
+from gpuaudit.fix import (
+    drain,
+    kueue,
+    migslice,
+    owned,
+    parttime,
+    priority,
+    queue_quota,
+    warm_nodes,
+)
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Plan, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.patching import PatchError, apply
@@ -29,6 +44,7 @@ MAKERS: tuple[ModuleType, ...] = (
     kueue,
     queue_quota,
     priority,
+    warm_nodes,
     drain,
 )
 """The change makers, each with `CODES` and `changes` (see the module's docstring)."""
@@ -57,10 +73,59 @@ def plan(findings: Sequence[Finding], inv: Inventory, currency: str, timezone: s
                 fixes[key(f)] = FindingFix(
                     None, "", None, f"the change was not written: it {invalid}"
                 )
+    changes = coherent(changes, findings, fixes)
     # One order, computed once: the patches and new objects first, then the commands; each the
     # most GPU-hours saved first (the makers' order, which follows the ranking, breaks ties).
     changes.sort(key=lambda c: (c.kind is ChangeKind.COMMAND, -round(c.savings.gpu_hours, 6)))
     return Plan(tuple(changes), fixes, why)
+
+
+def coherent(
+    changes: list[Change], findings: Sequence[Finding], fixes: dict[str, FindingFix]
+) -> list[Change]:
+    """`changes` less those that release a node another finding places work on, or place work
+    on a node a finding drains; the findings of each one dropped say why (in `fixes`)."""
+    placed: dict[str, list[Finding]] = {}
+    drained: dict[str, list[Finding]] = {}
+    for f in findings:
+        for node in f.targets:
+            placed.setdefault(node, []).append(f)
+        for d in f.drains:
+            drained.setdefault(d.node, []).append(f)
+    kept: list[Change] = []
+    for change in changes:
+        why = _contradicts(change, placed, drained)
+        if not why:
+            kept.append(change)
+            continue
+        for f in change.findings:
+            fixes[key(f)] = FindingFix(None, "", None, f"the change was not written: {why}")
+    return kept
+
+
+def _contradicts(
+    change: Change, placed: dict[str, list[Finding]], drained: dict[str, list[Finding]]
+) -> str:
+    """Why `change` contradicts another finding, or ""."""
+    own = {key(f) for f in change.findings}
+    for f in change.findings:
+        for node in f.releases:
+            other = next((g for g in placed.get(node, ()) if key(g) not in own), None)
+            if other is not None:
+                r = other.resource
+                return (
+                    f"it would release node {node}, where {other.code} places work ({r.kind} "
+                    f"{r.ref()}): keep the node until that work has moved, then release what it "
+                    "leaves"
+                )
+        for node in f.targets:
+            other = next((g for g in drained.get(node, ()) if key(g) not in own), None)
+            if other is not None:
+                return (
+                    f"it would place work on node {node}, which {other.code} takes out of "
+                    "service: wait until the node is back"
+                )
+    return ""
 
 
 def _validated(change: Change, version: str) -> tuple[Change | None, str]:

@@ -183,7 +183,7 @@ def _patch(system: str, queue: str, edits: list[Edit], ctx: Context) -> tuple[Ch
         if err:
             return None, err
         ops += _replace(path, was, _value(system, to))
-        said.append(f"{'.'.join(path[:-1])}[{path[-1]}] from {was} to {_value(system, to)}")
+        said.append(f"{_dotted(path)} from {was} to {_value(system, to)}")
     for e in raised:
         was, err = _as_read(read, e.path, system, queue)
         if err:
@@ -193,13 +193,13 @@ def _patch(system: str, queue: str, edits: list[Edit], ctx: Context) -> tuple[Ch
             return None, f"{system} Queue {queue}'s quota as read is {was!r}: not raised"
         new = _value(system, now + e.to)
         ops += _replace(e.path, was, new)
-        said.append(f"{'.'.join(e.path)} from {was} to {new}")
+        said.append(f"{_dotted(e.path)} from {was} to {new}")
         limit = ("spec", "resources", "gpu", "limit")
         cap, _ = _as_read(read, limit, system, queue)
         cap_n = parse_quantity(cap) if cap is not None else None
         if cap_n is not None and 0 <= cap_n < now + e.to:
             ops += _replace(limit, cap, new)
-            said.append(f"{'.'.join(limit)} from {cap} to {new}")
+            said.append(f"{_dotted(limit)} from {cap} to {new}")
     api = str(read.get("apiVersion") or SYSTEMS[system][1])
     target = Target(api, "Queue", "", queue, "queues")
     findings = tuple({key(e.finding): e.finding for e in edits}.values())
@@ -254,6 +254,11 @@ def _as_read(
             return None, f"{system} Queue {queue} as read has no {'.'.join(path)}"
         here = here[k]
     return here, ""
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    """`spec.resources.gpu.quota`, `spec.deserved[nvidia.com/gpu]`."""
+    return "".join(f"[{k}]" if "/" in k or "." in k else f".{k}" for k in path).lstrip(".")
 
 
 def _pointer(path: tuple[str, ...]) -> str:

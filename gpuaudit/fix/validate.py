@@ -3,7 +3,7 @@ validated before the change is written: Kubernetes' own kinds against the OpenAP
 cluster's version (the `kubernetes-validate` library), CRD kinds against their project's
 published CRD schema, shipped beside this module with its source and version named
 (`kueue-clusterqueues.json`: Kueue v0.19.2; `volcano-queues.json`: Volcano v1.15.1;
-`kai-queues.json`: KAI Scheduler v0.13.0;
+`kai-queues.json`: KAI Scheduler v0.13.0; `karpenter-nodepools.json`: Karpenter v1.14.1;
 `keda-scaledobjects.json`: KEDA v2.20.2). A change that does not validate is not written.
 
 The cluster's version is the one the snapshot recorded (`kubernetes_version`); the nearest
@@ -24,6 +24,7 @@ CRD_FILES = {
     ("kueue.x-k8s.io", "ClusterQueue"): "kueue-clusterqueues.json",
     ("scheduling.volcano.sh", "Queue"): "volcano-queues.json",
     ("scheduling.run.ai", "Queue"): "kai-queues.json",
+    ("karpenter.sh", "NodePool"): "karpenter-nodepools.json",
     ("keda.sh", "ScaledObject"): "keda-scaledobjects.json",
 }
 """(API group, kind) -> the CRD schema file shipped beside this module."""

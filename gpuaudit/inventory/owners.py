@@ -181,6 +181,8 @@ TARGETS: dict[str, str] = {
     "volcano_queues": "Queue",
     "kai_queues": "Queue",
     "priorityclasses": "PriorityClass",
+    "karpenter_nodepools": "NodePool",
+    "nodes": "Node",
 }
 """Lists whose objects a change may target by name, though they own no pod (resource key ->
 kind): kept as read, for `Owners.named`."""

@@ -928,6 +928,7 @@ _CRD_LISTS = {
     "volcano_queues": ("scheduling.volcano.sh/v1beta1", "QueueList"),
     "kai_queues": ("scheduling.run.ai/v2", "QueueList"),
     "kai_podgroups": ("scheduling.run.ai/v2alpha2", "PodGroupList"),
+    "karpenter_nodepools": ("karpenter.sh/v1", "NodePoolList"),
 }
 """Gang objects the generator writes as whole API objects, by list key (see
 `gpuaudit.sources.kubernetes.RESOURCES`)."""

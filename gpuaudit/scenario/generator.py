@@ -27,6 +27,7 @@ from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import kai_gap_cases as kai_gaps
 from gpuaudit.scenario import move_cases as moves
+from gpuaudit.scenario import nodepool_cases as nodepools
 from gpuaudit.scenario import owner_cases as owners
 from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
@@ -102,6 +103,7 @@ def _build(b: Builder) -> None:
     owners.plant_owners(b)
     hami.plant_hami_ended(b)
     kai_gaps.plant_kai_gaps(b)
+    nodepools.plant_nodepools(b)
 
 
 def _scenario(b: Builder) -> Scenario:

@@ -82,9 +82,13 @@ POD_ANNOTATIONS = Keys(
 (`gpuaudit.inventory.hami`) and KAI Scheduler's GPU fraction requests
 (`gpuaudit.inventory.kai`)."""
 
-NODE_ANNOTATIONS = Keys("hami.io/node-nvidia-register")
+NODE_ANNOTATIONS = Keys(
+    "hami.io/node-nvidia-register",
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+)
 """The node annotations the inventory reads: the GPUs HAMi's device plugin registered, with their
-memory, cores and split count (`gpuaudit.inventory.hami`)."""
+memory, cores and split count (`gpuaudit.inventory.hami`); and whether the cluster autoscaler
+may remove the node (`gpuaudit.fix.warm_nodes`)."""
 
 NODE_LABELS = Keys(
     "nvidia.com/gpu.product",
@@ -416,6 +420,21 @@ KEEP: dict[str, Tree] = {
                 "name": ALL,
                 "attributes": DEVICE_ATTRIBUTES,
                 "basic": {"attributes": DEVICE_ATTRIBUTES},
+            },
+        },
+    },
+    # What lets GPU060's idle nodes go (`gpuaudit.fix.warm_nodes`), and the fields the CRD
+    # requires, so that the NodePool as read, a patch applied, validates.
+    "karpenter_nodepools": {
+        "metadata": _NAME,
+        "spec": {
+            "disruption": {"consolidationPolicy": ALL, "consolidateAfter": ALL},
+            "replicas": ALL,
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": ALL, "kind": ALL, "name": ALL},
+                    "requirements": {"key": ALL, "operator": ALL, "values": ALL, "minValues": ALL},
+                }
             },
         },
     },

@@ -84,6 +84,7 @@ KNOWN: dict[str, tuple[str, str, str, bool, str]] = {
     "rayclusters": ("ray.io", "v1", "rayclusters", True, "RayCluster"),
     "resourceclaims": ("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim"),
     "resourceslices": ("resource.k8s.io", "v1", "resourceslices", False, "ResourceSlice"),
+    "karpenter_nodepools": ("karpenter.sh", "v1", "nodepools", False, "NodePool"),
     "replicasets": ("apps", "v1", "replicasets", True, "ReplicaSet"),
     "deployments": ("apps", "v1", "deployments", True, "Deployment"),
     "statefulsets": ("apps", "v1", "statefulsets", True, "StatefulSet"),

@@ -167,6 +167,9 @@ RESOURCES: tuple[Resource, ...] = (
         "DRA ResourceSlices",
         crd=False,
     ),
+    Resource(
+        "karpenter_nodepools", "karpenter.sh", ("v1",), "nodepools", False, "Karpenter NodePools"
+    ),
     *OWNER_RESOURCES,
 )
 """Everything `collect` reads, in the order it reads them."""
