@@ -53,7 +53,8 @@ def files(plan: Plan, about: About, unfixed: Mapping[str, str] | None = None) ->
         out[c.file] = _patch_file(c)
     out[KUSTOMIZATION] = _kustomization(patches, objects, about)
     if patches or objects:
-        out[APPLY] = _apply_script(patches + objects, about)
+        # New objects first: a patch may name one (a PriorityClass a pod template now names).
+        out[APPLY] = _apply_script(objects + patches, about)
     if commands:
         out[COMMANDS] = _commands_script(commands, about)
     out[README] = _readme(plan, about, unfixed or {})

@@ -9,11 +9,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.fix import priority
-from gpuaudit.fix.changes import Change, ChangeKind, key
+from gpuaudit.fix.changes import Change, ChangeKind, Plan, key
 from gpuaudit.fix.context import Context
+from gpuaudit.fix.directory import About, files
 from gpuaudit.fix.plans import _validated
 from gpuaudit.fix.validate import check
 from gpuaudit.inventory import columns as C
@@ -205,3 +207,18 @@ def test_near_misses_a_pod_that_may_preempt_and_classes_not_read() -> None:
     made, fixes = priority.changes([f], _ctx(state="forbidden (403)"))
     assert made == []
     assert fixes[key(f)].reason.startswith("the PriorityClasses were not read (forbidden (403))")
+
+
+def test_the_folder_creates_the_new_class_before_the_patch_that_names_it() -> None:
+    ctx = _ctx([_class("research-high", 5000, "Never")])
+    made, _ = priority.changes([_inversion("llm-5d9f-a")], ctx)
+    kept = [_valid(c) for c in made]
+    plan = Plan(tuple(sorted(kept, key=lambda c: c.kind is ChangeKind.OBJECT)), {}, "")
+    texts = files(plan, About("prod-1", "a week", "the demo"))
+    script = texts["apply.sh"]
+    new, patch = kept
+    assert script.index(f'k apply -f "$here/{new.file}"') < script.index(patch.file)
+    kust = yaml.safe_load(texts["kustomization.yaml"])
+    assert kust["resources"] == [new.file]
+    assert [p["path"] for p in kust["patches"]] == [patch.file]
+    assert "# validated: this object, against Kubernetes 1.34" in texts[new.file]
