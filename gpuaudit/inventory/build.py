@@ -882,7 +882,9 @@ def build(
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
     s, methods, dra_notes = claimed.join(p, s, k.claims, pod_index, replace)
-    s, kai_weights, kai_notes = kai_split.split(p, s, k.fractions, pod_index, methods, replace)
+    s, kai_weights, kai_notes, kai_ran = kai_split.split(
+        p, s, k.fractions, pod_index, methods, replace
+    )
     dra_notes.extend(kai_notes)  # warnings of joining series to their pods, shown together
     s, tenants = hami.join(p, s, hami_kube, hami_use, pod_index, methods, replace)
     # Holdings: every key seen (with data in a narrowed window), numbered in key order (the
@@ -896,6 +898,7 @@ def build(
     hourly_data, span = _hourly(s, src, hid_of, _grid(p, order, start, end, step))
     del src
     hami.clip(tenants, hourly_data, span.hours, hid_of, step)
+    kai_split.clip(kai_ran, hourly_data, span.hours, hid_of, step)
     cols, fractions = _identities(p, s, order, pod_index, where, methods)
     kai_split.weigh(fractions, kai_weights)
     hami.fractions(tenants, fractions)

@@ -14,12 +14,14 @@ whole GPU's; KAI time-slices the GPU and DCGM cannot tell the pods apart):
   idle where the GPU was), so that the GPU's hours are neither dropped nor counted twice; no
   finding is about the reservation pod.
 
-The shares of a bucket add up to the GPU: a fraction pod counts from the bucket it started in
-(when it started in that bucket's first half, as for DRA claims, `gpuaudit.inventory.claimed`)
-to the bucket it ended in (a pod that ended in the window, Succeeded or Failed at its
-containers' latest `finishedAt`: that bucket when it ended in its second half), and the
-reservation pod's part is split at each such start and end, so that its share while fewer
-fraction pods ran is the larger one. A fraction pod that ended at an unknown time (or was
+The shares of a bucket add up to the GPU: a fraction pod holds its share for exactly the time
+it ran, from its start (`status.startTime`) to its end (a pod that ended in the window,
+Succeeded or Failed at its containers' latest `finishedAt`) or the window's, as HAMi's pods do
+(`gpuaudit.inventory.hami`): in a bucket it started or ended inside, for the part of it it ran
+(at most the GPU's held time there; `clip`), the rest of its share of that bucket held by the
+reservation pod. The reservation pod's part is split at each bucket a fraction pod started or
+ended in, so that its share while fewer fraction pods ran is the larger one. A fraction pod
+that ended at an unknown time (or was
 deleted before the scan, so that it is not in the pods list) holds nothing: its share counts
 as the reservation pod's. A pod whose share cannot be told (a `gpu-memory` request on a GPU
 of unknown memory, an unreadable annotation) counts 0 and is a warning; fractions that ask
@@ -43,6 +45,10 @@ from gpuaudit.inventory.attribution import Method
 from gpuaudit.inventory.parse import Metric, Parser, Stat, from_hourly
 
 Hourly = tuple[Arr, Arr, Arr, Arr]
+Ran = dict[int, tuple[bool, tuple[tuple[float, float, float], ...]]]
+"""Key -> whether it is the reservation pod's (else a fraction pod's), and the (share, start,
+end) of the fraction pods that ran in its bucket: the keys of buckets fraction pods ran only
+part of (`split`, `clip`)."""
 EPS = 1e-9
 
 
@@ -61,14 +67,19 @@ class Series(claimed.Series, Protocol):
 
 @dataclass(frozen=True)
 class _Holder:
-    """A fraction pod on one reserved GPU: its share and from when it holds it."""
+    """A fraction pod on one reserved GPU: its share, and the buckets it holds it in."""
 
     member: kai.Member
     share: float
     cut: float
     """The first bucket end that is its (-inf: all of them)."""
     stop: float = math.inf
-    """The first bucket end after `cut` that is no longer its (inf: none, it runs)."""
+    """Bucket ends from this on are no longer its (inf: none, it runs)."""
+    ran: tuple[float, float] = (-math.inf, math.inf)
+    """When it ran (unix seconds): its start (-inf: before the series) to its end (inf: it
+    runs)."""
+    edges: tuple[float, ...] = ()
+    """The ends of the buckets it ran only part of (its first, its last)."""
 
     def holds(self, since: float) -> bool:
         """Whether it holds the buckets from the end `since` on (to the next cut or stop)."""
@@ -107,10 +118,12 @@ def _holders(
     node: str,
     fr: kai.Fractions,
     notes: list[str],
-    span: tuple[float, float, float],
+    span: tuple[float, float, float, float],
 ) -> list[_Holder]:
-    """The fraction pods of `group` on key `k`'s GPU, with their shares and cuts."""
-    first, last, half = span
+    """The fraction pods of `group` on key `k`'s GPU, with their shares, cuts and the buckets
+    they ran part of. `span`: the key's first and last bucket ends, and the grid's start and
+    step."""
+    first, last, origin, step = span
     ms = [m for m in fr.members.get(group, ()) if not node or not m.node or m.node == node]
     gpu_mib = _gpu_mib(s, k, node, fr) if any(m.request.share is None for m in ms) else None
     out: list[_Holder] = []
@@ -124,17 +137,9 @@ def _holders(
                 "unreadable annotation); its GPU-hours count as the reservation pod's"
             )
             share = 0.0
-        cut = -math.inf
-        if m.started is not None and np.isfinite(first) and m.started > first - half:
-            cut = m.started + half
-            if not np.isfinite(last) or cut > last:
-                continue  # it came after the series' last bucket: none of it is its
-        stop = math.inf
-        if m.ended is not None and np.isfinite(last) and m.ended + half <= last:
-            stop = m.ended + half
-            if not np.isfinite(first) or stop <= max(first, cut):
-                continue  # it ended before the series' first bucket or its own
-        out.append(_Holder(m, share, cut, stop))
+        held = _held(m, (first, last), origin, step)
+        if held is not None:
+            out.append(replace(held, share=share))
     peaks = _peaks(out)
     total = max(peaks, default=0.0)
     if total > 1 + EPS:
@@ -147,12 +152,43 @@ def _holders(
     return out
 
 
+def _held(m: kai.Member, bounds: tuple[float, float], origin: float, step: float) -> _Holder | None:
+    """Which of a series' buckets (its first and last ends `bounds`; ends at `origin` + k x
+    `step`) a fraction pod ran in, any part of: from the first that ends after its start to the
+    one its end lies in. None where it ran in none of them."""
+    first, last = bounds
+    begin = m.started if m.started is not None else -math.inf
+    end = m.ended if m.ended is not None else math.inf
+    if not (np.isfinite(first) and np.isfinite(last)):
+        return _Holder(m, 0.0, -math.inf)  # no buckets to tell: the whole series, as it is
+    cut, stop, edges = -math.inf, math.inf, []
+    if begin > first - step:  # it started after the series' first bucket began
+        cut = origin + (math.floor((begin - origin) / step) + 1) * step
+        if cut > last:
+            return None  # it came after the series' last bucket: none of it is its
+        if begin > cut - step:
+            edges.append(cut)
+    if end < last:
+        close = origin + math.ceil((end - origin) / step) * step
+        if close < max(first, cut):
+            return None  # it ended before the series' first bucket or its own
+        stop = close + step / 2.0
+        if end < close:
+            edges.append(close)
+    return _Holder(m, 0.0, cut, stop, (begin, end), tuple(sorted(set(edges))))
+
+
 def _peaks(holders: list[_Holder]) -> list[float]:
-    """For each holder, the most the shares of the holders add up to at one time while it
-    holds its share (they change only at a cut or a stop)."""
-    times = sorted({-math.inf} | {t for h in holders for t in (h.cut, h.stop) if t < math.inf})
-    at = {t: sum(h.share for h in holders if h.holds(t)) for t in times}
-    return [max((v for t, v in at.items() if h.holds(t)), default=0.0) for h in holders]
+    """For each holder, the most the shares of the holders add up to at one instant while its
+    pod ran: they only grow when one starts, so the most is at one of the starts within its run
+    (its own included)."""
+
+    def on(h: _Holder, t: float) -> bool:
+        return h.ran[0] <= t < h.ran[1]
+
+    starts = {h.ran[0] for h in holders}
+    at = {t: sum(h.share for h in holders if on(h, t)) for t in starts}
+    return [max((v for t, v in at.items() if on(h, t)), default=0.0) for h in holders]
 
 
 def split(
@@ -162,11 +198,13 @@ def split(
     pods: Mapping[tuple[str, str], Mapping[str, Any]],
     methods: dict[int, str],
     grow: Callable[..., Any],
-) -> tuple[Any, dict[int, float], list[str]]:
+) -> tuple[Any, dict[int, float], list[str], Ran]:
     """The series with each reserved GPU's keys split among its holders (new keys appended to
     `p.keys` and `p.ident`), `methods` set for them, each such key's weight (the share of the
-    GPU its holding counts), and the warnings. `grow` is `dataclasses.replace` on the
-    builder's series."""
+    GPU its holding counts), the warnings, and for each key with a bucket its fraction pod ran
+    only part of, when that pod ran and whether the key is the reservation pod's rest of it
+    (for `clip`). `grow` is `dataclasses.replace` on the builder's series."""
+    ran: Ran = {}
     notes: list[str] = []
     keys = [
         k
@@ -174,17 +212,18 @@ def split(
         if ident.held and not ident.mig_id and (ident.namespace, ident.pod) in fr.reservations
     ]
     if not keys:
-        return s, {}, notes
+        return s, {}, notes, ran
     first, last = _bounds(s, s.n)
-    half = p.grid[1] / 2.0
+    origin, step = float(p.grid[0]), float(p.grid[1])
     plans: dict[int, list[_Holder]] = {}
     for k in keys:
         ident = p.ident[k]
         group = fr.reservations[(ident.namespace, ident.pod)]
         node = str(pods.get((ident.namespace, ident.pod), {}).get(C.NODE) or "")
-        span = (float(first[k]), float(last[k]), half)
+        span = (float(first[k]), float(last[k]), origin, step)
         plans[k] = _holders(s, k, group, node, fr, notes, span)
-    # Each fraction pod's holding: a copy of the GPU's series from its start to its end.
+    # Each fraction pod's holding: a copy of the GPU's series over the buckets it ran in (`clip`
+    # cuts those it ran part of to that part).
     weights: dict[int, float] = {}
     copies: list[tuple[int, float, float]] = []
     for k, hs in plans.items():
@@ -196,13 +235,21 @@ def split(
             weights[key] = h.share
             methods[key] = Method.KAI_FRACTION.value
             copies.append((k, h.cut, h.stop))
+            if h.edges:
+                ran[key] = (False, ((1.0, *h.ran),))
     if copies:
         s = _copy(s, copies, grow)
-    # The reservation pod's key cut at each start and end: interval keys, earliest first, each
-    # holding what the fraction pods of its time leave.
+    # The reservation pod's key cut at each start and end, and around each bucket a fraction
+    # pod ran part of: interval keys, earliest first, each holding what the fraction pods of its
+    # time leave (in a bucket of its own, its held time less theirs: `clip`).
     intervals: dict[int, list[tuple[int, float]]] = {k: [(k, -math.inf)] for k in plans}
+    edges = {k: {e for h in hs for e in h.edges} for k, hs in plans.items()}
     cuts = {
-        k: sorted({t for h in hs for t in (h.cut, h.stop) if math.isfinite(t)})
+        k: sorted(
+            {t for h in hs for t in (h.cut, h.stop) if math.isfinite(t)}
+            | edges[k]
+            | {e + step / 2.0 for e in edges[k]}
+        )
         for k, hs in plans.items()
     }
     for r in range(max((len(c) for c in cuts.values()), default=0)):
@@ -218,9 +265,49 @@ def split(
         s = claimed._split(s, splits, grow)
     for k, hs in plans.items():
         for key, since in intervals[k]:
-            weights[key] = max(0.0, 1.0 - sum(h.share for h in hs if h.holds(since)))
             methods[key] = Method.KAI_RESERVED.value
-    return s, weights, notes
+            if since in edges[k]:
+                weights[key] = 1.0
+                ran[key] = (True, tuple((h.share, *h.ran) for h in hs if h.holds(since)))
+            else:
+                weights[key] = max(0.0, 1.0 - sum(h.share for h in hs if h.holds(since)))
+    return s, weights, notes, ran
+
+
+def clip(ran: Ran, hourly: dict[str, Any], hours: Arr, hid_of: Arr, step: float) -> None:
+    """Cut, in place, the held hours (`HELD_H`) of the buckets fraction pods ran only part of
+    (`split`'s `ran`, by key), as the part of the GPU's held time in the bucket that each ran
+    (the held time x the part of the bucket it ran, so that pods that held a GPU in turn
+    within a bucket add up to no more than it): a fraction pod's holding keeps its part, the
+    reservation pod's holding of that bucket what their shares of their parts leave; `hours`,
+    each holding's held hours, lowered by as much. `hourly` holds the hourly table's columns."""
+    hid = np.asarray(hourly[C.HOLDING])
+    at_of = {
+        int(hid_of[key]): v for key, v in ran.items() if key < len(hid_of) and hid_of[key] >= 0
+    }
+    if not at_of or not len(hid):
+        return
+    mark = np.zeros(len(hours), dtype=bool)
+    mark[list(at_of)] = True
+    rows = np.flatnonzero(mark[hid])
+    k = hid[rows]
+    ts = np.asarray(hourly[C.TS], dtype=np.float64)[rows]
+    held_h = np.asarray(hourly[C.HELD_H], dtype=np.float64).copy()
+    before = held_h[rows]
+    kept = before.copy()
+    order = np.argsort(k, kind="stable")
+    keys, first = np.unique(k[order], return_index=True)
+    for at, idx in zip(keys.tolist(), np.split(order, first[1:]), strict=True):
+        rest, items = at_of[at]
+        t, h = ts[idx], before[idx]
+        used = np.zeros(len(idx))
+        for share, begin, end in items:
+            part = np.clip(np.minimum(end, t) - np.maximum(begin, t - step), 0.0, step)
+            used += share * h * part / step
+        kept[idx] = np.maximum(h - used, 0.0) if rest else used
+    hours -= np.bincount(k, weights=before - kept, minlength=len(hours))
+    held_h[rows] = kept
+    hourly[C.HELD_H] = held_h
 
 
 def weigh(fractions: Arr, weights: Mapping[int, float]) -> None:

@@ -69,8 +69,8 @@ def held(inv: Inventory) -> dict[tuple[str, str], float]:
 def test_fractions_split_the_reserved_gpu_from_their_starts() -> None:
     """4 hours of one GPU: `a` asks 0.5 all along; `b` asks 20,000 MiB of a GPU labelled
     81,559 MiB (KAI: 81,500, so 0.2454, rounded up to 0.25) and starts 100 s before hour 2
-    ends (more than half of hour 3 is its, so hours 3 and 4). The reservation pod holds what
-    is left: 0.5 for 2 hours, 0.25 for 2 hours."""
+    ends: it holds its share for exactly the time it ran, 2 h 100 s. The reservation pod holds
+    what is left: 0.5 until then, 0.25 after."""
     pods = [
         reservation("gpu-reservation-aaa", "g1"),
         fraction("a", "g1", gpu_fraction="0.5"),
@@ -78,12 +78,13 @@ def test_fractions_split_the_reserved_gpu_from_their_starts() -> None:
     ]
     inv = inventory([shared_gpu(4, fb_used=1000, fb_free=79000)], 4, pods=pods, nodes=[node()])
     kai_f, kai_r = Method.KAI_FRACTION.value, Method.KAI_RESERVED.value
+    b = 0.25 * (2 + 100 / 3600)
     assert held(inv) == pytest.approx(
-        {("a", kai_f): 2.0, ("b", kai_f): 0.5, ("gpu-reservation-aaa", kai_r): 1.5}
+        {("a", kai_f): 2.0, ("b", kai_f): b, ("gpu-reservation-aaa", kai_r): 2.0 - b}
     )
     book = ledger(Views(inv, DEFAULT_PRICES))
-    assert book.attributed[kai_f] == pytest.approx(2.5)
-    assert book.attributed[kai_r] == pytest.approx(1.5)
+    assert book.attributed[kai_f] == pytest.approx(2.0 + b)
+    assert book.attributed[kai_r] == pytest.approx(2.0 - b)
     assert book.allocated_gpu_hours == pytest.approx(4.0)  # one GPU, four hours, once
     h = inv.holdings.set_index(C.POD)
     assert h.loc["a", C.FRACTION] == 0.5 and h.loc["b", C.FRACTION] == 0.25
@@ -106,9 +107,9 @@ def ended(pod: dict[str, Any], at: float | None, phase: str = "Succeeded") -> di
 
 def test_a_fraction_pod_that_ended_holds_its_share_until_its_end() -> None:
     """4 hours: `a` asks 0.5 all along; `b` asks 0.25 and ended (Succeeded) 100 s before hour
-    2 ended, so hours 1 and 2 are its (it ran more than half of hour 2); `c` (Failed) asks 0.25
-    and ended at an unknown time: nothing says when it held its share, so it holds none. The
-    reservation pod holds the rest: 0.25 for 2 hours, 0.5 for 2 hours."""
+    2 ended: it holds its share for exactly the time it ran, 2 h less 100 s; `c` (Failed) asks
+    0.25 and ended at an unknown time: nothing says when it held its share, so it holds none.
+    The reservation pod holds the rest: 0.25 while `b` ran, 0.5 after."""
     pods = [
         reservation("gpu-reservation-aaa", "g1"),
         fraction("a", "g1", gpu_fraction="0.5"),
@@ -117,18 +118,20 @@ def test_a_fraction_pod_that_ended_holds_its_share_until_its_end() -> None:
     ]
     inv = inventory([shared_gpu(4)], 4, pods=pods, nodes=[node()])
     kai_f, kai_r = Method.KAI_FRACTION.value, Method.KAI_RESERVED.value
+    b = 0.25 * (2 - 100 / 3600)
     assert held(inv) == pytest.approx(
-        {("a", kai_f): 2.0, ("b", kai_f): 0.5, ("gpu-reservation-aaa", kai_r): 1.5}
+        {("a", kai_f): 2.0, ("b", kai_f): b, ("gpu-reservation-aaa", kai_r): 2.0 - b}
     )
     book = ledger(Views(inv, DEFAULT_PRICES))
     assert book.allocated_gpu_hours == pytest.approx(4.0)
     h = inv.holdings.set_index(C.POD)
-    assert h.loc["b", C.HOURS] == pytest.approx(2.0) and h.loc["b", C.FRACTION] == 0.25
+    assert h.loc["b", C.HOURS] == pytest.approx(2 - 100 / 3600) and h.loc["b", C.FRACTION] == 0.25
 
 
 def test_fraction_pods_one_after_another_are_not_scaled_together() -> None:
-    """Two 0.75 pods that held the GPU one after the other (the first ended in hour 2's first
-    half) ask for 0.75 each at any one time: neither is scaled, and no warning."""
+    """Two 0.75 pods that held the GPU one after the other, both in hour 2 (the first to 600 s
+    into it, the second from 900 s), ask for 0.75 each at any one instant: neither is scaled,
+    no warning, and in hour 2 the reservation pod holds what their parts leave."""
     pods = [
         reservation("gpu-reservation-aaa", "g1"),
         ended(fraction("first", "g1", gpu_fraction="0.75"), START + 3600 + 600),
@@ -136,10 +139,16 @@ def test_fraction_pods_one_after_another_are_not_scaled_together() -> None:
     ]
     inv = inventory([shared_gpu(4)], 4, pods=pods, nodes=[node()])
     kai_f, kai_r = Method.KAI_FRACTION.value, Method.KAI_RESERVED.value
+    first, then = 0.75 * (1 + 600 / 3600), 0.75 * (2 + 2700 / 3600)
     assert held(inv) == pytest.approx(
-        {("first", kai_f): 0.75, ("then", kai_f): 2.25, ("gpu-reservation-aaa", kai_r): 1.0}
+        {
+            ("first", kai_f): first,
+            ("then", kai_f): then,
+            ("gpu-reservation-aaa", kai_r): 4 - first - then,
+        }
     )
     assert not [w for w in inv.warnings if "KAI" in w]
+    assert ledger(Views(inv, DEFAULT_PRICES)).allocated_gpu_hours == pytest.approx(4.0)
 
 
 def test_a_memory_request_without_the_node_label_divides_by_dcgm_framebuffer() -> None:
