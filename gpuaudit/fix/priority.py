@@ -59,6 +59,9 @@ API = "scheduling.k8s.io/v1"
 PREEMPT = "PreemptLowerPriority"
 NEVER = "Never"
 MAX_NAME = 253
+HIGHEST_USER_PRIORITY = 1_000_000_000
+"""The highest value a PriorityClass not named `system-*` may have (Kubernetes'
+`HighestUserDefinablePriority`): the system classes sit above it."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,11 @@ def _inversion(f: Finding, st: _State) -> tuple[list[Change], str]:
             "no field gpuaudit can set; follow the recommendation"
         )
     value = _int(ev.get("priority"))
+    if value > HIGHEST_USER_PRIORITY:
+        return [], (
+            f"its priority {value} is a system class's: a class of that value cannot be made "
+            "(names starting system- are reserved)"
+        )
     base = str(ev.get("priority_class") or f"priority-{value}")
     want = Wanted(f"{base[: MAX_NAME - 8]}-preempt", value, PREEMPT, f"{base}, allowed to preempt")
     name, why = st.classes.resolve(want)

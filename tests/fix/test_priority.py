@@ -222,3 +222,10 @@ def test_the_folder_creates_the_new_class_before_the_patch_that_names_it() -> No
     assert kust["resources"] == [new.file]
     assert [p["path"] for p in kust["patches"]] == [patch.file]
     assert "# validated: this object, against Kubernetes 1.34" in texts[new.file]
+
+
+def test_a_system_priority_is_not_copied() -> None:
+    f = _inversion("llm-5d9f-a", pclass="system-cluster-critical")
+    f = Finding(**{**f.__dict__, "evidence": {**f.evidence, "priority": 2000000000}})
+    made, fixes = priority.changes([f], _ctx())
+    assert made == [] and "system class" in fixes[key(f)].reason
