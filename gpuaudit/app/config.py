@@ -530,19 +530,20 @@ def _settings(
         step_s=step_s,
         end=end,
         topology_dir=_topology_dir(topology),
-        timezone=_timezone(opts.text("timezone", "UTC") or "UTC"),
+        timezone=_timezone(opts.text("timezone", "UTC") or "UTC", opts.origin("timezone")),
     )
 
 
-def _timezone(name: str) -> str:
-    """`--timezone`: an IANA time zone name the system's time zone database knows."""
+def _timezone(name: str, named: str | None) -> str:
+    """`--timezone`: an IANA time zone name the system's time zone database knows (`named`:
+    who set it, as the error names it)."""
     shown = terminal_safe(name)
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ConfigError(
-            f"--timezone {shown} is not a time zone this system knows: use an IANA name such "
-            "as UTC, Europe/Berlin or America/New_York"
+            f"{named or '--timezone'} {shown} is not a time zone this system knows: use an IANA "
+            "name such as UTC, Europe/Berlin or America/New_York"
         ) from None
     return name
 

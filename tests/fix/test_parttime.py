@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from gpuaudit.app import config
 from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.fix import parttime
 from gpuaudit.fix.changes import ChangeKind, key
 from gpuaudit.fix.context import Context
@@ -172,3 +174,14 @@ def test_the_keda_crd_refuses_a_scaled_object_without_triggers() -> None:
     }
     with pytest.raises(Invalid, match="triggers"):
         check(bad, "1.34")
+
+
+def test_the_time_zone_is_an_iana_name_resolved_once() -> None:
+    assert config.for_scan({"demo": True}).settings.timezone == "UTC"
+    assert config.for_scan({"demo": True, "timezone": "Asia/Kolkata"}).settings.timezone == (
+        "Asia/Kolkata"
+    )
+    with pytest.raises(ConfigError, match=r"--timezone 'Mars/Base' is not a time zone"):
+        config.for_scan({"demo": True, "timezone": "Mars/Base"})
+    with pytest.raises(ConfigError, match="not a time zone"):
+        config.for_scan({"demo": True, "timezone": "../../etc/passwd"})
