@@ -130,6 +130,9 @@ def _nodepool(pool: str, group: list[Finding], ctx: Context) -> tuple[Change | N
         )
     body_after = AFTER if after in (None, "", "Never") else str(after)
     patch["spec"]["disruption"]["consolidateAfter"] = body_after
+    # Named, as kustomize needs a merge patch to be (the names change nothing).
+    named = {"apiVersion": str(read.get("apiVersion") or API), "kind": "NodePool"}
+    body = {**named, "metadata": {"name": pool}, **patch}
     said = [f"consolidationPolicy {policy} to {CONSOLIDATE}"]
     if body_after != after:
         said.append(f"consolidateAfter {after or 'unset'} to {body_after}")
@@ -148,7 +151,7 @@ def _nodepool(pool: str, group: list[Finding], ctx: Context) -> tuple[Change | N
         ),
         target=target,
         patch_type="merge",
-        body=patch,
+        body=body,
         read=read,
     )
     return change, f"NodePool {pool}: {'; '.join(said)}"

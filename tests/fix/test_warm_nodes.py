@@ -119,12 +119,15 @@ def test_a_karpenter_pool_that_does_not_consolidate_is_patched_once_for_its_node
     [change], fixes = warm_nodes.changes([one, two], _ctx())
     assert change.kind is ChangeKind.PATCH and change.patch_type == "merge"
     assert change.body == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu-burst"},
         "spec": {
             "disruption": {
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": "1h",
             }
-        }
+        },
     }
     assert change.title == (
         "Let NodePool gpu-burst consolidate its idle nodes: consolidationPolicy WhenEmpty to "
