@@ -617,7 +617,14 @@ def _raw_units(
         dark[(t["ns"], t["pod"])] += t["share"] if t["buckets"] is None else 0.0
     ends = sorted({float(ts) for i in series for ts, _ in i["values"]})
     joined_at = joined_mig_buckets(doc, series, named)
-    without = _raw_without_series(doc, (measured, dark), joined_at, ends, gone)
+    # The room the MIG GPUs DCGM shows held leave (1 less their held slices' shares).
+    spare: dict[tuple[str, float], float] = defaultdict(float)
+    for by_hour in out.values():
+        for ts, cells in by_hour.items():
+            for unit, (weight, _, _) in cells.items():
+                if unit[0] == "mig":
+                    spare[(unit[1], ts)] += max(0.0, 1.0 - weight)
+    without = _raw_without_series(doc, (measured, dark), joined_at, ends, (gone, spare))
     for (prod, ts), units in without.items():
         for unit, size in units.items():
             out[prod][ts][unit] = [0.0, 0.0, size]
@@ -629,14 +636,16 @@ def _raw_without_series(
     named: tuple[set[tuple[str, str]], dict[tuple[str, str], float]],
     joined_at: dict[tuple[str, str], dict[str, set[float]]],
     ends: list[float],
-    gone: dict[tuple[str, str], float],
+    released: tuple[dict[tuple[str, str], float], dict[tuple[str, float], float]],
 ) -> dict[tuple[str, float], dict[tuple[str, ...], float]]:
     """(product, bucket end) -> unit -> size, of the GPUs pods held per the raw pods where no
     series names the pod, in each bucket they ran in (a Running pod from its start, an ended
     one to its containers' latest finishedAt; released pods to their release, `gone`): a
     pod's whole GPUs (a time-sliced replica its share) as one unit, and on each node the
     fewest GPUs its MIG slices fit on (the 1g slices of A100 80GB: 1/7 each) in the buckets
-    the Kubernetes-side join did not give the pod its profile's instances in (`joined_at`).
+    the Kubernetes-side join did not give the pod its profile's instances in (`joined_at`),
+    once they fill the room the node's MIG GPUs DCGM shows held leave (`released`: the pods
+    released, each from its time on, and that room per (node, bucket end)).
     `named`: the pods a series names, and HAMi's pods with their shares of GPUs without DCGM
     series (a unit of that size; none for a pod all of whose GPUs have series)."""
     nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
@@ -649,6 +658,7 @@ def _raw_without_series(
     out: dict[tuple[str, float], dict[tuple[str, ...], float]] = defaultdict(dict)
     slices: dict[tuple[str, float], float] = defaultdict(float)
     measured, hami = named
+    gone, spare = released
     for pod in (p for page in doc["kubernetes"]["pods"] for p in page["items"]):
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         node = pod["spec"].get("nodeName", "")
@@ -674,7 +684,7 @@ def _raw_without_series(
                         if ts not in joined:
                             slices[(node, ts)] += int(n) * frac
     for (node, ts), share in sorted(slices.items()):
-        for i in range(math.ceil(share - 1e-9)):
+        for i in range(math.ceil(max(share - spare.get((node, ts), 0.0), 0.0) - 1e-9)):
             out[(product[node], ts)][("apimig", node, str(i), node)] = 1.0
     return out
 
@@ -969,12 +979,13 @@ def test_demo_plan_is_the_same_in_slices(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_a_released_kai_fraction_frees_its_gpu_only_with_the_last_fraction() -> None:
     """4 hours, node-a. GPU-0 (reservation pod r0, group g0): `a` asks 0.5 all along, `b`
-    0.25 in hours 2-3 (it started 100 s before hour 1 ended: more than half of hour 2 is its).
+    0.25 from a minute into hour 2.
     GPU-1 (r1, group g1): `c` asks 0.5 all along. GPU001 releases `a`, GPU002 releases `c`
     from hour 2. KAI keeps a GPU reserved whole while a fraction pod of its group is left and
     deletes the reservation pod with the last one (`docs/domain.md`, KAI): GPU-0 is released
-    in hours 0-1 (a alone) and stays whole in hours 2-3 (b is left); GPU-1 is released in
-    hours 2-3."""
+    in hours 0-1 (a alone) and stays whole in hours 2-3 (b is left; in hour 2, where b held
+    part of it, one GPU, not a's, b's and the reservation pod's shares added up); GPU-1 is
+    released in hours 2-3."""
 
     def series(uuid: str, index: str, pod: str) -> Series:
         labels = gpu_labels(uuid, index, "node-a", pod=pod, namespace=RES_NS)
@@ -984,7 +995,7 @@ def test_a_released_kai_fraction_frees_its_gpu_only_with_the_last_fraction() -> 
         reservation("r0", "g0"),
         reservation("r1", "g1"),
         fraction("a", "g0", gpu_fraction="0.5"),
-        fraction("b", "g0", START + 2 * STEP - 100, gpu_fraction="0.25"),
+        fraction("b", "g0", START + 2 * STEP + 60, gpu_fraction="0.25"),
         fraction("c", "g1", gpu_fraction="0.5"),
     ]
     for pod in pods:
@@ -1003,3 +1014,33 @@ def test_a_released_kai_fraction_frees_its_gpu_only_with_the_last_fraction() -> 
     assert after.held_by_hour == (1.0,) * HOURS
     assert after.gpus_held == Stat(1.0, 1.0, 1.0)
     assert p.released_by_product == {H100: 2}
+
+
+def test_mig_slices_without_series_fill_the_room_of_gpus_dcgm_shows_held() -> None:
+    """A100 node m1 (2 GPUs in MIG, DCGM): pod `a` holds a 3g.40gb slice of GPU 0 (its series
+    names it), busy, all 4 hours. Pods no series names, on the same node: `u` holds a 1g.10gb
+    slice all window, `v` and `w` a 3g.40gb slice each from hour 2. Which GPU their slices sit
+    on is not known: they fill the room GPU 0 leaves (4/7) before counting GPUs of their own.
+    Hours 0-1: u's 1/7 fits GPU 0, one GPU held (counted once, not again as u's). Hours 2-3:
+    1/7 + 3/7 + 3/7 = 1, of which 4/7 fit GPU 0 and 3/7 need one more GPU: two."""
+    series = [
+        _series("GPU-m1-0", "0", "m1", "a", [0.5] * HOURS, model=A100, mig=("3g.40gb", "2")),
+    ]
+    m1 = make_node("m1", A100_PRODUCT, 2)
+    m1["status"]["allocatable"] = {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "4"}
+    pods = [
+        _requesting(make_pod("a", namespace="ns", node="m1"), "nvidia.com/mig-3g.40gb"),
+        _requesting(make_pod("u", namespace="ns", node="m1"), "nvidia.com/mig-1g.10gb"),
+    ]
+    for name in ("v", "w"):
+        pod = make_pod(name, namespace="ns", node="m1", started=START + 2 * STEP)
+        pods.append(_requesting(pod, "nvidia.com/mig-3g.40gb"))
+    p = plan(
+        Views(inventory(series, HOURS, pods=pods, nodes=[m1]), DEFAULT_PRICES), 0.05, "USD", []
+    )
+    a = p.by_product[A100_PRODUCT]
+    assert a.held_by_hour == (1.0, 1.0, 2.0, 2.0)
+    assert a.without_dcgm_by_hour == a.unknown_by_hour == (0.0, 0.0, 1.0, 1.0)
+    assert a.busy_by_hour == (1.0,) * HOURS
+    # Peak hour 2: GPU 0 (a's slice, with u's and v's) and one GPU of the rest, on m1.
+    assert (a.peak_hour, a.min_nodes_at_peak, a.nodes_used) == (START + 3 * STEP, 1, ("m1",))

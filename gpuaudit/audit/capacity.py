@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaudit.checks.base import short_model
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.attribution import Method
+from gpuaudit.inventory.attribution import KAI_METHODS, Method
 from gpuaudit.inventory.derived import WindowHours
 from gpuaudit.inventory.feasibility import GPU, NodeFacts, PodKey
 from gpuaudit.inventory.prom import cluster_of
@@ -63,8 +63,11 @@ ASSUMPTIONS = (
     "nvidia.com/gpu.product label (else the model DCGM reports there, else unknown). A pod's "
     "whole GPUs count one each; a MIG-partitioned GPU counts as one GPU in an hour when any of "
     "its slices is held, whatever their share of it (it cannot go whole to other work, and it "
-    "moves whole); MIG slices held without DCGM series count as the fewest GPUs their shares "
-    "fit on (their sum on the node, rounded up); a GPU shared by time-slicing (node label "
+    "moves whole); MIG slices held without DCGM series first fill the room the node's MIG "
+    "GPUs DCGM shows held leave (which GPU they sit on is not known), and the rest counts as "
+    "the fewest GPUs its shares fit on (their sum on the node, rounded up); a GPU KAI "
+    "Scheduler reserves for fraction pods counts as one GPU in an hour when any of its pods "
+    "holds it; a GPU shared by time-slicing (node label "
     "nvidia.com/gpu.replicas = R above 1) counts 1/R for each pod holding it.",
     "GPUs busy: held GPUs in an hour whose mean engine activity reaches the idle threshold: a "
     "pod's mean over its GPUs on one node, or a MIG-partitioned GPU's mean over its held "
@@ -461,9 +464,13 @@ class _Holdings:
     """Holding-level facts the plan groups by, each an array over `inv.holdings` rows."""
 
     unit: Ints
-    """The unit each holding belongs to: a pod's GPUs on one node, or one MIG GPU."""
+    """The unit each holding belongs to: a pod's GPUs on one node, one MIG GPU, or one GPU KAI
+    Scheduler shares among fraction pods."""
     unit_label: list[str]
     unit_mig: npt.NDArray[np.bool_]
+    unit_gpu: npt.NDArray[np.bool_]
+    """Whether a unit is one GPU held whole in an hour it has a holding in (a MIG GPU, a GPU KAI
+    reserves for its fraction pods, whose reservation pod holds it whole)."""
     product: Ints
     products: list[str]
     node: Ints
@@ -472,6 +479,8 @@ class _Holdings:
     """What a holding adds to its unit's size: its fraction over its node's replicas."""
     weight: Floats
     """Its weight in its unit's mean activity (its fraction of a GPU)."""
+    slice_share: Floats
+    """A MIG holding's share of its GPU (its fraction); 0 for other holdings."""
     pods: list[PodKey]
     """Its pod."""
     gang_of: dict[PodKey, str]
@@ -503,13 +512,17 @@ def _holdings(views: Views) -> _Holdings:
     slot = h[C.SLOT].fillna("").astype(str).tolist()
     ns, pod = h[C.NAMESPACE].astype(str).tolist(), h[C.POD].astype(str).tolist()
     is_mig = mig_id != ""
+    is_kai = h[C.ATTRIBUTION].isin(KAI_METHODS).to_numpy(dtype=bool)
+    whole = is_mig | is_kai
     labels = [
         f"{n}/{u or s}" if m else f"{a}/{b}@{n}"
-        for n, u, s, m, a, b in zip(node, uuid, slot, is_mig.tolist(), ns, pod, strict=True)
+        for n, u, s, m, a, b in zip(node, uuid, slot, whole.tolist(), ns, pod, strict=True)
     ]
     unit, uniques = pd.factorize(pd.Series(labels, dtype=object))
     unit_mig = np.zeros(len(uniques), dtype=bool)
     unit_mig[unit[is_mig]] = True
+    unit_gpu = np.zeros(len(uniques), dtype=bool)
+    unit_gpu[unit[whole]] = True
     pcode, pnames = pd.factorize(pd.Series(product, dtype=object))
     ncode, nnames = pd.factorize(pd.Series(node, dtype=object))
     reps = _replicas(views)
@@ -521,12 +534,14 @@ def _holdings(views: Views) -> _Holdings:
         unit=unit.astype(np.intp),
         unit_label=[str(x) for x in uniques],
         unit_mig=unit_mig,
+        unit_gpu=unit_gpu,
         product=pcode.astype(np.intp),
         products=[str(x) for x in pnames],
         node=ncode.astype(np.intp),
         nodes=[str(x) for x in nnames],
         share=np.where(is_mig, 0.0, frac / rep),
         weight=frac,
+        slice_share=np.where(is_mig, frac, 0.0),
         pods=list(zip(ns, pod, strict=True)),
         gang_of=_gangs(views),
         window=views.window_hours,
@@ -540,6 +555,8 @@ class _Groups:
     unit: Ints
     k: Ints
     size: Floats
+    slices: Floats
+    """Of a MIG GPU's group, the share of the GPU its held slices add up to (0 for others)."""
     busy: npt.NDArray[np.bool_]
     unknown: npt.NDArray[np.bool_]
     """Whether no row of the group has an activity sample (its activity is unknown)."""
@@ -598,7 +615,8 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
     rank = np.cumsum(present, dtype=np.int32 if n < 2**31 else np.int64)
     rank -= 1
     del present
-    wsum, wact, share = np.zeros(n), np.zeros(n), np.zeros(n)
+    wsum, wact, share, slice_sum = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    any_mig = bool(hs.unit_mig.any())
     first = np.full(n, -1, dtype=np.intp)
     for sl in parts:
         sel, key = keys(sl)
@@ -611,12 +629,14 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
         np.add.at(wsum, group, np.where(has, wt, 0.0))
         np.add.at(wact, group, np.where(has, wt * act, 0.0))
         np.add.at(share, group, hs.share[hp])
+        if any_mig:
+            np.add.at(slice_sum, group, hs.slice_share[hp])
         # A group's first row: the first of its rows in this slice, where no earlier slice
         # had one.
         fresh = first[group] < 0
         first[group[fresh][::-1]] = hp[fresh][::-1]
     g_unit = (uniq // nb).astype(np.intp)
-    size = np.where(hs.unit_mig[g_unit], 1.0, share)
+    size = np.where(hs.unit_gpu[g_unit], 1.0, share)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = wact / wsum
         busy = mean >= idle
@@ -625,6 +645,7 @@ def _groups(views: Views, hs: _Holdings, keep: npt.NDArray[np.bool_], idle: floa
         unit=g_unit,
         k=(uniq % nb).astype(np.intp),
         size=size,
+        slices=slice_sum,
         busy=np.asarray(busy, dtype=bool),
         unknown=wsum <= 0,
         product=hs.product[first] if n else np.zeros(0, dtype=np.intp),
@@ -899,11 +920,26 @@ def _api_holdings(views: Views, products: Mapping[str, str], nb: int) -> list[Ap
 
 @dataclass(frozen=True)
 class _Api:
-    """The holdings of one product only the Kubernetes API shows, and the GPUs they hold in
-    each hour of the window (MIG slices on one node: the fewest GPUs their shares fit on)."""
+    """The holdings of one product only the Kubernetes API shows, and what they hold in each
+    hour of the window: whole GPUs and shared replicas (`whole`), and per node the share of a
+    GPU its MIG slices add up to (`slices`)."""
 
     holdings: tuple[ApiHolding, ...]
-    held: Floats
+    whole: Floats
+    slices: Mapping[str, Floats]
+
+    def held(self, spare: Mapping[str, Floats]) -> Floats:
+        """GPUs held in each hour: `whole`, plus on each node the fewest GPUs its MIG slices
+        fit on once they fill `spare` (per node and hour, the room its GPUs with slices DCGM
+        shows held leave, `_spare`; which GPU an API-only slice sits on is not known, so it
+        is counted on a GPU already held where its share fits)."""
+        import numpy as np
+
+        out: Floats = np.array(self.whole, dtype="float64")
+        for node, share in self.slices.items():
+            left = share - spare[node] if node in spare else share
+            out += np.ceil(np.maximum(left, 0.0) - EPS)
+        return out
 
 
 def _api_by_product(holdings: Sequence[ApiHolding], nb: int) -> dict[str, _Api]:
@@ -912,22 +948,39 @@ def _api_by_product(holdings: Sequence[ApiHolding], nb: int) -> dict[str, _Api]:
     out: dict[str, _Api] = {}
     for product in sorted({h.product for h in holdings}):
         mine = [h for h in holdings if h.product == product]
-        held = np.zeros(nb)
+        whole = np.zeros(nb)
         slices: dict[str, Floats] = {}
         for h in mine:
-            share = slices.setdefault(h.node, np.zeros(nb)) if h.kind == "mig" else held
+            share = slices.setdefault(h.node, np.zeros(nb)) if h.kind == "mig" else whole
             for first, end, part in h.spans:
                 share[first:end] += h.gpus * part
-        for share in slices.values():
-            held += np.ceil(share - EPS)
-        out[product] = _Api(tuple(mine), held)
+        out[product] = _Api(tuple(mine), whole, slices)
     return out
 
 
-def _api_units(api: _Api, k: int, rooms: Rooms) -> list[Unit]:
+def _spare(hs: _Holdings, g: _Groups, mine: npt.NDArray[np.bool_], api: _Api) -> dict[str, Floats]:
+    """Per node with MIG slices only the API shows, and hour: the room the node's MIG GPUs DCGM
+    shows held leave (1 less the share of each that its held slices add up to, at least 0),
+    among the groups `mine`."""
+    import numpy as np
+
+    nb = max(hs.window.hours, 1)
+    mig = mine & hs.unit_mig[g.unit]
+    out: dict[str, Floats] = {}
+    for node in api.slices:
+        if node not in hs.nodes:
+            continue
+        sel = mig & (g.node == hs.nodes.index(node))
+        room = np.clip(1.0 - g.slices[sel], 0.0, None)
+        out[node] = np.bincount(g.k[sel], weights=room, minlength=nb).astype("float64")
+    return out
+
+
+def _api_units(api: _Api, k: int, rooms: Rooms, spare: Mapping[str, Floats]) -> list[Unit]:
     """The units of the hour `k`: a pod's whole GPUs (or shared replicas) on one node, and on
-    each node the fewest MIG GPUs its held slices fit on, each held by all their pods (which
-    slice sits on which GPU is not known)."""
+    each node the fewest MIG GPUs its held slices fit on once they fill the room its GPUs DCGM
+    shows held leave (`spare`), each held by all their pods (which slice sits on which GPU is
+    not known)."""
     out: list[Unit] = []
     slices: dict[str, tuple[float, set[PodKey]]] = {}
     for h in api.holdings:
@@ -943,7 +996,8 @@ def _api_units(api: _Api, k: int, rooms: Rooms) -> list[Unit]:
             out.append((key, now, h.node, kind, frozenset({h.pod})))
     for node, (share, pods) in sorted(slices.items()):
         held = frozenset(pods)
-        gpus = range(math.ceil(share - EPS))
+        left = share - float(spare[node][k]) if node in spare else share
+        gpus = range(math.ceil(max(left, 0.0) - EPS))
         out.extend((f"{node}/mig-{i} (no DCGM series)", 1.0, node, "mig", held) for i in gpus)
     return out
 
@@ -978,8 +1032,10 @@ def _product_plan(
     held, busy, unknown = per_hour(mine), per_hour(mine & g.busy), per_hour(mine & g.unknown)
     ran = {hs.nodes[int(n)] for n in np.unique(g.node[mine & ok])} - {""}
     without = np.zeros(nb)
+    spare: dict[str, Floats] = {}
     if api is not None:
-        without = api.held
+        spare = _spare(hs, g, mine, api)
+        without = api.held(spare)
         held = held + without
         unknown = unknown + without
         ran |= {h.node for h in api.holdings}
@@ -994,7 +1050,7 @@ def _product_plan(
         at = np.flatnonzero(mine & (g.k == peak_k) & ok)
         units = _measured_units(views, hs, g, at, rooms)
         if api is not None:
-            units += _api_units(api, peak_k, rooms)
+            units += _api_units(api, peak_k, rooms, spare)
         items, no_spec = _items(views, units, rooms, hs.gang_of)
         packing = pack_ffd(items, rooms.room)
     step = float(inv.step_s)

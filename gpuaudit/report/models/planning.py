@@ -59,8 +59,11 @@ class ProductPlan(ReportModel):
     share of it, never the sum of the instances' fractions: a GPU with an instance held cannot
     go whole to other work, and the packing behind `min_nodes_at_peak` moves it whole, so the
     plan counts physical GPUs. MIG instances held without DCGM series (which physical GPU they
-    sit on is not known) count as the fewest GPUs their shares fit on: the sum of their
-    fractions on the node, rounded up. Over the window's hourly values (`hours_with_data`):
+    sit on is not known) first fill the room the node's MIG GPUs DCGM shows held leave (1 less
+    the fractions of their held instances), then count as the fewest GPUs the rest fits on:
+    its fractions on the node, added and rounded up. A GPU KAI Scheduler reserves for its
+    fraction pods counts as one held GPU in an hour when its reservation pod or a fraction pod
+    holds it, whatever their shares. Over the window's hourly values (`hours_with_data`):
     the largest, the nearest-rank 95th percentile (the ceil(0.95 n)-th smallest of n) and the
     mean."""
     gpus_busy: Stat
