@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from gpuaudit.fix.patching import apply
 from gpuaudit.fix.plans import _validated
 from gpuaudit.fix.validate import check
 from tests.fix.conftest import context, idle, quota, sick
-from tests.support.servers import require
+from tests.fix.kubectl import kubectl, overlay
 
 ABOUT = About("prod-1", "2026-11-16T00:00:00Z to 2026-11-23T00:00:00Z (168 h)", "the demo")
 
@@ -133,13 +132,13 @@ def test_the_folder_is_new_or_empty_and_nothing_is_overwritten(tmp_path: Path) -
         write({"../x": ""}, tmp_path / "other")
 
 
-def _kubectl(*args: str, cwd: Path) -> str:
-    env = {**os.environ, "HOME": str(cwd), "KUBECONFIG": str(cwd / "none")}
-    done = subprocess.run(
-        [require("kubectl"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+_kubectl = kubectl
+
+
+def _kustomize_version(cwd: Path) -> tuple[int, ...]:
+    out = _kubectl("version", "--client", cwd=cwd)
+    m = re.search(r"Kustomize Version: v(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def _as_read(change: Change) -> dict[str, Any]:
@@ -176,31 +175,12 @@ def test_every_patch_applies_with_kubectl_as_gpuaudit_applied_it_and_validates(
         check(got, "1.34")
 
 
-def _kustomize_version(cwd: Path) -> tuple[int, ...]:
-    out = _kubectl("version", "--client", cwd=cwd)
-    m = re.search(r"Kustomize Version: v(\d+)\.(\d+)", out)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
 @pytest.mark.server
 def test_the_kustomization_is_a_component_an_overlay_applies(tmp_path: Path) -> None:
-    if _kustomize_version(tmp_path) < (3, 7):
-        pytest.skip("this kubectl's kustomize is older than 3.7, which brought components")
     plan = _plan()
     fix = tmp_path / "fix"
     write(files(plan, ABOUT), fix)
-    base = tmp_path / "base"
-    base.mkdir()
-    reads = [c for c in plan.changes if c.kind is ChangeKind.PATCH]
-    for i, c in enumerate(reads):
-        (base / f"{i}.yaml").write_text(yaml.safe_dump(_as_read(c)))
-    (base / "kustomization.yaml").write_text(
-        yaml.safe_dump({"resources": [f"{i}.yaml" for i in range(len(reads))]})
-    )
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text("resources: [../base]\ncomponents: [../fix]\n")
-    built = list(yaml.safe_load_all(_kubectl("kustomize", str(overlay), cwd=tmp_path)))
+    built = overlay(list(plan.changes), fix, tmp_path)
     by_kind = {d["kind"]: d for d in built}
     assert by_kind["Deployment"]["spec"]["replicas"] == 0
     assert by_kind["Job"]["spec"]["suspend"] is True

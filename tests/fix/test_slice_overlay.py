@@ -4,18 +4,16 @@ the real `kubectl kustomize`."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from gpuaudit.fix import priority, queue_quota, warm_nodes
-from gpuaudit.fix.changes import Change, ChangeKind, Plan
+from gpuaudit.fix.changes import Change, Plan
 from gpuaudit.fix.directory import About, files, write
 from gpuaudit.fix.plans import _validated
 from tests.fix import test_priority, test_queue_quota, test_warm_nodes
-from tests.fix.test_directory import _kubectl
+from tests.fix.kubectl import overlay
 
 
 def _changes() -> list[Change]:
@@ -46,25 +44,10 @@ def _changes() -> list[Change]:
 
 @pytest.mark.server
 def test_the_component_applies_every_change_of_the_slice(tmp_path: Path) -> None:
-    out = _kubectl("version", "--client", cwd=tmp_path)
-    m = re.search(r"Kustomize Version: v(\d+)\.(\d+)", out)
-    if not m or (int(m.group(1)), int(m.group(2))) < (3, 7):
-        pytest.skip("this kubectl's kustomize is older than 3.7, which brought components")
     changes = _changes()
     fix = tmp_path / "fix"
     write(files(Plan(tuple(changes), {}, "Kubernetes 1.34"), About("c", "w", "s")), fix)
-    base = tmp_path / "base"
-    base.mkdir()
-    reads = [c for c in changes if c.kind is ChangeKind.PATCH]
-    for i, c in enumerate(reads):
-        (base / f"{i}.yaml").write_text(yaml.safe_dump(dict(c.read or {})))
-    (base / "kustomization.yaml").write_text(
-        yaml.safe_dump({"resources": [f"{i}.yaml" for i in range(len(reads))]})
-    )
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text("resources: [../base]\ncomponents: [../fix]\n")
-    built = list(yaml.safe_load_all(_kubectl("kustomize", str(overlay), cwd=tmp_path)))
+    built = overlay(changes, fix, tmp_path)
     by = {(d["kind"], d["metadata"]["name"]): d for d in built}
     assert by[("Queue", "research")]["spec"]["guarantee"]["resource"]["nvidia.com/gpu"] == 3
     assert by[("Queue", "idle-team")]["spec"]["resources"]["gpu"]["quota"] == 5
