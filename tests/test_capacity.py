@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -45,8 +44,8 @@ from tests.support.raw_attribution import (
     ran_of,
     replicas_of,
 )
+from tests.support.raw_fleet import claimed_since, released_of
 from tests.support.raw_snapshot import raw_snapshot
-from tests.test_demo import claimed_since
 
 runner = CliRunner()
 HOURS = 4
@@ -730,14 +729,7 @@ def test_demo_capacity_recomputed_from_raw_answers(demo_report: dict[str, Any]) 
     _check_products(cap["by_product"], _raw_units(doc, {}), hours)
     released = cap["after_release_idle"]["released"]
     # Released: GPU001's pods for the whole window, GPU002's from the start of their tail.
-    idle: dict[tuple[str, str], float] = {}
-    for f in demo_report["findings"]:
-        key = (f["resource"]["namespace"], f["resource"]["name"])
-        if f["code"] == "GPU001":
-            idle[key] = -math.inf
-        elif f["code"] == "GPU002":
-            start = datetime.fromisoformat(f["evidence"]["idle_tail_from"].replace("Z", "+00:00"))
-            idle.setdefault(key, start.timestamp())
+    idle = released_of(demo_report)
     codes = {f["code"] for f in demo_report["findings"]}
     assert {"GPU001", "GPU002"} <= codes
     assert {tuple(r.split("/", 1)) for r in released} == set(idle) and idle

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from datetime import datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +10,7 @@ from typer.testing import CliRunner
 from gpuaudit.checks import discover
 from gpuaudit.cli import app
 from tests.support.paths import DEMO, DEMO_TRUTH
-from tests.support.raw_attribution import hami_tenants, joined_mig, replicas_of
+from tests.support.raw_fleet import assert_summary_adds_up, fleet_from_raw
 from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
@@ -45,32 +43,6 @@ def test_each_check_names_exactly_its_planted_cases(report: dict, code: str) -> 
     assert not found & near
 
 
-def claimed_since(doc: dict, step: int) -> dict[str, tuple[float, str, str]]:  # type: ignore[type-arg]
-    """UUID -> (the first bucket end that counts as held, namespace, pod), for GPUs pods hold
-    through DRA claims: the pod's start (from the raw pod), plus half a bucket."""
-    kube = doc["kubernetes"]
-    started = {
-        (p["metadata"]["namespace"], p["metadata"]["name"]): p["status"].get("startTime")
-        for page in kube["pods"]
-        for p in page["items"]
-    }
-    uuid = {
-        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
-        for page in kube.get("resourceslices", [])
-        for s in page["items"]
-        for d in s["spec"]["devices"]
-    }
-    out = {}
-    for page in kube.get("resourceclaims", []):
-        for c in page["items"]:
-            (pod,) = c["status"]["reservedFor"]
-            ns = c["metadata"]["namespace"]
-            t = datetime.fromisoformat(started[(ns, pod["name"])])
-            for r in c["status"]["allocation"]["devices"]["results"]:
-                out[uuid[(r["pool"], r["device"])]] = (t.timestamp() + step / 2, ns, pod["name"])
-    return out
-
-
 def test_planted_confidences(report: dict) -> None:  # type: ignore[type-arg]
     """Cases planted with a confidence (GPU001's power corroboration: an idle-looking pod at
     high power, and its near-miss at idle power) are reported with it."""
@@ -95,87 +67,12 @@ def test_planted_confidences(report: dict) -> None:  # type: ignore[type-arg]
 def test_summary_recomputed_from_raw_prometheus_answers(report: dict) -> None:  # type: ignore[type-arg]
     """Independent of gpuaudit's parsing: read the snapshot's raw JSON with plain Python."""
     doc = raw_snapshot(DEMO)
-    step = doc["manifest"]["window"]["step"]
-    end = doc["manifest"]["window"]["end"]
-    hours = (end - doc["manifest"]["window"]["start"]) / 3600
-    prices = {"H100": 6.88, "A100": 5.12, "L40S": 2.70, "GB200": 10.50}
-    body = doc["prometheus"]["act_hourly"][0]["body"]
-    alloc = idle = cost = now = wsum = 0.0
-    gpus_by_node: dict[str, set[str]] = defaultdict(set)
-    for q in ("act_count", "util_count"):
-        for item in doc["prometheus"][q][0]["body"]["data"]["result"]:
-            gpus_by_node[item["metric"]["Hostname"]].add(item["metric"]["UUID"])
-    held_from = claimed_since(doc, step)
-    nodes = [n for page in doc["kubernetes"]["nodes"] for n in page["items"]]
-    replicas = replicas_of(nodes)
-    series = body["data"]["result"]
-    named = {m["exported_pod"] for m in (i["metric"] for i in series) if m.get("exported_pod")}
-    joined = joined_mig(doc, series, named)
-    # (GPU-hours, activity, price, GPUs held in the window's last bucket) of each bucket held.
-    held: list[tuple[float, float, float, float]] = []
-    for item in series:
-        m = item["metric"]
-        key = (m["Hostname"], m["UUID"], m.get("GPU_I_ID", ""))
-        claimed = held_from.get(m["UUID"]) if not m.get("exported_pod") else None
-        since = claimed[0] if claimed else None
-        if not m.get("exported_pod") and key not in joined and since is None:
-            continue
-        frac = 1.0 / replicas.get(m["Hostname"], 1) if m.get("exported_pod") else 1.0
-        if "GPU_I_PROFILE" in m:
-            frac = int(m["GPU_I_PROFILE"].split("g.")[0]) / 7
-        price = next(v for k, v in prices.items() if k in m["modelName"])
-        buckets = joined.get(key) if not m.get("exported_pod") and since is None else None
-        for ts, val in item["values"]:
-            if since is not None and ts < since:
-                continue  # before the pod holding it through a DRA claim started
-            if buckets is not None and float(ts) not in buckets:
-                continue  # a bucket the Kubernetes-side join gave no pod
-            gh = frac * step / 3600 * (buckets[float(ts)] if buckets is not None else 1.0)
-            held.append((gh, float(val), price, frac if ts == end else 0.0))
-    # GPUs shared by HAMi: each pod holds its share in the buckets it ran in (its part of them).
-    for t in (t for t in hami_tenants(doc) if t["buckets"] is not None):
-        price = next(v for k, v in prices.items() if k in t["model"])
-        for ts, (part, a) in t["buckets"].items():
-            gh = t["share"] * step / 3600 * part
-            held.append((gh, a, price, t["share"] if ts == end else 0.0))
-    for gh, a, price, at_end in held:
-        alloc += gh
-        wsum += a * gh
-        if a < 0.05:
-            idle += gh
-            cost += gh * price
-        now += at_end
-    advertised = {
-        n["metadata"]["name"]: int(n["metadata"]["labels"].get("nvidia.com/gpu.count", 0))
-        for page in doc["kubernetes"]["nodes"]
-        for n in page["items"]
-    }
-    total = sum(
-        max(len(gpus_by_node.get(node, ())), advertised.get(node, 0))
-        for node in set(gpus_by_node) | set(advertised)
-    )
-    s = report["summary"]
+    raw = fleet_from_raw(doc, {"H100": 6.88, "A100": 5.12, "L40S": 2.70, "GB200": 10.50})
     ledger = report["attribution"]
-    unattributed = sum(v["gpu_hours"] for v in ledger["unattributed"].values())
-    measured = alloc
     assert ledger["attributed"]["kubernetes_join"]["gpu_hours"] > 0
     assert ledger["attributed"]["shared_split"]["gpu_hours"] > 0
     assert ledger["unattributed"]["time_slicing_without_virtual_gpus"]["gpu_hours"] > 0
-    assert s["gpus_total"] == total
-    # Allocated: measured GPU-hours plus the unattributed ones; the ledger adds up to it.
-    assert s["allocated_gpu_hours"] == pytest.approx(measured + unattributed, abs=0.02)
-    parts = [
-        v["gpu_hours"] for side in ("attributed", "unattributed") for v in ledger[side].values()
-    ]
-    assert round(sum(parts), 2) == s["allocated_gpu_hours"]
-    assert s["gpus_allocated_avg"] == pytest.approx(s["allocated_gpu_hours"] / hours, abs=0.01)
-    assert s["allocation_rate"] == pytest.approx(
-        s["allocated_gpu_hours"] / hours / s["gpus_total"], abs=1e-4
-    )
-    assert s["mean_activity"] == pytest.approx(wsum / alloc, abs=1e-4)
-    assert s["idle_gpu_hours"] == pytest.approx(idle, abs=0.01)
-    assert s["wasted_cost"] == pytest.approx(cost, abs=0.01)
-    assert s["gpus_allocated_now"] == pytest.approx(now, abs=0.01)
+    assert_summary_adds_up(report, raw)
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "html"])

@@ -285,17 +285,17 @@ def kai_fraction_runs(doc: dict[str, Any]) -> dict[tuple[str, str], list[Fractio
             reservations[who] = labels.get("runai-gpu-group", "")
             continue
         ran = _ran(pod, end)
-        groups = {v for k, v in labels.items() if k.split("/")[0] == "runai-gpu-group"}
-        for group in groups if ran is not None else ():
+        if ran is None:
+            continue
+        for group in {v for k, v in labels.items() if k.split("/")[0] == "runai-gpu-group"}:
             members[group].append((who, ran))
     return {who: members.get(group, []) for who, group in reservations.items()}
 
 
-def kai_holds(ran: tuple[float | None, float], t: float, step: float) -> bool:
-    """Whether a fraction pod that ran over `ran` holds its share in the bucket ending at `t`:
-    it ran at the bucket's middle (started before it, ended after it)."""
-    middle = t - step / 2
-    return (ran[0] is None or ran[0] <= middle) and middle < ran[1]
+def kai_part(ran: tuple[float | None, float], t: float, step: float) -> float:
+    """The part of the bucket ending at `t` a fraction pod that ran over `ran` held its share
+    in: the part of it it ran."""
+    return overlap(ran, t, step) / step
 
 
 def kai_released(
@@ -308,5 +308,5 @@ def kai_released(
     of `gone` are released (each from its time on): some fraction pod of its group held the GPU
     in the bucket, and every one that did is released (while one is left, the whole GPU stays
     reserved)."""
-    held = [who for who, ran in fractions if kai_holds(ran, t, step)]
+    held = [who for who, ran in fractions if kai_part(ran, t, step) > 0]
     return bool(held) and all(t > gone.get(who, math.inf) for who in held)
