@@ -286,6 +286,9 @@ LOST = (
     C.POWER_MEAN,
     C.NVLINK_BPS,
     C.PCIE_BPS,
+    C.POWER_VIOLATION_S,
+    C.THERMAL_VIOLATION_S,
+    C.SM_CLOCK_MEAN,
 )
 """Window statistics of a series that cannot be cut in time: a split series' parts lack them."""
 

@@ -36,6 +36,7 @@ from gpuaudit.inventory import (
     prom,
     queues,
     sharing,
+    throttling,
 )
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory import fractions as kai_split
@@ -120,7 +121,9 @@ class _Series:
     """XID events per code by key number; None when the `xid_events` query was not answered."""
     p2p: list[dict[str, Any]]
     traffic: Mapping[str, Stat]
-    """Holding column (`nvlink_bps`, `pcie_bps`) -> TX + RX window means per key."""
+    """Holding column -> its window figure per key, of figures that cannot be cut in time: TX +
+    RX means of link traffic (`nvlink_bps`, `pcie_bps`), and throttling (violation seconds,
+    SM clocks: `gpuaudit.inventory.throttling`)."""
     has_prof: Arr
     """Keys with a profiling activity series (window statistics or hourly)."""
     has_util: Arr
@@ -206,6 +209,10 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         traffic={
             C.NVLINK_BPS: _traffic(p, "nvlink", n) if cut is None else _missing_metric(n).mean,
             C.PCIE_BPS: _traffic(p, "pcie", n) if cut is None else _missing_metric(n).mean,
+            **{
+                col: st if cut is None else _missing_metric(n).mean
+                for col, st in throttling.read(p, n).items()
+            },
         },
         has_prof=has_prof,
         has_util=util_only & ~is_mig,
@@ -236,6 +243,7 @@ def _narrowed_capabilities(
         (Capability.FRAMEBUFFER, "framebuffer statistics (DCGM_FI_DEV_FB_USED, FB_FREE)"),
         (Capability.GPU_HEALTH, "GPU-health maxima (XID, row remapping, ECC)"),
         (Capability.P2P_STATUS, "NVLink P2P status values"),
+        (Capability.THROTTLING, "violation counters' increases (DCGM_FI_DEV_*_VIOLATION)"),
     ):
         caps.discard(cap)
         missing[cap] = f"{what} {whole} {_iso(cut.start)} to {_iso(cut.end)}"
@@ -287,6 +295,10 @@ def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, 
         )
     if s.p2p:
         caps.add(Capability.P2P_STATUS)
+    if any(s.traffic[c].present.any() for c in throttling.COUNTED):
+        caps.add(Capability.THROTTLING)
+    else:
+        missing[Capability.THROTTLING] = throttling.MISSING
     return caps, missing
 
 
@@ -916,6 +928,7 @@ def build(
     )
     dra_notes.extend(join_notes)  # shown with the other warnings of joining series to pods
     attribution.share(holdings, hourly_data, shared, step)
+    throttling.derive(holdings)
     tenancy, hami_caps, hami_missing, hami_notes = hami.tenancy(tenants, holdings, hid_of)
     p2p = pd.DataFrame(s.p2p, columns=P2P_COLUMNS)
     reasons = [*man.incomplete_reasons, *_left_out_reason(p), *k.incomplete]

@@ -32,6 +32,9 @@ class Capability(str, enum.Enum):
     """XID events counted as changes of the XID gauge (the `xid_events` query was answered)."""
     P2P_STATUS = "p2p_status"
     """NVLink P2P status between GPU pairs (`DCGM_EXP_P2P_STATUS`)."""
+    THROTTLING = "throttling"
+    """Power or thermal violation counters (`DCGM_FI_DEV_POWER_VIOLATION`,
+    `DCGM_FI_DEV_THERMAL_VIOLATION`): the time each GPU was throttled."""
     KUBERNETES_PODS = "kubernetes.pods"
     KUBERNETES_NODES = "kubernetes.nodes"
     KUBERNETES_PRIORITYCLASSES = "kubernetes.priorityclasses"

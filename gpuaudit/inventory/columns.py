@@ -82,6 +82,9 @@ TENSOR = "tensor"
 RESTARTS = "restarts"
 LABELS = "labels"
 LAST_TERMINATION = "last_termination"
+CONTAINERS = "containers"
+"""Of a pod: its containers' restarts, current state and last termination, a tuple of
+`gpuaudit.inventory.crashes.Container`."""
 
 # pods
 UID = "uid"
@@ -167,6 +170,24 @@ NVLINK_BPS = "nvlink_bps"
 """`DCGM_FI_PROF_NVLINK_TX_BYTES` + `_RX_BYTES` means (bytes/s)."""
 PCIE_BPS = "pcie_bps"
 """`DCGM_FI_PROF_PCIE_TX_BYTES` + `_RX_BYTES` means (bytes/s)."""
+
+# throttling (holdings, see `gpuaudit.inventory.throttling`): NaN where unmeasured
+POWER_VIOLATION_S = "power_violation_s"
+"""Seconds the GPU's clocks were held down by its power limit while the holding held it (the
+increase of `DCGM_FI_DEV_POWER_VIOLATION`, ns, over the window)."""
+THERMAL_VIOLATION_S = "thermal_violation_s"
+"""The same for thermal limits (`DCGM_FI_DEV_THERMAL_VIOLATION`)."""
+SM_CLOCK_MEAN = "sm_clock_mean"
+"""Mean SM clock (MHz) over the holding's samples of `DCGM_FI_DEV_SM_CLOCK`."""
+SM_CLOCK_MAX = "sm_clock_max"
+"""The GPU's maximum SM clock (MHz, `DCGM_FI_DEV_MAX_SM_CLOCK`), where exported."""
+THROTTLED_SHARE = "throttled_share"
+"""The share of the holding's held time its GPU was throttled: the longer of its power and
+thermal violation times over its held seconds, at most 1."""
+THROTTLED_LOST = "throttled_lost"
+"""Busy GPU-hours lost to throttling: the holding's busy GPU-hours (`ACT_MEAN` x `GPU_HOURS`)
+x `THROTTLED_SHARE`, so never above its busy GPU-hours; NaN where neither violation counter was
+measured (not zero: unmeasured is not unthrottled)."""
 
 # views (see `gpuaudit.inventory.views`)
 POD_GPUS = "pod_gpus"

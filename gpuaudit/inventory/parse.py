@@ -358,6 +358,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     queries.FB_FREE: (0.0, 2.0**30),
     queries.POWER: (0.0, 1e6),
     queries.POWER_LIMIT: (0.0, 1e6),
+    queries.SM_CLOCK: (0.0, 1e5),
+    queries.MAX_SM_CLOCK: (0.0, 1e5),
     queries.XID: (0.0, 2.0**31),
     queries.P2P_STATUS: (0.0, 2.0**31),
     queries.HAMI_UTIL: (0.0, 100.0),

@@ -42,6 +42,15 @@ HEALTH_QUERIES = {
     C.ECC_DBE_AGG_MAX: "ecc_dbe_agg_max",
 }
 """Holding columns of GPU-health counters and gauges, by the query that fills them."""
+THROTTLE_COLUMNS = (
+    C.POWER_VIOLATION_S,
+    C.THERMAL_VIOLATION_S,
+    C.SM_CLOCK_MEAN,
+    C.SM_CLOCK_MAX,
+    C.THROTTLED_SHARE,
+    C.THROTTLED_LOST,
+)
+"""Holding columns of throttling (see `gpuaudit.inventory.throttling`)."""
 HOLDING_COLUMNS = [
     C.HOLDING,
     *LABEL_COLUMNS,
@@ -72,6 +81,7 @@ HOLDING_COLUMNS = [
     *HEALTH_QUERIES,
     C.NVLINK_BPS,
     C.PCIE_BPS,
+    *THROTTLE_COLUMNS,
 ]
 GPU_COLUMNS = [
     C.SLOT,
@@ -88,6 +98,7 @@ POD_COLUMNS = [
     C.LABELS,
     C.RESTARTS,
     C.LAST_TERMINATION,
+    C.CONTAINERS,
     C.NAMESPACE,
     C.POD,
     C.UID,

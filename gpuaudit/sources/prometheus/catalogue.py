@@ -58,6 +58,18 @@ PCIE_TX = "DCGM_FI_PROF_PCIE_TX_BYTES"
 PCIE_RX = "DCGM_FI_PROF_PCIE_RX_BYTES"
 NVLINK_TX = "DCGM_FI_PROF_NVLINK_TX_BYTES"
 NVLINK_RX = "DCGM_FI_PROF_NVLINK_RX_BYTES"
+POWER_VIOLATION = "DCGM_FI_DEV_POWER_VIOLATION"
+"""Time the GPU's clocks were held down by its power limit (a counter, ns in DCGM's current
+`dcgm_fields.h` and dcgm-exporter's CSV; older headers said usec): off in dcgm-exporter's
+default counters."""
+THERMAL_VIOLATION = "DCGM_FI_DEV_THERMAL_VIOLATION"
+"""The same for thermal limits (ns): off by default."""
+SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+"""The SM clock (MHz): in dcgm-exporter's default counters."""
+MAX_SM_CLOCK = "DCGM_FI_DEV_MAX_SM_CLOCK"
+"""The GPU's maximum SM clock (MHz): not in dcgm-exporter's default counters."""
+THROTTLE_METRICS = (POWER_VIOLATION, THERMAL_VIOLATION)
+"""The violation counters whose presence makes throttling measurable (GPU071)."""
 LINK_TRAFFIC = {"nvlink": (NVLINK_TX, NVLINK_RX), "pcie": (PCIE_TX, PCIE_RX)}
 """GPU link traffic gauges (bytes per second, DCGM profiling fields 1009-1012) by link: PCIe is
 in dcgm-exporter's default counters, NVLink must be added to its CSV."""
@@ -82,6 +94,10 @@ DCGM_METRICS = (
     PCIE_RX,
     NVLINK_TX,
     NVLINK_RX,
+    POWER_VIOLATION,
+    THERMAL_VIOLATION,
+    SM_CLOCK,
+    MAX_SM_CLOCK,
 )
 """Metrics whose presence capability discovery records."""
 
@@ -166,8 +182,11 @@ POD_LABELS = {
 """Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
 when discovery could not tell (both kept; the inventory then decides from the data)."""
 
-Stat = Literal["sum", "count", "max", "p95", "mean", "onsets"]
+Stat = Literal["sum", "count", "max", "p95", "mean", "onsets", "increase"]
 Kind = Literal["window", "hourly"]
+
+RAW_STATS = ("p95", "onsets", "increase")
+"""Statistics always read from the raw series (no recording rule keeps what they need)."""
 
 RECORDED = (ACT_PROF, UTIL, FB_USED, FB_FREE, POWER)
 """Metrics with recording rules (`gpuaudit rules`, see `rules`)."""
@@ -334,7 +353,7 @@ class QuerySpec:
         full bucket holds, which a `changes` query then leaves out instead (`F` as the
         documentation writes it).
         """
-        if self.stat in ("p95", "onsets"):
+        if self.stat in RAW_STATS:
             parts = None
 
         def text(offset: int = 0) -> str:
@@ -382,6 +401,8 @@ class QuerySpec:
             return f"sum by ({by}) (sum_over_time({sel}{rng}))"
         if self.stat == "max":
             return f"max by ({by}) (max_over_time({sel}{rng}))"
+        if self.stat == "increase":
+            return f"sum by ({by}) (increase({sel}{rng}))"
         if self.stat == "p95":
             return f"max by ({by}) (quantile_over_time(0.95, {sel}{rng}))"
         return f"sum by ({by}) (count_over_time({sel}{rng}))"
@@ -446,6 +467,13 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     QuerySpec("ecc_dbe_agg_max", "window", ECC_DBE_AGG, "max"),
     # NVLink P2P status per GPU pair (0 = OK), where the exporter's P2P collector is on.
     QuerySpec("p2p_max", "window", P2P_STATUS, "max", ("peer_gpu",)),
+    # Throttling (GPU071): time the clocks were held down by the power limit or by heat in the
+    # window (counter increases, resets handled by `increase`), the SM clock's mean and the
+    # GPU's maximum SM clock, where exported.
+    QuerySpec("power_violation_increase", "window", POWER_VIOLATION, "increase"),
+    QuerySpec("thermal_violation_increase", "window", THERMAL_VIOLATION, "increase"),
+    *_window(SM_CLOCK, "sm_clock", ("sum", "count")),
+    QuerySpec("max_sm_clock_max", "window", MAX_SM_CLOCK, "max"),
     # GPU link traffic (bytes/s): window means, as sums and counts, per GPU and holder. Work
     # whose GPUs exchange data shows it here (GPU030, GPU031).
     *_window(PCIE_TX, "pcie_tx", ("sum", "count")),
