@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuaudit.core import limits, numbers
+from gpuaudit.inventory.crashes import Container
 from gpuaudit.inventory.feasibility import Constraints, Requirement, Taint, Term, Toleration
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -289,6 +290,31 @@ def restarts(status: Mapping[str, Any]) -> tuple[int, str]:
     return total, last
 
 
+def containers(status: Mapping[str, Any]) -> tuple[Container, ...]:
+    """Each container status of a pod's status, as a `Container`."""
+    raw = status.get("containerStatuses")
+    out: list[Container] = []
+    for cs in raw[:MAX_ITEMS] if isinstance(raw, list) else []:
+        if not isinstance(cs, dict):
+            continue
+        n = numbers.whole_number(cs.get("restartCount"))
+        state, last = _map(cs, "state"), _map(_map(cs, "lastState"), "terminated")
+        code = numbers.whole_number(last.get("exitCode"))
+        out.append(
+            Container(
+                name=str(cs.get("name", ""))[:253],
+                restarts=n if n is not None and 0 <= n <= _INT32[1] else 0,
+                waiting=str(_map(state, "waiting").get("reason", "") or "")[:128],
+                running_since=timestamp(_map(state, "running").get("startedAt")),
+                last_reason=str(last.get("reason", "") or "")[:128],
+                last_exit=code if code is not None and abs(code) <= _INT32[1] else None,
+                last_started=timestamp(last.get("startedAt")),
+                last_finished=timestamp(last.get("finishedAt")),
+            )
+        )
+    return tuple(out)
+
+
 ENDED_PHASES = ("Succeeded", "Failed")
 """Pod phases of a pod whose containers have all terminated."""
 
@@ -376,6 +402,7 @@ def pod_row(
         "labels": {str(k): str(v) for k, v in labels.items()},
         "restarts": n_restarts,
         "last_termination": last_term,
+        "containers": containers(status),
         "namespace": str(meta.get("namespace", "")),
         "pod": str(meta.get("name", "")),
         "uid": str(meta.get("uid", "")),

@@ -149,9 +149,16 @@ _CONDITIONS: dict[str, Tree] = {
     "reason": ALL,
     "lastTransitionTime": ALL,
 }
-_TERMINATED: Tree = {
-    "terminated": {"reason": ALL, "message": ALL, "exitCode": ALL, "finishedAt": ALL}
+_TERMINATION: dict[str, Tree] = {
+    "terminated": {
+        "reason": ALL,
+        "message": ALL,
+        "exitCode": ALL,
+        "startedAt": ALL,
+        "finishedAt": ALL,
+    }
 }
+_TERMINATED: Tree = _TERMINATION
 NVIDIA_RESOURCES = Keys(prefixes=("nvidia.com/",))
 """The NVIDIA device plugin's extended resources (whole, shared and MIG GPUs), as the feasibility
 model counts them."""
@@ -215,7 +222,11 @@ POD: Tree = {
         "containerStatuses": {
             "name": ALL,
             "restartCount": ALL,
-            "state": _TERMINATED,
+            "state": {
+                **_TERMINATION,
+                "waiting": {"reason": ALL},
+                "running": {"startedAt": ALL},
+            },
             "lastState": _TERMINATED,
         },
     },
