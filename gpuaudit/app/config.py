@@ -62,6 +62,7 @@ from gpuaudit.audit.settings import (
     terminal_safe,
     unknown_setting,
 )
+from gpuaudit.audit.showback import IDLE_RULES
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.audit.waivers import parse as parse_waivers
 from gpuaudit.checks.findings import Severity
@@ -151,6 +152,9 @@ class Config:
     """A pod label to break waste down by, or empty."""
     what_if: tuple[str, ...] = ()
     """`--what-if`: the capacity plan's scenarios the reports show (`release-idle`)."""
+    idle_rule: str = "none"
+    """`--idle-rule`: how the showback shares idle and unallocated cost
+    (`gpuaudit.audit.showback.IDLE_RULES`)."""
     webhook: str | None = None
     """A Slack-compatible incoming webhook URL to post the summary to."""
     quiet: bool = False
@@ -203,6 +207,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         previous=previous,
         group_by_label=opts.text("group_by_label") or "",
         what_if=_what_if(opts.text("what_if")),
+        idle_rule=_idle_rule(opts.text("idle_rule", "none")),
         webhook=_webhook(opts.text("webhook")),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
@@ -504,6 +509,16 @@ def _what_if(text: str | None) -> tuple[str, ...]:
             f"--what-if must be one of {', '.join(WHAT_IFS)}, got {text.strip()[:40]!r}"
         )
     return (value,)
+
+
+def _idle_rule(text: str | None) -> str:
+    """`--idle-rule`: one of the showback's rules."""
+    value = (text or "none").strip().lower()
+    if value not in IDLE_RULES:
+        raise ConfigError(
+            f"--idle-rule must be one of {', '.join(IDLE_RULES)}, got {(text or '')[:40]!r}"
+        )
+    return value
 
 
 def _format(text: str | None) -> str:

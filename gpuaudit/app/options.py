@@ -295,6 +295,17 @@ OPTIONS: tuple[Option, ...] = (
         value="SCENARIO",
     ),
     Option(
+        "--idle-rule",
+        Kind.TEXT,
+        OUTPUT,
+        "How the showback shares each GPU product's idle and unallocated cost among the "
+        "groups that held it: none (its own lines), proportional (to allocated GPU-hours) or "
+        "even; every output names the rule (docs/showback.md).",
+        "none",
+        scan_only=True,
+        value="none|proportional|even",
+    ),
+    Option(
         "--all",
         Kind.FLAG,
         OUTPUT,

@@ -167,6 +167,7 @@ def audit(
             previous=previous,
             progress=tick,
             what_if=config.what_if,
+            idle_rule=config.idle_rule,
             collector=collector,
         )
     clock.mark("checks")

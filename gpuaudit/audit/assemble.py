@@ -15,6 +15,7 @@ from gpuaudit.audit.coherence import make_coherent
 from gpuaudit.audit.compare import Comparison, compare
 from gpuaudit.audit.ledger import Ledger, ledger
 from gpuaudit.audit.settings import Settings
+from gpuaudit.audit.showback import Showback, showback
 from gpuaudit.audit.summary import Summary, summarise
 from gpuaudit.audit.waivers import Suppressed, Waiver
 from gpuaudit.audit.waivers import apply as apply_waivers
@@ -72,6 +73,9 @@ class AuditResult:
     """The label a scan of every cluster kept clusters apart by; empty for one cluster."""
     clusters: tuple[ClusterSection, ...] = ()
     """Per cluster of a scan of every cluster, by name; empty for one cluster."""
+    showback: Showback | None = None
+    """The window's GPU cost by holder, on the allocation and usage bases, with the idle and
+    unallocated remainder shared by the declared rule (`gpuaudit.audit.showback`)."""
     fixes: Plan = field(default_factory=Plan)
     """The changes that answer the findings, as `gpuaudit fix` writes them, and what each
     finding of a fixable check gets (`gpuaudit.fix`)."""
@@ -123,6 +127,7 @@ def run_checks(
     progress: Callable[[int, int], None] | None = None,
     what_if: Sequence[str] = (),
     collector: Collector = SCOPED,
+    idle_rule: str = "none",
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
     (`gpuaudit.audit.coherence`), and assemble the result.
@@ -132,7 +137,8 @@ def run_checks(
     (source name, an earlier JSON report) for `--baseline` or `--previous`. `progress` gets
     (checks done, checks in all) after each check. `what_if` (`--what-if`) names the
     scenarios the capacity plan's reports show (see `gpuaudit.audit.capacity.WHAT_IFS`).
-    `collector` runs each check as a stage (`gpuaudit.core.gcpause.Collector`).
+    `collector` runs each check as a stage (`gpuaudit.core.gcpause.Collector`). `idle_rule`
+    (`--idle-rule`) shares the showback's idle and unallocated cost (`gpuaudit.audit.showback`).
     """
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
@@ -209,6 +215,7 @@ def run_checks(
             cluster_label=inv.cluster_label,
             clusters=sections,
             fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
+            showback=showback(views, summary, idle, idle_rule, group_label),
         )
 
 

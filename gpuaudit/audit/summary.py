@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuaudit.audit.ledger import ledger
 from gpuaudit.inventory import Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import held_hours, series_sum
 from gpuaudit.inventory.prom import cluster_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,28 @@ class Summary:
         )
 
 
+def gpus_per_node(views: Views, h: pd.DataFrame, nodes: pd.DataFrame) -> dict[str, float]:
+    """Physical GPUs per node of holdings `h` and node table `nodes`: the larger of the GPUs
+    DCGM reported and the node's GPU count (`Summary.gpus_total` is their sum, rounded)."""
+    per_node: dict[str, float] = {}
+    if not h.empty:
+        phys = h[h[C.UUID] != ""].groupby(C.NODE)[C.UUID].nunique()
+        no_uuid = h[h[C.UUID] == ""].groupby(C.NODE)[C.SLOT].nunique()
+        for counts in (phys, no_uuid):
+            for node, n in counts.to_dict().items():
+                per_node[str(node)] = per_node.get(str(node), 0) + float(n)
+    shared = views.sharing
+    for node, count, cap, split in zip(
+        nodes[C.NODE], nodes[C.GPU_COUNT], nodes[C.CAPACITY_GPU], nodes[C.GPU_REPLICAS], strict=True
+    ):
+        # A time-sliced node advertises each GPU once per replica, a node HAMi shares once per
+        # split (`GPU_REPLICAS`).
+        reps = max(shared[node].replicas if node in shared else 1, float(split or 1))
+        advertised = max(float(count), float(cap) / reps)
+        per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
+    return per_node
+
+
 def summarise(
     views: Views, idle_activity: float, currency: str, cluster: str | None = None
 ) -> Summary:
@@ -94,24 +120,7 @@ def summarise(
         h = h[mine]
         ours = np.array([cluster_of(str(n)) == cluster for n in nodes[C.NODE]], dtype=bool)
         nodes = nodes[ours]
-    # GPUs per node: DCGM physical GPUs vs the node's advertised count.
-    per_node: dict[str, float] = {}
-    if not h.empty:
-        phys = h[h[C.UUID] != ""].groupby(C.NODE)[C.UUID].nunique()
-        no_uuid = h[h[C.UUID] == ""].groupby(C.NODE)[C.SLOT].nunique()
-        for counts in (phys, no_uuid):
-            for node, n in counts.to_dict().items():
-                per_node[str(node)] = per_node.get(str(node), 0) + float(n)
-    shared = views.sharing
-    for node, count, cap, split in zip(
-        nodes[C.NODE], nodes[C.GPU_COUNT], nodes[C.CAPACITY_GPU], nodes[C.GPU_REPLICAS], strict=True
-    ):
-        # A time-sliced node advertises each GPU once per replica, a node HAMi shares once per
-        # split (`GPU_REPLICAS`).
-        reps = max(shared[node].replicas if node in shared else 1, float(split or 1))
-        advertised = max(float(count), float(cap) / reps)
-        per_node[str(node)] = max(per_node.get(str(node), 0.0), advertised)
-    total = int(round(sum(per_node.values())))
+    total = int(round(sum(gpus_per_node(views, h, nodes).values())))
 
     held = h[h[C.HELD]] if not h.empty else h
     if cluster is None:

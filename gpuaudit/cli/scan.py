@@ -66,6 +66,7 @@ def scan(
     previous: A[Path | None, option("previous")] = None,
     group_by_label: A[str | None, option("group_by_label")] = None,
     what_if: A[str | None, option("what_if")] = None,
+    idle_rule: A[str, option("idle_rule")] = "none",
     all: A[bool, option("all")] = False,
     webhook: A[str | None, option("webhook")] = None,
     quiet: A[bool, option("quiet")] = False,

@@ -36,13 +36,30 @@ def _norm(text: str) -> str:
     return text.upper().replace("_", "-")
 
 
+def price_key(model: str, prices: Mapping[str, float]) -> str:
+    """The key of `prices` that prices `model`: the longest one found in the model name;
+    `default` when none is (the key `default`, else `FALLBACK_PRICE`)."""
+    name = _norm(model)
+    best = ""
+    for key in prices:
+        k = _norm(key)
+        if k != "DEFAULT" and k in name and len(k) > len(_norm(best)):
+            best = key
+    return best or "default"
+
+
 def price_for(model: str, prices: Mapping[str, float]) -> float:
     """Price per GPU-hour of `model`: the longest key of `prices` found in the model name."""
-    name = _norm(model)
-    best_key = ""
-    best = prices.get("default", FALLBACK_PRICE)
-    for key, value in prices.items():
-        k = _norm(key)
-        if k != "DEFAULT" and k in name and len(k) > len(best_key):
-            best_key, best = k, value
-    return float(best)
+    key = price_key(model, prices)
+    return float(prices.get(key, FALLBACK_PRICE))
+
+
+def price_source(model: str, prices: Mapping[str, float]) -> str:
+    """Where the price of `model` comes from, in words: the configuration's `[prices]` key, or
+    gpuaudit's default list price (see this module's docstring) of that key."""
+    key = price_key(model, prices)
+    if key in DEFAULT_PRICES and prices[key] == DEFAULT_PRICES[key]:
+        return f"default list price of {key} (AWS EC2 on-demand, us-east-1, 2025)"
+    if key == "default" and key not in prices:
+        return "fallback price for a model no [prices] key matches"
+    return f"[prices] {key} in the configuration"
