@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate
 from gpuaudit.scenario.emit import write_snapshot
+from tests.support.raw_attribution import hami_tenants
 from tests.support.raw_fleet import RawFleet, assert_summary_adds_up, fleet_from_raw, released_of
 from tests.support.raw_snapshot import raw_snapshot
 from tests.test_capacity import _check_products, _raw_units
@@ -59,6 +60,7 @@ def test_the_cluster_has_everything_at_once(
     hosts = {i["metric"]["Hostname"] for i in series}
     nodes = {n["metadata"]["name"] for page in doc["kubernetes"]["nodes"] for n in page["items"]}
     assert {n for n in nodes - hosts if "kai" in n}
+    assert [t for t in hami_tenants(doc) if t["buckets"] is None]
     assert report["complete"], report["incomplete_reasons"]
 
 

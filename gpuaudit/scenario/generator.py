@@ -11,7 +11,8 @@ problem, and every near-miss that must stay quiet, is listed in the truth: the b
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
 the moves priced against idle capacity in `move_cases`, GPUs shared by HAMi in `hami_cases`,
 GPU090's quota advice in `quota_advice_cases`, the Kubernetes-side join over time in
-`timejoin_cases`, and what follows from the end state in `truth`.
+`timejoin_cases`, a HAMi pod whose GPU has no DCGM series in `hami_dark_cases`, and what
+follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import hami_cases as hami
+from gpuaudit.scenario import hami_dark_cases as hami_dark
 from gpuaudit.scenario import join_cases as attribution
 from gpuaudit.scenario import kai_cases as kai
 from gpuaudit.scenario import kai_gap_cases as kai_gaps
@@ -104,6 +106,7 @@ def _build(b: Builder) -> None:
     hami.plant_hami_ended(b)
     kai_gaps.plant_kai_gaps(b)
     nodepools.plant_nodepools(b)
+    hami_dark.plant_hami_dark(b)
 
 
 def _scenario(b: Builder) -> Scenario:

@@ -65,22 +65,22 @@ def plant_hami(b: Builder) -> None:
     """Place the HAMi cases (see the module's docstring) and record their truth."""
     if b.H < 24:
         return
-    node = _node(b)
+    node = hami_node(b)
     gpu = b.free_slots(node)
     n = b.H
     quarter, half = gpu[0].mem_mib // 4, gpu[0].mem_mib // 2
     idle = _pct(b.pattern("level", n, 0, x=0.005, jitter=0.004))
     busy = _pct(b.pattern("level", n, 0, x=0.2, jitter=0.03))
-    pods = _tenants(
+    pods = tenants(
         b, node, gpu[0], [("hami-idle", 25, quarter, idle), ("hami-busy", 25, quarter, busy)]
     )
     over = _pct(b.pattern("level", n, 0, x=0.72, jitter=0.02))
     exact = np.full(n, 25.0)
-    pods += _tenants(
+    pods += tenants(
         b, node, gpu[1], [("hami-over", 50, half, over), ("hami-exact", 25, quarter, exact)]
     )
     whole = _pct(b.pattern("busy", n, 0, lo=0.5, hi=0.8))
-    pods += _tenants(b, node, gpu[2], [("hami-whole", 100, gpu[2].mem_mib, whole)], asked=False)
+    pods += tenants(b, node, gpu[2], [("hami-whole", 100, gpu[2].mem_mib, whole)], asked=False)
     _truth(b, *pods)
 
 
@@ -95,17 +95,17 @@ def plant_hami_ended(b: Builder) -> None:
     their own, and record their truth."""
     if b.H < 24:
         return
-    node = _node(b, ENDED_NODE)
+    node = hami_node(b, ENDED_NODE)
     gpu = b.free_slots(node)
     first, half = 3 * b.H // 7, b.H // 2
     quarter = gpu[0].mem_mib // 4
     idle = _pct(b.pattern("level", first, 0, x=0.005, jitter=0.004))
-    (done_idle,) = _tenants(b, node, gpu[0], [("hami-eval-idle", 25, quarter, idle)], ended=first)
+    (done_idle,) = tenants(b, node, gpu[0], [("hami-eval-idle", 25, quarter, idle)], ended=first)
     busy = _pct(b.pattern("level", half, 0, x=0.3, jitter=0.03))
     grant = ("hami-eval-busy", 50, gpu[1].mem_mib // 2, busy)
-    (done_busy,) = _tenants(b, node, gpu[1], [grant], ended=half)
+    (done_busy,) = tenants(b, node, gpu[1], [grant], ended=half)
     steady = _pct(b.pattern("level", b.H, 0, x=0.15, jitter=0.02))
-    (stays,) = _tenants(b, node, gpu[2], [("hami-steady", 25, quarter, steady)])
+    (stays,) = tenants(b, node, gpu[2], [("hami-steady", 25, quarter, steady)])
     joined = "joined to its GPU's series for the time it ran"
     b.plant("GPU001", done_idle)
     b.plant("GPU002", done_idle, "it ended: it holds no GPU at the window's end")
@@ -122,7 +122,7 @@ def plant_hami_ended(b: Builder) -> None:
     teams.label(b)
 
 
-def _node(b: Builder, name: str = NODE) -> NodeSpec:
+def hami_node(b: Builder, name: str = NODE) -> NodeSpec:
     """An L40S node whose 4 GPUs HAMi's device plugin registered."""
     node = b.add_node("l40s", 900 + len(b.nodes))
     b.slots_by_node[name] = b.slots_by_node.pop(node.name)
@@ -149,7 +149,7 @@ def _node(b: Builder, name: str = NODE) -> NodeSpec:
     return node
 
 
-def _tenants(
+def tenants(
     b: Builder,
     node: NodeSpec,
     slot: SlotSpec,
