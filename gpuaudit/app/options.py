@@ -185,7 +185,7 @@ OPTIONS: tuple[Option, ...] = (
         "table",
         short="-f",
         scan_only=True,
-        value="table|json|markdown|html|junit",
+        value="table|json|markdown|html|junit|showback|focus",
     ),
     Option(
         "--output",
@@ -200,8 +200,9 @@ OPTIONS: tuple[Option, ...] = (
         Kind.REPORTS,
         OUTPUT,
         "Also write the report in FORMAT to FILE, e.g. --report json=report.json --report "
-        "junit=gpuaudit.xml; repeatable. Every report comes from the one collection and is "
-        "written before the exit code is decided.",
+        "junit=gpuaudit.xml --report showback=showback.csv --report focus=focus.csv (the "
+        "showback and FOCUS 1.2 cost CSVs); repeatable. Every report comes from the one "
+        "collection and is written before the exit code is decided.",
         scan_only=True,
     ),
     Option(

@@ -27,6 +27,8 @@ class Format(str, enum.Enum):
     markdown = "markdown"
     html = "html"
     junit = "junit"
+    showback = "showback"
+    focus = "focus"
 
 
 HELP = (

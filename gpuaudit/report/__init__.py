@@ -14,14 +14,22 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gpuaudit.audit.assemble import AuditResult
-from gpuaudit.report import html, json_report, junit, markdown, table
+from gpuaudit.report import focus, html, json_report, junit, markdown, showback_csv, table
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.table import print_table, table_text
 
 FORMATS: Mapping[str, ReportFormat] = MappingProxyType(
     {
         f.name: f
-        for f in (table.FORMAT, json_report.FORMAT, markdown.FORMAT, html.FORMAT, junit.FORMAT)
+        for f in (
+            table.FORMAT,
+            json_report.FORMAT,
+            markdown.FORMAT,
+            html.FORMAT,
+            junit.FORMAT,
+            showback_csv.FORMAT,
+            focus.FORMAT,
+        )
     }
 )
 """Every report format by name, in the order `--format` lists them."""

@@ -28,10 +28,11 @@ from gpuaudit.report import (
 )
 from tests.support.reports import demo_result
 
-RENDERERS = ("table", "json_report", "markdown", "html", "junit")
+RENDERERS = ("table", "json_report", "markdown", "html", "junit", "showback_csv", "focus")
 SHARED = {
     "gpuaudit.report.renderer",
     "gpuaudit.report.text",
+    "gpuaudit.report.csvsafe",
     "gpuaudit.report.charts",
     "gpuaudit.report.fold",
     "gpuaudit.report.models",
@@ -44,7 +45,7 @@ def result() -> AuditResult:
 
 
 def test_formats_are_registered_in_cli_order() -> None:
-    assert list(FORMATS) == ["table", "json", "markdown", "html", "junit"]
+    assert list(FORMATS) == ["table", "json", "markdown", "html", "junit", "showback", "focus"]
     assert all(name == f.name for name, f in FORMATS.items())
 
 

@@ -1,0 +1,198 @@
+"""`--report showback=FILE.csv` and `--report focus=FILE.csv` (issue 35): written in one scan
+with the other reports, adding up to the cluster's cost, formula-safe, and the FOCUS file
+checked against the column rules of FOCUS 1.2 (FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec at
+tag v1.2: `specification/columns/*.md` for presence, type and nullability, and
+`specification/attributes/` for the Date/Time, Numeric, Key-Value, Unit and Currency formats).
+No FOCUS validator is published on PyPI, so the rules are encoded here."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuaudit.audit.assemble import AuditResult, run_checks
+from gpuaudit.audit.settings import Settings
+from gpuaudit.cli import app
+from gpuaudit.report import focus, render, showback_csv
+from gpuaudit.report.csvsafe import guard
+from tests.test_showback import PRICES, _hand
+
+runner = CliRunner()
+
+# FOCUS 1.2, specification/columns/<column>.md, "Content Constraints" (Feature level, Allows
+# nulls, Data type).
+MANDATORY = {
+    "BilledCost": ("Decimal", False),
+    "BillingAccountId": ("String", False),
+    "BillingAccountName": ("String", True),
+    "BillingCurrency": ("String", False),
+    "BillingPeriodEnd": ("DateTime", False),
+    "BillingPeriodStart": ("DateTime", False),
+    "ChargeCategory": ("String", False),
+    "ChargeClass": ("String", True),
+    "ChargeDescription": ("String", True),
+    "ChargePeriodEnd": ("DateTime", False),
+    "ChargePeriodStart": ("DateTime", False),
+    "ContractedCost": ("Decimal", False),
+    "EffectiveCost": ("Decimal", False),
+    "InvoiceIssuerName": ("String", False),
+    "ListCost": ("Decimal", False),
+    "PricingQuantity": ("Decimal", True),
+    "PricingUnit": ("String", True),
+    "ProviderName": ("String", False),
+    "PublisherName": ("String", False),
+    "ServiceCategory": ("String", False),
+    "ServiceName": ("String", False),
+}
+OPTIONAL = {
+    "ConsumedQuantity": "Decimal",
+    "ConsumedUnit": "String",
+    "Tags": "JSON",
+    "SkuPriceDetails": "JSON",
+    "CommitmentDiscountQuantity": "Decimal",
+    "ChargeFrequency": "String",
+}
+CHARGE_CATEGORY = {"Usage", "Purchase", "Tax", "Credit", "Adjustment"}
+CHARGE_FREQUENCY = {"One-Time", "Recurring", "Usage-Based"}
+PRICING_CATEGORY = {"Standard", "Dynamic", "Committed", "Other"}
+SERVICE_CATEGORY = {
+    "AI and Machine Learning", "Analytics", "Business Applications", "Compute", "Databases",
+    "Developer Tools", "Multicloud", "Identity", "Integration", "Internet of Things",
+    "Management and Governance", "Media", "Migration", "Mobile", "Networking", "Security",
+    "Storage", "Web", "Other",
+}  # fmt: skip
+DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")  # Date/Time Format: UTC, 'Z'
+NUMBER = re.compile(r"-?\d+(\.\d+)?([eE]-?\d+)?")  # Numeric Format: no '+', commas, symbols
+UNIT = re.compile(r"[A-Z][A-Za-z]*(-[A-Z][a-z]+)?")  # Unit Format: `GPU-Hours`
+
+
+def _result(rule: str = "proportional", cluster: str = "lab") -> AuditResult:
+    r = run_checks(_hand(), Settings(prices=PRICES), group_label="cost", idle_rule=rule)
+    return dataclasses.replace(r, cluster=cluster)
+
+
+def _read(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def assert_focus_valid(text: str) -> list[dict[str, str]]:
+    """The column rules of FOCUS 1.2 on a CSV dataset (null: an empty cell)."""
+    rows = _read(text)
+    header = next(csv.reader(io.StringIO(text)))
+    assert len(header) == len(set(header))
+    assert set(MANDATORY) <= set(header), set(MANDATORY) - set(header)
+    for row in rows:
+        for col, value in row.items():
+            kind, nulls = MANDATORY.get(col, (OPTIONAL.get(col, "String"), True))
+            if value == "":
+                assert nulls, f"{col} must not be null"
+                continue
+            if kind == "Decimal":
+                assert NUMBER.fullmatch(value), (col, value)
+                Decimal(value)
+            elif kind == "DateTime":
+                assert DATETIME.fullmatch(value), (col, value)
+            elif kind == "JSON":  # Key-Value Format: an object of scalar values
+                obj = json.loads(value)
+                assert isinstance(obj, dict)
+                assert all(not isinstance(v, (dict, list)) for v in obj.values()), col
+        assert row["ChargeCategory"] in CHARGE_CATEGORY
+        assert row["ChargeFrequency"] in CHARGE_FREQUENCY
+        assert row["ServiceCategory"] in SERVICE_CATEGORY
+        assert row["PricingCategory"] in PRICING_CATEGORY | {""}
+        assert re.fullmatch(r"[A-Z]{3}", row["BillingCurrency"])  # ISO 4217
+        # ConsumedQuantity: not null for Usage (no correction), null otherwise; ConsumedUnit
+        # and PricingUnit null exactly where their quantity is.
+        usage = row["ChargeCategory"] == "Usage"
+        assert (row["ConsumedQuantity"] != "") == usage
+        assert (row["PricingQuantity"] != "") == usage
+        assert (row["ConsumedUnit"] == "") == (row["ConsumedQuantity"] == "")
+        assert (row["PricingUnit"] == "") == (row["PricingQuantity"] == "")
+        for unit in (row["ConsumedUnit"], row["PricingUnit"]):
+            assert unit == "" or UNIT.fullmatch(unit), unit
+        assert row["ChargePeriodStart"] < row["ChargePeriodEnd"]
+    return rows
+
+
+def test_focus_file_follows_the_column_rules_and_adds_up() -> None:
+    for rule in ("none", "proportional", "even"):
+        result = _result(rule)
+        rows = assert_focus_valid(render(result, "focus"))
+        assert result.showback is not None
+        cluster = result.showback.total("capacity_cost")
+        assert sum(Decimal(r["BilledCost"]) for r in rows) == cluster == Decimal("48.00")
+        used = [r for r in rows if r["ChargeCategory"] == "Usage"]
+        assert sum(Decimal(r["ConsumedQuantity"]) for r in used) == Decimal("7.71")
+        assert {r["ConsumedUnit"] for r in used} == {"GPU-Hours"}
+        for r in rows:
+            assert json.loads(r["Tags"])["gpuaudit/idle_rule"] == rule
+            for col in focus.FOCUS_NULL:
+                assert r[col] == "", col
+
+
+def test_focus_columns_cover_the_issue_and_null_what_gpuaudit_cannot_fill() -> None:
+    header = next(csv.reader(io.StringIO(render(_result(), "focus"))))
+    for col in ("BilledCost", "EffectiveCost", "ListCost", "ChargePeriodStart",
+                "ChargePeriodEnd", "ResourceId", "ResourceType", "ServiceName",
+                "ConsumedQuantity", "ConsumedUnit", "Tags", "RegionId", "SkuId"):  # fmt: skip
+        assert col in header
+
+
+def test_showback_csv_adds_up_per_grouping() -> None:
+    result = _result("even")
+    rows = _read(render(result, "showback"))
+    assert list(rows[0]) == list(showback_csv.SHOWBACK_COLUMNS)
+    assert {r["group_by"] for r in rows} == {"namespace", "label:cost"}
+    for by in ("namespace", "label:cost"):
+        mine = [r for r in rows if r["group_by"] == by]
+        for col in ("allocation_basis_cost", "usage_basis_cost"):
+            assert sum(Decimal(r[col]) for r in mine) == Decimal("48.00"), (by, col)
+        assert sum(Decimal(r["gpu_hours_allocated"]) for r in mine) == Decimal("9.71")
+        assert {r["idle_rule"] for r in mine} == {"even"}
+
+
+def test_cells_that_start_like_a_formula_are_guarded() -> None:
+    assert [guard(x) for x in ("=1+1", "+a", "-b", "@c", "ok", "")] == [
+        "'=1+1", "'+a", "'-b", "'@c", "ok", ""
+    ]  # fmt: skip
+    result = _result(cluster='=HYPERLINK("x")')
+    rows = _read(render(result, "focus"))
+    assert {r["BillingAccountId"] for r in rows} == {'\'=HYPERLINK("x")'}
+    for r in rows:
+        for value in r.values():
+            assert not value.startswith(("=", "+", "@")), value
+            if value.startswith("-"):
+                Decimal(value)  # a negative number, never text
+
+
+def test_written_in_one_scan_with_the_other_reports(tmp_path: Path) -> None:
+    sb, fo, js = tmp_path / "showback.csv", tmp_path / "focus.csv", tmp_path / "r.json"
+    args = ["scan", "--demo", "-q", "--idle-rule", "proportional", "--group-by-label", "team"]
+    args += ["--report", f"showback={sb}", "--report", f"focus={fo}", "--report", f"json={js}"]
+    res = runner.invoke(app, args)
+    assert res.exit_code in (0, 1), res.output
+    rows = assert_focus_valid(fo.read_text(encoding="utf-8"))
+    lines = _read(sb.read_text(encoding="utf-8"))
+    total = sum(Decimal(r["BilledCost"]) for r in rows)
+    by_ns = [r for r in lines if r["group_by"] == "namespace"]
+    assert sum(Decimal(r["usage_basis_cost"]) for r in by_ns) == total
+    assert {r["idle_rule"] for r in lines} == {"proportional"}
+    assert json.loads(js.read_text())["summary"]
+
+
+def test_an_unknown_rule_is_refused() -> None:
+    res = runner.invoke(app, ["scan", "--demo", "-q", "--idle-rule", "fair"])
+    assert res.exit_code == 2 and "--idle-rule must be one of" in res.output
+
+
+def test_no_number_is_malformed() -> None:
+    for r in _read(render(_result(), "showback")):
+        for col in showback_csv.SHOWBACK_COLUMNS[7:]:
+            assert NUMBER.fullmatch(r[col]), (col, r[col])
