@@ -68,6 +68,7 @@ from gpuaudit.audit.waivers import parse as parse_waivers
 from gpuaudit.checks.findings import Severity
 from gpuaudit.core import limits
 from gpuaudit.core.errors import ConfigError, GpuauditError
+from gpuaudit.inventory import ownership
 from gpuaudit.report import FORMATS
 from gpuaudit.report.webhook import check_url as check_webhook_url
 from gpuaudit.sources.bounds import MIB, Limits
@@ -155,6 +156,8 @@ class Config:
     idle_rule: str = "none"
     """`--idle-rule`: how the showback shares idle and unallocated cost
     (`gpuaudit.audit.showback.IDLE_RULES`)."""
+    per_owner: Path | None = None
+    """`--per-owner DIR`: the folder one Markdown and one HTML report per owner go to."""
     webhook: str | None = None
     """A Slack-compatible incoming webhook URL to post the summary to."""
     quiet: bool = False
@@ -208,6 +211,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         group_by_label=opts.text("group_by_label") or "",
         what_if=_what_if(opts.text("what_if")),
         idle_rule=_idle_rule(opts.text("idle_rule", "none")),
+        per_owner=opts.path("per_owner"),
         webhook=_webhook(opts.text("webhook")),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
@@ -546,7 +550,27 @@ def _settings(
         end=end,
         topology_dir=_topology_dir(topology),
         timezone=_timezone(opts.text("timezone", "UTC") or "UTC", opts.origin("timezone")),
+        owner_keys=_owner_keys(opts.strings("owner_keys"), opts.origin("owner_keys")),
     )
+
+
+def _owner_keys(keys: tuple[str, ...], named: str | None) -> tuple[str, ...]:
+    """`--owner-keys`: Kubernetes label or annotation keys, each once, at most
+    `ownership.MAX_KEYS`; none given: the default (`named`: who set them, as errors name it)."""
+    if not keys:
+        return ownership.DEFAULT_KEYS
+    who = named or "--owner-keys"
+    if len(keys) > ownership.MAX_KEYS:
+        raise ConfigError(f"{who} names {len(keys)} keys; at most {ownership.MAX_KEYS} are read")
+    for key in keys:
+        if not ownership.valid_key(key):
+            raise ConfigError(
+                f"{who}: {terminal_safe(key)} is not a Kubernetes label or annotation key "
+                "(such as team or example.com/owner)"
+            )
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{who} names a key twice")
+    return keys
 
 
 def _timezone(name: str, named: str | None) -> str:

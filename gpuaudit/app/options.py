@@ -285,6 +285,27 @@ OPTIONS: tuple[Option, ...] = (
         value="LABEL",
     ),
     Option(
+        "--owner-keys",
+        Kind.LIST,
+        OUTPUT,
+        "The label and annotation keys a finding's owner is read from, first wins, on the "
+        "object that owns the pod, then the pod, then its namespace; repeatable (default owner, "
+        "team, app.kubernetes.io/part-of). The gpuaudit.io/contact annotation says how to "
+        "reach the owner.",
+        scan_only=True,
+        value="KEY",
+    ),
+    Option(
+        "--per-owner",
+        Kind.PATH,
+        OUTPUT,
+        "Also write one Markdown and one HTML report per owner into this folder (created if "
+        "missing; a file of that name already there is refused): their findings, GPU-hours "
+        "and money, their rank among owners, and the gpuaudit fix changes to their objects.",
+        scan_only=True,
+        value="DIR",
+    ),
+    Option(
         "--what-if",
         Kind.TEXT,
         OUTPUT,

@@ -25,6 +25,7 @@ from time import perf_counter
 from rich.console import Console
 
 from gpuaudit import report, snapshot
+from gpuaudit.app import owner_files
 from gpuaudit.app.config import Config, demo_path
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.compare import load_report
@@ -124,6 +125,8 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
     clock = _Stages()
     result = audit(config, progress, collector, clock)
     failures = write_reports(config, result)
+    if config.per_owner is not None:
+        failures += owner_files.write(result, config.per_owner)
     clock.mark("render")
     if config.webhook:
         try:
@@ -169,6 +172,7 @@ def audit(
             what_if=config.what_if,
             idle_rule=config.idle_rule,
             collector=collector,
+            per_owner=config.per_owner is not None,
         )
     clock.mark("checks")
     return result

@@ -14,6 +14,8 @@ from gpuaudit.audit.capacity import plan as capacity_plan
 from gpuaudit.audit.coherence import make_coherent
 from gpuaudit.audit.compare import Comparison, compare
 from gpuaudit.audit.ledger import Ledger, ledger
+from gpuaudit.audit.owner_rollup import OwnerSection
+from gpuaudit.audit.owner_rollup import sections as owner_sections
 from gpuaudit.audit.settings import Settings
 from gpuaudit.audit.showback import Showback, showback
 from gpuaudit.audit.summary import Summary, summarise
@@ -24,7 +26,7 @@ from gpuaudit.checks.findings import Finding, Severity, Skipped
 from gpuaudit.core.gcpause import SCOPED, Collector, paused
 from gpuaudit.fix.changes import Plan
 from gpuaudit.fix.plans import plan as fix_plan
-from gpuaudit.inventory import Capability, Inventory, Views
+from gpuaudit.inventory import Capability, Inventory, Views, ownership
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
 
@@ -79,6 +81,9 @@ class AuditResult:
     fixes: Plan = field(default_factory=Plan)
     """The changes that answer the findings, as `gpuaudit fix` writes them, and what each
     finding of a fixable check gets (`gpuaudit.fix`)."""
+    by_owner: tuple[OwnerSection, ...] = ()
+    """Each owner's findings, GPU-hours, ranks and changes (`--per-owner`); empty unless asked
+    for (`gpuaudit.audit.owner_rollup`)."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -128,6 +133,7 @@ def run_checks(
     what_if: Sequence[str] = (),
     collector: Collector = SCOPED,
     idle_rule: str = "none",
+    per_owner: bool = False,
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
     (`gpuaudit.audit.coherence`), and assemble the result.
@@ -139,6 +145,7 @@ def run_checks(
     scenarios the capacity plan's reports show (see `gpuaudit.audit.capacity.WHAT_IFS`).
     `collector` runs each check as a stage (`gpuaudit.core.gcpause.Collector`). `idle_rule`
     (`--idle-rule`) shares the showback's idle and unallocated cost (`gpuaudit.audit.showback`).
+    `per_owner` (`--per-owner`) adds each owner's section (`gpuaudit.audit.owner_rollup`).
     """
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
@@ -173,6 +180,7 @@ def run_checks(
         views.forget_check_rows()  # before the summary, breakdown and plan make their own
         nothing = nothing_audited(inv, ran, skipped)
         findings = _with_clusters(inv, findings)
+        findings = with_owners(inv, findings, settings.owner_keys)
         kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
         unmatched = label_warning(inv, group_label)
         if unmatched:
@@ -191,7 +199,7 @@ def run_checks(
             comparison = compare(
                 ranked, dataclasses.asdict(summary.rounded()), previous[1], previous[0]
             )
-        return AuditResult(
+        result = AuditResult(
             cluster=inv.cluster,
             window_start=inv.window_start,
             window_end=inv.window_end,
@@ -217,6 +225,18 @@ def run_checks(
             fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
             showback=showback(views, summary, idle, idle_rule, group_label),
         )
+        if not per_owner:
+            return result
+        owners = owner_sections(
+            views,
+            idle,
+            result.findings,
+            result.suppressed,
+            result.fixes,
+            settings.owner_keys,
+            comparison,
+        )
+        return dataclasses.replace(result, by_owner=owners)
 
 
 def _workloads_only(views: Views, findings: list[Finding]) -> list[Finding]:
@@ -249,6 +269,17 @@ def _with_clusters(inv: Inventory, findings: list[Finding]) -> list[Finding]:
             if cluster in known
             else f
         )
+    return out
+
+
+def with_owners(inv: Inventory, findings: list[Finding], keys: Sequence[str]) -> list[Finding]:
+    """The findings, each naming its owner (`gpuaudit.inventory.ownership`; unknown where
+    nothing names one)."""
+    out = []
+    for f in findings:
+        r = f.resource
+        who = ownership.of_resource(inv.owners, r.kind, r.namespace, r.name, r.node, f.pods, keys)
+        out.append(dataclasses.replace(f, owner=who))
     return out
 
 

@@ -4,7 +4,7 @@ from the inventory so reports only render them."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -186,6 +186,62 @@ def _heatmap(
     )
 
 
+def _held(
+    views: Views,
+) -> tuple[
+    HeldRows,
+    npt.NDArray[np.intp],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]],
+]:
+    """The held hourly rows as arrays, with holding attributes looked up by holding row
+    (strings are handled once per holding, never once per hourly row): the rows, the holdings
+    held, each row's GPU-hours held (its samples x the scrape interval x the GPU fraction) and
+    activity, and the price of each holding with each row's holding."""
+    import numpy as np
+
+    inv = views.inv
+    h = inv.holdings
+    rows = views.held_rows
+    pos = rows.holding
+    present = np.zeros(len(h), dtype=bool)
+    present[pos] = True
+    held_at = np.flatnonzero(present)
+    frac_of = h[C.FRACTION].to_numpy(dtype="float64")
+    w = frac_of[pos] * held_hours(inv)[rows.rows]
+    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
+    models = h[C.MODEL]
+    unit = models.map({m: views.price(str(m)) for m in models.unique()})
+    return rows, held_at, w, act, (unit.astype("float64").to_numpy(), pos)
+
+
+def groups_of(
+    views: Views, idle_activity: float, key_of: Callable[[str, str], str]
+) -> tuple[Group, ...]:
+    """Allocated and idle GPU-hours, wasted cost and mean activity per key: each held pod's
+    (`key_of(namespace, pod)`), summed as the breakdown by namespace sums them (an owner's
+    figures, `gpuaudit.inventory.ownership`)."""
+    import numpy as np
+    import pandas as pd
+
+    inv = views.inv
+    h = inv.holdings
+    if h.empty or inv.hourly.empty or not h[C.HELD].any():
+        return ()
+    rows, held_at, w, act, price = _held(views)
+    keys = [
+        key_of(str(a), str(b))
+        for a, b in zip(
+            h[C.NAMESPACE].take(held_at).tolist(), h[C.POD].take(held_at).tolist(), strict=True
+        )
+    ]
+    codes, names = pd.factorize(pd.Series(keys, dtype=object))
+    code_of = np.full(len(h), -1, dtype=np.intp)
+    code_of[held_at] = codes
+    return _groups(code_of[rows.holding], [str(n) for n in names], w, act, price, idle_activity)
+
+
 def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Breakdown:
     """Waste by namespace (and by the pod label `group_label`), and the charts' series, from
     the held hourly rows of the shared views."""
@@ -202,20 +258,9 @@ def breakdown(views: Views, idle_activity: float, group_label: str = "") -> Brea
     )
     if held.empty or inv.hourly.empty:
         return Breakdown((), group_label, (), empty)
-    # The held hourly rows as arrays, with holding attributes looked up by holding row: strings
-    # are handled once per holding, never once per hourly row.
-    rows = views.held_rows
+    rows, held_at, w, act, price = _held(views)
     pos = rows.holding
-    present = np.zeros(len(h), dtype=bool)
-    present[pos] = True
-    held_at = np.flatnonzero(present)
     frac_of = h[C.FRACTION].to_numpy(dtype="float64")
-    # GPU-hours held in each row: its samples x the scrape interval x the GPU fraction.
-    w = frac_of[pos] * held_hours(inv)[rows.rows]
-    act = inv.hourly[C.ACT].to_numpy(dtype="float64")[rows.rows]
-    models = h[C.MODEL]
-    unit = models.map({m: views.price(str(m)) for m in models.unique()})
-    price = (unit.astype("float64").to_numpy(), pos)
     ns_codes, ns_names = pd.factorize(h[C.NAMESPACE].take(held_at), sort=True)
     # Row-long arrays of codes in 4 bytes each (a 100,000-GPU week holds 27 million rows).
     ns_of = np.full(len(h), -1, dtype=np.int32)

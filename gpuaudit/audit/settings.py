@@ -20,6 +20,7 @@ from typing import Any
 from gpuaudit import checks as check_registry
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.domain.pricing import DEFAULT_PRICES
+from gpuaudit.inventory.ownership import DEFAULT_KEYS as DEFAULT_OWNER_KEYS
 
 DEFAULT_WINDOW_S = 7 * 86400
 """The window of a live scan when `--window` is not given: a week."""
@@ -116,6 +117,9 @@ class Settings:
     timezone: str = "UTC"
     """The cluster's time zone, an IANA name (`--timezone`): `gpuaudit fix` writes a schedule
     in it (gpuaudit cannot read a cluster's time zone)."""
+    owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS
+    """The label and annotation keys a finding's owner is read from, first wins
+    (`--owner-keys`, see `gpuaudit.inventory.ownership`)."""
 
 
 def settings_from(config: Mapping[str, Any], **checks: float) -> Settings:

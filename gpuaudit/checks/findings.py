@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuaudit.inventory.ownership import Owner
+
 
 class Severity(enum.Enum):
     """How urgent a finding is. The enum owns its rank and its colour."""
@@ -183,6 +185,9 @@ class Finding:
     category: Category = Category.WASTE
     """The list it belongs to (see `Category`): the check says so, finding by finding, where
     its fix prevents a failure rather than saving GPU-hours."""
+    owner: Owner | None = None
+    """Who it is for (`gpuaudit.inventory.ownership`), set when the audit is assembled; None
+    before."""
 
     def fingerprint(self) -> str:
         """A stable identity across runs: code, kind, namespace and the owning workload when

@@ -67,6 +67,8 @@ def scan(
     baseline: A[Path | None, option("baseline")] = None,
     previous: A[Path | None, option("previous")] = None,
     group_by_label: A[str | None, option("group_by_label")] = None,
+    owner_keys: A[list[str] | None, option("owner_keys")] = None,
+    per_owner: A[Path | None, option("per_owner")] = None,
     what_if: A[str | None, option("what_if")] = None,
     idle_rule: A[str, option("idle_rule")] = "none",
     all: A[bool, option("all")] = False,

@@ -36,7 +36,7 @@ def option(name: str) -> Any:
     )
 
 
-WRITTEN = frozenset({"output"})
+WRITTEN = frozenset({"output", "per_owner"})
 """Path options gpuaudit writes, never reads: Click must not refuse them as "not readable"
 (a file that exists but cannot be read can be replaced; one that cannot be written is said
 so when it is written)."""

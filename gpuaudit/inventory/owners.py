@@ -120,6 +120,9 @@ class Owners:
     """(resource key, namespace, name) -> the object as read, of the lists in `TARGETS`."""
     version: str = ""
     """The cluster's Kubernetes version (`v1.31.2`), where the snapshot recorded it."""
+    pod_meta: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    """(namespace, pod name) -> the pod's `labels` and `annotations` as kept (who owns it,
+    `gpuaudit.inventory.ownership`)."""
 
     def walk(self, namespace: str, pod: str) -> Walk:
         """Where the pod's owners lead (see the module's docstring)."""
@@ -183,6 +186,7 @@ TARGETS: dict[str, str] = {
     "priorityclasses": "PriorityClass",
     "karpenter_nodepools": "NodePool",
     "nodes": "Node",
+    "namespaces": "Namespace",
 }
 """Lists whose objects a change may target by name, though they own no pod (resource key ->
 kind): kept as read, for `Owners.named`."""
@@ -236,6 +240,9 @@ def _add(out: Owners, key: str, obj: Any, api_version: str, kind: str) -> None:
     owners = tuple(r for r in refs if isinstance(r, Mapping)) if isinstance(refs, list) else ()
     if key == "pods":
         out.pods.setdefault((ns, name), ref.uid)
+        out.pod_meta.setdefault(
+            (ns, name), {k: meta[k] for k in ("labels", "annotations") if k in meta}
+        )
         out.nodes.setdefault(ref.uid, _Node(ref, owners, None))
         return
     out.nodes.setdefault(

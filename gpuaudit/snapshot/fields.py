@@ -61,6 +61,16 @@ Tree: TypeAlias = "_All | Keys | Each | dict[str, Tree]"
 GPU_RESOURCES = Keys("nvidia.com/gpu", prefixes=("nvidia.com/mig-",))
 """The extended resources gpuaudit counts: whole GPUs and MIG slices."""
 
+OWNER_LABELS = ("owner", "team", "app.kubernetes.io/part-of")
+"""The label and annotation keys that name a finding's owner by default, first wins
+(`gpuaudit.inventory.ownership`; `--owner-keys` orders them)."""
+CONTACT = "gpuaudit.io/contact"
+"""The annotation that says how to reach an owner: a mail address or a chat channel."""
+OWNER_KEYS = Keys(*OWNER_LABELS, CONTACT, prefixes=("gpuaudit.io/",))
+"""What is kept of the labels and annotations of the objects an owner is read from (a pod's
+owners, namespaces, queues, node pools): the default owner keys, the contact annotation and
+any `gpuaudit.io/` key (pods and nodes keep their labels whole)."""
+
 POD_ANNOTATIONS = Keys(
     "scheduling.k8s.io/group-name",
     "scheduling.volcano.sh/group-name",
@@ -76,6 +86,10 @@ POD_ANNOTATIONS = Keys(
     # HAMi: the GPUs, memory and cores its scheduler granted, and where (`inventory.hami`).
     "hami.io/vgpu-devices-allocated",
     "hami.io/vgpu-node",
+    # Who owns it, and how to reach them (`gpuaudit.inventory.ownership`).
+    *OWNER_LABELS,
+    CONTACT,
+    prefixes=("gpuaudit.io/",),
 )
 """The pod annotations the gang and queue readers use (`gpuaudit.inventory.gangs`,
 `gpuaudit.inventory.queues`), HAMi's grants
@@ -85,6 +99,9 @@ POD_ANNOTATIONS = Keys(
 NODE_ANNOTATIONS = Keys(
     "hami.io/node-nvidia-register",
     "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+    *OWNER_LABELS,
+    CONTACT,
+    prefixes=("gpuaudit.io/",),
 )
 """The node annotations the inventory reads: the GPUs HAMi's device plugin registered, with their
 memory, cores and split count (`gpuaudit.inventory.hami`); and whether the cluster autoscaler
@@ -114,6 +131,16 @@ domain, which means its own, `gpu.nvidia.com`; `gpuaudit.inventory.dra`)."""
 _NAME: dict[str, Tree] = {"name": ALL, "namespace": ALL, "uid": ALL, "creationTimestamp": ALL}
 _OWNERS: Tree = {"apiVersion": ALL, "kind": ALL, "name": ALL, "uid": ALL, "controller": ALL}
 _META: Tree = {**_NAME, "ownerReferences": _OWNERS}
+_OWNED: Tree = {
+    **_NAME,
+    "ownerReferences": _OWNERS,
+    "labels": OWNER_KEYS,
+    "annotations": OWNER_KEYS,
+}
+"""An owner's metadata: who it is, who owns it, and who owns it among people (`OWNER_KEYS`)."""
+_NAMED: Tree = {**_NAME, "labels": OWNER_KEYS, "annotations": OWNER_KEYS}
+"""A cluster-scoped object a finding may be about (a queue, a node pool): who it is, and who
+owns it among people."""
 QUEUE_RESOURCES = Keys("nvidia.com/gpu", "nvidia.com/gpu.shared", prefixes=("nvidia.com/mig-",))
 """The GPU resources queue quota is read for (whole, shared and MIG)."""
 _RESOURCES: Tree = {
@@ -258,7 +285,7 @@ selector and PriorityClass, what a change of its GPUs or its priority names; the
 required fields of the controller are kept beside it, so that the object as read, a patch
 applied, validates."""
 _SCALED: Tree = {
-    "metadata": _META,
+    "metadata": _OWNED,
     "spec": {
         "replicas": ALL,
         "selector": {
@@ -280,9 +307,9 @@ OWNER_KEEP: dict[str, Tree] = {
     "replicasets": _SCALED,
     "deployments": _SCALED,
     "statefulsets": _SCALED,
-    "jobs": {"metadata": _META, "spec": _JOB_SPEC},
+    "jobs": {"metadata": _OWNED, "spec": _JOB_SPEC},
     "cronjobs": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {
             "schedule": ALL,
             "timeZone": ALL,
@@ -290,15 +317,15 @@ OWNER_KEEP: dict[str, Tree] = {
             "jobTemplate": {"spec": _JOB_SPEC},
         },
     },
-    "notebooks": {"metadata": _META, "spec": {"template": _TEMPLATE}},
+    "notebooks": {"metadata": _OWNED, "spec": {"template": _TEMPLATE}},
     "inferenceservices": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {"predictor": {"minReplicas": ALL, "maxReplicas": ALL}},
     },
-    "tfjobs": {"metadata": _META},
-    "xgboostjobs": {"metadata": _META},
-    "paddlejobs": {"metadata": _META},
-    "jaxjobs": {"metadata": _META},
+    "tfjobs": {"metadata": _OWNED},
+    "xgboostjobs": {"metadata": _OWNED},
+    "paddlejobs": {"metadata": _OWNED},
+    "jaxjobs": {"metadata": _OWNED},
 }
 """What is kept of the controllers that own GPU pods (`resources.OWNER_RESOURCES`): who they
 are and who owns them, their replicas or suspension, and their pod template's GPUs (no env,
@@ -307,6 +334,8 @@ no command, no labels); and only those that a GPU pod leads to (`PageKeeper`).""
 KEEP: dict[str, Tree] = {
     "pods": POD,
     "nodes": NODE,
+    # Who owns what runs in them (`gpuaudit.inventory.ownership`): their owner keys only.
+    "namespaces": {"metadata": _NAMED},
     **OWNER_KEEP,
     "priorityclasses": {
         "metadata": _NAME,
@@ -351,7 +380,7 @@ KEEP: dict[str, Tree] = {
         },
     },
     "kueue_clusterqueues": {
-        "metadata": _NAME,
+        "metadata": _NAMED,
         "spec": _QUOTA_SPEC,
         # What its Workloads reserve now, in every namespace: a floor for what it admitted.
         "status": {"flavorsReservation": _FLAVOR_USAGE, "flavorsUsage": _FLAVOR_USAGE},
@@ -362,7 +391,7 @@ KEEP: dict[str, Tree] = {
         "spec": {"nodeLabels": ALL, "nodeTaints": {"key": ALL, "value": ALL, "effect": ALL}},
     },
     "volcano_queues": {
-        "metadata": _NAME,
+        "metadata": _NAMED,
         "spec": {
             "capability": QUEUE_RESOURCES,
             "deserved": QUEUE_RESOURCES,
@@ -372,7 +401,7 @@ KEEP: dict[str, Tree] = {
         "status": {"allocated": QUEUE_RESOURCES},
     },
     "kai_queues": {
-        "metadata": _NAME,
+        "metadata": _NAMED,
         "spec": {
             "parentQueue": ALL,
             "resources": {"gpu": {"quota": ALL, "limit": ALL, "overQuotaWeight": ALL}},
@@ -382,17 +411,17 @@ KEEP: dict[str, Tree] = {
     "kai_podgroups": {"metadata": _META, "spec": {"minMember": ALL, "queue": ALL}},
     "kueue_localqueues": {"metadata": _NAME, "spec": {"clusterQueue": ALL}},
     "pytorchjobs": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {"runPolicy": _RUN_POLICY, "pytorchReplicaSpecs": _REPLICAS},
         "status": _JOB_STATUS,
     },
     "mpijobs": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {"runPolicy": _RUN_POLICY, "mpiReplicaSpecs": _REPLICAS},
         "status": _JOB_STATUS,
     },
     "jobsets": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {
             "replicatedJobs": {
                 "name": ALL,
@@ -403,11 +432,11 @@ KEEP: dict[str, Tree] = {
         "status": _JOB_STATUS,
     },
     "leaderworkersets": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {"replicas": ALL, "leaderWorkerTemplate": {"size": ALL}},
     },
     "rayclusters": {
-        "metadata": _META,
+        "metadata": _OWNED,
         "spec": {"workerGroupSpecs": {"groupName": ALL, "replicas": ALL, "numOfHosts": ALL}},
         "status": {"state": ALL},
     },
@@ -437,7 +466,7 @@ KEEP: dict[str, Tree] = {
     # What lets GPU060's idle nodes go (`gpuaudit.fix.warm_nodes`), and the fields the CRD
     # requires, so that the NodePool as read, a patch applied, validates.
     "karpenter_nodepools": {
-        "metadata": _NAME,
+        "metadata": _NAMED,
         "spec": {
             "disruption": {"consolidationPolicy": ALL, "consolidateAfter": ALL},
             "replicas": ALL,

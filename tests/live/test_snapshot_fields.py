@@ -93,6 +93,16 @@ def _extra_objects(ns: str) -> dict[str, list[dict[str, Any]]]:
             {"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"note": SECRET}]}}
         ],
         "kueue_localqueues": [{"metadata": {"name": "lq", **meta}, "spec": {"clusterQueue": "cq"}}],
+        # Owner keys are kept; any other label (a secret put there) is not.
+        "namespaces": [
+            {
+                "metadata": {
+                    "name": ns,
+                    "labels": {"team": "ml", "example.com/secret": SECRET},
+                    "annotations": {"gpuaudit.io/contact": "#ml"},
+                }
+            }
+        ],
         "mpijobs": [
             {
                 "metadata": {"name": "mpi", **meta},

@@ -54,6 +54,7 @@ DEFAULT_TOKEN = "gpuaudit-test-token-5f0c1e9a7b3d"
 KNOWN: dict[str, tuple[str, str, str, bool, str]] = {
     "pods": ("", "v1", "pods", True, "Pod"),
     "nodes": ("", "v1", "nodes", False, "Node"),
+    "namespaces": ("", "v1", "namespaces", False, "Namespace"),
     "priorityclasses": ("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass"),
     "volcano_podgroups": ("scheduling.volcano.sh", "v1beta1", "podgroups", True, "PodGroup"),
     "coscheduling_podgroups": ("scheduling.x-k8s.io", "v1alpha1", "podgroups", True, "PodGroup"),

@@ -12,6 +12,7 @@ from gpuaudit.audit import assemble, breakdown, capacity, compare, ledger, waive
 from gpuaudit.audit import summary as fleet_summary
 from gpuaudit.checks import findings as checked
 from gpuaudit.fix.changes import FindingFix
+from gpuaudit.inventory.ownership import Owner
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.inventory.window import iso
 from gpuaudit.report.models import fleet, planning, problems
@@ -92,7 +93,12 @@ def finding(
         # The model checks it is one of the four.
         status=cast(problems.Status | None, status),
         fix=None if fixed is None else _fix(fixed),
+        owner=None if f.owner is None else _owner(f.owner),
     )
+
+
+def _owner(o: Owner) -> problems.Owner:
+    return problems.Owner(name=o.name, source=o.source, contact=o.contact)
 
 
 def _fix(x: FindingFix) -> problems.Fix:

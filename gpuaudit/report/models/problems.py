@@ -90,6 +90,20 @@ class Fix(ReportModel):
     """Why no change is written (or why it is a command rather than a patch); may be empty."""
 
 
+class Owner(ReportModel):
+    """Who a finding is for (docs/config.md, owner keys): read from the object that owns the
+    pod, the pod, or its namespace (a node's, queue's or node pool's own object)."""
+
+    name: str | None
+    """The owner as the cluster names it (untrusted text); null when nothing names one:
+    such findings are grouped as unknown, never dropped."""
+    source: str
+    """Where the name was read: `label owner of Deployment ml/llm`; empty when unknown."""
+    contact: str
+    """A mail address or a `#channel` from the `gpuaudit.io/contact` annotation, checked for
+    that shape; empty when none."""
+
+
 class Finding(ReportModel):
     """One problem a check found."""
 
@@ -144,6 +158,8 @@ class Finding(ReportModel):
     fix: Fix | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
     """What `gpuaudit fix` writes for it: the change, or why none (docs/fix.md); absent for the
     findings of checks `gpuaudit fix` makes no change for."""
+    owner: Owner | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
+    """Who it is for (`--owner-keys`); always present in a report of `gpuaudit scan`."""
 
 
 class Waiver(ReportModel):

@@ -480,6 +480,8 @@ class Reader:
                 call = partial(self.core.list_pod_for_all_namespaces, **kw)
         elif res.key == "nodes":
             call = partial(self.core.list_node, **kw)
+        elif res.key == "namespaces":
+            call = partial(self.core.list_namespace, **kw)
         elif namespace:
             call = partial(
                 self.custom.list_namespaced_custom_object,

@@ -60,6 +60,8 @@ PyTorchJobs, MPIJobs, JobSets, LeaderWorkerSets and RayClusters are read for the
 RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "", ("v1",), "pods", True, "pods", crd=False),
     Resource("nodes", "", ("v1",), "nodes", False, "nodes", crd=False),
+    # Their owner labels and contact annotation (`gpuaudit.inventory.ownership`).
+    Resource("namespaces", "", ("v1",), "namespaces", False, "namespaces", crd=False),
     Resource(
         "priorityclasses",
         "scheduling.k8s.io",
