@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Packing, Release, Stat, pack_ffd, plan
+from gpuaudit.audit.capacity import RELEASE_IDLE, Item, Release, Stat, pack_ffd, plan
 from gpuaudit.audit.ledger import ledger
 from gpuaudit.cli import app
 from gpuaudit.domain.pricing import DEFAULT_PRICES
@@ -45,6 +45,7 @@ from tests.support.raw_attribution import (
     replicas_of,
 )
 from tests.support.raw_fleet import claimed_since, released_of
+from tests.support.raw_packing import pack_literally
 from tests.support.raw_snapshot import raw_snapshot
 
 runner = CliRunner()
@@ -80,39 +81,6 @@ def test_packer_constraints_and_what_fits_nowhere() -> None:
     assert p.used == ("n2", "n1")
 
 
-def _pack_by_scanning(items: list[Item], room: dict[str, float]) -> Packing:
-    """The packer's rule read literally: every node looked at for every item."""
-    eps = 1e-9
-    usable = {n: sum(1 for i in items if i.nodes is None or n in i.nodes) for n in room}
-    left = dict(room)
-    opened: list[str] = []
-    closed: set[str] = set()
-    placed: dict[str, str] = {}
-    unplaced: list[Item] = []
-    for item in sorted(items, key=lambda i: (-i.size, i.key)):
-
-        def may(node: str, it: Item = item) -> bool:
-            return it.nodes is None or node in it.nodes
-
-        node = None
-        if not item.whole_node:
-            fits = [n for n in opened if n not in closed and may(n) and left[n] >= item.size - eps]
-            node = fits[0] if fits else None
-        if node is None:
-            spare = [n for n in left if n not in opened and may(n) and left[n] >= item.size - eps]
-            if not spare:
-                unplaced.append(item)
-                continue
-            sign = -1 if item.whole_node else 1
-            node = max(spare, key=lambda n: (left[n], sign * usable[n], n))
-            opened.append(node)
-            if item.whole_node:
-                closed.add(node)
-        left[node] -= item.size
-        placed[item.key] = node
-    return Packing(tuple(opened), placed, tuple(unplaced))
-
-
 _ROOMS = st.sampled_from(
     [0.0, 0.5, 1.0, 1 - 1e-9, 2.0, 2.5, 4.0, 7.0, 8.0, 8.0, math.nan, math.inf]
 )
@@ -138,7 +106,7 @@ def test_packer_places_as_the_literal_rule(data: st.DataObject) -> None:
         )
         for i in range(data.draw(st.integers(0, 60)))
     ]
-    fast, literal = pack_ffd(items, room), _pack_by_scanning(items, room)
+    fast, literal = pack_ffd(items, room), pack_literally(items, room)
     assert fast == literal
 
 

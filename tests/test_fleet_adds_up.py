@@ -7,7 +7,6 @@ the attribution ledger sums exactly to the allocated GPU-hours."""
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from gpuaudit.scenario import generate
 from gpuaudit.scenario.emit import write_snapshot
 from tests.support.raw_attribution import hami_tenants
 from tests.support.raw_fleet import RawFleet, assert_summary_adds_up, fleet_from_raw, released_of
+from tests.support.raw_packing import node_facts, peak_packing
 from tests.support.raw_snapshot import raw_snapshot
 from tests.test_capacity import _check_products, _raw_units
 
@@ -75,14 +75,6 @@ def _held(units: dict[str, Any], product: str) -> dict[float, float]:
     return {ts: sum(u[2] for u in cells.values()) for ts, cells in units[product].items()}
 
 
-def _product_of(doc: dict[str, Any]) -> dict[str, str]:
-    return {
-        n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "")
-        for page in doc["kubernetes"]["nodes"]
-        for n in page["items"]
-    }
-
-
 def _check_plan(doc: dict[str, Any], got: dict[str, Any], units: dict[str, Any]) -> None:
     """The plan's figures `got` (by product) against the raw units of each hour."""
     hours = int(doc["manifest"]["window"]["seconds"] / doc["manifest"]["window"]["step"])
@@ -90,9 +82,13 @@ def _check_plan(doc: dict[str, Any], got: dict[str, Any], units: dict[str, Any])
     _check_products(got, units, hours)
     series = doc["prometheus"]["act_hourly"][0]["body"]["data"]["result"]
     hosts = {i["metric"]["Hostname"] for i in series}
-    product_of = _product_of(doc)
+    facts = node_facts(doc)
     for product, q in got.items():
         held = _held(units, product) if product in units else {}
+        # The product's nodes and their room in GPUs, cordoned ones included.
+        mine = [f for f in facts.values() if f["product"] == product]
+        assert (q["nodes"], q["nodes_cordoned"]) == (len(mine), sum(f["cordoned"] for f in mine))
+        assert q["gpus"] == pytest.approx(sum(f["room"] for f in mine)), product
         # GPUs held without DCGM series: the units only the API shows.
         without = [
             sum(u[2] for k, u in cells.items() if k[0].startswith("api"))
@@ -105,14 +101,17 @@ def _check_plan(doc: dict[str, Any], got: dict[str, Any], units: dict[str, Any])
         if q["peak_hour"] is not None:
             at = datetime.fromisoformat(q["peak_hour"].replace("Z", "+00:00")).timestamp()
             assert held.get(at, 0.0) == pytest.approx(q["gpus_held"]["peak"]), product
-        # Its holdings fit on the nodes the packing used: of the product, each at most its
-        # room, no fewer than the peak's GPUs placed over the roomiest node's room.
+            # The fewest nodes its holdings fit on, packed as the rule reads literally (no
+            # whole-node gang at the peak here: gangs are not recomputed).
+            assert q["whole_node_gang_members_at_peak"] == 0
+            packing = peak_packing(doc, units[product][at], product, at)
+            assert q["nodes_used_at_peak"] == list(packing.used), product
+            assert q["min_nodes_at_peak"] == len(packing.used)
+            unplaced = sum(i.size for i in packing.unplaced)
+            assert q["unplaced_gpus"] == pytest.approx(unplaced, abs=1e-4), product
         used = q["nodes_used_at_peak"]
         assert len(used) == len(set(used)) == q["min_nodes_at_peak"] <= q["nodes"]
-        assert {product_of.get(n, product) for n in used} <= {product}
-        placed = q["gpus_held"]["peak"] - q["unplaced_gpus"]
-        if placed > 0 and q["nodes"]:
-            assert q["min_nodes_at_peak"] >= math.ceil(placed / q["gpus"] - 1e-9)
+        assert {facts[n]["product"] if n in facts else product for n in used} <= {product}
 
 
 def test_the_capacity_plan_adds_up(

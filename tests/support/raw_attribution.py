@@ -32,6 +32,14 @@ def joined_mig(
     return out
 
 
+def joined_mig_by_pod(
+    doc: dict[str, Any], series: list[Any], named: set[str]
+) -> dict[tuple[str, str], dict[tuple[str, str, str], dict[float, float]]]:
+    """(namespace, pod) -> the unlabelled MIG instances `joined_mig` joins to it, each with the
+    share of each bucket it held them in."""
+    return _joins(doc, series, named)
+
+
 def joined_mig_pods(
     doc: dict[str, Any], series: list[Any], named: set[str]
 ) -> set[tuple[str, str]]:
