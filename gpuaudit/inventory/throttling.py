@@ -48,7 +48,8 @@ def read(p: Parser, n: int) -> dict[str, Stat]:
         (C.THERMAL_VIOLATION_S, "thermal_violation_increase"),
     ):
         st = reduce_stat(*p.window(qid), n, "sum")
-        out[col] = Stat(st.values / NS, st.present)
+        # To the millisecond: an `increase` extrapolated in floating point reads the same.
+        out[col] = Stat(np.round(st.values / NS, 3), st.present)
     out[C.SM_CLOCK_MEAN] = combine(p, "sm_clock", n).mean
     out[C.SM_CLOCK_MAX] = reduce_stat(*p.window("max_sm_clock_max"), n, "max")
     return out

@@ -30,16 +30,18 @@ import numpy as np
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
-from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
+    COUNTERS,
     INT_METRICS,
     WRITTEN,
     Table,
     Values,
+    counter_samples,
     distinct,
     levels,
     sample_offsets_ms,
 )
+from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
@@ -431,6 +433,9 @@ def write_openmetrics(
         v = table.values(m)
         if v is None:
             continue
+        if m in COUNTERS:
+            n += _write_counter(out, v, per_hour, stamps, hours, labels)
+            continue
         if m in INT_METRICS:
             hs_texts, hs_codes = distinct(v.hi, lambda x: f"{int(x)}")
             ls_texts, ls_codes = distinct(v.lo, lambda x: f"{int(x)}")
@@ -464,6 +469,35 @@ def write_openmetrics(
                 out.write(prefix.join(chain(("",), map(add, vals[c : c + 128], ts[c : c + 128]))))
             n += len(vals)
     out.write("# EOF\n")
+    return n
+
+
+def _write_counter(
+    out: IO[str],
+    v: Values,
+    per_hour: int,
+    stamps: list[str],
+    hours: tuple[int, int] | None,
+    labels: dict[int, str],
+) -> int:
+    """A counter's series as `write_openmetrics` writes them (its samples ramp up,
+    `counter_samples`; whole numbers of ns or halves); the samples written."""
+    n = 0
+    vals = counter_samples(v, per_hour)
+    hours_of = v.hours.astype(np.int64).tolist()
+    bounds = v.off.tolist()
+    for i, lab in enumerate(v.labels):
+        text = labels.get(id(lab))
+        if text is None:
+            text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
+        prefix = f"{v.metric}{{{text}}} "
+        for p in range(bounds[i], bounds[i + 1]):
+            h = hours_of[p]
+            if hours is not None and not hours[0] <= h < hours[1]:
+                continue
+            ts = stamps[h * per_hour : (h + 1) * per_hour]
+            out.write("".join(prefix + fmt(x) + t for x, t in zip(vals[p], ts, strict=True)))
+            n += per_hour
     return n
 
 
@@ -502,7 +536,10 @@ def openmetrics_samples(
             pts = np.concatenate([np.arange(v.off[i], v.off[i + 1]) for i in part.tolist()])
             pts = pts[keep[pts]]
             t = (sc.start + v.hours[pts].astype(np.int64) * 3600)[:, None] * 1000 + offs
-            vals = np.where(odd, lo[pts][:, None], hi[pts][:, None])
+            if m in COUNTERS:
+                vals = counter_samples(v, per_hour)[pts]
+            else:
+                vals = np.where(odd, lo[pts][:, None], hi[pts][:, None])
             off = np.zeros(len(part) + 1, dtype=np.int64)
             np.cumsum(per_series[part] * per_hour, out=off[1:])
             yield m, [v.labels[i] for i in part.tolist()], off, t.ravel(), vals.ravel()

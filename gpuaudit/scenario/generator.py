@@ -33,6 +33,7 @@ from gpuaudit.scenario import nodepool_cases as nodepools
 from gpuaudit.scenario import owner_cases as owners
 from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
+from gpuaudit.scenario import rootcause_cases as rootcause
 from gpuaudit.scenario import timejoin_cases as timejoin
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
@@ -107,6 +108,7 @@ def _build(b: Builder) -> None:
     kai_gaps.plant_kai_gaps(b)
     nodepools.plant_nodepools(b)
     hami_dark.plant_hami_dark(b)
+    rootcause.plant_rootcause(b)
 
 
 def _scenario(b: Builder) -> Scenario:

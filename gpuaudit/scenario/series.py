@@ -48,7 +48,17 @@ METRICS = (
     queries.NVLINK_RX,
     queries.REMAP_PENDING,
     queries.POWER_LIMIT,
+    queries.POWER_VIOLATION,
+    queries.THERMAL_VIOLATION,
 )
+COUNTERS = (queries.POWER_VIOLATION, queries.THERMAL_VIOLATION)
+"""DCGM's violation counters (ns, `docs/domain.md`, Throttling): a series only for the GPUs whose
+slot's `health` names the metric (their exporter's CSV has it), holding per hour the counter's
+increase in that hour; its samples ramp up at that rate (`counter_samples`) from
+`COUNTER_BASE`, so `increase` over the window is the sum of the hours' increases."""
+COUNTER_BASE = 1e12
+"""A violation counter's value at the start of its series (ns since the driver loaded): far from
+0, so that Prometheus's extrapolation of `increase` never stops at a zero crossing."""
 HAMI_METRICS = (
     queries.HAMI_UTIL,
     queries.HAMI_MEM,
@@ -69,6 +79,7 @@ INT_METRICS = {
     queries.REMAP_UNCORR,
     queries.REMAP_FAILURE,
     queries.REMAP_PENDING,
+    *COUNTERS,
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
 """GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
@@ -327,6 +338,21 @@ def sample_offsets_ms(scrape_s: int) -> Arr:
     return (np.arange(3600 // scrape_s, dtype=np.int64) * 2 + 1) * (scrape_s * 500)
 
 
+def counter_samples(v: Values, per_hour: int) -> Arr:
+    """Every sample of a counter's series, (points, `per_hour`): from `COUNTER_BASE` at its
+    series' first hour's start, up by each hour's increase (`hi`) spread evenly over the hour,
+    read at the samples' times (half a scrape interval past each scrape mark)."""
+    out: Arr = np.empty((len(v.hi), per_hour))
+    if not len(v.hi):
+        return out
+    step = v.hi / per_hour
+    before = np.cumsum(v.hi) - v.hi
+    first = np.repeat(v.off[:-1], np.diff(v.off))
+    before = before - before[first]
+    out[:] = COUNTER_BASE + before[:, None] + step[:, None] * (np.arange(per_hour) + 0.5)
+    return out
+
+
 def levels(v: Values) -> tuple[Arr, Arr]:
     """`hi` and `lo` as Prometheus holds them: parsed from the text `emit.write_openmetrics`
     writes (integers truncated, other values to 6 decimals)."""
@@ -374,10 +400,12 @@ class Values:
         return self._flags
 
     def window(self, stat: str, k: int) -> Arr:
-        """`window_stat` of every series."""
+        """`window_stat` of every series (`increase` of a counter: its hours' increases)."""
         n = len(self.labels)
         lens = self.lengths
         hi, lo, off = self.hi, self.lo, self.off
+        if stat == "increase":
+            return np.array([float(hi[a:b].sum()) for a, b in zip(off[:-1], off[1:], strict=True)])
         if stat not in ("sum", "max", "p95"):
             return (2 * k * lens).astype(np.float64)
         if n == 0:
@@ -561,6 +589,10 @@ class Table:
             keep = np.array([s.node.model in nodes.LIMIT_EXPORTED for s in self.slots], dtype=bool)
             if not keep.any():
                 return None
+        if m in COUNTERS:
+            keep = np.array([m in s.health for s in self.slots], dtype=bool)
+            if not keep.any():
+                return None
         if self.n == 0:
             return None
         idx, off, mask = self._subset(keep)
@@ -587,6 +619,12 @@ class Table:
             lo = hi
         elif m == queries.POWER_LIMIT:
             hi = lo = self._fill(lambda h: np.full(h.h1 - h.h0, nodes.TDP[h.slot.node.model]), keep)
+        elif m in COUNTERS:
+            parts = [
+                self.slots[i].health_at(m, self.hours[self.off[i] : self.off[i + 1]])
+                for i in idx.tolist()
+            ]
+            hi = lo = np.round(np.concatenate(parts)) if parts else np.zeros(0)
         else:  # GPU health, constant within each hour
             vals = np.zeros(len(hours))
             for i, slot in enumerate(self.slots):

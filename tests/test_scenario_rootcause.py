@@ -1,0 +1,56 @@
+"""The scenario's root-cause cases (`gpuaudit.scenario.rootcause_cases`): GPU071 finds exactly the
+throttled pods planted on the node whose exporter has the violation counters, with the truth's
+busy GPU-hours lost and cause, and the GPUs of every other node are not measured (never 0)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from gpuaudit.audit.assemble import AuditResult, run_checks
+from gpuaudit.audit.settings import Settings
+from gpuaudit.inventory import Capability, Inventory, build
+from gpuaudit.inventory import columns as C
+from gpuaudit.scenario import generate, to_snapshot
+from gpuaudit.scenario.rootcause_cases import NODE
+
+
+@functools.cache
+def _audit() -> tuple[dict[str, Any], Inventory, AuditResult]:
+    sc = generate(48, 2, 3)
+    inv = build(to_snapshot(sc))
+    return sc.truth, inv, run_checks(inv, Settings())
+
+
+def test_the_truth_is_what_gpu071_finds() -> None:
+    truth, _, res = _audit()
+    found = {(f.resource.namespace, f.resource.name) for f in res.findings if f.code == "GPU071"}
+    planted = {(e["namespace"], e["name"]) for e in truth["planted"]["GPU071"]}
+    near = {(e["namespace"], e["name"]) for e in truth["near_misses"]["GPU071"]}
+    assert found == planted and near and not near & found
+
+
+def test_lost_gpu_hours_and_cause_are_the_truths() -> None:
+    truth, _, res = _audit()
+    by_pod = {f"{f.resource.namespace}/{f.resource.name}": f for f in res.findings}
+    for t in truth["throttled"]:
+        if not t["cause"]:
+            continue
+        f = by_pod[t["pod"]]
+        assert f.impact.gpu_hours == pytest.approx(t["lost_gpu_hours"])
+        assert f.evidence["busy_gpu_hours"] == pytest.approx(t["busy_gpu_hours"])
+        assert f.evidence["cause"] == t["cause"]
+        assert f.resource.node == NODE
+
+
+def test_only_the_node_with_the_counters_is_measured() -> None:
+    _, inv, _ = _audit()
+    assert Capability.THROTTLING in inv.capabilities
+    h = inv.holdings
+    here = h[C.NODE] == NODE
+    assert h.loc[here, C.THROTTLED_LOST].notna().all()
+    assert h.loc[~here, C.THROTTLED_LOST].isna().all()
+    busy = h[C.ACT_MEAN] * h[C.GPU_HOURS]
+    assert (h.loc[here, C.THROTTLED_LOST] <= busy[here] + 1e-9).all()
