@@ -447,10 +447,7 @@ def write_openmetrics(
         hours_of = v.hours.astype(np.int64).tolist()
         bounds = v.off.tolist()
         for i, lab in enumerate(v.labels):
-            text = labels.get(id(lab))
-            if text is None:
-                text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
-            prefix = f"{m}{{{text}}} "
+            prefix = _prefix(m, lab, labels)
             a, b = bounds[i], bounds[i + 1]
             if hours is not None:  # a series' hours ascend
                 first = a + bisect.bisect_left(hours_of[a:b], hours[0])
@@ -472,6 +469,14 @@ def write_openmetrics(
     return n
 
 
+def _prefix(metric: str, lab: dict[str, str], labels: dict[int, str]) -> str:
+    """`metric{labels} ` of a series, its label text made once per labels object (`labels`)."""
+    text = labels.get(id(lab))
+    if text is None:
+        text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
+    return f"{metric}{{{text}}} "
+
+
 def _write_counter(
     out: IO[str],
     v: Values,
@@ -487,10 +492,7 @@ def _write_counter(
     hours_of = v.hours.astype(np.int64).tolist()
     bounds = v.off.tolist()
     for i, lab in enumerate(v.labels):
-        text = labels.get(id(lab))
-        if text is None:
-            text = labels[id(lab)] = ",".join(f'{k}="{_esc(x)}"' for k, x in lab.items())
-        prefix = f"{v.metric}{{{text}}} "
+        prefix = _prefix(v.metric, lab, labels)
         for p in range(bounds[i], bounds[i + 1]):
             h = hours_of[p]
             if hours is not None and not hours[0] <= h < hours[1]:
