@@ -22,6 +22,8 @@ from gpuaudit.scenario.emit import (
 )
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import (
+    COUNTER_BASE,
+    COUNTERS,
     HAMI_METRICS,
     HEALTH,
     INT_METRICS,
@@ -86,6 +88,9 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             )
         for m in HEALTH:
             hi[m] = lo[m] = slot.health_at(m, hours)
+        for m in COUNTERS:  # each hour's increase, on the GPUs whose exporter has the counter
+            if m in slot.health:
+                hi[m] = lo[m] = slot.health_at(m, hours)
         for m in LINK_OF:
             if carries_link(slot, m):
                 hi[m] = lo[m] = cat(lambda h, m=m: link_bps(h, m))
@@ -153,6 +158,8 @@ def quantile(q: float, hi: Arr, lo: Arr, k: int) -> float:
 
 
 def window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
+    if stat == "increase":  # a counter's `hi`: each hour's increase
+        return float(hi.sum())
     if stat == "sum":
         return float((hi.sum() + lo.sum()) * k)
     if stat == "max":
@@ -224,6 +231,17 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
             prefix = f"{m}{{{lab}}} "
             integer = m in INT_METRICS
             lines: list[str] = []
+            if m in COUNTERS:
+                total = COUNTER_BASE
+                for h, inc in zip(s.hours, s.hi[m], strict=True):
+                    base = sc.start + int(h) * 3600
+                    for j, off in enumerate(offsets):
+                        value = total + inc / per_hour * (j + 0.5)
+                        lines.append(f"{prefix}{fmt(value)} {base + int(off)}\n")
+                    total += inc
+                out.write("".join(lines))
+                n += len(lines)
+                continue
             for h, hv, lv in zip(s.hours, s.hi[m], s.lo[m], strict=True):
                 base = sc.start + int(h) * 3600
                 hs = f"{int(hv)}" if integer else f"{hv:.6f}"
