@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuaudit.audit.breakdown import Breakdown, breakdown, label_warning
+from gpuaudit.audit.by_cause import CauseLedger, cause_ledger, rules_of
 from gpuaudit.audit.capacity import CapacityPlan, Release
 from gpuaudit.audit.capacity import plan as capacity_plan
 from gpuaudit.audit.coherence import make_coherent
@@ -68,6 +69,8 @@ class AuditResult:
     audited something. Each reason is also one of `incomplete_reasons`."""
     attribution: Ledger | None = None
     """The attribution ledger: allocated GPU-hours by method, unattributed ones by reason."""
+    causes: CauseLedger | None = None
+    """The ledger of every held GPU-hour by cause (`gpuaudit.audit.by_cause`)."""
     capacity: CapacityPlan | None = None
     """The capacity plan: GPUs held and busy per product, the nodes the work needed, and the
     same after releasing the idle reservations found."""
@@ -220,6 +223,7 @@ def run_checks(
             nothing_audited=nothing,
             capacity=_capacity(views, idle, settings.currency, ranked, skipped, ran, what_if),
             attribution=ledger(views),
+            causes=cause_ledger(views, rules_of(settings.checks), group_label),
             cluster_label=inv.cluster_label,
             clusters=sections,
             fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),

@@ -11,7 +11,10 @@ the row's GPU-hours, or for restarting the part of them the down time covers):
    or until the pod was read: `gpuaudit.inventory.crashes.down_spans`) in the bucket: the
    smaller of the row's held hours and the hours of the bucket the down time covers;
 3. starting: the bucket lies before the pod's first sustained activity (`starts`);
-4. throttled: not measured here (no inventory column holds the busy time a throttled card lost);
+4. throttled: the busy GPU-hours a throttled card lost (`THROTTLED_LOST`, a holding's figure:
+   see `gpuaudit.inventory.throttling`), taken from the holding's rows left after the causes
+   above, in proportion to each row's busy GPU-hours (left hours x activity), never more than a
+   row has left; not measured where the violation counters were not read;
 5. stalled: GPU_UTIL at least `busy_util` while SM (else engine) activity stays below
    `busy_low_activity` (GPU040's measure), on a holding whose activity is profiled;
 6. idle: activity below `idle_activity`;
@@ -48,10 +51,6 @@ CAUSES = (
 """Every cause of the ledger, in the order reports list them."""
 PRECEDENCE = ("not_measured", "restarting", "starting", "throttled", "stalled", "idle")
 """Which cause takes a row that more than one describes: the first listed (productive last)."""
-THROTTLED_NOT_MEASURED = (
-    "no inventory column holds the busy time a throttled card lost; those hours lie under the "
-    "cause their activity shows"
-)
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,8 @@ def pod_starts(views: Views, activity: float, sustained: int) -> Starts:
     inv = views.inv
     begin = _pod_begins(inv.pods)
     ok = np.nan_to_num(ph.act, nan=-1.0) >= activity
+    if not len(ph.pod):
+        return Starts(active, started, first)
     starts = block_starts(np.asarray(ph.pod))
     ends = np.append(starts[1:], len(ph.pod))
     need = max(1, int(sustained))
@@ -214,12 +215,36 @@ def by_row(views: Views, rules: Rules) -> dict[str, npt.NDArray[np.float64]]:
     starting = (fa >= 0) & (np.asarray(rows.bucket) < fa)
     out["starting"] = np.where(starting, rest * frac, 0.0)
     rest = np.where(starting, 0.0, rest)
+    throttled = _throttled(views, rest, act)
+    out["throttled"] = throttled * frac
+    rest = rest - throttled
     stalled = _stalled(views, rules, act)
     out["stalled"] = np.where(stalled, rest * frac, 0.0)
     rest = np.where(stalled, 0.0, rest)
     idle = act < rules.idle_activity
     out["idle"] = np.where(idle, rest * frac, 0.0)
     out["productive"] = np.where(idle, 0.0, rest * frac)
+    return out
+
+
+def _throttled(
+    views: Views, rest: npt.NDArray[np.float64], act: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Per held row: the hours of it (of `rest`, what the causes above left) lost to
+    throttling: its holding's `THROTTLED_LOST` over its fraction, shared out over the holding's
+    rows by their busy hours left (`rest x act`), at most `rest` each."""
+    h, rows = views.inv.holdings, views.held_rows
+    if C.THROTTLED_LOST not in h.columns or h.empty:
+        return np.zeros(len(rest))
+    frac = h[C.FRACTION].to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lost_h = np.nan_to_num(h[C.THROTTLED_LOST].to_numpy(dtype="float64") / frac, nan=0.0)
+    busy = rest * np.clip(np.nan_to_num(act, nan=0.0), 0.0, 1.0)
+    pos = np.asarray(rows.holding, dtype=np.intp)
+    busy_sum = np.bincount(pos, weights=busy, minlength=len(h))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(busy_sum > 0, lost_h / busy_sum, 0.0)
+    out: npt.NDArray[np.float64] = np.minimum(rest, busy * np.maximum(share[pos], 0.0))
     return out
 
 

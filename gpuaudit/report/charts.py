@@ -274,3 +274,55 @@ def capacity_chart(plan: CapacityPlan) -> str:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
             _day_ticks(ax, hours[0] - _step(hours), hours[-1])
         return _svg(fig, "capacity", "GPUs held and busy per hour, by GPU product")
+
+
+CAUSE_COLOURS = {
+    "productive": "#16a34a",
+    "idle": "#9ca3af",
+    "stalled": "#dc2626",
+    "throttled": "#f59e0b",
+    "starting": "#3b82f6",
+    "restarting": "#9333ea",
+    "not_measured": "#e5e7eb",
+}
+"""A colour per cause of the ledger by cause; distinct in grey print by lightness too."""
+CAUSE_HATCHES = {"not_measured": "//", "idle": "..", "stalled": "xx"}
+"""Hatches, so that a black-and-white print still tells the causes apart."""
+
+
+def cause_chart(parts: list[tuple[str, str, float]], allocated: float) -> str:
+    """The allocated GPU-hours as one horizontal bar split by cause ((cause, words, GPU-hours)
+    in ledger order), each part labelled in the legend with its GPU-hours. Empty when there
+    is nothing to draw."""
+    drawn = [(c, w, v) for c, w, v in parts if v > 0]
+    if not drawn or allocated <= 0:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(cast(Any, _RC)):
+        fig = Figure(figsize=(12.5, 1.6))
+        ax = fig.subplots()
+        left = 0.0
+        for cause, words, value in drawn:
+            ax.barh(
+                [0],
+                [value],
+                left=left,
+                height=0.6,
+                color=CAUSE_COLOURS.get(cause, CAPACITY_COLOUR),
+                edgecolor=TEXT_COLOUR,
+                linewidth=0.5,
+                hatch=CAUSE_HATCHES.get(cause),
+                label=f"{terminal(words, 40)}: {value:,.1f} GPU-h ({value / allocated:.0%})",
+            )
+            left += value
+        ax.set_xlim(0, allocated)
+        ax.set_yticks([])
+        ax.set_xlabel("GPU-hours allocated")
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.55), ncol=4, frameon=False, fontsize=8
+        )
+        return _svg(fig, "causes", "Allocated GPU-hours by cause")

@@ -43,6 +43,7 @@ from gpuaudit.report.text import (
     DELTA_LABELS,
     MAX_LISTED,
     attribution_rows,
+    cause_rows,
     cluster_rows,
     count,
     delta_text,
@@ -313,6 +314,15 @@ class AttributionRow:
 class Attribution:
     rows: tuple[AttributionRow, ...]
     unknown: str
+
+
+@dataclass(frozen=True)
+class Causes:
+    effective: str
+    allocated: str
+    chart: Markup
+    rows: tuple[tuple[str, str, str], ...]
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -641,6 +651,23 @@ def _attribution(result: AuditResult) -> Attribution | None:
     )
 
 
+def _causes(result: AuditResult) -> Causes | None:
+    """The ledger by cause: the effective GPUs, a bar of the causes and a row per cause."""
+    rows = cause_rows(result)
+    book = result.causes
+    if not rows or book is None:
+        return None
+    return Causes(
+        effective=num(book.effective_gpus, 1),
+        allocated=num(book.allocated_gpus, 1),
+        chart=_svg(
+            charts.cause_chart([(c, w, v) for c, w, v, _ in rows], book.allocated_gpu_hours)
+        ),
+        rows=tuple((terminal(w, 80), hours_text(v), pct(share)) for _, w, v, share in rows),
+        notes=tuple(terminal(f"{c}: {why}", 400) for c, why in sorted(book.not_measured.items())),
+    )
+
+
 def _capacity(result: AuditResult) -> Capacity | None:
     """The capacity plan: its sentences, a chart and a row per GPU product, the queues and
     the assumptions."""
@@ -761,6 +788,7 @@ def _contents(
             entries.append(Entry(sid, title))
 
     add("attribution", "Attribution of allocated GPU-hours")
+    add("causes", "Held GPU-hours by cause")
     add("clusters", "Clusters")
     add("week", "The week")
     add("trend", "Trend")
@@ -781,6 +809,7 @@ def render(result: AuditResult) -> str:
     breakdown = _breakdown(result)
     parts: dict[str, object] = {
         "attribution": _attribution(result),
+        "causes": _causes(result),
         "clusters": _clusters(result),
         "week": _week(result),
         "trend": _trend(result),

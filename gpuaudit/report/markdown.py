@@ -26,6 +26,7 @@ from gpuaudit.report.text import (
     DELTA_LABELS,
     MAX_LISTED,
     attribution_rows,
+    cause_rows,
     cluster_rows,
     count,
     delta_text,
@@ -123,6 +124,7 @@ def _summary(result: AuditResult) -> list[str]:
         f"| Idle GPU-hours | {num(s.idle_gpu_hours)} |",
         f"| Wasted cost | {money(s.wasted_cost, cur)} |",
         *_attribution(result),
+        *_causes(result),
     ]
 
 
@@ -142,6 +144,28 @@ def _attribution(result: AuditResult) -> list[str]:
         out.append(_row([side, words, hours_text(value), "" if pods is None else count(pods)]))
     if result.attribution is not None and result.attribution.unknown:
         out += ["", f"Unattributed GPU-hours are unknown: {md(result.attribution.unknown, 300)}."]
+    return out
+
+
+def _causes(result: AuditResult) -> list[str]:
+    """The ledger by cause: every held GPU-hour by cause, and the effective GPUs."""
+    rows = cause_rows(result)
+    book = result.causes
+    if not rows or book is None:
+        return []
+    out = [
+        "",
+        "### Held GPU-hours by cause",
+        "",
+        f"Effective GPUs {num(book.effective_gpus, 1)} of {num(book.allocated_gpus, 1)} "
+        "allocated (productive and allocated GPU-hours over the window's hours).",
+        "",
+        "| Cause | GPU-hours | Share |",
+        "|---|---:|---:|",
+    ]
+    out += [_row([words, hours_text(v), pct(share)]) for _, words, v, share in rows]
+    for cause, why in sorted(book.not_measured.items()):
+        out += ["", f"Not measured: {cause}: {md(why, 300)}."]
     return out
 
 

@@ -32,6 +32,7 @@ from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.text import (
     attribution_sentence,
+    cause_sentence,
     cluster_rows,
     count,
     money,
@@ -149,6 +150,9 @@ def header(result: AuditResult, rows: Sequence[Row], width: int) -> list[Text]:
     ledger = attribution_sentence(result)
     if ledger:
         lines += _wrap(ledger, width, 0)
+    causes = cause_sentence(result)
+    if causes:
+        lines += _wrap(causes, width, 0)
     lines += _flow(_status(result, rows), width)
     if not result.complete:
         why = "; ".join(result.incomplete_reasons) or "some data is missing"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuaudit.audit.assemble import AuditResult
+from gpuaudit.audit.by_cause import rounded
 from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.summary import Summary
 from gpuaudit.core.numbers import json_number
@@ -200,6 +201,47 @@ def attribution_sentence(result: AuditResult) -> str:
     if unknown:
         return f"{text}; unattributed: unknown ({terminal(unknown, 300)})."
     return text + ("; unattributed: " + ", ".join(left) if left else "; none unattributed") + "."
+
+
+CAUSE_WORDS = {
+    "productive": "productive",
+    "idle": "idle",
+    "stalled": "stalled (busy, no work)",
+    "throttled": "lost to throttling",
+    "starting": "starting",
+    "restarting": "restarting",
+    "not_measured": "not measured",
+}
+"""The ledger by cause's causes in words (`gpuaudit.audit.by_cause`), in the order it lists
+them."""
+
+
+def cause_rows(result: AuditResult) -> list[tuple[str, str, float, float]]:
+    """The ledger by cause, fleet-wide: (cause, words, GPU-hours rounded as in the JSON report,
+    share of the allocated GPU-hours), every cause."""
+    book = result.causes
+    if book is None or book.allocated_gpu_hours <= 0:
+        return []
+    parts = rounded(book.fleet)
+    total = sum(parts.values())
+    return [(k, CAUSE_WORDS.get(k, k), v, v / total if total else 0.0) for k, v in parts.items()]
+
+
+def cause_sentence(result: AuditResult) -> str:
+    """The ledger by cause in one sentence: `Effective GPUs 84.5 of 116.0 allocated; GPU-hours
+    4,055 productive, 1,013 idle, 48 stalled, 449 not measured (throttled not measured).`"""
+    rows = cause_rows(result)
+    book = result.causes
+    if not rows or book is None:
+        return ""
+    parts = ", ".join(f"{hours_text(v)} {c.replace('_', ' ')}" for c, _, v, _ in rows if v > 0)
+    text = (
+        f"Effective GPUs {num(book.effective_gpus, 1)} of {num(book.allocated_gpus, 1)} "
+        f"allocated; GPU-hours {parts}"
+    )
+    if book.not_measured:
+        text += " (" + ", ".join(sorted(book.not_measured)) + " not measured)"
+    return text + "."
 
 
 CLUSTER_HEAD = (

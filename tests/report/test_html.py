@@ -98,9 +98,11 @@ def test_demo_html_is_one_self_contained_page(full_html: str, demo_json: dict[st
     # Not even as text: the only URLs in the demo's page are SVG's namespace names.
     assert "://" not in re.sub(r'\sxmlns(:\w+)?="[^"]*"', "", full_html)
     page = Page(full_html)
-    assert [t for t, _ in page.elements].count("svg") == 3  # the week, the heatmap, capacity
+    # the week, the heatmap, capacity, the held GPU-hours by cause
+    assert [t for t, _ in page.elements].count("svg") == 4
     ids = {a.get("id") for _, a in page.elements if a.get("id")}
     assert {"week", "trend", "findings", "risks", "waste", "by-namespace", "by-label"} <= ids
+    assert "causes" in ids
     assert len(ids) == sum(1 for _, a in page.elements if a.get("id"))  # ids are unique
     assert "<title>GPU audit: scenario-1</title>" in full_html
     text = " ".join(page.text.split())

@@ -19,6 +19,7 @@ from gpuaudit.report.models.fleet import (
     Summary,
     Window,
 )
+from gpuaudit.report.models.held_causes import CauseLedger
 from gpuaudit.report.models.planning import Capacity
 from gpuaudit.report.models.problems import Finding, Skipped, Suppressed
 from gpuaudit.report.models.units import ReportModel, Timestamp
@@ -85,6 +86,9 @@ class Report(ReportModel):
     """The capacity plan; null only when no audit ran."""
     attribution: Attribution | None
     """The attribution ledger; null only when no audit ran."""
+    ledger: CauseLedger | None = None
+    """Schema 1.4: the ledger of every held GPU-hour by cause and the effective GPUs; null only
+    when no audit ran."""
     warnings: tuple[str, ...]
     """What the reader should know about the data or the settings, one sentence each."""
     cluster_label: str = Field("", exclude_if=lambda value: not value)
