@@ -38,6 +38,7 @@ from gpuaudit.report import charts
 from gpuaudit.report.fold import Row as Fold
 from gpuaudit.report.fold import fold
 from gpuaudit.report.renderer import ReportFormat
+from gpuaudit.report.showback_text import showback_view
 from gpuaudit.report.text import (
     CLUSTER_HEAD,
     DELTA_LABELS,
@@ -796,6 +797,7 @@ def _contents(
     sub = tuple(Entry(t.sid, f"{t.title} ({count(t.findings)})") for t in findings.lists)
     entries.append(Entry("findings", f"Findings ({count(findings.total)})", sub))
     add("capacity", "Capacity plan")
+    add("showback", "Showback")
     add("fixes", "Changes")
     add("waived", "Waived findings")
     add("skipped", "Skipped checks")
@@ -814,6 +816,7 @@ def render(result: AuditResult) -> str:
         "week": _week(result),
         "trend": _trend(result),
         "capacity": _capacity(result),
+        "showback": showback_view(result),
         "fixes": _fixes(result),
         "waived": _waived(result),
         "skipped": tuple((terminal(s.code, 20), terminal(s.reason, 400)) for s in result.skipped),

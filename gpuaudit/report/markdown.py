@@ -21,6 +21,7 @@ from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.checks.findings import ORDER_RULE, Finding, lists
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.report.renderer import ReportFormat
+from gpuaudit.report.showback_text import showback_rule, showback_sentence, showback_tables
 from gpuaudit.report.text import (
     CLUSTER_HEAD,
     DELTA_LABELS,
@@ -352,6 +353,29 @@ def _breakdown(result: AuditResult) -> list[str]:
     return lines
 
 
+def _showback(result: AuditResult) -> list[str]:
+    """The showback: a sentence, the idle rule, and per grouping the top groups by cost on
+    both bases with their idle share (the rows add up to the cluster's GPU cost)."""
+    tables = showback_tables(result)
+    if not tables:
+        return []
+    lines = ["", "## Showback", "", md(showback_sentence(result), 400), ""]
+    lines.append(
+        f"Idle rule: {md(showback_rule(result), 200)}. Allocation basis: GPU-hours held at the "
+        "product's price plus the share of unallocated capacity; usage basis: GPU-hours used "
+        "plus the shares of idle and unallocated cost."
+    )
+    for t in tables:
+        head = [md(t.by, 60), "Allocated GPU-hours", "Idle share", "Allocation basis"]
+        lines += ["", _row([*head, "Usage basis"]), "|---|---:|---:|---:|---:|"]
+        for r in (*t.rows, t.total):
+            figures = [r.allocated_gpu_hours, r.idle_share, r.allocation_basis, r.usage_basis]
+            lines.append(_row([md(r.group, 80), *figures]))
+    notes = result.showback.notes if result.showback else ()
+    lines += [f"\n{md(n, 400)}" for n in notes]
+    return lines
+
+
 def _capacity(result: AuditResult) -> list[str]:
     """The capacity plan: a sentence and a row per GPU product, the queues, the assumptions."""
     plan = result.capacity
@@ -549,6 +573,7 @@ def render(result: AuditResult) -> str:
         _findings,
         _breakdown,
         _capacity,
+        _showback,
         _fixes,
         _suppressed,
         _skipped,

@@ -30,6 +30,7 @@ from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.fix.changes import key as fix_key
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.renderer import ReportFormat
+from gpuaudit.report.showback_text import showback_sentence
 from gpuaudit.report.text import (
     attribution_sentence,
     cause_sentence,
@@ -150,6 +151,9 @@ def header(result: AuditResult, rows: Sequence[Row], width: int) -> list[Text]:
     ledger = attribution_sentence(result)
     if ledger:
         lines += _wrap(ledger, width, 0)
+    costs = showback_sentence(result)
+    if costs:
+        lines += _wrap(costs, width, 0)
     causes = cause_sentence(result)
     if causes:
         lines += _wrap(causes, width, 0)

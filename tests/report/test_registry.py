@@ -33,6 +33,7 @@ SHARED = {
     "gpuaudit.report.renderer",
     "gpuaudit.report.text",
     "gpuaudit.report.csvsafe",
+    "gpuaudit.report.showback_text",
     "gpuaudit.report.charts",
     "gpuaudit.report.fold",
     "gpuaudit.report.models",

@@ -196,3 +196,59 @@ def test_no_number_is_malformed() -> None:
     for r in _read(render(_result(), "showback")):
         for col in showback_csv.SHOWBACK_COLUMNS[7:]:
             assert NUMBER.fullmatch(r[col]), (col, r[col])
+
+
+def _cents(x: float) -> int:
+    return round(x * 100)
+
+
+def test_the_json_section_adds_up_to_the_summary_and_the_cluster() -> None:
+    for rule in ("none", "proportional", "even"):
+        doc = json.loads(render(_result(rule), "json"))
+        sb, s = doc["showback"], doc["summary"]
+        assert doc["schema_version"] == "1.5" and sb["idle_rule"] == rule
+        products = sb["products"]
+        assert sum(p["gpus"] for p in products) == s["gpus_total"]
+        assert sum(_cents(p["allocated_gpu_hours"]) for p in products) == _cents(
+            s["allocated_gpu_hours"]
+        )
+        assert sum(_cents(p["idle_gpu_hours"]) for p in products) == _cents(s["idle_gpu_hours"])
+        assert _cents(sb["idle_cost"]) == _cents(s["wasted_cost"])
+        assert _cents(sb["cluster_cost"]) == _cents(sb["allocated_cost"] + sb["unallocated_cost"])
+        for g in sb["groupings"]:
+            for basis in ("allocation_basis_cost", "usage_basis_cost"):
+                assert sum(_cents(ln[basis]) for ln in g["lines"]) == _cents(sb["cluster_cost"])
+
+
+def test_markdown_html_and_terminal_show_the_showback() -> None:
+    result = _result("proportional")
+    text = render(result, "markdown")
+    assert "## Showback" in text and "Idle rule: proportional" in text
+    assert "| total | 9.71 | 20.6 % | 48.00 | 48.00 |" in text
+    assert "| cost |" in text  # the label's table
+    page = render(result, "html")
+    assert '<section id="showback">' in page and 'href="#showback"' in page
+    assert "Showback (idle rule proportional): GPU cost 48.00 USD" in page
+    assert "Showback (idle rule proportional): GPU cost 48.00 USD" in render(result, "table")
+
+
+def test_names_are_data_in_every_showback_table() -> None:
+    result = _result("none")
+    assert result.showback is not None
+    hostile = "<b>=x|y</b>\x1b[31m"
+    groupings = tuple(
+        dataclasses.replace(
+            g,
+            lines=tuple(dataclasses.replace(ln, group=hostile) for ln in g.lines[:1]) + g.lines[1:],
+        )
+        for g in result.showback.groupings
+    )
+    result = dataclasses.replace(
+        result, showback=dataclasses.replace(result.showback, groupings=groupings)
+    )
+    page = render(result, "html")
+    assert "<b>=x" not in page and "&lt;b&gt;=x" in page
+    text = render(result, "markdown")
+    assert "<b>" not in text and "\x1b" not in text and "=x|y" not in text
+    rows = _read(render(result, "showback"))
+    assert rows[0]["group"] == hostile  # kept as data: it starts like no formula

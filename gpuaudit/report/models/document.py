@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, SkipJsonSchema
 from pydantic_core import CoreSchema, core_schema
 
+from gpuaudit.report.models.chargeback import Showback
 from gpuaudit.report.models.fleet import (
     Attribution,
     Breakdown,
@@ -24,7 +25,7 @@ from gpuaudit.report.models.planning import Capacity
 from gpuaudit.report.models.problems import Finding, Skipped, Suppressed
 from gpuaudit.report.models.units import ReportModel, Timestamp
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """The report's version: a minor version adds fields, a major version may change them."""
 SCHEMA_ID = f"https://gpuaudit.dev/schema/report-{SCHEMA_VERSION}.json"
 """The `$id` of the published schema."""
@@ -86,6 +87,10 @@ class Report(ReportModel):
     """The capacity plan; null only when no audit ran."""
     attribution: Attribution | None
     """The attribution ledger; null only when no audit ran."""
+    showback: Showback | None = None
+    """Schema 1.5: the window's GPU cost by product and holder, on the allocation and usage
+    bases, the idle and unallocated remainder shared by the declared rule; null only when no
+    audit ran."""
     ledger: CauseLedger | None = None
     """Schema 1.4: the ledger of every held GPU-hour by cause and the effective GPUs; null only
     when no audit ran."""

@@ -16,6 +16,7 @@ from gpuaudit.inventory.ownership import Owner
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.inventory.window import iso
 from gpuaudit.report.models import fleet, held_causes, planning, problems
+from gpuaudit.report.models.chargeback import of as showback_of
 from gpuaudit.report.models.document import SCHEMA_VERSION, Report
 
 
@@ -51,6 +52,7 @@ def document(result: assemble.AuditResult) -> Report:
         comparison=None if result.comparison is None else comparison(result.comparison),
         capacity=None if result.capacity is None else capacity_plan(result.capacity),
         attribution=None if result.attribution is None else attribution(result.attribution),
+        showback=None if result.showback is None else showback_of(result.showback),
         ledger=None if result.causes is None else held_causes.of(result.causes),
         warnings=result.warnings,
         # Only in a scan of every cluster (schema 1.3): other reports stay as they were.
