@@ -3,7 +3,9 @@ who held which slot when, the extra API objects and the truth; and the primitive
 workloads and planted cases are built from.
 
 Every random draw of a scenario comes from `Builder.rng`, so the order in which the builder's
-callers draw is part of the output: the same calls in the same order give the same bytes.
+callers draw is part of the output: the same calls in the same order give the same bytes. Each
+`free_rest` starts a new stream (from the seed and how many came before), so the draws of the
+free holdings, which `hold_free` skips, change nothing after them.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Builder:
     def __init__(self, seed: int, gpus: int, days: int, end: int, scrape_s: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.ids = Ids(self.rng)
+        self._forks = 0
         self.seed, self.days, self.end, self.scrape_s = seed, days, end, scrape_s
         self.H = days * 24
         """The window's length in hours; hour indices count from its start."""
@@ -248,6 +251,12 @@ class Builder:
                     gaps.append((cursor, self.H))
                 for a, b in gaps:
                     self.hold_free(slot, a, b)
+        # The steps after the free holdings draw from a stream of their own (derived from the
+        # seed and how many times the rest was freed), so that `hold_free` skipping the draws
+        # of `hold` changes nothing after it, whichever step frees its rest.
+        self._forks += 1
+        self.rng = np.random.default_rng([self.seed, self._forks])
+        self.ids.rng = self.rng
 
     # ---- pods ------------------------------------------------------------------------
     def pod(
