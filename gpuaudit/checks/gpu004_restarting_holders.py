@@ -132,7 +132,8 @@ def _finding(
     said = f"{state} ({restarts} restarts" + (f", last {reason}" if reason else "") + ")"
     message = (
         f"Pod {ns}/{name} {said} while holding {gpu_word(gpus)} ({short_model(model)}): "
-        f"{gpu_hours:.1f} GPU-hours held with its container down since its last termination."
+        f"{gpu_hours:.{1 if gpu_hours >= 1 else 2}f} GPU-hours held with its container down "
+        "since its last termination."
     )
     earlier = max(0, restarts - 1)
     oom = reason == "OOMKilled"

@@ -91,6 +91,11 @@ class PodSpec:
     restarts: int = 0
     last_termination: tuple[str, str] | None = None
     """(reason, message) of the last container termination, if any."""
+    last_finished_s: int | None = None
+    """Seconds from the window's start its last termination finished at (None: 10 min before
+    the window's end); it runs again after the kubelet's back-off unless `waiting`."""
+    waiting: str = ""
+    """`state.waiting.reason` of its container (`CrashLoopBackOff`); empty: it runs."""
     scheduler_name: str = "default-scheduler"
     preemption_policy: str = ""
     """`spec.preemptionPolicy` as admission resolves it from the PriorityClass; empty: unset."""

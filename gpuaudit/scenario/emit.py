@@ -696,14 +696,22 @@ def _pod_status(
         return _succeeded(sc, p, created, cs, ips)
     if p.last_termination:
         reason, message = p.last_termination
+        ended = sc.end - 600 if p.last_finished_s is None else sc.start + p.last_finished_s
         term: dict[str, Any] = {
             "reason": reason,
             "exitCode": 1 if reason == "Error" else 137,
-            "finishedAt": _iso(sc.end - 600),
+            "startedAt": _iso(max(created + p.start_delay_s + 25, ended - 1800)),
+            "finishedAt": _iso(ended),
         }
         if message:
             term["message"] = message
         cs["lastState"] = {"terminated": term}
+        # The kubelet restarts it after its back-off: 10 s, doubling per restart, at most 5 min.
+        backoff = min(300, 10 * 2 ** max(0, p.restarts - 1))
+        cs["state"] = {"running": {"startedAt": _iso(ended + backoff)}}
+    if p.waiting:
+        cs["ready"] = False
+        cs["state"] = {"waiting": {"reason": p.waiting}}
     return {
         "phase": p.phase,
         "hostIP": (

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
+from gpuaudit.scenario import cause_cases as causes
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import hami_dark_cases as hami_dark
@@ -109,6 +110,7 @@ def _build(b: Builder) -> None:
     nodepools.plant_nodepools(b)
     hami_dark.plant_hami_dark(b)
     rootcause.plant_rootcause(b)
+    causes.plant_causes(b)
 
 
 def _scenario(b: Builder) -> Scenario:
