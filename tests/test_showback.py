@@ -1,7 +1,8 @@
-"""The showback's cost model adds up (issue 35): on hand-computed small clusters (whole GPUs, a
-MIG slice, a pod on a node without an exporter) and on a generated cluster with time-sliced
-GPUs, MIG, DRA claims, KAI fractions and HAMi shares, every grouping's lines add up exactly, in
-the cents and hundredths the reports show, to the cluster's cost and to the summary."""
+"""The showback's cost model adds up (issue 35): on hand-computed small clusters (whole GPUs,
+a MIG slice, a pod on a node without an exporter; a DRA-claimed GPU and time-sliced replicas)
+and on a generated cluster with time-sliced GPUs, MIG, DRA claims, KAI fractions and HAMi
+shares, every grouping's lines add up exactly, in the cents and hundredths the reports show, to
+the cluster's cost and to the summary."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gpuaudit.audit.assemble import run_checks
 from gpuaudit.audit.settings import Settings
 from gpuaudit.audit.showback import IDLE, IDLE_RULES, UNALLOCATED, Showback, apportion
 from gpuaudit.inventory import Inventory
+from gpuaudit.inventory import columns as C
 from gpuaudit.scenario import generate
 from gpuaudit.scenario.emit import write_snapshot
 from tests.support.factories import (
@@ -161,8 +163,10 @@ def test_generated_cluster_adds_up(generated: Inventory, rule: str) -> None:
     sb = result.showback
     assert sb is not None and sb.idle_rule == rule
     assert result.attribution is not None
-    for how in ("kubernetes_join", "dra_claim", "kai_fraction", "kai_reserved", "hami_share"):
+    kinds = ("shared_split", "kubernetes_join", "dra_claim", "kai_fraction", "kai_reserved")
+    for how in (*kinds, "hami_share"):
         assert result.attribution.attributed[how] > 0, how
+    assert (generated.holdings[C.MIG_PROFILE] != "").any()  # MIG slices
     _assert_adds_up(sb, result.summary)
     assert {g.by for g in sb.groupings} == {"namespace", "label:team"}
 
@@ -172,3 +176,50 @@ def test_apportion() -> None:
     assert apportion(-5, {"a": 1, "b": 3}) == {"a": -1, "b": -4}
     assert apportion(7, {"a": 0, "b": 0}) == {"a": 7, "b": 0}
     assert apportion(3, {}) == {}
+
+
+def _shared_and_dra() -> Inventory:
+    """node-a: 2 H100 GPUs, one held through a DRA claim by ml/trainer-0 (no pod label on its
+    series: busy 3 h, idle 1 h), the other held by nobody. s1: 2 L40S GPUs time-sliced 2 ways;
+    web/q1 holds a replica of GPU 0 (busy), web/q2 one of GPU 1 (idle): half a GPU each, 4 h."""
+    from tests.inventory.test_dra import claim, dra_pod, gpu_device, resource_slice
+
+    l40s = "NVIDIA L40S"
+    series = [
+        Series(gpu_labels("GPU-aaaa", "0", "node-a"), act=[0.5, 0.5, 0.5, 0.01]),
+        Series(gpu_labels("GPU-bbbb", "1", "node-a"), act=[0.01] * HOURS),
+        Series(gpu_labels("GPU-s0", "0", "s1", l40s, pod="q1", namespace="web"), act=[0.5] * 4),
+        Series(gpu_labels("GPU-s1", "1", "s1", l40s, pod="q2", namespace="web"), act=[0.01] * 4),
+    ]
+    shared = make_node("s1", "NVIDIA-L40S", 4)
+    shared["metadata"]["labels"].update(
+        {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "2"}
+    )
+    pods = [dra_pod(started=START), make_pod("q1", "web", "s1"), make_pod("q2", "web", "s1")]
+    slices = [resource_slice([gpu_device("gpu-0", "GPU-aaaa"), gpu_device("gpu-1", "GPU-bbbb")])]
+    lists = {"resourceclaims": [claim(["trainer-0"], ["gpu-0"])], "resourceslices": slices}
+    nodes = [make_node("node-a", gpus=2), shared]
+    return inventory(series, HOURS, pods=pods, nodes=nodes, lists=lists)
+
+
+def test_hand_computed_shared_and_dra_gpus() -> None:
+    inv = _shared_and_dra()
+    sb = _showback(inv)
+    h100, l40s = sb.products
+    assert (h100.product, h100.gpus, h100.capacity_cost) == ("NVIDIA-H100-80GB-HBM3", 2, 32)
+    assert (h100.allocated_gpu_hours, h100.idle_gpu_hours, h100.allocated_cost) == (4, 1, 16)
+    assert (l40s.product, l40s.gpus, l40s.capacity_cost) == ("NVIDIA-L40S", 2, 8)
+    # Two replicas of half a GPU each for 4 h: 4 GPU-hours, the idle one's 2 idle.
+    assert (l40s.allocated_gpu_hours, l40s.idle_gpu_hours, l40s.allocated_cost) == (4, 2, 4)
+    assert (h100.unallocated_cost, l40s.unallocated_cost) == (16, 4)
+    sb = _showback(inv, "proportional")
+    ml, web = _line(sb, "ml"), _line(sb, "web")
+    assert (ml.allocation_basis_cost, ml.usage_basis_cost) == (32, 32)
+    assert (web.allocation_basis_cost, web.usage_basis_cost) == (8, 8)
+    assert (ml.used_cost, ml.shared_idle_cost, ml.shared_unallocated_cost) == (12, 4, 16)
+    for rule in IDLE_RULES:
+        result = run_checks(inv, Settings(prices=PRICES), idle_rule=rule)
+        assert result.showback is not None and result.attribution is not None
+        ledger = {k: v for k, v in result.attribution.attributed.items() if v}
+        assert ledger == {"shared_split": 4.0, "dra_claim": 4.0}
+        _assert_adds_up(result.showback, result.summary)

@@ -252,3 +252,22 @@ def test_names_are_data_in_every_showback_table() -> None:
     assert "<b>" not in text and "\x1b" not in text and "=x|y" not in text
     rows = _read(render(result, "showback"))
     assert rows[0]["group"] == hostile  # kept as data: it starts like no formula
+
+
+def test_the_demo_adds_up_to_its_summary() -> None:
+    args = ["scan", "--demo", "-q", "-f", "json", "--idle-rule", "even", "--group-by-label", "team"]
+    res = runner.invoke(app, args)
+    assert res.exit_code in (0, 1), res.output
+    doc = json.loads(res.stdout)
+    sb, s = doc["showback"], doc["summary"]
+    products = sb["products"]
+    assert sum(p["gpus"] for p in products) == s["gpus_total"]
+    for field in ("allocated_gpu_hours", "idle_gpu_hours"):
+        assert sum(_cents(p[field]) for p in products) == _cents(s[field]), field
+    assert _cents(sb["idle_cost"]) == _cents(s["wasted_cost"])
+    assert [g["by"] for g in sb["groupings"]] == ["namespace", "label:team"]
+    for g in sb["groupings"]:
+        for field in ("allocated_gpu_hours", "idle_gpu_hours"):
+            assert sum(_cents(ln[field]) for ln in g["lines"]) == _cents(s[field])
+        for basis in ("allocation_basis_cost", "usage_basis_cost"):
+            assert sum(_cents(ln[basis]) for ln in g["lines"]) == _cents(sb["cluster_cost"])
