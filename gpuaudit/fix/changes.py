@@ -95,6 +95,10 @@ class Change:
     notes: tuple[str, ...] = ()
     """More comment lines for its file's header: how its figures were made (a schedule's
     hours and time zone, a node selector's nodes)."""
+    serves: tuple[str, ...] = ()
+    """For a new object made only for patches of this plan (a PriorityClass their pod templates
+    name): their files. It is written only while one of them is (`gpuaudit.fix.plans.used`);
+    empty for an object that stands by itself."""
 
     @property
     def lead(self) -> Finding:

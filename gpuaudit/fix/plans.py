@@ -11,7 +11,8 @@ The changes agree with each other and with the findings' advice (`coherent`): no
 a node (GPU060's, `Finding.releases`) that another finding places work on (`Finding.targets`: an
 advised move, GPU031's, or the node a waiting pod would preempt on, GPU050's), and no change
 places work on a node a GPU070 finding takes out of service (`Finding.drains`): such a change is
-not written, and its findings say which finding it would contradict.
+not written, and its findings say which finding it would contradict. A new object made only for
+patches (a PriorityClass their templates name) is not written when none of them is (`used`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def plan(findings: Sequence[Finding], inv: Inventory, currency: str, timezone: s
                 fixes[key(f)] = FindingFix(
                     None, "", None, f"the change was not written: it {invalid}"
                 )
-    changes = coherent(changes, findings, fixes)
+    changes = used(coherent(changes, findings, fixes), fixes)
     # One order, computed once: the patches and new objects first, then the commands; each the
     # most GPU-hours saved first (the makers' order, which follows the ranking, breaks ties).
     changes.sort(key=lambda c: (c.kind is ChangeKind.COMMAND, -round(c.savings.gpu_hours, 6)))
@@ -100,6 +101,27 @@ def coherent(
             continue
         for f in change.findings:
             fixes[key(f)] = FindingFix(None, "", None, f"the change was not written: {why}")
+    return kept
+
+
+def used(changes: list[Change], fixes: dict[str, FindingFix]) -> list[Change]:
+    """`changes` less the new objects made only for patches (`Change.serves`) none of which is
+    written (dropped by validation or `coherent`): a PriorityClass no template names is not
+    written; a finding whose answer it was says why (in `fixes`)."""
+    files = {c.file for c in changes}
+    kept: list[Change] = []
+    for change in changes:
+        if not change.serves or files.intersection(change.serves):
+            kept.append(change)
+            continue
+        why = (
+            f"the change was not written: {change.title.split(' (')[0]} was made only for "
+            f"pod templates that name it, and none of their patches was written"
+        )
+        for f in change.findings:
+            got = fixes.get(key(f))
+            if got is None or got.file == change.file:
+                fixes[key(f)] = FindingFix(None, "", None, why)
     return kept
 
 

@@ -34,7 +34,7 @@ know whether a class exists, or whether a change lowers a priority.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuaudit.checks.findings import Finding
@@ -91,6 +91,17 @@ class _Classes:
 
     read: dict[str, Mapping[str, Any]]
     made: dict[str, Change]
+    users: dict[str, list[str]] = field(default_factory=dict)
+    """New class name -> the files of the template patches that name it."""
+    alone: set[str] = field(default_factory=set)
+    """New classes written for themselves (a Job's, named where the Job is made)."""
+
+    def objects(self) -> list[Change]:
+        """The new classes, each with the patches it serves (none: it stands by itself)."""
+        return [
+            replace(c, serves=() if n in self.alone else tuple(self.users.get(n, ())))
+            for n, c in self.made.items()
+        ]
 
     def resolve(self, want: Wanted) -> tuple[str, str]:
         """The name of a class of `want`'s value and policy (one read, else `want.name`), or
@@ -154,7 +165,7 @@ def changes(
             fixes[key(f)] = FindingFix(None, "", None, why)
         for change in made:
             answer(fixes, (f,), change, why)
-    return list(classes.made.values()) + patches, fixes
+    return classes.objects() + patches, fixes
 
 
 def _priorities(ctx: Context) -> dict[tuple[str, str], int]:
@@ -207,6 +218,7 @@ def _inversion(f: Finding, st: _State) -> tuple[list[Change], str]:
         return [], why
     # A Job's template cannot be patched, but its next run can name the class: make it.
     made = st.classes.made.setdefault(name, _class_object(f, want, name, st.ctx))
+    st.classes.alone.add(name)
     return [made], (f"{why}; the new PriorityClass {name} is written for it ({effect})")
 
 
@@ -314,6 +326,8 @@ def _template(
         body=body,
         read=read,
     )
+    if new:
+        st.classes.users.setdefault(name, []).append(change.file)
     return change, f"{top.describe()} gets PriorityClass {name}: {effect}"
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
-from gpuaudit.fix import priority
+from gpuaudit.fix import plans, priority
 from gpuaudit.fix.changes import Change, ChangeKind, Plan, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.directory import About, files
@@ -20,7 +20,7 @@ from gpuaudit.fix.plans import _validated
 from gpuaudit.fix.validate import check
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.owners import build
-from tests.fix.conftest import STATES, lists, page
+from tests.fix.conftest import STATES, lists, page, sick
 from tests.fix.kubectl import kubectl_patch
 
 RUNNING = [
@@ -229,3 +229,48 @@ def test_a_system_priority_is_not_copied() -> None:
     f = Finding(**{**f.__dict__, "evidence": {**f.evidence, "priority": 2000000000}})
     made, fixes = priority.changes([f], _ctx())
     assert made == [] and "system class" in fixes[key(f)].reason
+
+
+def test_a_new_class_is_not_written_when_every_patch_that_names_it_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two inversions share the new class (made by the first): the first's patch fails
+    validation, the second's places work on a node a GPU070 finding drains (coherence). The
+    class that no written template names is not written either; with the second kept, it is."""
+    ctx = _ctx([_class("research-high", 5000, "Never")])
+    first = _inversion("llm-5d9f-a")
+    second = Finding(**{**_inversion("embed-0").__dict__, "targets": ("gpu-7",)})
+    real = plans._validated
+
+    def refuse(change: Change, version: str) -> tuple[Change | None, str]:
+        if change.target is not None and change.target.kind == "Deployment":
+            return None, "does not validate against the schema (a test's refusal)"
+        return real(change, version)
+
+    monkeypatch.setattr(plans, "_validated", refuse)
+    got = plans.plan([first, second, sick("gpu-7")], ctx.inv, "USD")
+    assert [c.kind for c in got.changes] == [ChangeKind.COMMAND]  # the drain alone
+    assert got.fixes[key(first)].reason.startswith(
+        "the change was not written: it does not validate against the schema"
+    )
+    assert got.fixes[key(second)].reason.startswith(
+        "the change was not written: it would place work on node gpu-7, which GPU070 takes"
+    )
+    kept = plans.plan([first, second], ctx.inv, "USD")
+    objects = [c for c in kept.changes if c.kind is ChangeKind.OBJECT]
+    assert [c.body["metadata"]["name"] for c in objects] == ["research-high-preempt"]
+    [patch] = [c for c in kept.changes if c.kind is ChangeKind.PATCH]
+    assert patch.target is not None and patch.target.describe() == "StatefulSet ml/embed"
+    assert objects[0].serves == (
+        next(c.file for c in priority.changes([first], ctx)[0] if c.kind is ChangeKind.PATCH),
+        patch.file,
+    )
+
+
+def test_a_class_made_for_a_job_stands_by_itself() -> None:
+    """A Job's class is named where the Job is made: no patch of this plan needs to name it."""
+    [new], _ = priority.changes(
+        [_inversion("train-x")], _ctx([_class("research-high", 5000, "Never")])
+    )
+    assert new.serves == ()
+    assert plans.used([new], {}) == [new]
