@@ -5,13 +5,23 @@ zone."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.fix.changes import HOURS_PER_WEEK, Savings
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.owners import ObjectRef, Outcome
+from gpuaudit.inventory.prom import cluster_of
+
+
+def node_key(name: str) -> tuple[str, str]:
+    """A node as a finding names it (`cluster/node` in a scan of every cluster, where node names
+    repeat from cluster to cluster) as (cluster, the node's own name): how `gpuaudit.fix` keys
+    nodes, so that two clusters' nodes of one name never meet."""
+    return cluster_of(name), name.rpartition("/")[2]
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,23 @@ class Context:
             cost=sum(c for _, c in best.values()) * scale,
             currency=self.currency,
         )
+
+    def node(self, name: str) -> tuple[Mapping[str, Any] | None, str]:
+        """The node `name` (as a finding names it) as read, else None and why. The nodes read
+        are those of the one Kubernetes API the scan read, whose names carry no cluster: a node
+        of a scan of every cluster (`cluster/node`) is never looked up among them by its own
+        name, which another cluster's node may have."""
+        cluster, own = node_key(name)
+        if cluster:
+            return None, (
+                f"node {own} of cluster {cluster}: a scan of every cluster reads no cluster's "
+                "nodes, and a node read of that name may be another cluster's"
+            )
+        got = self.inv.owners.named.get(("nodes", "", own))
+        if got is not None:
+            return got, ""
+        state = self.inv.owners.states.get("nodes") or "not in the snapshot"
+        return None, f"node {own} is not among the nodes read ({state})"
 
     def members(self, targets: set[str]) -> dict[str, list[tuple[str, str]]]:
         """The running pods holding GPUs whose owners lead to each of `targets` (by uid)."""

@@ -33,7 +33,7 @@ from gpuaudit.fix import (
     warm_nodes,
 )
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Plan, key
-from gpuaudit.fix.context import Context
+from gpuaudit.fix.context import Context, node_key
 from gpuaudit.fix.patching import PatchError, apply
 from gpuaudit.fix.validate import Invalid, check, schema_version
 from gpuaudit.inventory import Inventory
@@ -86,13 +86,13 @@ def coherent(
 ) -> list[Change]:
     """`changes` less those that release a node another finding places work on, or place work
     on a node a finding drains; the findings of each one dropped say why (in `fixes`)."""
-    placed: dict[str, list[Finding]] = {}
-    drained: dict[str, list[Finding]] = {}
+    placed: dict[tuple[str, str], list[Finding]] = {}
+    drained: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
         for node in f.targets:
-            placed.setdefault(node, []).append(f)
+            placed.setdefault(node_key(node), []).append(f)
         for d in f.drains:
-            drained.setdefault(d.node, []).append(f)
+            drained.setdefault(node_key(d.node), []).append(f)
     kept: list[Change] = []
     for change in changes:
         why = _contradicts(change, placed, drained)
@@ -126,13 +126,15 @@ def used(changes: list[Change], fixes: dict[str, FindingFix]) -> list[Change]:
 
 
 def _contradicts(
-    change: Change, placed: dict[str, list[Finding]], drained: dict[str, list[Finding]]
+    change: Change,
+    placed: dict[tuple[str, str], list[Finding]],
+    drained: dict[tuple[str, str], list[Finding]],
 ) -> str:
     """Why `change` contradicts another finding, or ""."""
     own = {key(f) for f in change.findings}
     for f in change.findings:
         for node in f.releases:
-            other = next((g for g in placed.get(node, ()) if key(g) not in own), None)
+            other = next((g for g in placed.get(node_key(node), ()) if key(g) not in own), None)
             if other is not None:
                 r = other.resource
                 return (
@@ -141,7 +143,7 @@ def _contradicts(
                     "leaves"
                 )
         for node in f.targets:
-            other = next((g for g in drained.get(node, ()) if key(g) not in own), None)
+            other = next((g for g in drained.get(node_key(node), ()) if key(g) not in own), None)
             if other is not None:
                 return (
                     f"it would place work on node {node}, which {other.code} takes out of "

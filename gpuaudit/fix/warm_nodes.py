@@ -40,7 +40,7 @@ from gpuaudit.fix.changes import (
     file_name,
     one_line,
 )
-from gpuaudit.fix.context import Context
+from gpuaudit.fix.context import Context, node_key
 
 CODES = ("GPU060",)
 POOL_LABEL = "karpenter.sh/nodepool"
@@ -60,19 +60,20 @@ def changes(
     GPU060 findings; and what each gets."""
     fixes: dict[str, FindingFix] = {}
     out: list[Change] = []
-    pools: dict[str, list[Finding]] = {}
+    # Keyed by (cluster, pool): a NodePool is one cluster's, as its nodes are.
+    pools: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
-        node = ctx.inv.owners.named.get(("nodes", "", f.resource.name))
+        node, missing = ctx.node(f.resource.name)
         labels = _map(node, "metadata", "labels")
         pool = labels.get(POOL_LABEL)
         if isinstance(pool, str) and pool:
-            pools.setdefault(pool, []).append(f)
+            pools.setdefault((node_key(f.resource.name)[0], pool), []).append(f)
             continue
-        change, why = _autoscaler(f, node, ctx)
+        change, why = _autoscaler(f, node, missing, ctx)
         answer(fixes, (f,), change, why)
         if change is not None:
             out.append(change)
-    for pool, group in pools.items():
+    for (_, pool), group in pools.items():
         change, why = _nodepool(pool, group, ctx)
         answer(fixes, group, change, why)
         if change is not None:
@@ -158,12 +159,11 @@ def _nodepool(pool: str, group: list[Finding], ctx: Context) -> tuple[Change | N
 
 
 def _autoscaler(
-    f: Finding, node: Mapping[str, Any] | None, ctx: Context
+    f: Finding, node: Mapping[str, Any] | None, missing: str, ctx: Context
 ) -> tuple[Change | None, str]:
-    name = f.resource.name
     if node is None:
-        state = ctx.inv.owners.states.get("nodes") or "not in the snapshot"
-        return None, f"node {name} is not among the nodes read ({state})"
+        return None, missing
+    name = node_key(f.resource.name)[1]
     target = Target("v1", "Node", "", name, "nodes")
     q = shlex.quote(name)
     lines: tuple[str, ...]

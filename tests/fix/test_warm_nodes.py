@@ -5,6 +5,7 @@ node."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.fix import warm_nodes
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, Savings, key
-from gpuaudit.fix.context import Context
+from gpuaudit.fix.context import Context, node_key
 from gpuaudit.fix.plans import _validated, coherent
 from gpuaudit.inventory.owners import build
 from tests.fix.conftest import STATES, lists, page, pods_table, sick
@@ -227,3 +228,49 @@ def test_no_change_releases_a_node_work_is_placed_on_nor_places_work_on_a_draine
         "of service: wait until the node is back"
     )
     assert key(fine) not in fixes
+
+
+def test_nodes_are_keyed_by_cluster_and_name_so_clusters_sharing_names_stay_apart() -> None:
+    """A scan of every cluster names nodes `cluster/node`, and clusters repeat node names
+    (`tests/support/multicluster.py`): neither `east/burst-1` nor `west/burst-1` is taken for
+    the node `burst-1` read from the one Kubernetes API (whose cluster the scan cannot tell),
+    each says so for its own cluster, and the plan's coherence keeps them apart too."""
+    ctx = _ctx()
+    east, west, own = warm("east/burst-1"), warm("west/burst-1"), warm("burst-1")
+    made, fixes = warm_nodes.changes([east, west, own], ctx)
+    [patch] = made
+    assert patch.findings == (own,) and patch.target is not None
+    assert patch.target.describe() == "NodePool gpu-burst"
+    for f, cluster in ((east, "east"), (west, "west")):
+        assert fixes[key(f)].kind is None
+        assert fixes[key(f)].reason.startswith(
+            f"node burst-1 of cluster {cluster}: a scan of every cluster reads no cluster's nodes"
+        )
+    # east's release meets work placed on west's node of the same name: both stand.
+    release = warm("plain-1")
+    [change], _ = warm_nodes.changes([release], ctx)
+    placed_elsewhere = Finding(**{**release.__dict__, "releases": ("east/plain-1",)})
+    kept = coherent(
+        [dataclasses.replace(change, findings=(placed_elsewhere,))],
+        [placed_elsewhere, _placing("west/plain-1")],
+        {},
+    )
+    assert len(kept) == 1
+    fixes = {}
+    assert (
+        coherent(
+            [dataclasses.replace(change, findings=(placed_elsewhere,))],
+            [placed_elsewhere, _placing("east/plain-1")],
+            fixes,
+        )
+        == []
+    )
+    assert (
+        "release node east/plain-1, where GPU031 places work" in fixes[key(placed_elsewhere)].reason
+    )
+
+
+def test_node_key_splits_the_cluster_from_the_nodes_own_name() -> None:
+    assert node_key("gpu-1") == ("", "gpu-1")
+    assert node_key("prod/gpu-1") == ("prod", "gpu-1")
+    assert node_key("a/b/gpu-1") == ("a/b", "gpu-1")
