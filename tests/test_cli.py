@@ -52,7 +52,9 @@ def test_json_stdout_is_only_json() -> None:
         "confidence",
         "targets",
         "drains",
+        "owner",
     }
+    assert set(f["owner"]) == {"name", "source", "contact"}
     assert set(f["resource"]) == {"kind", "namespace", "name", "node", "gpus"}
     assert set(f["impact"]) == {"gpu_hours", "cost"}
     # The waste, ranked by wasted GPU-hours after the risks (see tests/test_demo.py).

@@ -215,7 +215,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         webhook=_webhook(opts.text("webhook")),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
-        waivers=tuple(parse_waivers(doc)),
+        waivers=read_waivers(doc, config_file(given)),
         timings=bool(os.environ.get("GPUAUDIT_TIMINGS")),
         window_given=opts.text("window") is not None,
         notes=notes,
@@ -280,6 +280,48 @@ def load_config(path: Path | None) -> dict[str, Any]:
             f"config file {path} nests tables or arrays too deeply to be a gpuaudit.toml"
         ) from None
     return doc
+
+
+def config_file(given: Mapping[str, object]) -> Path:
+    """The config file a command reads: `--config`, else `gpuaudit.toml` in the working
+    directory (which need not exist)."""
+    path = given.get("config")
+    return path if isinstance(path, Path) else Path("gpuaudit.toml")
+
+
+WAIVERS_FILE = "waivers_file"
+"""The key of `gpuaudit.toml` that names a file of `[[waivers]]` beside its own (`gpuaudit ack`
+writes there when it is set)."""
+
+
+def waivers_path(doc: Mapping[str, Any], config: Path) -> Path | None:
+    """The file `waivers_file` names, relative to the config file's folder; None when unset."""
+    name = doc.get(WAIVERS_FILE)
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{WAIVERS_FILE} in {config} must be a path (a string)")
+    return config.parent / Path(name).expanduser()
+
+
+def read_waivers(doc: Mapping[str, Any], config: Path) -> tuple[Waiver, ...]:
+    """The `[[waivers]]` of the config file, then those of the file its `waivers_file` names
+    (which holds nothing else; it may not exist yet: `gpuaudit ack` creates it)."""
+    own = parse_waivers(doc)
+    path = waivers_path(doc, config)
+    if path is None or not path.exists():
+        return tuple(own)
+    other = load_config(path)
+    extra = set(other) - {"waivers"}
+    if extra:
+        raise ConfigError(
+            f"waivers file {path} holds {', '.join(sorted(extra))}; it may hold only [[waivers]]"
+        )
+    try:
+        theirs = parse_waivers(other)
+    except ConfigError as exc:
+        raise ConfigError(f"waivers file {path}: {exc}") from None
+    return (*own, *theirs)
 
 
 def parse_duration(text: str) -> int:

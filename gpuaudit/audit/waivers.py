@@ -7,12 +7,20 @@ In `gpuaudit.toml`:
     namespace = "research"          # any of namespace, selector, resource narrows it
     selector = "team=ml,tier!=prod" # a label selector on the pod's labels (=, ==, !=, key, !key)
     resource = "research/notebook-0"
+    fingerprint = "GPU001|Pod|research|StatefulSet/jupyter"  # one finding (`gpuaudit ack`)
     reason = "shared demo notebook" # required
     expires = 2026-12-31            # required; an expired waiver no longer applies and warns
+    by = "alice"                    # who accepted it (optional)
+
+An expired waiver no longer applies: the finding it matched is reported again, with its history
+(`Finding.history`: "waived until 2026-11-30 by alice: reason; expired"), and the run warns.
+`gpuaudit ack` writes a waiver of one finding (by its fingerprint) into the config file, or the
+file its `waivers_file` names, whose `[[waivers]]` are read beside the config's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,9 +41,15 @@ class Waiver:
     namespace: str = ""
     selector: str = ""
     resource: str = ""
+    fingerprint: str = ""
+    """One finding's fingerprint (`Finding.fingerprint`), as `gpuaudit ack` writes it."""
+    by: str = ""
+    """Who accepted it; empty when the waiver does not say."""
 
     def describe(self) -> str:
         parts = [self.code]
+        if self.fingerprint:
+            parts.append(f"fingerprint={self.fingerprint}")
         if self.namespace:
             parts.append(f"namespace={self.namespace}")
         if self.selector:
@@ -60,7 +74,7 @@ def parse(config: Mapping[str, Any]) -> list[Waiver]:
         where = f"waivers[{i}]"
         if not isinstance(w, Mapping):
             raise ConfigError(f"{where} must be a table")
-        unknown = set(w) - {"code", "reason", "expires", "namespace", "selector", "resource"}
+        unknown = set(w) - KEYS
         if unknown:
             raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
         code = str(w.get("code", "")).strip().upper()
@@ -80,12 +94,34 @@ def parse(config: Mapping[str, Any]) -> list[Waiver]:
             raise ConfigError(f"{where} needs an expiry date: expires = YYYY-MM-DD")
         selector = str(w.get("selector", ""))
         _parse_selector(selector, where)
+        fingerprint = str(w.get("fingerprint", ""))
+        if fingerprint and fingerprint.split("|", 1)[0] != code:
+            raise ConfigError(f"{where}: its fingerprint is not of a {code} finding")
         out.append(
             Waiver(
-                code, reason, exp, str(w.get("namespace", "")), selector, str(w.get("resource", ""))
+                code,
+                reason,
+                exp,
+                str(w.get("namespace", "")),
+                selector,
+                str(w.get("resource", "")),
+                fingerprint,
+                str(w.get("by", "")).strip(),
             )
         )
     return out
+
+
+KEYS = frozenset(
+    {"code", "reason", "expires", "namespace", "selector", "resource", "fingerprint", "by"}
+)
+"""The keys of a `[[waivers]]` table."""
+
+
+def history(w: Waiver) -> str:
+    """What an expired waiver said: `waived until 2026-11-30 by alice: reason; expired`."""
+    by = f" by {w.by}" if w.by else ""
+    return f"waived until {w.expires.isoformat()}{by}: {w.reason}; expired"
 
 
 def _names_a_check(code: str, where: str, reason: str) -> None:
@@ -149,24 +185,30 @@ def apply(
         for w in waivers
         if w.expires < today
     ]
+    expired = [w for w in waivers if w.expires < today]
     kept: list[Finding] = []
     suppressed: list[Suppressed] = []
     for f in findings:
-        r = f.resource
-        hit = None
-        for w in active:
-            if w.code != f.code:
-                continue
-            if w.namespace and w.namespace != r.namespace:
-                continue
-            if w.resource and w.resource not in (r.ref(), r.name):
-                continue
-            if w.selector and not _matches(w.selector, pod_labels.get((r.namespace, r.name), {})):
-                continue
-            hit = w
-            break
-        if hit is None:
-            kept.append(f)
-        else:
+        hit = next((w for w in active if _applies(w, f, pod_labels)), None)
+        if hit is not None:
             suppressed.append(Suppressed(f, hit))
+            continue
+        # An expired waiver's finding is reported again, with what the waiver said.
+        past = tuple(history(w) for w in expired if _applies(w, f, pod_labels))
+        kept.append(dataclasses.replace(f, history=f.history + past) if past else f)
     return kept, suppressed, warnings
+
+
+def _applies(
+    w: Waiver, f: Finding, pod_labels: Mapping[tuple[str, str], Mapping[str, str]]
+) -> bool:
+    r = f.resource
+    if w.code != f.code:
+        return False
+    if w.fingerprint and w.fingerprint != f.fingerprint():
+        return False
+    if w.namespace and w.namespace != r.namespace:
+        return False
+    if w.resource and w.resource not in (r.ref(), r.name):
+        return False
+    return not (w.selector and not _matches(w.selector, pod_labels.get((r.namespace, r.name), {})))

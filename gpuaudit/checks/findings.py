@@ -188,6 +188,9 @@ class Finding:
     owner: Owner | None = None
     """Who it is for (`gpuaudit.inventory.ownership`), set when the audit is assembled; None
     before."""
+    history: tuple[str, ...] = ()
+    """What became of it before, set when waivers are applied: each expired waiver that
+    matched it (`waived until 2026-11-30 by alice: reason; expired`)."""
 
     def fingerprint(self) -> str:
         """A stable identity across runs: code, kind, namespace and the owning workload when

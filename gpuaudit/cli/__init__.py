@@ -12,7 +12,7 @@ from typing import Annotated as A
 import typer
 
 from gpuaudit import __version__
-from gpuaudit.cli import fix, heap, reference, scan, scenario, snapshot
+from gpuaudit.cli import ack, fix, heap, reference, scan, scenario, snapshot
 from gpuaudit.console import style
 from gpuaudit.console.params import opt
 from gpuaudit.core import debuglog
@@ -31,6 +31,7 @@ app = typer.Typer(
 app.command(rich_help_panel="Audit", cls=style.Command, help=scan.HELP)(scan.scan)
 app.command(rich_help_panel="Audit", cls=style.Command, help=fix.HELP)(fix.fix)
 app.add_typer(snapshot.app, name="snapshot", rich_help_panel="Audit")
+app.command(rich_help_panel="Audit", cls=style.Command, help=ack.HELP)(ack.ack)
 app.command(rich_help_panel="Alerts", cls=style.Command, help=reference.RULES_DOC)(reference.rules)
 app.command(rich_help_panel="Reference", cls=style.Command)(reference.checks)
 app.command(rich_help_panel="Reference", cls=style.Command)(reference.explain)

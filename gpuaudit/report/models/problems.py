@@ -160,6 +160,9 @@ class Finding(ReportModel):
     findings of checks `gpuaudit fix` makes no change for."""
     owner: Owner | SkipJsonSchema[None] = Field(None, exclude_if=lambda value: value is None)
     """Who it is for (`--owner-keys`); always present in a report of `gpuaudit scan`."""
+    history: tuple[str, ...] = Field((), exclude_if=lambda value: not value)
+    """What became of it before: each expired waiver that matched it (`waived until 2026-11-30
+    by alice: reason; expired`); absent when none."""
 
 
 class Waiver(ReportModel):
@@ -178,6 +181,11 @@ class Waiver(ReportModel):
     """Why the finding is accepted."""
     expires: date
     """The last day it applies; after it, it no longer applies and the report warns."""
+    fingerprint: str = Field("", exclude_if=lambda value: not value)
+    """The one finding it accepts, by fingerprint (`gpuaudit ack`); absent for a waiver by
+    code, namespace, selector or resource."""
+    by: str = Field("", exclude_if=lambda value: not value)
+    """Who accepted it; absent when the waiver does not say."""
 
 
 class Suppressed(Finding):
