@@ -166,3 +166,10 @@ def test_a_fleet_no_pod_held_has_an_empty_ledger() -> None:
     book = cause_ledger(Views(inv, DEFAULT_PRICES), Rules(), "team")
     assert book.allocated_gpu_hours == 0 and book.effective_gpus == 0
     assert book.by_namespace == {} and book.by_group == {}
+
+
+def test_without_the_pods_the_unattributed_side_is_said_to_be_unknown() -> None:
+    inv = inventory([Series(gpu_labels(pod="p-0", namespace="ml"), act=[0.5] * 4)], 4)
+    book = cause_ledger(Views(inv, DEFAULT_PRICES), Rules())
+    assert book.fleet["productive"] == pytest.approx(4.0)
+    assert "unknown" in book.not_measured["not_measured"]

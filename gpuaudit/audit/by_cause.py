@@ -135,6 +135,12 @@ def cause_ledger(views: Views, rules: Rules, group_label: str = "") -> CauseLedg
     if Capability.THROTTLING not in inv.capabilities:
         why = inv.missing.get(Capability.THROTTLING, "the violation counters were not read")
         not_measured["throttled"] = f"{why}; those hours lie under the cause their activity shows"
+    if Capability.KUBERNETES_PODS not in inv.capabilities:
+        why = inv.missing.get(Capability.KUBERNETES_PODS, "the Kubernetes pods were not read")
+        not_measured["not_measured"] = (
+            f"the GPU-hours pods held without DCGM series are unknown ({why}), so neither "
+            "this ledger nor the allocated GPU-hours count them"
+        )
     return CauseLedger(inv.window_hours, fleet, by_ns, group_label, by_group, not_measured)
 
 

@@ -23,7 +23,6 @@ the row's GPU-hours, or for restarting the part of them the down time covers):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -258,17 +257,4 @@ def _stalled(views: Views, rules: Rules, act: npt.NDArray[np.float64]) -> npt.ND
     work = np.where(np.isnan(sm), act, sm)
     out: npt.NDArray[np.bool_] = profiled & (util >= rules.busy_util)
     out &= work < rules.busy_low_activity
-    return out
-
-
-def sums(
-    parts: Mapping[str, npt.NDArray[np.float64]], codes: npt.NDArray[np.intp], n: int
-) -> list[dict[str, float]]:
-    """Per group (`codes` 0 .. n-1 per row; -1 leaves a row out): GPU-hours by cause."""
-    out = [dict.fromkeys(CAUSES, 0.0) for _ in range(n)]
-    keep = codes >= 0
-    for cause, vals in parts.items():
-        totals = np.bincount(codes[keep], weights=vals[keep], minlength=n)
-        for i in range(n):
-            out[i][cause] = float(totals[i])
     return out
