@@ -13,7 +13,14 @@ import pytest
 
 from gpuaudit.audit.assemble import run_checks
 from gpuaudit.audit.settings import Settings
-from gpuaudit.audit.showback import IDLE, IDLE_RULES, UNALLOCATED, Showback, apportion
+from gpuaudit.audit.showback import (
+    IDLE,
+    IDLE_RULES,
+    NO_OWNER,
+    UNALLOCATED,
+    Showback,
+    apportion,
+)
 from gpuaudit.inventory import Inventory
 from gpuaudit.inventory import columns as C
 from gpuaudit.scenario import generate
@@ -43,7 +50,7 @@ def _hand() -> Inventory:
         ),
     ]
     pods = [
-        make_pod("a", "ml", "node-a", labels={"cost": "x"}, started=START),
+        make_pod("a", "ml", "node-a", labels={"cost": "x", "owner": "alice"}, started=START),
         make_pod("b", "team", "node-a", labels={"cost": "x"}, started=START),
         make_pod("c", "ml", "node-b", started=START),
     ]
@@ -108,6 +115,16 @@ def test_hand_computed_label_grouping() -> None:
     assert _line(sb, "(no label)", "label:cost").allocated_gpu_hours == 4
 
 
+def test_hand_computed_owner_grouping() -> None:
+    """ml/a carries the label owner=alice (`--owner-keys`' first default); team/b and ml/c
+    name no owner."""
+    sb = _showback(_hand(), "proportional")
+    alice, unknown = _line(sb, "alice", "owner"), _line(sb, NO_OWNER, "owner")
+    assert (alice.allocated_gpu_hours, alice.idle_gpu_hours, alice.allocated_cost) == (4, 2, 16)
+    assert (unknown.allocated_gpu_hours, unknown.allocated_cost) == (D("5.71"), D("22.86"))
+    assert alice.allocation_basis_cost + unknown.allocation_basis_cost == 48
+
+
 def _assert_adds_up(sb: Showback, summary: Any) -> None:
     """Every grouping's lines sum to the products' totals, the products' totals to the
     cluster's cost and to the summary's rounded figures."""
@@ -168,7 +185,7 @@ def test_generated_cluster_adds_up(generated: Inventory, rule: str) -> None:
         assert result.attribution.attributed[how] > 0, how
     assert (generated.holdings[C.MIG_PROFILE] != "").any()  # MIG slices
     _assert_adds_up(sb, result.summary)
-    assert {g.by for g in sb.groupings} == {"namespace", "label:team"}
+    assert [g.by for g in sb.groupings] == ["namespace", "label:team", "owner"]
 
 
 def test_apportion() -> None:

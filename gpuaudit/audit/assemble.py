@@ -227,7 +227,7 @@ def run_checks(
             cluster_label=inv.cluster_label,
             clusters=sections,
             fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
-            showback=showback(views, summary, idle, idle_rule, group_label),
+            showback=showback(views, summary, idle, idle_rule, group_label, settings.owner_keys),
         )
         if not per_owner:
             return result

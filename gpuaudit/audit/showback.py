@@ -28,7 +28,7 @@ its remainder on its own lines whatever the rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ from gpuaudit.domain.pricing import price_for, price_source
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.derived import held_hours
+from gpuaudit.inventory.ownership import DEFAULT_KEYS, of_pod
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -51,6 +52,8 @@ IDLE = "(idle)"
 """The group of the idle remainder on the usage basis, not shared by the rule."""
 NO_LABEL = "(no label)"
 """The group of pods without the `--group-by-label` label."""
+NO_OWNER = "(unknown owner)"
+"""The group of pods no owner key names an owner of (`gpuaudit.inventory.ownership`)."""
 CENT = Decimal("0.01")
 
 
@@ -144,7 +147,7 @@ class Grouping:
     """The lines of one way of grouping holders; they add up to the cluster's figures."""
 
     by: str
-    """`namespace`, or `label:NAME` for `--group-by-label NAME`."""
+    """`namespace`, `label:NAME` for `--group-by-label NAME`, or `owner`."""
     lines: tuple[Line, ...]
     """Holder lines by allocation-basis cost (highest first), then group and product; then
     the remainder lines."""
@@ -355,20 +358,12 @@ def _label_of(views: Views, label: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def showback(
-    views: Views,
-    summary: Summary,
-    idle_activity: float,
-    rule: str = "none",
-    group_label: str = "",
-) -> Showback:
-    """The showback of the shared views' inventory, its totals those of `summary` (rounded as
-    reports round them), by namespace and, with `group_label`, by that pod label's value."""
-    if rule not in IDLE_RULES:
-        raise ValueError(f"unknown idle rule {rule!r}; known: {', '.join(IDLE_RULES)}")
+def _products(
+    views: Views, summary: Summary, by_ns: Mapping[str, Mapping[str, _Cell]]
+) -> tuple[dict[str, _Split], list[ProductTotal]]:
+    """Per product, the totals in hundredths and cents (the summary's rounded figures split
+    over the products by largest remainders) and its `ProductTotal`."""
     inv = views.inv
-    holders = _holders(views, idle_activity)
-    by_ns = _cells(holders, holders[C.NAMESPACE].tolist())
     # Capacity per product: GPUs per node, apportioned so that they sum to `gpus_total`.
     per_node = gpus_per_node(views, inv.holdings, inv.nodes)
     products = _node_products(views)
@@ -425,14 +420,35 @@ def showback(
                 _d(idle_c[p]),
             )
         )
+    return split, totals
+
+
+def showback(
+    views: Views,
+    summary: Summary,
+    idle_activity: float,
+    rule: str = "none",
+    group_label: str = "",
+    owner_keys: Sequence[str] = DEFAULT_KEYS,
+) -> Showback:
+    """The showback of the shared views' inventory, its totals those of `summary` (rounded as
+    reports round them), by namespace, with `group_label` by that pod label's value, and by
+    owner (each pod's owner as `owner_keys` name it, `gpuaudit.inventory.ownership.of_pod`)."""
+    if rule not in IDLE_RULES:
+        raise ValueError(f"unknown idle rule {rule!r}; known: {', '.join(IDLE_RULES)}")
+    inv = views.inv
+    holders = _holders(views, idle_activity)
+    by_ns = _cells(holders, holders[C.NAMESPACE].tolist())
+    split, totals = _products(views, summary, by_ns)
+    pods = list(zip(holders[C.NAMESPACE].tolist(), holders[C.POD].tolist(), strict=True))
     groupings = [_grouping("namespace", by_ns, split, rule)]
     if group_label:
         labels = _label_of(views, group_label)
-        keys = [
-            labels.get((str(ns), str(pod)), NO_LABEL)
-            for ns, pod in zip(holders[C.NAMESPACE], holders[C.POD], strict=True)
-        ]
+        keys = [labels.get((str(ns), str(pod)), NO_LABEL) for ns, pod in pods]
         groupings.append(_grouping(f"label:{group_label}", _cells(holders, keys), split, rule))
+    owner = {pod: of_pod(inv.owners, str(pod[0]), str(pod[1]), owner_keys) for pod in set(pods)}
+    keys = [NO_OWNER if owner[pod].name is None else str(owner[pod].name) for pod in pods]
+    groupings.append(_grouping("owner", _cells(holders, keys), split, rule))
     return Showback(
         summary.currency,
         rule,

@@ -59,7 +59,7 @@ class Line(ReportModel):
     `(idle)` or `(unallocated)`)."""
 
     group: str
-    """The namespace or label value; `(idle)` or `(unallocated)` for a remainder."""
+    """The namespace, label value or owner; `(idle)` or `(unallocated)` for a remainder."""
     product: str
     """The GPU product."""
     allocated_gpu_hours: Round2
@@ -93,7 +93,8 @@ class Grouping(ReportModel):
     `cluster_cost`."""
 
     by: str
-    """`namespace`, or `label:NAME` for `--group-by-label NAME`."""
+    """`namespace`, `label:NAME` for `--group-by-label NAME`, or `owner` (each pod's owner as
+    `--owner-keys` name it; `(unknown owner)` where none does)."""
     lines: tuple[Line, ...]
     """Holder lines by allocation-basis cost, highest first, then the remainder lines."""
 
@@ -124,7 +125,7 @@ class Showback(ReportModel):
     products: tuple[ProductCost, ...]
     """By product name."""
     groupings: tuple[Grouping, ...]
-    """By namespace, then by `--group-by-label` value when given."""
+    """By namespace, then by `--group-by-label` value when given, then by owner."""
     notes: tuple[str, ...]
     """What a reader must know to read the figures, one sentence each."""
 
