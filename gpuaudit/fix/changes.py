@@ -95,6 +95,9 @@ class Change:
     notes: tuple[str, ...] = ()
     """More comment lines for its file's header: how its figures were made (a schedule's
     hours and time zone, a node selector's nodes)."""
+    lands: tuple[str, ...] = ()
+    """The nodes the changed workload may be placed on (a MIG slice's offering nodes), as
+    findings name nodes: `gpuaudit.fix.plans.coherent` keeps it off nodes a finding drains."""
     serves: tuple[str, ...] = ()
     """For a new object made only for patches of this plan (a PriorityClass their pod templates
     name): their files. It is written only while one of them is (`gpuaudit.fix.plans.used`);

@@ -28,7 +28,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.domain import mig
@@ -219,19 +219,28 @@ def _norm(product: str) -> str:
     return re.sub(r"-(SHARED|MIG-.*)$", "", text)
 
 
-def _offering(
-    ctx: Context, model: str, selector: Mapping[str, Any]
-) -> dict[str, list[Mapping[str, str]]]:
-    """Profile -> the labels of the nodes of `model`'s product that allocate it and match the
-    template's node selector (but for the keys the patch sets)."""
+class _Offer(NamedTuple):
+    """A node that offers a profile: its name and labels."""
+
+    name: str
+    labels: Mapping[str, str]
+
+
+def _offering(ctx: Context, model: str, selector: Mapping[str, Any]) -> dict[str, list[_Offer]]:
+    """Profile -> the nodes of `model`'s product that allocate it and match the template's node
+    selector (but for the keys the patch sets)."""
     nodes = ctx.inv.nodes
-    out: dict[str, list[Mapping[str, str]]] = defaultdict(list)
+    out: dict[str, list[_Offer]] = defaultdict(list)
     if nodes.empty:
         return out
     want = _norm(model)
     keep = {k: v for k, v in selector.items() if k not in (PRODUCT_LABEL, CONFIG_LABEL)}
-    for product, alloc, labels in zip(
-        nodes[C.PRODUCT].astype(str), nodes[C.ALLOCATABLE], nodes[C.NODE_LABELS], strict=True
+    for name, product, alloc, labels in zip(
+        nodes[C.NODE].astype(str),
+        nodes[C.PRODUCT].astype(str),
+        nodes[C.ALLOCATABLE],
+        nodes[C.NODE_LABELS],
+        strict=True,
     ):
         labels = labels if isinstance(labels, Mapping) else {}
         if _norm(product) != want or any(labels.get(k) != v for k, v in keep.items()):
@@ -239,20 +248,20 @@ def _offering(
         for resource, amount in (alloc if isinstance(alloc, Mapping) else {}).items():
             profile = str(resource).removeprefix("nvidia.com/mig-")
             if profile != resource and float(amount or 0) > 0:
-                out[profile].append(labels)
+                out[profile].append(_Offer(name, labels))
     return out
 
 
-def _offered(nodes: Mapping[str, list[Mapping[str, str]]]) -> str:
+def _offered(nodes: Mapping[str, list[_Offer]]) -> str:
     if not nodes:
         return " (no node of it is partitioned into MIG slices)"
     return f" (its nodes offer {', '.join(sorted(nodes, key=_size))})"
 
 
-def _selector(nodes: list[Mapping[str, str]]) -> tuple[dict[str, str], str]:
+def _selector(nodes: list[_Offer]) -> tuple[dict[str, str], str]:
     """The node selector that keeps the pod on nodes like `nodes`, and what it says."""
     for label in (PRODUCT_LABEL, CONFIG_LABEL):
-        values = {n.get(label) for n in nodes}
+        values = {n.labels.get(label) for n in nodes}
         if len(values) == 1 and None not in values:
             value = str(values.pop())
             return {label: value}, f"{label}={value}, shared by the {len(nodes)} offering nodes"
@@ -267,7 +276,7 @@ def _patch(
     container: str,
     held: str,
     profile: str,
-    nodes: list[Mapping[str, str]],
+    nodes: list[_Offer],
     ctx: Context,
 ) -> tuple[Change, str]:
     to = f"nvidia.com/mig-{profile}"
@@ -302,6 +311,7 @@ def _patch(
             "spec": spec,
         },
         read=read,
+        lands=tuple(n.name for n in nodes),
         notes=(
             f"container {container}: {held} replaced by {to} (requests and limits)",
             f"{_offer(len(nodes), profile)}; node selector: {said}",

@@ -10,8 +10,9 @@ and its findings say why.
 The changes agree with each other and with the findings' advice (`coherent`): no change releases
 a node (GPU060's, `Finding.releases`) that another finding places work on (`Finding.targets`: an
 advised move, GPU031's, or the node a waiting pod would preempt on, GPU050's), and no change
-places work on a node a GPU070 finding takes out of service (`Finding.drains`): such a change is
-not written, and its findings say which finding it would contradict. A new object made only for
+places work on a node a GPU070 finding takes out of service (`Finding.drains`), nor a change
+all of whose nodes (`Change.lands`, a MIG slice's offering nodes) such a finding drains: such a
+change is not written, and its findings say which finding it would contradict. A new object made only for
 patches (a PriorityClass their templates name) is not written when none of them is (`used`).
 """
 
@@ -97,6 +98,8 @@ def coherent(
     for change in changes:
         why = _contradicts(change, placed, drained)
         if not why:
+            change, why = _landing(change, drained)
+        if not why:
             kept.append(change)
             continue
         for f in change.findings:
@@ -123,6 +126,32 @@ def used(changes: list[Change], fixes: dict[str, FindingFix]) -> list[Change]:
             if got is None or got.file == change.file:
                 fixes[key(f)] = FindingFix(None, "", None, why)
     return kept
+
+
+def _landing(change: Change, drained: dict[tuple[str, str], list[Finding]]) -> tuple[Change, str]:
+    """`change` where it may land on a node no finding drains, saying in a note which of its
+    nodes one does (cordoned, such a node takes no new pod: the scheduler places the pods on the
+    others, which the node selector allows as well); else why it is not written."""
+    own = {key(f) for f in change.findings}
+    out: list[tuple[str, Finding]] = []
+    for node in change.lands:
+        other = next((g for g in drained.get(node_key(node), ()) if key(g) not in own), None)
+        if other is not None:
+            out.append((node, other))
+    if not out:
+        return change, ""
+    names = ", ".join(f"{n} ({g.code})" for n, g in out[:6]) + (" ..." if len(out) > 6 else "")
+    if len(out) == len(change.lands):
+        return change, (
+            f"every node it may be placed on is taken out of service ({names}): its pods would "
+            "wait Pending; wait until one is back"
+        )
+    rest = [n for n in change.lands if n not in {n for n, _ in out}]
+    note = (
+        f"taken out of service by another finding: {names}; cordoned, they take no new pod, "
+        f"so the pods land on {', '.join(rest[:6])}{' ...' if len(rest) > 6 else ''}"
+    )
+    return dataclasses.replace(change, notes=(*change.notes, note)), ""
 
 
 def _contradicts(

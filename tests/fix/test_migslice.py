@@ -14,12 +14,12 @@ import pytest
 
 from gpuaudit.checks.findings import Category, Finding, Impact, Resource, Severity
 from gpuaudit.fix import migslice
-from gpuaudit.fix.changes import ChangeKind, key
+from gpuaudit.fix.changes import ChangeKind, FindingFix, key
 from gpuaudit.fix.context import Context
-from gpuaudit.fix.plans import _validated
+from gpuaudit.fix.plans import _validated, coherent
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.owners import build
-from tests.fix.conftest import STATES, lists, pods_table
+from tests.fix.conftest import STATES, lists, pods_table, sick
 from tests.fix.kubectl import kubectl_patch
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -215,3 +215,35 @@ def test_no_larger_profile_that_fits_or_is_offered() -> None:
     g = pressure("embed-0", "1g.10gb", 50000.0)
     _, fixes = migslice.changes([g], context([("ml", "embed-0")], kube=_mig_kube()))
     assert fixes[key(g)].reason.startswith(f"no node offers 7g.80gb of the {A100}")
+
+
+def test_a_slice_is_not_placed_only_on_nodes_a_finding_drains() -> None:
+    """The change names the nodes that offer its profile (`lands`): where GPU070 drains one of
+    two, the change stands and its note says the pods land on the other (a cordoned node takes
+    no new pod); where it drains both, the change is not written and says why."""
+    a = oversized("llm-5d9f-a", "3g.40gb", 3 / 7)
+    b = oversized("llm-5d9f-b", "3g.40gb", 3 / 7)
+    [change], _ = migslice.changes([a, b], context(LLM))
+    assert change.lands == ("a100-mig-0", "a100-mig-1")
+    fixes: dict[str, FindingFix] = {}
+    [kept] = coherent([change], [a, b, sick("a100-mig-0")], fixes)
+    assert kept.notes[-1] == (
+        "taken out of service by another finding: a100-mig-0 (GPU070); cordoned, they take no "
+        "new pod, so the pods land on a100-mig-1"
+    )
+    assert fixes == {}
+    both = [a, b, sick("a100-mig-0"), sick("a100-mig-1", "GPU-2")]
+    assert coherent([change], both, fixes) == []
+    assert (
+        fixes[key(a)].reason
+        == fixes[key(b)].reason
+        == (
+            "the change was not written: every node it may be placed on is taken out of service "
+            "(a100-mig-0 (GPU070), a100-mig-1 (GPU070)): its pods would wait Pending; wait until "
+            "one is back"
+        )
+    )
+    # Another cluster's node of the same name drains nothing here.
+    assert coherent([change], [a, b, sick("east/a100-mig-0"), sick("east/a100-mig-1")], {}) == [
+        change
+    ]
