@@ -31,7 +31,7 @@ def test_json_stdout_is_only_json() -> None:
     res = runner.invoke(app, ["scan", "--demo", "--format", "json"])
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     assert set(doc) >= {"summary", "findings", "skipped", "warnings", "suppressed", "comparison"}
     f = doc["findings"][0]
     # `fix` too, for the findings of checks `gpuaudit fix` makes changes for (docs/fix.md).

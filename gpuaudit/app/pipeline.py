@@ -173,6 +173,7 @@ def audit(
             idle_rule=config.idle_rule,
             collector=collector,
             per_owner=config.per_owner is not None,
+            follow_up="" if config.baseline else flag,
         )
     clock.mark("checks")
     return result

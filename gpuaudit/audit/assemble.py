@@ -15,6 +15,7 @@ from gpuaudit.audit.capacity import plan as capacity_plan
 from gpuaudit.audit.coherence import make_coherent
 from gpuaudit.audit.compare import Comparison, compare
 from gpuaudit.audit.ledger import Ledger, ledger
+from gpuaudit.audit.outcomes import Outcomes, outcomes, vet
 from gpuaudit.audit.owner_rollup import OwnerSection
 from gpuaudit.audit.owner_rollup import sections as owner_sections
 from gpuaudit.audit.settings import Settings
@@ -64,6 +65,9 @@ class AuditResult:
     """Findings a waiver accepted: counted and listed, never silently dropped."""
     comparison: Comparison | None = None
     """Against `--baseline` or `--previous`, when given."""
+    outcomes: Outcomes | None = None
+    """What the earlier report's findings became, and the realized savings (`--previous`,
+    `--history`; `gpuaudit.audit.outcomes`); None against `--baseline` or nothing."""
     nothing_audited: tuple[str, ...] = ()
     """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
     audited something. Each reason is also one of `incomplete_reasons`."""
@@ -136,6 +140,7 @@ def run_checks(
     what_if: Sequence[str] = (),
     collector: Collector = SCOPED,
     idle_rule: str = "none",
+    follow_up: str = "",
     per_owner: bool = False,
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
@@ -149,7 +154,14 @@ def run_checks(
     `collector` runs each check as a stage (`gpuaudit.core.gcpause.Collector`). `idle_rule`
     (`--idle-rule`) shares the showback's idle and unallocated cost (`gpuaudit.audit.showback`).
     `per_owner` (`--per-owner`) adds each owner's section (`gpuaudit.audit.owner_rollup`).
+    `follow_up` names the option `previous` came from (`--previous`, `--history`) when the
+    result says what its findings became (`gpuaudit.audit.outcomes`): an earlier report of
+    another cluster, or of a later window, is refused before any check runs.
     """
+    vetted: tuple[str, ...] = ()
+    if previous is not None and follow_up:
+        window = (inv.window_start, inv.window_end)
+        vetted = vet(previous[1], follow_up, inv.cluster, window, settings.currency)
     views = Views(inv, settings.prices)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
@@ -209,7 +221,7 @@ def run_checks(
             summary=summary,
             findings=ranked,
             skipped=tuple(skipped),
-            warnings=tuple(inv.warnings) + tuple(waiver_warnings),
+            warnings=tuple(inv.warnings) + tuple(waiver_warnings) + vetted,
             complete=inv.complete and not nothing,
             incomplete_reasons=tuple(inv.incomplete_reasons) + nothing,
             checks_run=tuple(ran),
@@ -229,6 +241,17 @@ def run_checks(
             fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
             showback=showback(views, summary, idle, idle_rule, group_label, settings.owner_keys),
         )
+        if previous is not None and follow_up:
+            became = outcomes(
+                previous[1],
+                result.findings,
+                result.suppressed,
+                inv.owners,
+                ran,
+                {s.code: s.reason for s in skipped},
+                settings.currency,
+            )
+            result = dataclasses.replace(result, outcomes=became)
         if not per_owner:
             return result
         owners = owner_sections(

@@ -34,7 +34,7 @@ from gpuaudit.audit.capacity import CapacityPlan
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.inventory.queue_usage import QueueUsage
-from gpuaudit.report import charts
+from gpuaudit.report import charts, since_last_week
 from gpuaudit.report.fold import Row as Fold
 from gpuaudit.report.fold import fold
 from gpuaudit.report.renderer import ReportFormat
@@ -788,6 +788,7 @@ def _contents(
         if sections[sid]:
             entries.append(Entry(sid, title))
 
+    add("since", "Since last week")
     add("attribution", "Attribution of allocated GPU-hours")
     add("causes", "Held GPU-hours by cause")
     add("clusters", "Clusters")
@@ -810,6 +811,7 @@ def render(result: AuditResult) -> str:
     findings = _findings(result)
     breakdown = _breakdown(result)
     parts: dict[str, object] = {
+        "since": since_last_week.view(result),
         "attribution": _attribution(result),
         "causes": _causes(result),
         "clusters": _clusters(result),

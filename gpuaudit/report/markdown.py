@@ -20,6 +20,7 @@ from gpuaudit.audit.capacity import CapacityPlan
 from gpuaudit.audit.compare import IMPROVED, NEW, UNCHANGED, WORSE
 from gpuaudit.checks.findings import ORDER_RULE, Finding, lists
 from gpuaudit.inventory.queue_usage import QueueUsage
+from gpuaudit.report import since_last_week
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.showback_text import showback_rule, showback_sentence, showback_tables
 from gpuaudit.report.text import (
@@ -188,6 +189,27 @@ def _clusters(result: AuditResult) -> list[str]:
         first = "**fleet total**" if i == len(rows) - 1 else md(name, 80)
         cells[5] = cells[5].removesuffix(f" {result.summary.currency}")
         lines.append(_row([first, *cells]))
+    return lines
+
+
+def _since(result: AuditResult) -> list[str]:
+    """What last week's findings became (`--previous`, `--history`), first in the report."""
+    said = since_last_week.sentence(result)
+    if not said:
+        return []
+    lines = ["", "## Since last week", "", md(said, 600)]
+    for title, head, rows, left in (
+        ("Fixed", since_last_week.FIXED_HEAD, since_last_week.fixed_rows(result), 0),
+        ("Open longest", since_last_week.OPEN_HEAD, since_last_week.open_rows(result), 1),
+    ):
+        if not rows:
+            continue
+        rule = ["---:" if h in since_last_week.NUMERIC else "---" for h in head]
+        lines += ["", f"{title}:", "", _row(list(head)), _row(rule)]
+        lines += [_row([md(cell, 400) for cell in row]) for row in rows]
+        hidden = since_last_week.more(result)[left]
+        if hidden:
+            lines.append(f"\n…and {hidden} more in the JSON report.")
     return lines
 
 
@@ -567,6 +589,7 @@ def render(result: AuditResult) -> str:
     lines = _title(result)
     for part in (
         _incomplete,
+        _since,
         _summary,
         _clusters,
         _trend,

@@ -28,6 +28,7 @@ from gpuaudit.audit.capacity import Stat
 from gpuaudit.checks import discover
 from gpuaudit.checks.findings import ORDER_RULE, Category
 from gpuaudit.fix.changes import key as fix_key
+from gpuaudit.report import since_last_week
 from gpuaudit.report.fold import Row, fold
 from gpuaudit.report.renderer import ReportFormat
 from gpuaudit.report.showback_text import showback_sentence
@@ -86,6 +87,7 @@ def report_lines(result: AuditResult, console: Console, *, every: bool = False) 
     rows = fold(result.primaries, every)
     fixable = _fixable(result)
     lines = header(result, rows, width)
+    lines += _since(result, width)
     lines += _clusters(result, width)
     lines += _block(capacity_text(result), width)
     if rows:
@@ -448,6 +450,22 @@ def _detail(row: Row, title: str, currency: str, width: int) -> list[Text]:
 
 
 # -- what the table leaves out
+
+
+def _since(result: AuditResult, width: int) -> list[Text]:
+    """What last week's findings became (`--previous`, `--history`), before the findings: the
+    sentence, then each fixed finding with how it was judged fixed."""
+    said = since_last_week.sentence(result)
+    if not said:
+        return []
+    lines = [Text(), Text("Since last week", style="bold"), *_wrap(said, width, 0, hang=2)]
+    for code, ref, how, hours, cost, why in since_last_week.fixed_rows(result):
+        text = f"fixed ({how}): {code} {ref}, {hours} GPU-h and {cost} a week. {why}"
+        lines += _wrap(text, width, 2, "green", hang=2)
+    hidden = since_last_week.more(result)[0]
+    if hidden:
+        lines.append(Text(f"  …and {hidden} more fixed in the JSON report."))
+    return lines
 
 
 def _waived(result: AuditResult, width: int) -> list[Text]:

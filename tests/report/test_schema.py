@@ -59,7 +59,7 @@ def test_the_schema_is_a_2020_12_schema_with_its_id() -> None:
     schema = json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"] == "https://gpuaudit.dev/schema/report-1.5.json"
+    assert schema["$id"] == "https://gpuaudit.dev/schema/report-1.6.json"
     assert schema["title"] == "gpuaudit JSON report"
 
 

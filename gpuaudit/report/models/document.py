@@ -25,7 +25,7 @@ from gpuaudit.report.models.planning import Capacity
 from gpuaudit.report.models.problems import Finding, Skipped, Suppressed
 from gpuaudit.report.models.units import ReportModel, Timestamp
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """The report's version: a minor version adds fields, a major version may change them."""
 SCHEMA_ID = f"https://gpuaudit.dev/schema/report-{SCHEMA_VERSION}.json"
 """The `$id` of the published schema."""

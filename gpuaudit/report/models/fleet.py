@@ -8,7 +8,15 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
+from gpuaudit.report.models.followup import (
+    FixedFinding,
+    RealizedSavings,
+    StillOpenFinding,
+    UnverifiedFinding,
+    WaivedFinding,
+)
 from gpuaudit.report.models.units import Number, ReportModel, Round2, Round4, Timestamp
 
 
@@ -140,6 +148,34 @@ class Comparison(ReportModel):
     summary_delta: Mapping[str, Delta]
     """The summary figures gpus_total, allocation_rate, mean_activity, idle_gpu_hours,
     wasted_cost and allocated_gpu_hours, now and then."""
+    fixed: tuple[FixedFinding, ...] | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6, with `--previous` or `--history` (not `--baseline`): the earlier report's
+    findings this audit no longer has and judged fixed, in fingerprint order."""
+    still_open: tuple[StillOpenFinding, ...] | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6: the earlier report's findings this audit still has, with the reports in a
+    row that listed them, in fingerprint order."""
+    new_findings: tuple[str, ...] | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6: the fingerprints of this audit's findings the earlier report did not have,
+    in rank order (`new` counts them)."""
+    waived: tuple[WaivedFinding, ...] | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6: the earlier report's findings a waiver accepts now."""
+    unverified: tuple[UnverifiedFinding, ...] | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6: the earlier report's findings whose check did not run this time, so their
+    absence proves nothing: neither fixed nor open."""
+    realized_savings: RealizedSavings | SkipJsonSchema[None] = Field(
+        None, exclude_if=lambda value: value is None
+    )
+    """Schema 1.6: what the fixed findings were wasting per week."""
 
 
 class AttributedHours(ReportModel):

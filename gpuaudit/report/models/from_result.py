@@ -10,12 +10,13 @@ from typing import cast
 from gpuaudit import __version__
 from gpuaudit.audit import assemble, breakdown, capacity, compare, ledger, waivers
 from gpuaudit.audit import summary as fleet_summary
+from gpuaudit.audit.outcomes import Outcomes
 from gpuaudit.checks import findings as checked
 from gpuaudit.fix.changes import FindingFix
 from gpuaudit.inventory.ownership import Owner
 from gpuaudit.inventory.queue_usage import QueueUsage
 from gpuaudit.inventory.window import iso
-from gpuaudit.report.models import fleet, held_causes, planning, problems
+from gpuaudit.report.models import fleet, followup, held_causes, planning, problems
 from gpuaudit.report.models.chargeback import of as showback_of
 from gpuaudit.report.models.document import SCHEMA_VERSION, Report
 
@@ -49,7 +50,9 @@ def document(result: assemble.AuditResult) -> Report:
         suppressed_count=len(result.suppressed),
         suppressed=tuple(suppressed(s) for s in result.suppressed),
         breakdown=_breakdown(result.breakdown),
-        comparison=None if result.comparison is None else comparison(result.comparison),
+        comparison=(
+            None if result.comparison is None else comparison(result.comparison, result.outcomes)
+        ),
         capacity=None if result.capacity is None else capacity_plan(result.capacity),
         attribution=None if result.attribution is None else attribution(result.attribution),
         showback=None if result.showback is None else showback_of(result.showback),
@@ -160,8 +163,8 @@ def _group(g: breakdown.Group) -> fleet.Group:
     )
 
 
-def comparison(c: compare.Comparison) -> fleet.Comparison:
-    """The comparison with an earlier report."""
+def comparison(c: compare.Comparison, o: Outcomes | None = None) -> fleet.Comparison:
+    """The comparison with an earlier report, and what its findings became (`o`)."""
     return fleet.Comparison(
         against=c.source,
         against_generated_at=c.previous_generated_at,
@@ -174,6 +177,7 @@ def comparison(c: compare.Comparison) -> fleet.Comparison:
             k: fleet.Delta(now=v["now"], before=v["before"], change=v["change"])
             for k, v in c.summary_delta.items()
         },
+        **followup.fields(o),
     )
 
 
