@@ -152,7 +152,8 @@ def _finding(
         "gpu_model": model,
     }
     if oom:
-        evidence["gpu_memory_used_max_mib"] = round(fb[0], 1) if fb[0] == fb[0] else None
+        unmeasured = "not measured: no DCGM_FI_DEV_FB_USED series for its GPUs in the window"
+        evidence["gpu_memory_used_max_mib"] = round(fb[0], 1) if fb[0] == fb[0] else unmeasured
         evidence["gpu_memory_total_mib"] = round(fb[1], 1) if fb[1] == fb[1] else None
         evidence["host_memory_needed"] = (
             "not measured: cAdvisor's container_memory_working_set_bytes is not in the snapshot"

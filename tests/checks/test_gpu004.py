@@ -116,3 +116,12 @@ def test_down_spans_merge_and_stop_at_the_next_run() -> None:
     cs = containers(status)
     assert cs[1].restarts == 0 and cs[1].waiting == "CrashLoopBackOff"
     assert down_spans(cs, START + 1000) == [(START + 100, START + 1000)]
+
+
+def test_an_oom_kill_without_framebuffer_series_says_so() -> None:
+    last = _term("OOMKilled", END - 8 * 3600, END - 2 * 3600)
+    pod = _pod(5, last, {"running": {"startedAt": iso(END - 3600)}})
+    s = Series(gpu_labels(pod="trainer-0", namespace="ml"), act=[0.5] * HOURS)
+    (f,) = run_check(gpu004, inventory([s], HOURS, pods=[pod]))
+    assert f.impact.gpu_hours == pytest.approx(1.0)
+    assert str(f.evidence["gpu_memory_used_max_mib"]).startswith("not measured")
