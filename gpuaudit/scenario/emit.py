@@ -28,6 +28,7 @@ from typing import IO, Any
 import numpy as np
 
 from gpuaudit.core.gcpause import without_gc
+from gpuaudit.scenario import teams
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
 from gpuaudit.scenario.series import (
@@ -843,9 +844,17 @@ def k8s_lists(sc: Scenario) -> dict[str, dict[str, Any]]:
         }
         for c in sc.objects.get("priorityclasses", [])
     )
+    pods = list(_pods(sc))
+    spaces = teams.namespaces([str(p["metadata"]["namespace"]) for p in pods])
     return {
-        "pods": {"kind": "PodList", "apiVersion": "v1", "metadata": rv, "items": list(_pods(sc))},
+        "pods": {"kind": "PodList", "apiVersion": "v1", "metadata": rv, "items": pods},
         "nodes": {"kind": "NodeList", "apiVersion": "v1", "metadata": rv, "items": nodes},
+        "namespaces": {
+            "kind": "NamespaceList",
+            "apiVersion": "v1",
+            "metadata": rv,
+            "items": spaces,
+        },
         "pytorchjobs": {
             "kind": "PyTorchJobList",
             "apiVersion": "kubeflow.org/v1",

@@ -4,7 +4,10 @@ by team. Drawn from no random stream: labelling pods changes nothing else in a s
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuaudit.scenario.builder import Builder
+from gpuaudit.snapshot.fields import CONTACT
 
 LABEL = "team"
 """The pod label that names a team."""
@@ -41,3 +44,20 @@ def label(b: Builder) -> None:
     """Give every pod of `b` a `team` label by its namespace, unless it has one."""
     for p in b.pods:
         p.labels.setdefault(LABEL, TEAMS.get(p.namespace, DEFAULT))
+
+
+def namespaces(names: list[str]) -> list[dict[str, Any]]:
+    """A Namespace object for each of `names`, labelled with its team (`TEAMS`) and annotated
+    with the team's chat channel (`gpuaudit.io/contact`), as the owners of what runs there
+    (`gpuaudit.inventory.ownership`)."""
+    out = []
+    for i, name in enumerate(sorted(set(names))):
+        team = TEAMS.get(name, DEFAULT)
+        meta = {
+            "name": name,
+            "uid": f"namespace-{i:05d}",
+            "labels": {"kubernetes.io/metadata.name": name, LABEL: team},
+            "annotations": {CONTACT: f"#gpu-{team}"},
+        }
+        out.append({"metadata": meta})
+    return out
