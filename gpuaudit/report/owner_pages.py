@@ -56,6 +56,8 @@ class Row:
     """`new`, `still open`, or empty without an earlier report."""
     message: str
     recommendation: str
+    fingerprint: str
+    """What `gpuaudit ack` takes to accept it."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,10 @@ def page(result: AuditResult, s: OwnerSection) -> Page:
             gpu_hours=hours_text(f.impact.gpu_hours),
             cost=num(f.impact.cost),
             status=status,
-            message=terminal(f.message, 600),
+            # An expired waiver's finding says what the waiver said.
+            message=terminal(" ".join([f.message, *(f"Before: {h}." for h in f.history)]), 900),
             recommendation=terminal(f.recommendation, 600),
+            fingerprint=terminal(f.fingerprint(), 400),
         )
 
     def split(fp: str) -> str:
@@ -220,7 +224,10 @@ def _md_table(title: str, rows: tuple[Row, ...], cur: str) -> list[str]:
         "|---:|---|---|---|---:|---:|---|---|",
     ]
     for i, r in enumerate(rows, 1):
-        text = f"{md(r.message, 600)} {md(r.recommendation, 600)}"
+        text = (
+            f"{md(r.message, 900)} {md(r.recommendation, 600)} "
+            f"Fingerprint (for gpuaudit ack): {md(r.fingerprint, 400)}"
+        )
         out.append(
             f"| {i} | {md(r.severity)} | {md(r.code)} | {md(r.resource)} | {r.gpu_hours} | "
             f"{r.cost} | {md(r.status)} | {text} |"

@@ -3,6 +3,7 @@ names, created exclusively; each owner's figures and ranks (`gpuaudit.audit.owne
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from gpuaudit.app import config, owner_files, pipeline
 from gpuaudit.audit.breakdown import Group
 from gpuaudit.audit.owner_rollup import Rank, _ranks
 from gpuaudit.cli import app
+from gpuaudit.report.markdown import md
 from gpuaudit.report.owner_pages import Page, file_stem, html, markdown
 
 runner = CliRunner()
@@ -140,3 +142,30 @@ def test_hostile_owner_names_reach_the_pages_escaped() -> None:
     assert "<script>" not in html(p) and "&lt;script&gt;" in html(p)
     assert "<script>" not in markdown(p)
     assert "\\[y\\]" in markdown(p)
+
+
+def test_new_and_still_open_against_the_previous_report(tmp_path: Path) -> None:
+    last = tmp_path / "last.json"
+    res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "json", "-o", str(last)])
+    assert res.exit_code == 0
+    doc = json.loads(last.read_text())
+    # Last week lacked one finding of the owner with the most: it is new, the rest still open.
+    dropped = next(f for f in doc["findings"] if f["owner"]["name"] == "data")
+    doc["findings"] = [f for f in doc["findings"] if f["fingerprint"] != dropped["fingerprint"]]
+    last.write_text(json.dumps(doc))
+    cfg = config.for_scan(
+        {"demo": True, "previous": last, "per_owner": tmp_path / "o", "output": tmp_path / "r"}
+    )
+    outcome = pipeline.run(cfg)
+    assert outcome.failures == ()
+    for s in outcome.result.by_owner:
+        prints = sorted({f.fingerprint() for f in s.findings})
+        if s.name == "data":
+            assert s.new == (dropped["fingerprint"],)
+            assert s.still_open == tuple(p for p in prints if p != dropped["fingerprint"])
+        else:
+            assert s.new == () and s.still_open == tuple(prints)
+    page = (tmp_path / "o" / f"{file_stem('data')}.md").read_text()
+    assert "Since the earlier report: 1 new, " in page
+    assert "| new |" in page and "| still open |" in page
+    assert f"Fingerprint (for gpuaudit ack): {md(dropped['fingerprint'], 400)}" in page
