@@ -1,9 +1,9 @@
 """The showback (`gpuaudit.audit.showback`) as the terminal, Markdown and HTML reports give it:
-one sentence for the terminal's header, and per grouping a table of the top groups by cost on
-both bases with their idle share. Shared by those renderers, as `gpuaudit.report.text` is; the
-figures are the audit's exact decimals, summed per group over its products (the rows of the
-table add up to the cluster's cost: the groups not listed are one row, the remainders the
-rule left unshared another each)."""
+one sentence for the terminal's header, and per grouping (namespace, label) a table of the top
+groups by cost on both bases with their idle share. Shared by those renderers, as
+`gpuaudit.report.text` is; the figures are the audit's exact decimals, summed per group over its
+products (the rows of a table add up to the cluster's cost: the groups not listed are one row,
+the remainders the rule left unshared one row each)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.showback import IDLE, UNALLOCATED, Grouping
 from gpuaudit.report.text import num, pct, terminal
 
-TOP_GROUPS = 15
+TOP_GROUPS = 10
 """Groups listed by name in a showback table; the rest are one row."""
 RULE_WORDS = {
     "none": "idle and unallocated cost on lines of their own",
@@ -75,11 +75,12 @@ def _table(g: Grouping) -> ShowbackTable:
 
 
 def showback_tables(result: AuditResult) -> tuple[ShowbackTable, ...]:
-    """One table per grouping (namespace, then the `--group-by-label` label)."""
+    """One table per grouping by namespace, then by the `--group-by-label` label; the grouping
+    by owner is left to the JSON and CSV reports (and `--per-owner`), to keep the page short."""
     sb = result.showback
     if sb is None or not any(g.lines for g in sb.groupings):
         return ()
-    return tuple(_table(g) for g in sb.groupings)
+    return tuple(_table(g) for g in sb.groupings if g.by != "owner")
 
 
 def showback_rule(result: AuditResult) -> str:
