@@ -15,7 +15,7 @@ from gpuaudit.console.style import failing, fit_terminal
 
 HELP = (
     "Accept one finding until a date: write a waiver of its fingerprint, with the reason and "
-    "who accepted it, into the [[waivers]] of gpuaudit.toml (--config), or of the file its "
+    "who accepted it, into the waivers of gpuaudit.toml (--config), or of the file its "
     "waivers_file names, keeping the file's comments and layout; the acknowledgement is a "
     "dated line to review in Git. Until then scan lists the finding as waived; after it the "
     "finding is reported again with what the waiver said.\n\n"
