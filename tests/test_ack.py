@@ -173,3 +173,15 @@ def test_a_fingerprint_of_another_code_is_refused() -> None:
     with pytest.raises(ConfigError, match="not of a GPU002 finding"):
         parse({"waivers": [{"code": "GPU002", "fingerprint": FP, "reason": "r",
                             "expires": date(2099, 1, 1)}]})  # fmt: skip
+
+
+def test_an_inline_array_of_waivers_gets_one_more_inline_table(tmp_path: Path) -> None:
+    cfg = tmp_path / "gpuaudit.toml"
+    cfg.write_text(
+        'waivers = [\n  {code = "GPU003", reason = "x", expires = 2099-01-01},  # batch\n]\n'
+    )
+    code, out = _ack(FP, "--until", "2099-01-01", "--reason", "r", "--demo", "--config", str(cfg))
+    assert code == 0, out
+    text = cfg.read_text()
+    assert '{code = "GPU003", reason = "x", expires = 2099-01-01},  # batch' in text
+    assert [w.fingerprint for w in parse(config.load_config(cfg))] == ["", FP]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from tomlkit.items import AoT
+from tomlkit.items import AoT, Array
 
 from gpuaudit.app import pipeline
 from gpuaudit.app.config import config_file, for_scan, load_config, waivers_path
@@ -155,22 +155,31 @@ def write(ack: Ack, code: str, until: date, path: Path, today: date) -> None:
         doc = tomlkit.parse(text)
     except Exception as exc:  # tomlkit's parse errors share no public base class
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    waivers: Any = doc.get("waivers")
-    if waivers is None:
-        waivers = tomlkit.aot()
-        doc.append("waivers", waivers)
-    elif not isinstance(waivers, AoT):
-        raise ConfigError(f"waivers in {path} is not an array of tables ([[waivers]])")
-    entry = tomlkit.table()
-    entry.add(tomlkit.comment(f"gpuaudit ack, {today.isoformat()}"))
-    entry.add("code", code)
-    entry.add("fingerprint", ack.fingerprint)
-    entry.add("reason", ack.reason.strip())
-    entry.add("expires", until)
+    fields: dict[str, Any] = {
+        "code": code,
+        "fingerprint": ack.fingerprint,
+        "reason": ack.reason.strip(),
+        "expires": until,
+    }
     if ack.by.strip():
-        entry.add("by", ack.by.strip())
-    entry.add(tomlkit.nl())  # a blank line before whatever follows, as a person writes it
-    waivers.append(entry)
+        fields["by"] = ack.by.strip()
+    waivers: Any = doc.get("waivers")
+    if isinstance(waivers, Array):  # `waivers = [{...}]`: one more inline table, as written
+        inline = tomlkit.inline_table()
+        inline.update(fields)
+        waivers.append(inline)
+    else:
+        if waivers is None:
+            waivers = tomlkit.aot()
+            doc.append("waivers", waivers)
+        elif not isinstance(waivers, AoT):
+            raise ConfigError(f"waivers in {path} is not an array of tables ([[waivers]])")
+        entry = tomlkit.table()
+        entry.add(tomlkit.comment(f"gpuaudit ack, {today.isoformat()}"))
+        for key, value in fields.items():
+            entry.add(key, value)
+        entry.add(tomlkit.nl())  # a blank line before whatever follows, as a person writes it
+        waivers.append(entry)
     new = tomlkit.dumps(doc)
     # Read back as gpuaudit reads it: the file must stay one it accepts.
     parse_waivers(tomllib.loads(new))
