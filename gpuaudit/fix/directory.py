@@ -82,7 +82,13 @@ def _header(c: Change) -> list[str]:
         f"# also answers: {g.code} {short(g)} {one_line(g.fingerprint(), 300)}"
         for g in c.findings[1:]
     ]
-    lines += [f"# note: {one_line(n, 600)}" for n in c.notes]
+    # A note that starts "review: " asks the reviewer to act, and says so on its own line.
+    lines += [
+        f"# review: {one_line(n.removeprefix('review: '), 600)}"
+        if n.startswith("review: ")
+        else f"# note: {one_line(n, 600)}"
+        for n in c.notes
+    ]
     if c.validated and c.kind is ChangeKind.OBJECT:
         lines.append(f"# validated: this object, against {c.validated}")
     elif c.validated:

@@ -19,17 +19,31 @@ an hour at its change; the file says so).
 (its `spec.replicas` as read). None is written when: the owner is not a Deployment or
 StatefulSet (a Job or a CronJob run ends on its own; a bare pod has nothing to scale), some pod
 of the owner holding GPUs has no GPU003 finding (it may be busy at other hours), or the owner
-was scaled to zero when read. A `prometheus` trigger on a queue or request metric is not
-written: gpuaudit does not know which metric a workload exports.
+was scaled to zero when read.
+
+Where the owner's pods export a serving engine's queue or request gauge to the Prometheus
+gpuaudit read (the one `serving_busy` query, `gpuaudit.inventory.serving_metrics`), a
+`prometheus` trigger is added on the first of `SERVING_METRICS` they export (a queue first),
+summed over the owner's pods (`serverAddress` the URL gpuaudit read, never with credentials; a
+`# review:` note where that is a loopback address or the API server's proxy, which pods cannot
+reach), `threshold` the measured busy level per pod, `activationThreshold` 0. The cron windows
+stay as a floor: the metric comes from the pods themselves, so with no pod running nothing
+exports it, and a prometheus trigger alone could never wake the workload from zero; outside
+the windows the trigger keeps pods up while the metric shows work. Where the snapshot records
+no Prometheus URL (a generated one), the note gives the trigger to add instead.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpuaudit.checks.findings import Finding
@@ -45,6 +59,7 @@ from gpuaudit.fix.changes import (
 )
 from gpuaudit.fix.context import Context
 from gpuaudit.inventory.owners import ObjectRef
+from gpuaudit.sources.prometheus.catalogue import SERVING_METRICS
 
 CODES = ("GPU003",)
 SCALED = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
@@ -121,22 +136,151 @@ def _scaled_object(
         )
     target = Target(API_VERSION, "ScaledObject", top.namespace, _name(top.name), "scaledobjects")
     body = _body(target, top, replicas, windows, zone, offset)
+    scaler = _prometheus(top, sorted(found), ctx)
+    if scaler.trigger is not None:
+        body["spec"]["triggers"].append(scaler.trigger)
     kept = sum((end - start) % DAY_MIN or DAY_MIN for start, end in windows) / 60.0
     said = ", ".join(_clock(s + offset) + "-" + _clock(e + offset) for s, e in windows)
     change = Change(
         kind=ChangeKind.OBJECT,
         file=file_name(group[0], f"scaledobject-{top.namespace}-{top.name}"),
-        title=f"Scale {top.describe()} to zero outside {said} {zone} (KEDA cron)",
+        title=f"Scale {top.describe()} to zero outside {said} {zone} (KEDA {scaler.kind})",
         findings=tuple(group),
         savings=_savings(group, kept, ctx),
-        risk=_risk(top, replicas, said, zone, shifts),
+        risk=_risk(top, replicas, said, zone, shifts) + scaler.risk,
         target=target,
         body=body,
-        notes=_notes(hours, said, zone, offset, shifts),
+        notes=_notes(hours, said, zone, offset, shifts) + scaler.notes,
     )
     return change, (
         f"a KEDA ScaledObject scales {top.describe()} to {replicas} replica"
         f"{'s' if replicas != 1 else ''} {said} {zone} and to zero the rest of the day"
+        + scaler.said
+    )
+
+
+@dataclass(frozen=True)
+class _Scaler:
+    """The `prometheus` trigger of a ScaledObject (None: cron alone) and what to say of it."""
+
+    trigger: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+    risk: str = ""
+    said: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "cron" if self.trigger is None else "cron and prometheus"
+
+
+def _prometheus(top: ObjectRef, pods: list[tuple[str, str]], ctx: Context) -> _Scaler:
+    """The `prometheus` trigger on the first serving metric (`SERVING_METRICS`' order: a queue
+    first) that the owner's pods export, summed over them, where the snapshot holds the serving
+    answer and the Prometheus URL it was read from; else cron alone, and a note saying why."""
+    served = ctx.inv.serving
+    if not served.answered:
+        return _Scaler(notes=("prometheus trigger: none (the snapshot holds no serving answer)",))
+    levels = [served.levels.get(p, {}) for p in pods]
+    metric = next((m for m in SERVING_METRICS if any(m in lv for lv in levels)), None)
+    if metric is None:
+        return _Scaler(
+            notes=(
+                "prometheus trigger: none (its pods exported no serving queue or request "
+                "metric above 0 in the window)",
+            )
+        )
+    had = [(p, lv[metric]) for p, lv in zip(pods, levels, strict=True) if metric in lv]
+    level = sum(v for _, v in had) / len(had)
+    threshold = _quantity(level)
+    label = served.label.get(had[0][0], "pod")
+    ns_label = "exported_namespace" if label == "exported_pod" else "namespace"
+    matchers = [
+        f'{ns_label}="{_promql_string(top.namespace)}"',
+        f'{label}=~"{_promql_string(_pod_pattern(top))}"',
+        *([served.selector] if served.selector else []),
+    ]
+    query = f"sum({metric}{{{','.join(matchers)}}})"
+    measured = (
+        f"prometheus trigger: {metric}, busy level {level:.2f} per pod (the mean over the "
+        f"window's minutes it was above 0, of {len(had)} of {len(pods)} pods)"
+    )
+    if not served.server:
+        return _Scaler(
+            notes=(
+                measured,
+                "prometheus trigger: not written: the snapshot records no Prometheus URL for "
+                f"serverAddress (add a prometheus trigger on {query}, threshold {threshold})",
+            )
+        )
+    server, review = served.server, _unreachable(served.server)
+    trigger = {
+        "type": "prometheus",
+        "metadata": {
+            "serverAddress": server,
+            "query": query,
+            "threshold": threshold,
+            "activationThreshold": "0",
+        },
+    }
+    notes: tuple[str, ...] = (
+        measured,
+        f"prometheus trigger: threshold {threshold} (the busy level: KEDA keeps "
+        f"ceil(sum / {threshold}) replicas, up to {top.describe()}'s replicas as read), "
+        "activationThreshold 0 (outside the windows, pods stay while any request shows); the "
+        "cron windows stay as a floor: the metric comes from the pods themselves, and with no "
+        "pod running nothing exports it, so it cannot wake the workload from zero",
+    )
+    if review:
+        notes += (f"review: {review}",)
+    return _Scaler(
+        trigger=trigger,
+        notes=notes,
+        risk=(
+            f" Outside the windows the prometheus trigger keeps pods up while {metric} is "
+            "above 0, until it has been 0 for KEDA's cooldownPeriod (300 s by default)."
+        ),
+        said=f", and keeps pods up outside them while {metric} shows work (KEDA prometheus)",
+    )
+
+
+def _quantity(level: float) -> str:
+    """A busy level as KEDA's threshold: a decimal of at most 2 places, at least 0.01."""
+    return f"{max(math.ceil(level * 100) / 100, 0.01):.2f}".rstrip("0").rstrip(".")
+
+
+def _promql_string(text: str) -> str:
+    """`text` inside a PromQL double-quoted string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _pod_pattern(top: ObjectRef) -> str:
+    """The names of the owner's pods, as an RE2 pattern: a Deployment's
+    `<name>-<pod-template-hash>-<5 characters>`, a StatefulSet's `<name>-<ordinal>`."""
+    # Kubernetes names hold letters, digits, dashes and dots: a dot is escaped.
+    name = "".join(c if c.isalnum() or c == "-" else "\\" + c for c in top.name)
+    if top.kind == "StatefulSet":
+        return f"{name}-[0-9]+"
+    return f"{name}-[a-z0-9]+-[a-z0-9]+"
+
+
+def _unreachable(url: str) -> str:
+    """Why pods could not reach the Prometheus at `url` ("" where they may): a loopback or
+    localhost address (a port-forward), or the API server's service proxy."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        loop = ipaddress.ip_address(host).is_loopback or host in ("0.0.0.0", "::")
+    except ValueError:
+        loop = host == "localhost" or host.endswith(".localhost")
+    if loop:
+        where = "a loopback address (a port-forward, most likely)"
+    elif "/proxy" in parts.path:
+        where = "the API server's service proxy"
+    else:
+        return ""
+    return (
+        f"gpuaudit read Prometheus at {url}, {where}, which pods cannot reach: set "
+        "serverAddress to its in-cluster address (its Service, http://NAME.NAMESPACE.svc:PORT)"
     )
 
 

@@ -12,8 +12,9 @@ a node (GPU060's, `Finding.releases`) that another finding places work on (`Find
 advised move, GPU031's, or the node a waiting pod would preempt on, GPU050's), and no change
 places work on a node a GPU070 finding takes out of service (`Finding.drains`), nor a change
 all of whose nodes (`Change.lands`, a MIG slice's offering nodes) such a finding drains: such a
-change is not written, and its findings say which finding it would contradict. A new object made only for
-patches (a PriorityClass their templates name) is not written when none of them is (`used`).
+change is not written, and its findings say which finding it would contradict. A new object
+made only for patches (a PriorityClass their templates name) is not written when none of them
+is (`used`).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from gpuaudit.inventory import (
     owners,
     prom,
     queues,
+    serving_metrics,
     sharing,
     throttling,
 )
@@ -876,6 +877,9 @@ def build(
     p = Parser(snap)
     s = _read_series(p, cut)
     hami_use = hami.usage(p, None if cut is None else (cut.start, cut.end))
+    served = serving_metrics.read(
+        p.answers, man.prometheus_url, p.cluster_label, serving_metrics.query_of(snap.prometheus)
+    )
     if consume:
         p.release()
         snap.prometheus.clear()
@@ -944,6 +948,7 @@ def build(
         holdings=holdings,
         hourly=_frame(hourly_data),
         hami=tenancy,
+        serving=served,
         pods=pods,
         nodes=nodes,
         capabilities=frozenset(caps | k_caps | hami_caps),

@@ -11,6 +11,7 @@ from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.hami import Tenancy
 from gpuaudit.inventory.owners import Owners
 from gpuaudit.inventory.queues import Queues
+from gpuaudit.inventory.serving_metrics import Serving
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -227,6 +228,9 @@ class Inventory:
     hami: Tenancy = field(default_factory=Tenancy)
     """Pods holding GPU shares through HAMi, their grants and what HAMi measured of them (see
     `gpuaudit.inventory.hami`)."""
+    serving: Serving = field(default_factory=Serving)
+    """The pods that export a serving engine's queue or request gauge, each one's busy level,
+    and the Prometheus they were read from (see `gpuaudit.inventory.serving_metrics`)."""
 
     @property
     def window_hours(self) -> float:

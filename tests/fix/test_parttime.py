@@ -4,6 +4,7 @@ cluster's time zone, validated against KEDA's CRD; and the near-misses that get 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,12 +14,15 @@ from gpuaudit.app import config
 from gpuaudit.checks.findings import Finding, Impact, Resource, Severity
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.fix import parttime
-from gpuaudit.fix.changes import ChangeKind, key
+from gpuaudit.fix.changes import ChangeKind, Plan, key
 from gpuaudit.fix.context import Context
+from gpuaudit.fix.directory import About, files, write
 from gpuaudit.fix.plans import _validated
 from gpuaudit.fix.validate import Invalid, check
 from gpuaudit.inventory.owners import build
+from gpuaudit.inventory.serving_metrics import Serving
 from tests.fix.conftest import STATES, lists, pods_table
+from tests.fix.kubectl import overlay
 
 WINTER = datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp()
 """A window's end in winter: Europe/Berlin is UTC+01:00."""
@@ -29,10 +33,15 @@ def context(
     tz: str = "UTC",
     end: float = WINTER,
     kube: dict[str, list[dict[str, Any]]] | None = None,
+    serving: Serving | None = None,
 ) -> Context:
     owners = build(kube or lists(), {"objects": STATES})
     inv = SimpleNamespace(
-        owners=owners, pods=pods_table(running), window_hours=168.0, window_end=end
+        owners=owners,
+        pods=pods_table(running),
+        window_hours=168.0,
+        window_end=end,
+        serving=serving or Serving(),
     )
     return Context(inv, "USD", "1.34", tz)  # type: ignore[arg-type]
 
@@ -185,3 +194,111 @@ def test_the_time_zone_is_an_iana_name_resolved_once() -> None:
         config.for_scan({"demo": True, "timezone": "Mars/Base"})
     with pytest.raises(ConfigError, match="not a time zone"):
         config.for_scan({"demo": True, "timezone": "../../etc/passwd"})
+
+
+def _served(
+    levels: dict[tuple[str, str], dict[str, float]],
+    server: str = "http://prometheus.monitoring.svc:9090",
+    label: str = "pod",
+    selector: str = "",
+) -> Serving:
+    return Serving(levels, dict.fromkeys(levels, label), True, server, selector)
+
+
+WAITING = "vllm:num_requests_waiting"
+
+
+def test_pods_that_export_a_queue_get_a_prometheus_trigger_beside_the_cron_floor() -> None:
+    """Both pods export vLLM's queue (busy levels 3 and 4): a prometheus trigger on its sum
+    over the Deployment's pods, threshold their mean busy level, activationThreshold 0, the
+    Prometheus gpuaudit read as serverAddress; the cron window stays (the floor)."""
+    served = _served(
+        {LLM[0]: {WAITING: 3.0}, LLM[1]: {WAITING: 4.0, "vllm:num_requests_running": 9.0}}
+    )
+    a, b = part_time("llm-5d9f-a", [1, 2]), part_time("llm-5d9f-b", [1, 2])
+    [change], fixes = parttime.changes([a, b], context(LLM, serving=served))
+    cron, prom = change.body["spec"]["triggers"]
+    assert cron["type"] == "cron"
+    assert prom == {
+        "type": "prometheus",
+        "metadata": {
+            "serverAddress": "http://prometheus.monitoring.svc:9090",
+            "query": 'sum(vllm:num_requests_waiting{namespace="ml",'
+            'pod=~"llm-[a-z0-9]+-[a-z0-9]+"})',
+            "threshold": "3.5",
+            "activationThreshold": "0",
+        },
+    }
+    assert change.title.endswith("(KEDA cron and prometheus)")
+    assert "busy level 3.50 per pod" in change.notes[-2]
+    assert "the cron windows stay as a floor" in change.notes[-1]
+    assert not any(n.startswith("review: ") for n in change.notes)
+    assert "keeps pods up outside them while vllm:num_requests_waiting shows work" in (
+        fixes[key(a)].reason
+    )
+    kept, why = _validated(change, "1.34")
+    assert kept is not None and kept.validated == "KEDA v2.20.2 CRD", why
+
+
+def test_a_near_miss_without_a_serving_metric_keeps_cron_alone() -> None:
+    served = _served({("ml", "other-0"): {WAITING: 2.0}})
+    f = part_time("llm-5d9f-a", [1, 2])
+    [change], _ = parttime.changes([f], context([LLM[0]], serving=served))
+    assert [t["type"] for t in change.body["spec"]["triggers"]] == ["cron"]
+    assert change.title.endswith("(KEDA cron)")
+    assert change.notes[-1].startswith("prometheus trigger: none (its pods exported no serving")
+    [unread], _ = parttime.changes([f], context([LLM[0]]))
+    assert unread.notes[-1] == "prometheus trigger: none (the snapshot holds no serving answer)"
+
+
+def test_the_trigger_honours_exported_labels_and_the_cluster_selector() -> None:
+    served = _served(
+        {("ml", "embed-0"): {"tgi_queue_size": 1.234}},
+        label="exported_pod",
+        selector='cluster="prod"',
+    )
+    f = part_time("embed-0", [5])
+    [change], _ = parttime.changes([f], context([("ml", "embed-0")], serving=served))
+    prom = change.body["spec"]["triggers"][-1]["metadata"]
+    assert prom["query"] == (
+        'sum(tgi_queue_size{exported_namespace="ml",exported_pod=~"embed-[0-9]+",cluster="prod"})'
+    )
+    assert prom["threshold"] == "1.24"
+
+
+def test_a_port_forward_address_asks_for_review_and_no_address_writes_no_trigger() -> None:
+    f = part_time("llm-5d9f-a", [1, 2])
+    local = _served({LLM[0]: {WAITING: 2.0}}, server="http://127.0.0.1:9090")
+    [change], _ = parttime.changes([f], context([LLM[0]], serving=local))
+    assert change.body["spec"]["triggers"][-1]["metadata"]["serverAddress"] == (
+        "http://127.0.0.1:9090"
+    )
+    [review] = [n for n in change.notes if n.startswith("review: ")]
+    assert "a loopback address (a port-forward, most likely), which pods cannot reach" in review
+    texts = files(Plan((_validated(change, "1.34")[0],), {}, ""), About("c", "w", "s"))  # type: ignore[arg-type]
+    assert "# review: gpuaudit read Prometheus at http://127.0.0.1:9090" in texts[change.file]
+    none = _served({LLM[0]: {WAITING: 2.0}}, server="")
+    [cron], _ = parttime.changes([f], context([LLM[0]], serving=none))
+    assert [t["type"] for t in cron.body["spec"]["triggers"]] == ["cron"]
+    assert cron.notes[-1].startswith(
+        "prometheus trigger: not written: the snapshot records no Prometheus URL"
+    )
+    assert "sum(vllm:num_requests_waiting{" in cron.notes[-1]
+
+
+@pytest.mark.server
+def test_the_scaled_object_with_its_prometheus_trigger_builds_in_an_overlay(tmp_path: Path) -> None:
+    """The real kubectl builds a kustomize overlay holding the ScaledObject (offline: kubectl
+    apply needs a server that knows KEDA's CRD), and what it builds validates."""
+    served = _served({LLM[0]: {WAITING: 3.0}, LLM[1]: {WAITING: 3.0}})
+    made, _ = parttime.changes(
+        [part_time("llm-5d9f-a", [1, 2]), part_time("llm-5d9f-b", [1, 2])],
+        context(LLM, serving=served),
+    )
+    [change] = [_validated(c, "1.34")[0] for c in made]
+    assert change is not None
+    fix = tmp_path / "fix"
+    write(files(Plan((change,), {}, ""), About("c", "w", "s")), fix)
+    [built] = overlay([], fix, tmp_path)
+    assert built == change.body
+    check(built, "1.34")

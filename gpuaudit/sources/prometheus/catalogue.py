@@ -182,10 +182,10 @@ POD_LABELS = {
 """Workload labels by spelling: `exported` (Helm default `honorLabels: false`), `pod`, or `any`
 when discovery could not tell (both kept; the inventory then decides from the data)."""
 
-Stat = Literal["sum", "count", "max", "p95", "mean", "onsets", "increase"]
+Stat = Literal["sum", "count", "max", "p95", "mean", "onsets", "increase", "busy"]
 Kind = Literal["window", "hourly"]
 
-RAW_STATS = ("p95", "onsets", "increase")
+RAW_STATS = ("p95", "onsets", "increase", "busy")
 """Statistics always read from the raw series (no recording rule keeps what they need)."""
 
 RECORDED = (ACT_PROF, UTIL, FB_USED, FB_FREE, POWER)
@@ -392,6 +392,8 @@ class QuerySpec:
         sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "onsets":
             return _onsets(sel, range_s, by)
+        if self.stat == "busy":
+            return _busy(metric, selector, range_s, by)
         if self.stat == "mean":
             return (
                 f"sum by ({by}) (sum_over_time({sel}{rng})) / "
@@ -434,6 +436,41 @@ def _onsets(sel: str, range_s: int, by: str) -> str:
     fresh = f"({sel} > 0) unless ({sel} offset {r})"
     onset = f"({fresh}) and ignoring (err_code, err_msg) ({sel} offset {r})"
     return f"sum by ({by}) (count_over_time(({onset})[{range_s}s:{r}]))"
+
+
+SERVING_QUEUE_METRICS = (
+    "vllm:num_requests_waiting",
+    "tgi_queue_size",
+    "nv_inference_pending_request_count",
+    "sglang:num_queue_reqs",
+)
+"""Serving engines' request queue gauges (`docs/domain.md`, serving metrics): vLLM's requests
+waiting, Text Generation Inference's queue, Triton's requests pending in a model's scheduler
+queue, SGLang's waiting queue."""
+SERVING_REQUEST_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
+"""Serving engines' in-flight request gauges: vLLM's and SGLang's running requests."""
+SERVING_METRICS = SERVING_QUEUE_METRICS + SERVING_REQUEST_METRICS
+"""Every serving metric the `serving_busy` query reads, in the order `gpuaudit fix` prefers
+them (a queue first)."""
+SERVING_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod")
+"""What serving series are grouped by: the pod that exports them (`namespace`, `pod`: the
+scrape target), and `exported_*` where the series carried its own and the scrape renamed them
+(`honorLabels: false`): those then name the pod, as they do for dcgm-exporter."""
+SERVING_STEP_S = 60
+"""The resolution of the `serving_busy` subquery."""
+SERVING_NAME_LABEL = "gpuaudit_metric"
+"""The label `serving_busy` keeps each series' metric name in (`max_over_time` and its kin
+drop `__name__`, and two metrics of one pod would clash)."""
+
+
+def _busy(metric: str, selector: str, range_s: int, by: str) -> str:
+    """Each pod's busy level of each serving metric: the mean, over the subquery's steps at
+    which the pod's sum of the metric (over its models and engines) was above 0, of that sum.
+    `metric` is the regular expression of the metric names."""
+    sel = f'{{__name__=~"{metric}"' + (f",{selector}" if selector else "") + "}"
+    named = f'label_replace({sel}, "{SERVING_NAME_LABEL}", "$1", "__name__", "(.+)")'
+    summed = f"sum by ({by}, {SERVING_NAME_LABEL}) ({named}) > 0"
+    return f"avg_over_time(({summed})[{range_s}s:{SERVING_STEP_S}s])"
 
 
 def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
@@ -492,4 +529,16 @@ CATALOGUE: tuple[QuerySpec, ...] = (
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 
-BY_ID = {q.id: q for q in CATALOGUE}
+SERVING = QuerySpec(
+    "serving_busy",
+    "window",
+    "|".join(re.escape(m) for m in SERVING_METRICS),
+    "busy",
+    labels=SERVING_LABELS,
+)
+"""One query for every pod's serving metrics (not one per pod): which pods export a serving
+engine's queue or request gauge, and each one's busy level (`_busy`). Run once, beside the
+catalogue (`gpuaudit.sources.prometheus.promsource`); a backend without those metrics answers
+nothing. `gpuaudit fix` scales on them (`gpuaudit.fix.parttime`)."""
+
+BY_ID = {q.id: q for q in (*CATALOGUE, SERVING)}

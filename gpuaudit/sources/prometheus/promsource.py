@@ -22,7 +22,7 @@ from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
-from gpuaudit.sources.prometheus.http import PromClient
+from gpuaudit.sources.prometheus.http import PromClient, PromError
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 from gpuaudit.sources.prometheus.recorded import hourly_parts
 from gpuaudit.sources.transfer import Allowance
@@ -108,22 +108,51 @@ class PrometheusSource(Source[PromCollection]):
             self.parallel,
         )
         answers = col.run(specs)
+        allowance.grant()
+        serving, serving_note = _serving(self.client, window, caps, selector, group, self.keep)
+        if serving is not None:
+            answers[catalogue.SERVING.id] = [serving]
         incomplete = caps.incomplete + col.incomplete
         if not col.series:
             newest = newest_sample(self.client, window, selector)
             incomplete.append(_no_series(window, selector, caps, newest))
         queries = [_described(q, window, caps, selector, col.reads, group) for q in specs]
+        if serving is not None:
+            queries.append(_described(catalogue.SERVING, window, caps, selector, {}, group))
         return PromCollection(
             answers=answers,
             capabilities=caps,
             queries=queries,
             missing_metrics=missing,
             plan=col.plan,
-            warnings=caps.warnings + col.warnings,
+            warnings=caps.warnings + col.warnings + ([serving_note] if serving_note else []),
             incomplete_reasons=incomplete,
             http_requests=self.client.requests,
             backend_timings=col.timings.to_dict(),
         )
+
+
+def _serving(
+    client: PromClient,
+    w: Window,
+    caps: Capabilities,
+    selector: str,
+    group: str,
+    keep: Keep,
+) -> tuple[dict[str, Any] | None, str]:
+    """The answer of the one serving metrics query (`catalogue.SERVING`) as an entry, or None
+    and a warning where the backend did not answer it: then no pod is known to export a
+    serving metric, which costs `gpuaudit fix` its prometheus triggers, never the audit."""
+    spec = catalogue.SERVING
+    expr = spec.promql(w.end - w.start, caps.pod_label, selector, group=group)
+    try:
+        ans = client.query(expr, w.end)
+    except PromError as exc:
+        why = str(exc)[:200]
+        return None, f"{spec.id}: not answered ({why}): gpuaudit fix writes cron triggers only"
+    entry: dict[str, Any] = {"query": expr, "params": ans.params, "chunk": [w.start, w.end, ""]}
+    entry.update(keep(spec.id, ans))
+    return entry, ""
 
 
 def _described(
