@@ -25,8 +25,9 @@ How it decides
     For an `OOMKilled` container the evidence states the most GPU memory DCGM saw the pod use
     (`DCGM_FI_DEV_FB_USED`) and the framebuffer; the host memory it needed
     (cAdvisor's `container_memory_working_set_bytes`) is said to be not measured where the
-    snapshot does not hold it. Impact: the measured GPU-hours. Severity: high from 24
-    GPU-hours, medium below.
+    snapshot does not hold it. Reported only from `checks.restart_min_gpu_hours` (default 0.5)
+    GPU-hours measured. Impact: the measured GPU-hours. Severity: high from 24 GPU-hours, medium
+    below.
 
 What to do
     Read the container's last logs (`kubectl logs --previous`). For `OOMKilled`, raise the
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from gpuaudit.checks.base import STUCK_WORK, gpu_word, short_model
-from gpuaudit.checks.contract import count
+from gpuaudit.checks.contract import count, hours
 from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -67,6 +68,10 @@ class Thresholds:
     restart_min_count: float = count(3.0)
     """Container restarts (with the last termination in the window) from which a pod that is
     not in CrashLoopBackOff is reported."""
+    restart_min_gpu_hours: float = hours(0.5)
+    """GPU-hours held while down (measured) from which a restarting pod is reported: a pod
+    that restarts quickly wastes little GPU time, and another check's finding (a framebuffer
+    that overflows, say) says more about it."""
 
 
 def _reported(cs: tuple[Container, ...], start: float, end: float, least: float) -> bool:
@@ -110,6 +115,8 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         i = numbers.get(key)
         if i is None:
             continue  # it held no GPU in the window that DCGM shows
+        if per_number[i] < cfg.restart_min_gpu_hours:
+            continue
         out.append(_finding(views, key, cs, float(per_number[i]), per_pod.loc[key]))
     return out
 

@@ -74,6 +74,15 @@ def test_restarts_with_the_last_down_time_inside_the_window() -> None:
     assert f.evidence["last_exit_code"] == 1
 
 
+def test_near_miss_a_quick_restart_holds_too_little() -> None:
+    """Down 36 s (0.01 GPU-hours) after its last of 7 restarts: under the 0.5 GPU-hours."""
+    last = _term("OOMKilled", START + 3 * 3600, START + 10 * 3600)
+    pod = _pod(7, last, {"running": {"startedAt": iso(START + 10.01 * 3600)}})
+    assert _run(pod) == []
+    (f,) = _run(pod, restart_min_gpu_hours=0.01)
+    assert f.impact.gpu_hours == pytest.approx(0.01)
+
+
 def test_near_miss_one_restart_long_ago_and_healthy_since() -> None:
     last = _term("Error", START - 80000, START - 79000, code=1)
     pod = _pod(1, last, {"running": {"startedAt": iso(START - 78990)}})
