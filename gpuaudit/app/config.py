@@ -149,6 +149,11 @@ class Config:
     """An earlier JSON report that only new or worse findings are gated against (CI)."""
     previous: Path | None = None
     """An earlier JSON report to show the trend against (cron)."""
+    history: Path | None = None
+    """`--history DIR`: the folder that keeps each JSON report, gives the previous one (unless
+    `previous` is given) and the trend over the kept weeks (`gpuaudit.app.history`)."""
+    history_keep: int = 26
+    """`--history-keep`: the reports `history` keeps, this one included."""
     group_by_label: str = ""
     """A pod label to break waste down by, or empty."""
     what_if: tuple[str, ...] = ()
@@ -195,6 +200,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
     baseline, previous = opts.path("baseline"), opts.path("previous")
     if baseline and previous:
         raise ConfigError("use --baseline (CI) or --previous (trend), not both")
+    history, history_keep = _history(opts, baseline)
     output = opts.path("output")
     return Config(
         settings=settings,
@@ -208,6 +214,8 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         strict=opts.flag("strict"),
         baseline=baseline,
         previous=previous,
+        history=history,
+        history_keep=history_keep,
         group_by_label=opts.text("group_by_label") or "",
         what_if=_what_if(opts.text("what_if")),
         idle_rule=_idle_rule(opts.text("idle_rule", "none")),
@@ -783,6 +791,28 @@ def _timeout(opts: _Options) -> float:
             f"for one answer, more than 0 and at most {MAX_TIMEOUT_S:g}"
         )
     return timeout
+
+
+MAX_HISTORY_KEEP = 520
+"""The most reports `--history-keep` keeps: ten years of weekly reports."""
+
+
+def _history(opts: _Options, baseline: Path | None) -> tuple[Path | None, int]:
+    """`--history` and `--history-keep`. With `--baseline` the history could not give the
+    earlier report (the baseline gates CI), and `--history-keep` without `--history` keeps
+    nothing: both are refused rather than ignored."""
+    history = opts.path("history")
+    keep = _count(opts, "history_keep", MAX_HISTORY_KEEP)
+    if history is None:
+        if opts.layer("history_keep") is not None:
+            raise ConfigError(f"{opts.origin('history_keep')} applies only with --history DIR")
+        return None, keep
+    if baseline:
+        raise ConfigError(
+            "use --baseline (CI gate) or --history (weekly trend), not both: --history reads "
+            "the previous report itself"
+        )
+    return history, keep
 
 
 def _count(opts: _Options, name: str, most: int) -> int:

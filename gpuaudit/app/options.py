@@ -277,6 +277,27 @@ OPTIONS: tuple[Option, ...] = (
         scan_only=True,
     ),
     Option(
+        "--history",
+        Kind.PATH,
+        OUTPUT,
+        "A folder that keeps this JSON report (gpuaudit-<window end>.json, created if missing) "
+        "and the last --history-keep before it: the newest earlier one is last week's report "
+        "unless --previous names one, and the Markdown and HTML reports show the trend over "
+        "the kept weeks (for the weekly cron job).",
+        scan_only=True,
+        value="DIR",
+    ),
+    Option(
+        "--history-keep",
+        Kind.NUMBER,
+        OUTPUT,
+        "How many reports --history keeps, this one included (1 to 520); older gpuaudit "
+        "reports there are removed, no other file.",
+        26,
+        scan_only=True,
+        value="N",
+    ),
+    Option(
         "--group-by-label",
         Kind.TEXT,
         OUTPUT,

@@ -25,7 +25,7 @@ from time import perf_counter
 from rich.console import Console
 
 from gpuaudit import report, snapshot
-from gpuaudit.app import owner_files
+from gpuaudit.app import history, owner_files
 from gpuaudit.app.config import Config, demo_path
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.compare import load_report
@@ -125,6 +125,9 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
     clock = _Stages()
     result = audit(config, progress, collector, clock)
     failures = write_reports(config, result)
+    if config.history is not None:
+        text = report.render(result, "json")
+        failures += history.keep(config.history, text, result.window_end, config.history_keep)
     if config.per_owner is not None:
         failures += owner_files.write(result, config.per_owner)
     clock.mark("render")
@@ -161,6 +164,9 @@ def audit(
     against = config.baseline or config.previous
     flag = "--baseline" if config.baseline else "--previous"
     previous = (against.name, load_report(against, flag)) if against else None
+    kept = history.read(config.history, config.history_keep) if config.history else None
+    if previous is None and kept is not None:
+        flag, previous = history.FLAG, kept.before(inv.window_end)
     with progress.stage("running the checks", "checks") as tick:
         result = run_checks(
             inv,
@@ -176,6 +182,8 @@ def audit(
             follow_up="" if config.baseline else flag,
         )
     clock.mark("checks")
+    if kept is not None:
+        result = history.with_weeks(result, kept, config.history_keep)
     return result
 
 

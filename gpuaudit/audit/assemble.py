@@ -23,6 +23,7 @@ from gpuaudit.audit.showback import Showback, showback
 from gpuaudit.audit.summary import Summary, summarise
 from gpuaudit.audit.waivers import Suppressed, Waiver
 from gpuaudit.audit.waivers import apply as apply_waivers
+from gpuaudit.audit.weeks import WeekPoint
 from gpuaudit.checks import Check, discover
 from gpuaudit.checks.findings import Finding, Severity, Skipped
 from gpuaudit.core.gcpause import SCOPED, Collector, paused
@@ -68,6 +69,9 @@ class AuditResult:
     outcomes: Outcomes | None = None
     """What the earlier report's findings became, and the realized savings (`--previous`,
     `--history`; `gpuaudit.audit.outcomes`); None against `--baseline` or nothing."""
+    weeks: tuple[WeekPoint, ...] = ()
+    """The trend over the weeks `--history` keeps, oldest first, this audit last; empty
+    without `--history` (`gpuaudit.app.history`)."""
     nothing_audited: tuple[str, ...] = ()
     """Why the audit audited nothing (no GPU in the data, every check skipped); empty when it
     audited something. Each reason is also one of `incomplete_reasons`."""

@@ -66,6 +66,8 @@ def scan(
     strict: A[bool, option("strict")] = False,
     baseline: A[Path | None, option("baseline")] = None,
     previous: A[Path | None, option("previous")] = None,
+    history: A[Path | None, option("history")] = None,
+    history_keep: A[int, option("history_keep")] = 26,
     group_by_label: A[str | None, option("group_by_label")] = None,
     owner_keys: A[list[str] | None, option("owner_keys")] = None,
     per_owner: A[Path | None, option("per_owner")] = None,

@@ -326,3 +326,54 @@ def cause_chart(parts: list[tuple[str, str, float]], allocated: float) -> str:
             loc="upper center", bbox_to_anchor=(0.5, -0.55), ncol=4, frameon=False, fontsize=8
         )
         return _svg(fig, "causes", "Allocated GPU-hours by cause")
+
+
+SAVED_COLOUR = "#16a34a"
+IDLE_COLOUR = "#dc2626"
+
+
+def weeks_chart(
+    labels: list[str],
+    gpu_hours: list[tuple[str, list[float | None]]],
+    findings: list[tuple[str, list[int | None]]],
+) -> str:
+    """The trend over the weeks `--history` keeps: GPU-hours per week (allocated, idle,
+    realized savings: lines, a gap where a report lacks the figure) beside the findings open
+    and fixed (bars). `labels` name the weeks, oldest first. Empty with fewer than two weeks."""
+    if len(labels) < 2:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    colours = (ALLOCATED_COLOUR, IDLE_COLOUR, SAVED_COLOUR)
+    x = list(range(len(labels)))
+    ticks = [terminal(label, 20) for label in labels]
+    with matplotlib.rc_context(cast(Any, _RC)):
+        fig = Figure(figsize=(12.5, 3.2))
+        left, right = fig.subplots(1, 2, width_ratios=(3, 2))
+        for (name, values), colour in zip(gpu_hours, colours, strict=False):
+            ys = [math.nan if v is None else v for v in values]
+            left.plot(x, ys, color=colour, linewidth=1.6, marker="o", markersize=3, label=name)
+        left.set_ylabel("GPU-hours")
+        left.set_ylim(bottom=0)
+        width = 0.8 / max(len(findings), 1)
+        for i, (name, counts) in enumerate(findings):
+            ys = [math.nan if n is None else float(n) for n in counts]
+            shift = [t - 0.4 + width * (i + 0.5) for t in x]
+            right.bar(shift, ys, width=width, color=colours[i * 2 % 3], label=name)
+        right.set_ylabel("Findings")
+        for ax in (left, right):
+            ax.set_xticks(
+                x, ticks, rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center"
+            )
+            ax.grid(axis="y", color=GRID_COLOUR, linewidth=0.8)
+            ax.set_axisbelow(True)
+            ax.legend(
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.2 if len(x) <= 8 else -0.35),
+                ncol=3,
+                frameon=False,
+            )
+        return _svg(fig, "weeks", "GPU-hours and findings over the kept weeks")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
@@ -777,6 +777,15 @@ def _fixes(result: AuditResult) -> Fixes | None:
     )
 
 
+def _weeks(result: AuditResult) -> since_last_week.WeeksView | None:
+    """The trend over the kept weeks (`--history`), its chart drawn here."""
+    view = since_last_week.weeks_view(result)
+    if view is None:
+        return None
+    chart = charts.weeks_chart(view.labels, view.gpu_hours, view.findings)
+    return replace(view, svg=_svg(chart))
+
+
 def _contents(
     findings: Findings, breakdown: tuple[GroupTable, ...], sections: dict[str, object]
 ) -> tuple[Entry, ...]:
@@ -789,6 +798,7 @@ def _contents(
             entries.append(Entry(sid, title))
 
     add("since", "Since last week")
+    add("weeks", "The kept weeks")
     add("attribution", "Attribution of allocated GPU-hours")
     add("causes", "Held GPU-hours by cause")
     add("clusters", "Clusters")
@@ -812,6 +822,7 @@ def render(result: AuditResult) -> str:
     breakdown = _breakdown(result)
     parts: dict[str, object] = {
         "since": since_last_week.view(result),
+        "weeks": _weeks(result),
         "attribution": _attribution(result),
         "causes": _causes(result),
         "clusters": _clusters(result),

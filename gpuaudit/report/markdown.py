@@ -204,13 +204,26 @@ def _since(result: AuditResult) -> list[str]:
     ):
         if not rows:
             continue
-        rule = ["---:" if h in since_last_week.NUMERIC else "---" for h in head]
-        lines += ["", f"{title}:", "", _row(list(head)), _row(rule)]
-        lines += [_row([md(cell, 400) for cell in row]) for row in rows]
+        lines += ["", f"{title}:", "", *_since_table(head, rows)]
         hidden = since_last_week.more(result)[left]
         if hidden:
             lines.append(f"\n…and {hidden} more in the JSON report.")
     return lines
+
+
+def _weeks(result: AuditResult) -> list[str]:
+    """The trend over the weeks `--history` keeps, oldest first."""
+    rows = since_last_week.week_rows(result)
+    if not rows:
+        return []
+    head = since_last_week.WEEKS_HEAD
+    return ["", f"## The last {plural(len(rows), 'week')}", "", *_since_table(head, rows)]
+
+
+def _since_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """A table of `since_last_week`'s, its numbers aligned right."""
+    rule = ["---:" if h in since_last_week.NUMERIC else "---" for h in head]
+    return [_row(list(head)), _row(rule), *(_row([md(c, 400) for c in row]) for row in rows)]
 
 
 def _trend(result: AuditResult) -> list[str]:
@@ -590,6 +603,7 @@ def render(result: AuditResult) -> str:
     for part in (
         _incomplete,
         _since,
+        _weeks,
         _summary,
         _clusters,
         _trend,

@@ -5,6 +5,9 @@ here (`terminal`); Markdown and HTML escape their own way on top."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
 from gpuaudit.audit.assemble import AuditResult
 from gpuaudit.audit.outcomes import GONE, SCALED_DOWN
 from gpuaudit.report.text import MAX_LISTED, count, money, num, plural, terminal
@@ -14,7 +17,18 @@ HOW = {GONE: "gone", SCALED_DOWN: "scaled down"}
 
 FIXED_HEAD = ("Check", "Resource", "How", "GPU-h/week", "Cost/week", "Judged by")
 OPEN_HEAD = ("Check", "Resource", "Weeks open", "First seen")
-NUMERIC = frozenset({"GPU-h/week", "Cost/week", "Weeks open"})
+WEEKS_HEAD = (
+    "Week ending",
+    "Allocated GPU-h",
+    "Idle GPU-h",
+    "Wasted cost",
+    "Findings open",
+    "Fixed",
+    "Saved GPU-h/week",
+    "Saved cost/week",
+)
+"""The columns of the trend over the kept weeks (`--history`)."""
+NUMERIC = frozenset({"GPU-h/week", "Cost/week", "Weeks open", *WEEKS_HEAD[1:]})
 """The columns that hold numbers (aligned right)."""
 
 
@@ -103,3 +117,69 @@ def view(result: AuditResult) -> dict[str, object] | None:
         if rows
     ]
     return {"sentence": said, "tables": tables, "numeric": NUMERIC}
+
+
+def week_rows(result: AuditResult) -> list[tuple[str, ...]]:
+    """One row per kept week, oldest first (`WEEKS_HEAD`); a figure a report lacks is `n/a`."""
+
+    def fig(x: float | None, digits: int = 0) -> str:
+        return "n/a" if x is None else num(x, digits)
+
+    def whole(n: int | None) -> str:
+        return "n/a" if n is None else count(n)
+
+    rows: list[tuple[str, ...]] = []
+    for w in result.weeks:
+        cur = terminal(w.currency, 10)
+        rows.append(
+            (
+                datetime.fromtimestamp(w.end, timezone.utc).strftime("%Y-%m-%d %H:%M"),
+                fig(w.allocated_gpu_hours),
+                fig(w.idle_gpu_hours),
+                "n/a" if w.wasted_cost is None else money(w.wasted_cost, cur),
+                whole(w.findings_open),
+                whole(w.findings_fixed),
+                fig(w.saved_gpu_hours, 1),
+                "n/a" if w.saved_cost is None else money(w.saved_cost, cur),
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class WeeksView:
+    """What the HTML report's trend over the kept weeks shows (`parts/weeks.html.j2`): a chart
+    of the figures, and the same as a table (printable, and what a reader without the chart
+    reads)."""
+
+    title: str
+    labels: list[str]
+    gpu_hours: list[tuple[str, list[float | None]]]
+    findings: list[tuple[str, list[int | None]]]
+    rows: list[tuple[str, ...]]
+    head: tuple[str, ...] = WEEKS_HEAD
+    numeric: frozenset[str] = NUMERIC
+    svg: object = ""
+    """The chart, drawn by the HTML report."""
+
+
+def weeks_view(result: AuditResult) -> WeeksView | None:
+    """The trend over the kept weeks for the HTML report; None without `--history`."""
+    rows = week_rows(result)
+    if not rows:
+        return None
+    weeks = result.weeks
+    return WeeksView(
+        title=f"The last {plural(len(rows), 'week')}",
+        labels=[row[0][:10] for row in rows],
+        gpu_hours=[
+            ("Allocated GPU-hours", [w.allocated_gpu_hours for w in weeks]),
+            ("Idle GPU-hours", [w.idle_gpu_hours for w in weeks]),
+            ("Realized savings, GPU-hours a week", [w.saved_gpu_hours for w in weeks]),
+        ],
+        findings=[
+            ("Findings open", [w.findings_open for w in weeks]),
+            ("Fixed since the week before", [w.findings_fixed for w in weeks]),
+        ],
+        rows=rows,
+    )
