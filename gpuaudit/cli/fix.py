@@ -24,7 +24,8 @@ from gpuaudit.sources.bounds import (
 HELP = (
     "Audit as scan does, and write every recommendation gpuaudit can make a change of into a "
     "folder to review: a patch of the object a team edits (found through the pods' owners) or "
-    "a new object (a KEDA ScaledObject for a part-time workload, scheduled in --timezone; a "
+    "a new object (a KEDA ScaledObject for a part-time workload, scheduled in --timezone, "
+    "with a prometheus trigger where its pods export a serving queue or request metric; a "
     "PriorityClass a waiting pod may preempt with), a kustomization.yaml listing them (a "
     "kustomize component for an overlay of your manifests), apply.sh (the new objects created "
     "with kubectl apply, then the patches made with kubectl patch), commands.sh (cordon, "
