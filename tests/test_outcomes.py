@@ -97,6 +97,7 @@ def test_each_earlier_finding_is_judged_and_the_savings_are_scaled_to_a_week() -
             _old("GPU001|Pod|ml|bare-0", "Pod", "bare-0", 2.0, 6.0),
             _old("GPU001|Pod|ml|still-here", "Pod", "still-here", 3.0, 9.0,
                  counted_in_total=False),
+            _old("GPU021|Pod|ml|bare-0", "Pod", "bare-0", 1.0, 3.0),
             _old("GPU060|Node||gpu-1", "Node", "gpu-1", 8.0, 24.0),
             _old("GPU070|GPU||GPU-1", "GPU", "GPU-1", 5.0, 15.0, category="risk"),
             _old("GPU001|Pod|ml|Deployment/open", "Pod", "open-abc", 1.0, 3.0),
@@ -125,7 +126,7 @@ def test_each_earlier_finding_is_judged_and_the_savings_are_scaled_to_a_week() -
         now,
         waived,
         OWNERS,
-        ["GPU001", "GPU060", "GPU070"],
+        ["GPU001", "GPU021", "GPU060", "GPU070"],
         {"GPU030": "no topology files"},
         "USD",
     )
@@ -135,6 +136,7 @@ def test_each_earlier_finding_is_judged_and_the_savings_are_scaled_to_a_week() -
         "GPU001|Pod|ml|Deployment/parked": "scaled_down",
         "GPU001|Pod|ml|Deployment/busy": "no_longer_matches",
         "GPU001|Pod|ml|bare-0": "gone",
+        "GPU021|Pod|ml|bare-0": "gone",
         "GPU001|Pod|ml|still-here": "no_longer_matches",
         "GPU060|Node||gpu-1": "no_longer_matches",
         "GPU070|GPU||GPU-1": "no_longer_matches",
@@ -150,10 +152,11 @@ def test_each_earlier_finding_is_judged_and_the_savings_are_scaled_to_a_week() -
     # An 84-hour window: each figure doubles to a week.
     week = {f.fingerprint: (f.gpu_hours_per_week, f.cost_per_week, f.counted) for f in got.fixed}
     assert week["GPU001|Pod|ml|Deployment/gone"] == (20.0, 60.0, True)
-    assert week["GPU001|Pod|ml|still-here"] == (6.0, 18.0, False)  # shared hours
+    assert week["GPU001|Pod|ml|still-here"] == (6.0, 18.0, True)  # its hours were freed
+    assert week["GPU021|Pod|ml|bare-0"] == (2.0, 6.0, False)  # GPU001's hours on that pod
     assert week["GPU070|GPU||GPU-1"] == (10.0, 30.0, False)  # a risk, not waste
-    # gone 20 + parked 8 + busy 3 + bare 4 + node 16 (the uncounted and the risk left out).
-    assert (got.savings.gpu_hours, got.savings.cost, got.savings.findings) == (51.0, 153.0, 5)
+    # gone 20 + parked 8 + busy 3 + bare 4 + still-here 6 + node 16.
+    assert (got.savings.gpu_hours, got.savings.cost, got.savings.findings) == (57.0, 171.0, 6)
     (still,) = got.still_open
     assert (still.fingerprint, still.weeks, still.first_seen) == (
         "GPU001|Pod|ml|Deployment/open",
@@ -198,3 +201,27 @@ def test_another_cluster_and_a_later_window_are_refused_an_overlap_warned() -> N
     previous.pop("window")
     (warning,) = vet(previous, "--previous", "c1", NOW, "USD")
     assert "has no window" in warning
+
+
+def test_a_fixed_node_and_the_fixed_pods_on_it_count_their_hours_once() -> None:
+    def on(node: str, fp: str, name: str, hours: float) -> dict[str, Any]:
+        old = _old(fp, "Pod", name, hours, hours)
+        old["resource"]["node"] = node
+        return old
+
+    previous = _previous(
+        [
+            _old("GPU060|Node||n1", "Node", "n1", 10.0, 10.0),
+            on("n1", "GPU001|Pod|ml|a", "a", 3.0),
+            on("n1", "GPU001|Pod|ml|b", "b", 4.0),
+            _old("GPU060|Node||n2", "Node", "n2", 5.0, 5.0),
+            on("n2", "GPU001|Pod|ml|c", "c", 3.0),
+            on("n2", "GPU001|Pod|ml|d", "d", 4.0),
+        ],
+        hours=168,
+    )
+    got = outcomes(previous, [], [], OWNERS, ["GPU001", "GPU060"], {}, "USD")
+    counted = sorted(f.fingerprint for f in got.fixed if f.counted)
+    # n1: the node's 10 beat its pods' 7; n2: its pods' 7 beat the node's 5.
+    assert counted == ["GPU001|Pod|ml|c", "GPU001|Pod|ml|d", "GPU060|Node||n1"]
+    assert got.savings.gpu_hours == 17.0

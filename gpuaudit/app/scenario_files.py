@@ -23,6 +23,7 @@ from gpuaudit.report.text import num, plural
 from gpuaudit.scenario import DEFAULT_END, generate, k8s_lists, write_openmetrics, write_snapshot
 from gpuaudit.scenario.emit import LABEL_STYLES
 from gpuaudit.scenario.generator import Scenario
+from gpuaudit.scenario.next_week_cases import generate_next_week
 from gpuaudit.scenario.series import INT_METRICS, WRITTEN, Table
 from gpuaudit.snapshot import index
 
@@ -45,20 +46,24 @@ def write_scenario(
     large_ok: bool = False,
     say: Callable[[str], None] | None = None,
     side_file: bool = True,
+    next_week: bool = False,
 ) -> None:
     """Generate a deterministic scenario and write its snapshot and, where asked, its planted
     problems, OpenMetrics samples and Kubernetes objects (`gpuaudit scenario`). `say` gets the
     size of the OpenMetrics file before it is written; above `OPENMETRICS_LIMIT` it is refused
     (`ConfigError`, before any file is written) unless `large_ok`. `side_file`: write the
     snapshot's columnar side-file too (`snapshot.index`), from the file once the scenario is
-    let go of, so that the first scan of it skips parsing its text."""
+    let go of, so that the first scan of it skips parsing its text. `next_week`: the week after
+    that scenario, some of its findings fixed and one new (`scenario.next_week_cases`; its
+    window ends a week after `end`)."""
     if label_style not in LABEL_STYLES:
         raise ConfigError(f"--label-style must be one of {', '.join(LABEL_STYLES)}")
     end_ts = parse_end(end)
     end_i = int(end_ts) if end_ts is not None else DEFAULT_END
     end_i -= end_i % 3600
     try:
-        sc = generate(gpus, days, seed, end=end_i, scrape_s=scrape_interval)
+        make = generate_next_week if next_week else generate
+        sc = make(gpus, days, seed, end=end_i, scrape_s=scrape_interval)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if openmetrics:
@@ -66,6 +71,7 @@ def write_scenario(
     cmd = (
         f"gpuaudit scenario --gpus {gpus} --days {days} --seed {seed} "
         f"--scrape-interval {scrape_interval} --label-style {label_style}"
+        + (" --next-week" if next_week else "")
     )
     try:
         write_snapshot(sc, output, label_style, cmd)

@@ -20,15 +20,19 @@ the earlier report's own `comparison.still_open[].weeks` plus one, else 2 (it wa
 earlier report and is in this one). With a weekly cron job a report is a week.
 
 The **realized savings** are what the fixed findings were wasting, per week: each fixed finding's
-earlier impact (GPU-hours and cost) scaled from the earlier report's window to 168 hours. Only
-the fixed findings of the waste list that counted toward the earlier report's total add up
-(`counted_in_total`: a finding that shares GPU-hours with a higher-ranked one would count them
-twice; a risk's GPU-hours were at risk, not wasted). The cost is left out (null) when the earlier
+earlier impact (GPU-hours and cost) scaled from the earlier report's window to 168 hours, each
+GPU-hour once (`counted`): only the waste list's findings add up (a risk's GPU-hours were at
+risk, not wasted); of the fixed findings on one resource (GPU001 and GPU021 on one pod share
+their hours) the one with the most GPU-hours; and of a fixed node's finding and the fixed
+findings on pods of that node, the larger side. The earlier report's own `counted_in_total` is
+not used: a finding it left out because a finding still open shares its hours (GPU060's node
+holding idle pods) saved its hours all the same. The cost is left out (null) when the earlier
 report's currency is not this one's: gpuaudit has no exchange rate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,7 +72,7 @@ class Fixed:
     cost_per_week: float | None
     """Their earlier cost per week; None when unknown or in another currency."""
     counted: bool
-    """Whether it adds to the realized savings (a counted waste finding)."""
+    """Whether it adds to the realized savings (`_once`)."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,7 @@ def outcomes(
         else:
             how, why = index.judge(old, code, ref)
             fixed.append(_fixed(fp, code, ref, how, why, old, scale, same_currency))
+    fixed = _once(fixed, prev)
     counted = [f for f in fixed if f.counted]
     savings = Savings(
         gpu_hours=round(sum(f.gpu_hours_per_week or 0.0 for f in counted), 2),
@@ -266,12 +271,46 @@ def _fixed(
     week_cost = (
         None if cost is None or scale is None or not same_currency else round(cost * scale, 2)
     )
-    counted = (
-        old.get("category", "waste") == "waste"
-        and old.get("counted_in_total", True) is True
-        and week_hours is not None
-    )
+    counted = old.get("category", "waste") == "waste" and week_hours is not None
     return Fixed(fp, code, ref, how, why, week_hours, week_cost, counted)
+
+
+def _once(fixed: list[Fixed], prev: Mapping[str, Mapping[str, Any]]) -> list[Fixed]:
+    """The fixed findings with `counted` set so that each GPU-hour adds up once (see the
+    module's docstring)."""
+    best: dict[tuple[str, str, str], Fixed] = {}
+    for f in fixed:
+        key = _key(prev[f.fingerprint])
+        if f.counted and (key not in best or _hours(f) > _hours(best[key])):
+            best[key] = f
+    chosen = set(best.values())
+    for (kind, _, node), nf in best.items():
+        if kind != "Node":
+            continue
+        on_it = [
+            f for k, f in best.items() if k[0] != "Node" and _node(prev[f.fingerprint]) == node
+        ]
+        if sum(_hours(f) for f in on_it) > _hours(nf):
+            chosen.discard(nf)
+        else:
+            chosen.difference_update(on_it)
+    return [dataclasses.replace(f, counted=f in chosen) for f in fixed]
+
+
+def _hours(f: Fixed) -> float:
+    return f.gpu_hours_per_week or 0.0
+
+
+def _key(old: Mapping[str, Any]) -> tuple[str, str, str]:
+    r = old.get("resource") if isinstance(old.get("resource"), Mapping) else {}
+    assert isinstance(r, Mapping)
+    return (_text(r.get("kind"), 63), _text(r.get("namespace"), 253), _text(r.get("name"), 253))
+
+
+def _node(old: Mapping[str, Any]) -> str:
+    r = old.get("resource") if isinstance(old.get("resource"), Mapping) else {}
+    assert isinstance(r, Mapping)
+    return _text(r.get("node"), 253)
 
 
 def _open_before(doc: Mapping[str, Any]) -> dict[str, tuple[int, str]]:

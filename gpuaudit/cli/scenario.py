@@ -22,6 +22,11 @@ HELP = {
     "--label-style": "DCGM label spelling: helm (exported_pod), honor (pod) or old (pod_name).",
     "--yes": "Write --openmetrics even when it will be larger than 1 GB.",
     "--quiet": "Do not print the size of the --openmetrics file on stderr.",
+    "--next-week": (
+        "The same cluster one week later (its window ends a week after --end): some planted "
+        "findings fixed (a pod gone, a Deployment scaled to 0), the rest still open, one new; "
+        "the truth's next_week lists which. Scan it with --previous last week's JSON report."
+    ),
     "--no-side-file": (
         "Do not write the snapshot's columnar side-file (FILE.columns), which lets every scan "
         "of it skip parsing its text and takes about four times the disk of a gzipped snapshot."
@@ -54,6 +59,7 @@ def scenario(
     yes: A[bool, _opt("--yes", "-y")] = False,
     quiet: A[bool, _opt("--quiet", "-q")] = False,
     no_side_file: A[bool, _opt("--no-side-file")] = False,
+    next_week: A[bool, _opt("--next-week")] = False,
 ) -> None:
     """Generate a deterministic cluster scenario with planted problems."""
     from gpuaudit.app import scenario_files  # lazy: it loads numpy, which would slow `--help`
@@ -73,6 +79,7 @@ def scenario(
             large_ok=yes,
             say=None if quiet else _say,
             side_file=not no_side_file,
+            next_week=next_week,
         )
 
 

@@ -2,7 +2,9 @@
 Deployment, StatefulSet (and a notebook's Kubeflow Notebook), Job (and a CronJob's or a
 JobSet's), and the InferenceService the hints name (`owner_cases.HINTS`). Derived from the pods
 alone, with no random draw: a scenario's other bytes stay as they were. An owner a hint marks
-`unlisted` is left out (deleted since it made its pod).
+`unlisted` is left out (deleted since it made its pod); the ReplicaSet a hint marks
+`scaled_down`, and its Deployment, are listed with `replicas: 0` for its pod that is gone
+(`next_week_cases`).
 
 Each owner's uid is derived from its kind, namespace and name (`owner_uid`), and a pod's
 `ownerReferences` name it by that uid (`gpuaudit.scenario.emit`)."""
@@ -65,6 +67,9 @@ class _Owners:
         self.unlisted = {
             (h["kind"], h["namespace"], h["name"]) for h in hints if h["hint"] == "unlisted"
         }
+        self.scaled_down = {
+            (h["namespace"], h["name"]) for h in hints if h["hint"] == "scaled_down"
+        }
         self.jobsets = {
             (str(j["metadata"]["namespace"]), str(j["metadata"]["name"])): str(
                 j["metadata"].get("uid", "")
@@ -122,6 +127,9 @@ def owner_lists(
     """The list responses of the owners of `pods` (a scenario's), by list key."""
     o = _Owners(list(objects.get("owner_hints", [])), list(objects.get("jobsets", [])))
     for p in pods:
+        if not p.alive and (p.namespace, p.owner_name) in o.scaled_down:
+            _replicaset(o, p, 0)
+            continue
         if not p.alive or (p.owner_kind, p.namespace, p.owner_name) in o.unlisted:
             continue
         if p.owner_kind == "ReplicaSet":
@@ -142,7 +150,7 @@ def owner_lists(
     }
 
 
-def _replicaset(o: _Owners, p: Any) -> None:
+def _replicaset(o: _Owners, p: Any, pods: int = 1) -> None:
     ns, rs = p.namespace, p.owner_name
     h = str(p.labels.get("pod-template-hash", ""))
     deploy = rs[: -len(h) - 1] if h and rs.endswith("-" + h) else _app(p)
@@ -151,9 +159,9 @@ def _replicaset(o: _Owners, p: Any) -> None:
         o.add("InferenceService", ns, isvc, {"predictor": {"minReplicas": 1}}, None)
     owner = _ref("InferenceService", ns, isvc) if isvc else None
     d = o.add("Deployment", ns, deploy, _scaled(p), owner)
-    d["spec"]["replicas"] += 1
+    d["spec"]["replicas"] += pods
     r = o.add("ReplicaSet", ns, rs, _scaled(p), _ref("Deployment", ns, deploy), p.owner_uid)
-    r["spec"]["replicas"] += 1
+    r["spec"]["replicas"] += pods
 
 
 def _statefulset(o: _Owners, p: Any) -> None:

@@ -36,8 +36,10 @@ class FixedFinding(ReportModel):
     cost_per_week: Round2 | None
     """Their cost; null when unknown or in another currency than this report's."""
     counted: bool
-    """Whether it adds to `realized_savings`: a waste finding that counted toward the earlier
-    report's total (one that shares GPU-hours with another, or a risk, does not)."""
+    """Whether it adds to `realized_savings`, so that each GPU-hour adds up once: a waste
+    finding (a risk does not), the one with the most GPU-hours of the fixed findings on its
+    resource, and of a fixed node's finding and the fixed findings on pods of that node, the
+    larger side."""
 
 
 class StillOpenFinding(ReportModel):
