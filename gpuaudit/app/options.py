@@ -272,8 +272,9 @@ OPTIONS: tuple[Option, ...] = (
         "--previous",
         Kind.PATH,
         OUTPUT,
-        "Last week's JSON report: show the trend (new, resolved, better, worse) without "
-        "changing the exit code (for cron reports).",
+        "Last week's JSON report: say first which of its findings were fixed (and how), are "
+        "still open or waived, which are new, and the realized savings per week; show the trend "
+        "(new, resolved, better, worse) without changing the exit code (for cron reports).",
         scan_only=True,
     ),
     Option(
