@@ -244,8 +244,11 @@ def _prometheus(top: ObjectRef, pods: list[tuple[str, str]], ctx: Context) -> _S
 
 
 def _quantity(level: float) -> str:
-    """A busy level as KEDA's threshold: a decimal of at most 2 places, at least 0.01."""
-    return f"{max(math.ceil(level * 100) / 100, 0.01):.2f}".rstrip("0").rstrip(".")
+    """A busy level as KEDA's threshold: a decimal of at most 2 places (rounded up, but for
+    a float's last bits: a live answer's mean may differ there from a replay's), at least
+    0.01."""
+    cents = math.ceil(round(level * 100, 6))
+    return f"{max(cents, 1) / 100:.2f}".rstrip("0").rstrip(".")
 
 
 def _promql_string(text: str) -> str:

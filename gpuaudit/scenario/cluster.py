@@ -129,6 +129,10 @@ class PodSpec:
     """What HAMi's vGPU monitor reports of its container, from its creation hour on: the GPU's
     UUID, its SM utilization of the GPU per hour (per cent, whole numbers) and the most device
     memory it used (bytes); None for a pod HAMi does not place (`scenario.hami_cases`)."""
+    serving: tuple[str, tuple[float, ...]] | None = None
+    """A serving engine's queue gauge its container exports, scraped from the pod itself: the
+    metric's name and its level per hour from its creation hour on (whole numbers, constant
+    within the hour); None for a pod that exports none (`scenario.serving_cases`)."""
 
 
 @dataclass

@@ -34,13 +34,16 @@ from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
 from gpuaudit.scenario.series import (
     COUNTERS,
     INT_METRICS,
+    SERVING_WRITTEN,
     WRITTEN,
     Table,
     Values,
+    busy_level,
     counter_samples,
     distinct,
     levels,
     sample_offsets_ms,
+    serving_series,
 )
 from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
@@ -73,6 +76,30 @@ def _envelope(rtype: str, result: Any) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": rtype, "result": result}}
 
 
+def _serving_query(sc: Scenario, spelling: str) -> dict[str, Any]:
+    """The serving metrics query as the manifest lists it (`queries.SERVING`)."""
+    q = queries.SERVING
+    text = q.promql(sc.end - sc.start, spelling)
+    return {"id": q.id, "kind": q.kind, "metric": q.metric, "query": text}
+
+
+def _serving_entry(sc: Scenario, spelling: str) -> dict[str, Any]:
+    """What Prometheus answers to the serving metrics query (`queries.SERVING`, run once
+    beside the catalogue): each serving pod's busy level of its gauge (`series.busy_level`),
+    its series named by the scrape target's `namespace` and `pod`."""
+    result: list[dict[str, Any]] = []
+    for v in serving_series(sc).values():
+        for i, lab in enumerate(v.labels):
+            level = busy_level(v.hi[v.off[i] : v.off[i + 1]])
+            if level is None:
+                continue
+            metric = {k: lab[k] for k in queries.SERVING_LABELS if lab.get(k)}
+            metric[queries.SERVING_NAME_LABEL] = v.metric
+            result.append({"metric": metric, "value": [sc.end, fmt(level)]})
+    query = queries.SERVING.promql(sc.end - sc.start, spelling)
+    return {"query": query, "params": {"time": sc.end}, "body": _envelope("vector", result)}
+
+
 def manifest(sc: Scenario, style: str, generated_by: str) -> Manifest:
     return _manifest(sc, style, generated_by, k8s_lists(sc))
 
@@ -97,7 +124,7 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
             "backend": "scenario",
             "pod_label": spelling,
             "label_style": style,
-            "metrics": sorted(_METRICS),
+            "metrics": sorted(set(_METRICS) - set(SERVING_WRITTEN)),
             "mig": True,
             "profiling": True,
             "kube_state_metrics": False,
@@ -114,7 +141,8 @@ def _manifest(sc: Scenario, style: str, generated_by: str, lists: dict[str, Any]
                 **({"full": full} if q.changes else {}),
             }
             for q in queries.CATALOGUE
-        ),
+        )
+        + (_serving_query(sc, spelling),),
         plan={
             "window_chunks": [[sc.start, sc.end]],
             "hourly_chunks": [[sc.start + 3600, sc.end]],
@@ -268,6 +296,7 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
             ]
         prom[q.id] = [{"query": query, "params": params, "body": _envelope(rtype, result)}]
     prom = {q.id: prom[q.id] for q in queries.CATALOGUE}
+    prom[queries.SERVING.id] = [_serving_entry(sc, ans.spelling)]
     lists = k8s_lists(sc)
     kube = {res: [lst] for res, lst in lists.items()}
     return Snapshot(
@@ -396,7 +425,11 @@ def _records(sc: Scenario, style: str, lists: dict[str, Any]) -> Iterator[Iterat
     for res in sorted(lists):
         yield iter((encode({"kubernetes": res, "page": lists.pop(res)}),))
     ans = _Answers(sc, style)
-    for q in sorted(queries.CATALOGUE, key=lambda q: q.id):
+    for q in sorted((*queries.CATALOGUE, queries.SERVING), key=lambda q: q.id):
+        if q is queries.SERVING:
+            served = _serving_entry(sc, ans.spelling)
+            yield iter((encode({**served, "prometheus": q.id}),))
+            continue
         query, params, rtype = ans.request(q)
         text = _window_text if q.kind == "window" else _hourly_text
         body = _envelope(rtype, _Lazy(functools.partial(text, ans, q)))

@@ -35,6 +35,7 @@ from gpuaudit.scenario import owner_cases as owners
 from gpuaudit.scenario import quota_advice_cases as quota_advice
 from gpuaudit.scenario import quota_cases as queues
 from gpuaudit.scenario import rootcause_cases as rootcause
+from gpuaudit.scenario import serving_cases as serving
 from gpuaudit.scenario import timejoin_cases as timejoin
 from gpuaudit.scenario.builder import Builder
 from gpuaudit.scenario.cluster import Holding, NodeSpec, PodSpec, SlotSpec
@@ -111,6 +112,7 @@ def _build(b: Builder) -> None:
     hami_dark.plant_hami_dark(b)
     rootcause.plant_rootcause(b)
     causes.plant_causes(b)
+    serving.plant_serving(b)
 
 
 def _scenario(b: Builder) -> Scenario:

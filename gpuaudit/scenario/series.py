@@ -67,11 +67,15 @@ HAMI_METRICS = (
 )
 """HAMi's vGPU monitor's per-container metrics (`docs/domain.md`, HAMi): the current names
 under the `helm` and `honor` styles, the legacy ones under `old` (a cluster of HAMi v2.8)."""
-WRITTEN = METRICS + HAMI_METRICS
+SERVING_WRITTEN = (queries.SERVING_QUEUE_METRICS[0],)
+"""Serving engines' gauges the scenario's serving pods export (`PodSpec.serving`): vLLM's
+queue (`docs/domain.md`, serving metrics)."""
+WRITTEN = METRICS + HAMI_METRICS + SERVING_WRITTEN
 """Every metric family a scenario's OpenMetrics text has, in the order it is written (a `TYPE`
 line each, whether or not the style has series of it)."""
 INT_METRICS = {
     *HAMI_METRICS,
+    *SERVING_WRITTEN,
     queries.UTIL,
     queries.FB_USED,
     queries.FB_FREE,
@@ -199,6 +203,52 @@ def hami_series(sc: Scenario, style: str) -> dict[str, Values]:
         util_m: Values(util_m, labels, None, off, at, u, u),
         mem_m: Values(mem_m, labels, None, off, at, m, m),
     }
+
+
+def serving_labels(p: PodSpec, node: NodeSpec) -> dict[str, str]:
+    """The labels of a serving pod's own gauge as Prometheus stores them: the engine's
+    (`model_name`, `engine`) and the scrape target's, the pod itself (a PodMonitor `vllm` on
+    its metrics port): `namespace` and `pod` name it in every label style."""
+    return {
+        "container": p.container,
+        "endpoint": "metrics",
+        "engine": "0",
+        "instance": f"{node.ip}:8000",
+        "job": f"{p.namespace}/vllm",
+        "model_name": "meta-llama/Llama-3.1-8B-Instruct",
+        "namespace": p.namespace,
+        "pod": p.name,
+    }
+
+
+def serving_series(sc: Scenario) -> dict[str, Values]:
+    """The serving pods' gauges (`PodSpec.serving`), by metric: each hour's level, constant
+    within the hour."""
+    node_of = {n.name: n for n in sc.nodes}
+    by: dict[str, tuple[list[dict[str, str]], list[Arr], list[Arr]]] = {}
+    for p in sc.pods:
+        if p.serving is None or not p.alive:
+            continue
+        metric, levels = p.serving
+        labels, hours, vals = by.setdefault(metric, ([], [], []))
+        labels.append(serving_labels(p, node_of[p.node]))
+        hours.append(np.arange(p.created_h, p.created_h + len(levels), dtype=np.float64))
+        vals.append(np.asarray(levels, dtype=np.float64))
+    out: dict[str, Values] = {}
+    for metric, (labels, hours, vals) in by.items():
+        off = np.zeros(len(labels) + 1, dtype=np.int64)
+        np.cumsum([len(h) for h in hours], out=off[1:])
+        v = np.concatenate(vals)
+        out[metric] = Values(metric, labels, None, off, np.concatenate(hours), v, v)
+    return out
+
+
+def busy_level(levels: Arr) -> float | None:
+    """What the `serving_busy` query answers of a gauge constant within each hour (each hour
+    the same number of its 60 s steps): the mean of the hours' levels above 0; None where none
+    is."""
+    up = levels[levels > 0]
+    return float(up.mean()) if len(up) else None
 
 
 def xid_text(code: int) -> str:
@@ -522,6 +572,8 @@ class Table:
         self.mig = np.array([bool(s.mig_id) for s in self.slots], dtype=bool)
         self.hami = hami_series(sc, style)
         """HAMi's per-container series by metric (none where no pod is a HAMi tenant)."""
+        self.serving = serving_series(sc)
+        """The serving pods' own gauges by metric (none where no pod exports one)."""
         self._xid: tuple[list[dict[str, str]], Arr, Arr, Arr] | None = None
         self._xid_group: list[int] | None = None
         """Each XID series' main series; None while every GPU's gauge read 0 throughout."""
@@ -574,6 +626,8 @@ class Table:
             return Values(m, labels, None, off, hours, vals, vals) if labels else None
         if m in HAMI_METRICS:
             return self.hami.get(m)
+        if m in SERVING_WRITTEN:
+            return self.serving.get(m)
         if m not in METRICS:
             return None
         keep: Arr | None = None

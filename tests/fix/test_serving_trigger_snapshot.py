@@ -1,8 +1,9 @@
-"""From snapshot to ScaledObject: a generated scenario's snapshot, recorded as a live collection
-records it (the Prometheus URL, the `serving_busy` answer of the one serving metrics query),
-built and audited. The part-time Deployment whose pod exports vLLM's queue gets a prometheus
-trigger beside its cron window; the near-miss, a part-time Deployment that exports nothing,
-keeps cron alone; without the answer, both keep cron."""
+"""From snapshot to ScaledObject on the generated scenario's serving cases
+(`gpuaudit.scenario.serving_cases`): the part-time Deployment whose pod exports vLLM's queue
+gets a prometheus trigger beside its cron window, threshold its planted busy level, where the
+snapshot records the Prometheus URL (as a live collection does); the near-miss, a part-time
+Deployment that exports nothing, keeps cron alone. A generated snapshot records no URL: then
+cron alone, and the note gives the trigger to add."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from gpuaudit.fix.changes import Change
 from gpuaudit.inventory import build
 from gpuaudit.scenario.emit import to_snapshot
 from gpuaudit.scenario.generator import Scenario, generate
-from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.prometheus import catalogue
 
 URL = "http://prometheus-operated.monitoring.svc:9090"
@@ -26,35 +26,10 @@ def _scenario() -> Scenario:
     return generate(60, 4, 7)
 
 
-def _pods() -> list[tuple[str, str]]:
-    return [(p["namespace"], p["name"]) for p in _scenario().truth["planted"]["GPU003"]]
-
-
-def _recorded(served: tuple[str, str]) -> Snapshot:
-    """The scenario's snapshot with the serving answer a live collection records: `served`'s
-    queue at a busy level of 2.5 (its series named by the scrape target's labels)."""
-    sc = _scenario()
-    snap = to_snapshot(sc)
-    body = {
-        "status": "success",
-        "data": {
-            "resultType": "vector",
-            "result": [
-                {
-                    "metric": {
-                        "namespace": served[0],
-                        "pod": served[1],
-                        catalogue.SERVING_NAME_LABEL: "vllm:num_requests_waiting",
-                    },
-                    "value": [sc.end, "2.5"],
-                }
-            ],
-        },
-    }
-    query = catalogue.SERVING.promql(int(sc.end - sc.start), "exported")
-    prom = dict(snap.prometheus)
-    prom[catalogue.SERVING.id] = [{"query": query, "params": {}, "body": body}]
-    return Snapshot(snap.manifest, prom, snap.kubernetes).with_manifest(prometheus_url=URL)
+def _cases() -> tuple[dict[str, Any], dict[str, Any]]:
+    served, near = _scenario().truth["serving_fixes"]
+    assert served["metric"] == "vllm:num_requests_waiting" and near["metric"] is None
+    return served, near
 
 
 def _objects(result: AuditResult) -> dict[str, Change]:
@@ -71,25 +46,46 @@ def _triggers(change: Change) -> list[dict[str, Any]]:
     return list(change.body["spec"]["triggers"])
 
 
+def test_the_snapshot_records_the_one_serving_answer() -> None:
+    served, _ = _cases()
+    snap = to_snapshot(_scenario())
+    [entry] = snap.prometheus[catalogue.SERVING.id]
+    [series] = entry["body"]["data"]["result"]
+    assert series["metric"] == {
+        "namespace": served["namespace"],
+        "pod": served["pod"],
+        catalogue.SERVING_NAME_LABEL: served["metric"],
+    }
+    assert float(series["value"][1]) == served["busy_level"]
+    assert catalogue.SERVING.id in {q["id"] for q in snap.manifest.queries}
+
+
 def test_the_deployment_exporting_a_queue_gets_a_prometheus_trigger_the_other_cron() -> None:
-    served, near = _pods()
-    result = run_checks(build(_recorded(served)), Settings())
-    objects = _objects(result)
-    assert set(objects) == {served[1], near[1]}
-    cron, prom = _triggers(objects[served[1]])
-    assert cron["type"] == "cron"
+    served, near = _cases()
+    snap = to_snapshot(_scenario()).with_manifest(prometheus_url=URL)
+    objects = _objects(run_checks(build(snap), Settings()))
+    assert {served["pod"], near["pod"]} <= set(objects)
+    cron, prom = _triggers(objects[served["pod"]])
+    assert cron["type"] == "cron" and cron["metadata"]["start"] == "30 12 * * *"
     meta = prom["metadata"]
     assert prom["type"] == "prometheus" and meta["serverAddress"] == URL
-    assert meta["query"].startswith(
-        f'sum(vllm:num_requests_waiting{{namespace="{served[0]}",pod=~"'
+    assert meta["query"] == (
+        f'sum(vllm:num_requests_waiting{{namespace="batch",pod=~"{served["owner"]}-[a-z0-9]+'
+        '-[a-z0-9]+"})'
     )
-    assert meta["threshold"] == "2.5" and meta["activationThreshold"] == "0"
-    assert objects[served[1]].validated == "KEDA v2.20.2 CRD"
-    assert [t["type"] for t in _triggers(objects[near[1]])] == ["cron"]
+    assert float(meta["threshold"]) == served["busy_level"]
+    assert meta["activationThreshold"] == "0"
+    assert objects[served["pod"]].validated == "KEDA v2.20.2 CRD"
+    assert [t["type"] for t in _triggers(objects[near["pod"]])] == ["cron"]
 
 
-def test_without_the_serving_answer_both_keep_cron() -> None:
-    result = run_checks(build(to_snapshot(_scenario())), Settings())
-    for change in _objects(result).values():
-        assert [t["type"] for t in _triggers(change)] == ["cron"]
-        assert change.notes[-1] == "prometheus trigger: none (the snapshot holds no serving answer)"
+def test_a_generated_snapshot_records_no_url_so_both_keep_cron() -> None:
+    served, near = _cases()
+    objects = _objects(run_checks(build(to_snapshot(_scenario())), Settings()))
+    for pod in (served["pod"], near["pod"]):
+        assert [t["type"] for t in _triggers(objects[pod])] == ["cron"]
+    assert (
+        objects[served["pod"]]
+        .notes[-1]
+        .startswith("prometheus trigger: not written: the snapshot records no Prometheus URL")
+    )

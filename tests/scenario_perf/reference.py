@@ -29,9 +29,11 @@ from gpuaudit.scenario.series import (
     INT_METRICS,
     LINK_OF,
     METRICS,
+    SERVING_WRITTEN,
     carries_link,
     hami_labels,
     link_bps,
+    serving_labels,
     xid_text,
 )
 from gpuaudit.snapshot import Snapshot
@@ -108,6 +110,21 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             xid_hi = {queries.XID: codes[sel]}
             out.append(_Series(labels, hours[sel], xid_hi, xid_hi, hours))
     out.extend(_hami(sc, style))
+    out.extend(_serving(sc))
+    return out
+
+
+def _serving(sc: Scenario) -> list[_Series]:
+    """Each serving pod's own gauge, one series per pod, after HAMi's."""
+    node_of = {n.name: n for n in sc.nodes}
+    out = []
+    for p in sc.pods:
+        if p.serving is None or not p.alive:
+            continue
+        metric, levels = p.serving
+        hours = np.arange(p.created_h, p.created_h + len(levels)).astype(np.float64)
+        vals = {metric: np.asarray(levels, dtype=np.float64)}
+        out.append(_Series(serving_labels(p, node_of[p.node]), hours, vals, vals))
     return out
 
 
@@ -210,6 +227,21 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
             else q.promql(3600, spelling, full=3600 // sc.scrape_s)
         )
         prom[q.id] = [{"query": query, "params": params, "body": body}]
+    served: list[dict[str, Any]] = []
+    for s in ss:
+        for m in SERVING_WRITTEN:
+            if m in s.hi and (s.hi[m] > 0).any():
+                keep = {k: v for k, v in s.labels.items() if k in queries.SERVING_LABELS}
+                level = float(s.hi[m][s.hi[m] > 0].mean())
+                metric = keep | {queries.SERVING_NAME_LABEL: m}
+                served.append({"metric": metric, "value": [sc.end, fmt(level)]})
+    prom[queries.SERVING.id] = [
+        {
+            "query": queries.SERVING.promql(window_s, spelling),
+            "params": {"time": sc.end},
+            "body": _envelope("vector", served),
+        }
+    ]
     lists = k8s_lists(sc)
     kube = {res: [lst] for res, lst in lists.items()}
     return Snapshot(
@@ -222,7 +254,7 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
     per_hour = 3600 // sc.scrape_s
     offsets = (np.arange(per_hour) + 0.5) * sc.scrape_s
     n = 0
-    for m in METRICS + HAMI_METRICS:
+    for m in METRICS + HAMI_METRICS + SERVING_WRITTEN:
         out.write(f"# TYPE {m} gauge\n")
         for s in ss:
             if m not in s.hi:
