@@ -82,15 +82,19 @@ def fixed_rows(result: AuditResult) -> list[tuple[str, ...]]:
     return rows
 
 
+MAX_OPEN = 10
+"""Still-open findings listed by name (the oldest first); the JSON report lists them all."""
+
+
 def open_rows(result: AuditResult) -> list[tuple[str, ...]]:
-    """The findings open longest (`OPEN_HEAD`), at most `MAX_LISTED`."""
+    """The findings open longest (`OPEN_HEAD`), at most `MAX_OPEN`."""
     o = result.outcomes
     if o is None:
         return []
     ranked = sorted(o.still_open, key=lambda f: (-f.weeks, f.fingerprint))
     return [
         (terminal(f.code, 20), terminal(f.resource, 160), str(f.weeks), terminal(f.first_seen, 40))
-        for f in ranked[:MAX_LISTED]
+        for f in ranked[:MAX_OPEN]
     ]
 
 
@@ -99,7 +103,7 @@ def more(result: AuditResult) -> tuple[int, int]:
     o = result.outcomes
     if o is None:
         return 0, 0
-    return max(0, len(o.fixed) - MAX_LISTED), max(0, len(o.still_open) - MAX_LISTED)
+    return max(0, len(o.fixed) - MAX_LISTED), max(0, len(o.still_open) - MAX_OPEN)
 
 
 def view(result: AuditResult) -> dict[str, object] | None:

@@ -34,6 +34,7 @@ SHARED = {
     "gpuaudit.report.text",
     "gpuaudit.report.csvsafe",
     "gpuaudit.report.showback_text",
+    "gpuaudit.report.since_last_week",
     "gpuaudit.report.charts",
     "gpuaudit.report.fold",
     "gpuaudit.report.models",

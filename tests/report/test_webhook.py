@@ -24,7 +24,9 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.core.errors import GpuauditError
 from gpuaudit.report import webhook
-from tests.support.paths import DEMO, ROOT
+from gpuaudit.scenario import generate, write_snapshot
+from gpuaudit.scenario.next_week_cases import generate_next_week
+from tests.support.paths import ROOT
 from tests.support.reports import write_hostile_snapshot
 
 runner = CliRunner()
@@ -228,15 +230,19 @@ def _cron_container() -> dict[str, Any]:
     return container
 
 
-def test_cronjob_script_chains_previous_and_posts_once_a_week(hook: Hook, tmp_path: Path) -> None:
+def test_cronjob_script_keeps_a_history_and_posts_once_a_week(hook: Hook, tmp_path: Path) -> None:
     """The CronJob's own script, run by /bin/sh two weeks in a row with the real gpuaudit (only
-    the Prometheus collection is replaced by the demo snapshot)."""
+    the Prometheus collection is replaced: a scenario, then the week after it, issue 34): the
+    history keeps both JSON reports and gives the second week the first as last week's."""
     reports, bin_dir = tmp_path / "reports", tmp_path / "bin"
     reports.mkdir()
     bin_dir.mkdir()
+    weeks = {"2026-11-23": generate(60, 1, 1), "2026-11-30": generate_next_week(60, 1, 1)}
+    for day, sc in weeks.items():
+        write_snapshot(sc, tmp_path / f"{day}.json.gz")
     (bin_dir / "gpuaudit").write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = snapshot ] && [ "$2" = save ]; then cp "$DEMO_SNAPSHOT" "$3"; exit 0; fi\n'
+        'if [ "$1" = snapshot ] && [ "$2" = save ]; then cp "$WEEK_SNAPSHOT" "$3"; exit 0; fi\n'
         f'exec "{sys.executable}" -m gpuaudit "$@"\n'
     )
     (bin_dir / "date").write_text('#!/bin/sh\necho "$FAKE_DAY"\n')
@@ -247,14 +253,16 @@ def test_cronjob_script_chains_previous_and_posts_once_a_week(hook: Hook, tmp_pa
     script = container["args"][0].replace("out=/reports", f"out={reports}")
     env = {e["name"]: e.get("value", "") for e in container["env"] if "value" in e}
     assert env["GPUAUDIT_GROUP_BY_LABEL"] == "team"
-    for day in ("2026-11-16", "2026-11-23"):
+    assert env["GPUAUDIT_HISTORY_KEEP"] == "26"
+    for day in weeks:
         run_env = dict(
             os.environ,
             PATH=f"{bin_dir}:{os.environ['PATH']}",
             FAKE_DAY=day,
-            DEMO_SNAPSHOT=str(DEMO),
+            WEEK_SNAPSHOT=str(tmp_path / f"{day}.json.gz"),
             GPUAUDIT_WEBHOOK=hook.url,
             GPUAUDIT_GROUP_BY_LABEL="app",
+            GPUAUDIT_HISTORY_KEEP="26",
             HOME=str(tmp_path),
             MPLCONFIGDIR=str(tmp_path / "mpl"),
         )
@@ -263,18 +271,24 @@ def test_cronjob_script_chains_previous_and_posts_once_a_week(hook: Hook, tmp_pa
         )
         assert res.returncode == 0, res.stderr
     names = sorted(p.name for p in reports.iterdir() if p.is_file())
-    assert names == [f"gpuaudit-{d}.{x}" for d in ("2026-11-16", "2026-11-23") for x in EXTS]
-    assert (reports / "snapshots" / "gpuaudit-2026-11-23.snapshot.json.gz").is_file()
-    second = json.loads((reports / "gpuaudit-2026-11-23.json").read_text())
-    assert second["comparison"]["against"] == "gpuaudit-2026-11-16.json"
-    assert (
-        "Trend since gpuaudit-2026-11-16.json" in (reports / "gpuaudit-2026-11-23.md").read_text()
-    )
-    assert "Waste by label <code>app</code>" in (reports / "gpuaudit-2026-11-23.html").read_text()
+    assert names == [f"gpuaudit-{d}.{x}" for d in weeks for x in EXTS]
+    assert (reports / "snapshots" / "gpuaudit-2026-11-30.snapshot.json.gz").is_file()
+    kept = sorted(p.name for p in (reports / "history").iterdir())
+    assert kept == ["gpuaudit-20261123T000000Z.json", "gpuaudit-20261130T000000Z.json"]
+    second = json.loads((reports / "gpuaudit-2026-11-30.json").read_text())
+    assert second["comparison"]["against"] == "gpuaudit-20261123T000000Z.json"
+    assert second["comparison"]["realized_savings"]["gpu_hours"] == 336
+    md = (reports / "gpuaudit-2026-11-30.md").read_text()
+    assert "Since gpuaudit-20261123T000000Z.json" in md and "## The last 2 weeks" in md
+    html = (reports / "gpuaudit-2026-11-30.html").read_text()
+    assert "Waste by label <code>app</code>" in html
+    assert 'aria-label="GPU-hours and findings over the kept weeks"' in html
     texts = [json.loads(r["body"])["text"] for r in hook.requests]
     assert len(texts) == 2  # one post a week, from the one scan
     assert "Since the previous report" not in texts[0]
-    assert "Since the previous report: 0 new, 0 worse, 0 improved, 0 resolved" in texts[1]
+    assert re.search(
+        r"Since the previous report: 1 new, \d+ worse, \d+ improved, 4 resolved", texts[1]
+    )
 
 
 EXTS = ("html", "json", "md")
