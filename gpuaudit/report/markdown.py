@@ -643,6 +643,9 @@ def summary(result: AuditResult) -> str:
             f"{c.count(IMPROVED)} improved, {len(c.resolved)} resolved; wasted cost "
             f"{delta_text('wasted_cost', d.get('change'), cur)}."
         )
+    said = since_last_week.sentence(result)
+    if said:
+        lines.append(md(said, 400))
     risk_rows, waste_rows = lists(result.primaries)
     all_risks, all_waste = lists(result.findings)
     if risk_rows:

@@ -289,6 +289,7 @@ def test_cronjob_script_keeps_a_history_and_posts_once_a_week(hook: Hook, tmp_pa
     assert re.search(
         r"Since the previous report: 1 new, \d+ worse, \d+ improved, 4 resolved", texts[1]
     )
+    assert "4 fixed, saving 336.0 GPU-hours and 907 USD a week" in texts[1]
 
 
 EXTS = ("html", "json", "md")
