@@ -188,3 +188,18 @@ def test_the_cronjob_and_its_volume_validate() -> None:
     volumes = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
     claim = next(v["persistentVolumeClaim"]["claimName"] for v in volumes if v["name"] == "reports")
     assert claim == pvc["metadata"]["name"]
+
+
+def test_a_baseline_says_nothing_of_fixed_findings(
+    tmp_path: Path, demo_report: dict[str, Any]
+) -> None:
+    """`--baseline` gates CI against an earlier run, often of the same window: it marks findings
+    new or worse, and says nothing of what was fixed or saved."""
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(demo_report))
+    out = tmp_path / "r.json"
+    code, err = _scan("--baseline", str(base), "-f", "json", "-o", str(out))
+    assert code == 0, err
+    comparison = json.loads(out.read_text())["comparison"]
+    assert "fixed" not in comparison and "realized_savings" not in comparison
+    assert comparison["new"] == 0
