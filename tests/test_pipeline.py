@@ -10,7 +10,6 @@ import os
 import stat
 import threading
 import xml.etree.ElementTree as ET
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from gpuaudit.audit.settings import settings_from
 from gpuaudit.checks import by_code
 from gpuaudit.cli import app
 from gpuaudit.inventory import build
-from gpuaudit.sources.kubernetes.resources import RESOURCES
 from tests.support.factories import snapshot as make_snapshot
 from tests.support.paths import DEMO
 
@@ -221,33 +219,43 @@ def test_every_check_skipped_is_an_audit_of_nothing() -> None:
     assert run_checks(build(snapshot.read(DEMO)), settings_from({}), checks=[gang]).complete
 
 
-NAMESPACED = {r.key for r in RESOURCES if r.namespaced}
+def test_namespace_narrows_a_snapshot_to_its_pods_after_the_join() -> None:
+    """`--snapshot ... --namespace`: the audit is the namespaces' own, their figures those of the
+    whole audit's rows for them (the series joined against every pod of the snapshot)."""
 
+    def scan(*args: str) -> dict[str, Any]:
+        res = runner.invoke(app, ["scan", "--snapshot", str(DEMO), "-q", "-f", "json", *args])
+        assert res.exit_code == 0, res.output
+        doc: dict[str, Any] = json.loads(res.stdout)
+        return doc
 
-def test_namespace_narrows_a_snapshot_to_its_kubernetes_objects() -> None:
-    whole = snapshot.read(DEMO)
-    narrow = pipeline.narrow_namespaces(whole, ["ml-train", "batch"])
-    for key, pages in narrow.kubernetes.items():
-        items = [i for p in pages for i in p.get("items", [])]
-        everything = [i for p in whole.kubernetes[key] for i in p.get("items", [])]
-        if key in NAMESPACED:
-            assert {i["metadata"]["namespace"] for i in items} <= {"ml-train", "batch"}
-            assert len(items) == sum(
-                i["metadata"]["namespace"] in ("ml-train", "batch") for i in everything
-            )
-        else:
-            assert items == everything  # nodes and other cluster-scoped objects stay whole
-    assert narrow.prometheus is whole.prometheus  # DCGM series stay whole, as live
-    # ml-train's 47 include the four single-GPU jobs of the health case's L40S node
-    # (xid63-solo, xid-app, xid-stale, remap-done).
-    assert Counter(
-        i["metadata"]["namespace"] for p in narrow.kubernetes["pods"] for i in p["items"]
-    ) == {"ml-train": 51, "batch": 14}
-    # The queue kinds too: namespaced Workloads and PodGroups narrowed (checked above), and
-    # ClusterQueues, ResourceFlavors, Cohorts and Volcano Queues, cluster-scoped, kept whole.
-    for key in ("kueue_clusterqueues", "kueue_resourceflavors", "volcano_queues"):
-        assert key not in NAMESPACED and narrow.kubernetes[key] == whole.kubernetes[key]
-    assert {"kueue_workloads", "volcano_podgroups", "kueue_localqueues"} <= NAMESPACED
+    mine = ("ml-train", "batch")
+    whole, narrow = scan(), scan("-n", "ml-train,batch")
+    assert "namespaces" not in whole and narrow["namespaces"] == list(mine)
+    rows = {r["key"]: r for r in whole["breakdown"]["by_namespace"]}
+    idle = sum(rows[ns]["idle_gpu_hours"] for ns in mine)
+    assert narrow["summary"]["idle_gpu_hours"] == pytest.approx(idle, abs=0.02)
+    assert narrow["ledger"]["by_namespace"] == {
+        ns: whole["ledger"]["by_namespace"][ns] for ns in mine
+    }
+    # Allocated: their measured GPU-hours (the breakdown's) and their pods' GPU-hours no series
+    # names (h100-node-029's 8 GPUs of ml-train for 168 h); the ledger adds up to it.
+    ledger = narrow["attribution"]
+    unattributed = sum(v["gpu_hours"] for v in ledger["unattributed"].values())
+    assert unattributed == 1344.0
+    measured = sum(rows[ns]["allocated_gpu_hours"] for ns in mine)
+    allocated = narrow["summary"]["allocated_gpu_hours"]
+    assert allocated == pytest.approx(measured + unattributed, abs=0.02)
+    attributed = sum(v["gpu_hours"] for v in ledger["attributed"].values())
+    assert attributed + unattributed == pytest.approx(allocated, abs=0.02)
+    assert narrow["summary"]["gpus_total"] < whole["summary"]["gpus_total"]
+    for f in narrow["findings"]:
+        ns = f["resource"]["namespace"]
+        assert ns in mine or any(f"{m}/" in f["message"] for m in mine), f["message"]
+    # Every finding of theirs the whole audit made, the same.
+    theirs = [f for f in whole["findings"] if f["resource"]["namespace"] in mine]
+    kept = {f["fingerprint"]: f["message"] for f in narrow["findings"]}
+    assert theirs and all(kept.get(f["fingerprint"]) == f["message"] for f in theirs)
 
 
 def test_namespace_on_the_demo_changes_the_audit_and_warns_on_an_unknown_one() -> None:
@@ -267,6 +275,6 @@ def test_namespace_on_the_demo_changes_the_audit_and_warns_on_an_unknown_one() -
     assert whole["findings"] != narrow["findings"]
     typo = scan("-n", "ml-trian")
     assert any(
-        "--namespace ml-trian: the snapshot holds no Kubernetes object" in w
+        "--namespace ml-trian: no pod and no GPU series of this namespace in the window" in w
         for w in typo["warnings"]
     )

@@ -32,8 +32,8 @@ variable, is refused with `--demo` or `--snapshot`, naming the flag or the varia
 environment that names its own `prometheus_url` keeps its connection settings with that URL,
 which a layer above replaced. A config file is written for many runs: its live-only keys (and
 its `prometheus_url`, when a flag or variable chose another source) do not apply to a snapshot
-or the demo, and `Config.notes` says so once. `--namespace` narrows a snapshot as it narrows a
-live collection.
+or the demo, and `Config.notes` says so once. `--namespace` narrows the audit to the pods of
+its namespaces, live and on a snapshot alike (`gpuaudit.inventory.scope`).
 """
 
 from __future__ import annotations
@@ -139,8 +139,8 @@ class Config:
     reports: tuple[ReportTarget, ...] = ()
     """More reports of the same audit, each in its format to its file (`--report`)."""
     namespaces: tuple[str, ...] = ()
-    """`--namespace`: the namespaces whose Kubernetes objects are read (live) or kept (a
-    snapshot); empty for all."""
+    """`--namespace`: the namespaces the audit is narrowed to (a live scan reads their
+    Kubernetes objects only; see `gpuaudit.inventory.scope`); empty for all."""
     fail_on: Severity | None = None
     """Exit 1 for a finding at or above this severity; None never."""
     strict: bool = False
@@ -768,9 +768,10 @@ def _same_file(path: Path) -> str:
 
 
 def _namespaces(names: tuple[str, ...]) -> tuple[str, ...]:
-    """`--namespace` values, each a valid namespace name, duplicates dropped, order kept."""
+    """`--namespace` values (each a name or a comma list), each a valid namespace name,
+    duplicates dropped, order kept."""
     out: list[str] = []
-    for raw in names:
+    for raw in (part for value in names for part in value.split(",")):
         ns = raw.strip()
         if not _NAMESPACE.fullmatch(ns):
             raise ConfigError(

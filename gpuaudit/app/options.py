@@ -133,9 +133,11 @@ OPTIONS: tuple[Option, ...] = (
         "--namespace",
         Kind.LIST,
         KUBE,
-        "Read the Kubernetes objects of this namespace only (cluster-scoped ones such as nodes "
-        "whole; DCGM series of every namespace); repeatable. A snapshot or the demo is narrowed "
-        "the same way.",
+        "A team's own view: the findings, summary, capacity plan and ledgers of the pods of "
+        "this namespace only (a node's or a GPU's finding where it names one of them); "
+        "repeatable, or a comma list. Live, only its Kubernetes objects are read "
+        "(cluster-scoped ones such as nodes whole); a snapshot or the demo is audited whole "
+        "and narrowed after the series are joined to its pods.",
         short="-n",
         value="NAMESPACE",
     ),

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +42,6 @@ from gpuaudit.report.webhook import post as post_webhook
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.collect import unread
 from gpuaudit.sources.interface import check_step
-from gpuaudit.sources.kubernetes.resources import RESOURCES
 from gpuaudit.sources.prometheus import rules
 from gpuaudit.sources.prometheus.promsource import NEWEST_SAID
 
@@ -151,8 +150,6 @@ def audit(
     command that audits shares (`scan`, `fix`). `clock` is told of each stage's end."""
     clock = clock or _Stages()
     snap = load(config, progress, as_arrays=True)
-    if config.live is None and config.namespaces:
-        snap = narrow_namespaces(snap, config.namespaces)
     clock.mark("load")
     with progress.stage("building the inventory"):
         inv = build(snap, config.settings.topology_dir, narrowing(config, snap), consume=True)
@@ -180,6 +177,7 @@ def audit(
             collector=collector,
             per_owner=config.per_owner is not None,
             follow_up="" if config.baseline else flag,
+            namespaces=config.namespaces,
         )
     clock.mark("checks")
     if kept is not None:
@@ -420,49 +418,6 @@ def _why_unwritable(path: Path, exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{exc.strerror or 'permission denied'}; choose a path you can write to"
     return f"{exc.strerror or exc}; choose another path"
-
-
-_NAMESPACED = frozenset(r.key for r in RESOURCES if r.namespaced)
-"""The Kubernetes lists whose objects live in namespaces (pods, PodGroups, Workloads ...)."""
-
-
-def narrow_namespaces(snap: Snapshot, namespaces: Sequence[str]) -> Snapshot:
-    """The snapshot as a live collection with `--namespace` would have recorded it: the
-    objects of namespaced resources outside `namespaces` left out, cluster-scoped ones (nodes,
-    PriorityClasses, ClusterQueues) and the Prometheus answers kept whole. A namespace with no
-    object in the snapshot adds a warning (a typo would otherwise read as an empty team)."""
-    wanted = set(namespaces)
-    seen: set[str] = set()
-    kube: dict[str, list[dict[str, object]]] = {}
-    for key, pages in snap.kubernetes.items():
-        if key not in _NAMESPACED:
-            kube[key] = pages
-            continue
-        kept_pages = []
-        for page in pages:
-            items = page.get("items") if isinstance(page, dict) else None
-            if not isinstance(items, list):
-                kept_pages.append(page)
-                continue
-            kept = [i for i in items if _namespace_of(i) in wanted]
-            seen.update(_namespace_of(i) for i in kept)
-            kept_pages.append({**page, "items": kept})
-        kube[key] = kept_pages
-    absent = [ns for ns in namespaces if ns not in seen]
-    warnings = tuple(snap.manifest.warnings)
-    if absent:
-        warnings += (
-            f"--namespace {', '.join(absent)}: the snapshot holds no Kubernetes object in "
-            f"{'this namespace' if len(absent) == 1 else 'these namespaces'}",
-        )
-    narrowed = Snapshot(snap.manifest, snap.prometheus, kube)
-    return narrowed.with_manifest(warnings=warnings)
-
-
-def _namespace_of(item: object) -> str:
-    meta = item.get("metadata") if isinstance(item, dict) else None
-    ns = meta.get("namespace") if isinstance(meta, dict) else None
-    return ns if isinstance(ns, str) else ""
 
 
 def _hint(config: Config, result: AuditResult) -> str:

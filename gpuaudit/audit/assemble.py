@@ -32,6 +32,7 @@ from gpuaudit.fix.plans import plan as fix_plan
 from gpuaudit.inventory import Capability, Inventory, Views, ownership
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
+from gpuaudit.inventory.scope import in_scope, narrow
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,9 @@ class AuditResult:
     by_owner: tuple[OwnerSection, ...] = ()
     """Each owner's findings, GPU-hours, ranks and changes (`--per-owner`); empty unless asked
     for (`gpuaudit.audit.owner_rollup`)."""
+    namespaces: tuple[str, ...] = ()
+    """`--namespace`: the namespaces the audit was narrowed to (`gpuaudit.inventory.scope`);
+    empty for the whole cluster."""
     generated_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -146,6 +150,7 @@ def run_checks(
     idle_rule: str = "none",
     follow_up: str = "",
     per_owner: bool = False,
+    namespaces: Sequence[str] = (),
 ) -> AuditResult:
     """Run every check whose data exists, apply waivers, make the findings agree
     (`gpuaudit.audit.coherence`), and assemble the result.
@@ -160,7 +165,11 @@ def run_checks(
     `per_owner` (`--per-owner`) adds each owner's section (`gpuaudit.audit.owner_rollup`).
     `follow_up` names the option `previous` came from (`--previous`, `--history`) when the
     result says what its findings became (`gpuaudit.audit.outcomes`): an earlier report of
-    another cluster, or of a later window, is refused before any check runs.
+    another cluster, or of a later window, is refused before any check runs. `namespaces`
+    (`--namespace`) narrows the result to their pods: the checks run over the whole inventory
+    (where another team's pods sit decides a placement or a preemption), their findings are
+    kept where `in_scope`, and the rest is made from the narrowed inventory
+    (`gpuaudit.inventory.scope`).
     """
     vetted: tuple[str, ...] = ()
     if previous is not None and follow_up:
@@ -194,10 +203,15 @@ def run_checks(
     if progress is not None:
         progress(len(todo), len(todo))
     findings = _workloads_only(views, findings)
+    whole = inv
+    if namespaces:
+        findings = [f for f in findings if in_scope(namespaces, f.resource.namespace, f.pods)]
+        views = Views(narrow(inv, namespaces), settings.prices)
+        inv = views.inv
     # The summary, breakdown and plan with the collector paused (see `Collector.stage`).
     with paused():
         views.forget_check_rows()  # before the summary, breakdown and plan make their own
-        nothing = nothing_audited(inv, ran, skipped)
+        nothing = nothing_audited(whole, ran, skipped)
         findings = _with_clusters(inv, findings)
         findings = with_owners(inv, findings, settings.owner_keys)
         kept, suppressed, waiver_warnings = apply_waivers(findings, waivers, _pod_labels(inv))
@@ -242,8 +256,9 @@ def run_checks(
             causes=cause_ledger(views, rules_of(settings.checks), group_label),
             cluster_label=inv.cluster_label,
             clusters=sections,
-            fixes=fix_plan(ranked, inv, settings.currency, settings.timezone),
+            fixes=fix_plan(ranked, whole, settings.currency, settings.timezone),
             showback=showback(views, summary, idle, idle_rule, group_label, settings.owner_keys),
+            namespaces=inv.namespaces,
         )
         if previous is not None and follow_up:
             became = outcomes(

@@ -231,6 +231,9 @@ class Inventory:
     serving: Serving = field(default_factory=Serving)
     """The pods that export a serving engine's queue or request gauge, each one's busy level,
     and the Prometheus they were read from (see `gpuaudit.inventory.serving_metrics`)."""
+    namespaces: tuple[str, ...] = ()
+    """`--namespace`: the namespaces the inventory was narrowed to (`gpuaudit.inventory.scope`);
+    empty for the whole cluster."""
 
     @property
     def window_hours(self) -> float:

@@ -108,9 +108,21 @@ def window_bounds(result: AuditResult) -> tuple[str, str]:
 
 
 def window_text(result: AuditResult) -> str:
-    """`168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC`."""
+    """`168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC`, and `; narrowed to namespaces a, b`
+    after a `--namespace` audit: every report's header says what it covers."""
     start, end = (t.replace("T", " ").removesuffix(":00Z") for t in window_bounds(result))
-    return f"{num(result.summary.window_hours, grouped=False)} h, {start} to {end} UTC"
+    return f"{num(result.summary.window_hours, grouped=False)} h, {start} to {end} UTC" + (
+        scope_text(result)
+    )
+
+
+def scope_text(result: AuditResult) -> str:
+    """`; narrowed to namespaces a, b` (`--namespace`), else empty. The names are valid
+    namespace names (checked when the option was read), so safe in every format."""
+    if not result.namespaces:
+        return ""
+    noun = "namespace" if len(result.namespaces) == 1 else "namespaces"
+    return f"; narrowed to {noun} {', '.join(result.namespaces)}"
 
 
 def delta_text(key: str, change: float | None, currency: str) -> str:

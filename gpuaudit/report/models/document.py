@@ -107,6 +107,11 @@ class Report(ReportModel):
     gpus_total, gpus_allocated_now, gpus_allocated_avg, allocated_gpu_hours, idle_gpu_hours,
     wasted_cost, findings_gpu_hours and findings_cost (up to rounding; allocation_rate and
     mean_activity are ratios, not sums)."""
+    namespaces: tuple[str, ...] = Field((), exclude_if=lambda value: not value)
+    """Schema 1.6: only in a team's view (`--namespace NS`): the namespaces the report was
+    narrowed to. Its findings, summary, capacity plan, ledgers and showback then cover their
+    pods' GPUs only, a cluster-scoped finding (a node, a GPU, a queue) only where it names a
+    pod of them."""
 
 
 class _Generate(GenerateJsonSchema):

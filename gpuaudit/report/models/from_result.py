@@ -66,6 +66,7 @@ def document(result: assemble.AuditResult) -> Report:
         }
         if result.cluster_label
         else None,
+        namespaces=result.namespaces,
     )
 
 
