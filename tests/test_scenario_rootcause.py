@@ -1,5 +1,5 @@
 """The scenario's root-cause cases (`gpuaudit.scenario.rootcause_cases`): GPU071 finds exactly the
-throttled pods planted on the node whose exporter has the violation counters, with the truth's
+throttled pods planted on the nodes whose exporter has the violation counters, with the truth's
 busy GPU-hours lost and cause, and the GPUs of every other node are not measured (never 0)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gpuaudit.audit.settings import Settings
 from gpuaudit.inventory import Capability, Inventory, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.scenario import generate, to_snapshot
-from gpuaudit.scenario.rootcause_cases import NODE
+from gpuaudit.scenario.rootcause_cases import NEAR_NODE, NODE
 
 
 @functools.cache
@@ -34,7 +34,9 @@ def test_the_truth_is_what_gpu071_finds() -> None:
 
 def test_lost_gpu_hours_and_cause_are_the_truths() -> None:
     truth, _, res = _audit()
-    by_pod = {f"{f.resource.namespace}/{f.resource.name}": f for f in res.findings}
+    by_pod = {
+        f"{f.resource.namespace}/{f.resource.name}": f for f in res.findings if f.code == "GPU071"
+    }
     for t in truth["throttled"]:
         if not t["cause"]:
             continue
@@ -42,15 +44,36 @@ def test_lost_gpu_hours_and_cause_are_the_truths() -> None:
         assert f.impact.gpu_hours == pytest.approx(t["lost_gpu_hours"])
         assert f.evidence["busy_gpu_hours"] == pytest.approx(t["busy_gpu_hours"])
         assert f.evidence["cause"] == t["cause"]
-        assert f.resource.node == NODE
+        assert f.resource.node == t["node"]
 
 
 def test_only_the_node_with_the_counters_is_measured() -> None:
     _, inv, _ = _audit()
     assert Capability.THROTTLING in inv.capabilities
     h = inv.holdings
-    here = h[C.NODE] == NODE
+    here = h[C.NODE].isin({NODE, NEAR_NODE})
     assert h.loc[here, C.THROTTLED_LOST].notna().all()
     assert h.loc[~here, C.THROTTLED_LOST].isna().all()
     busy = h[C.ACT_MEAN] * h[C.GPU_HOURS]
     assert (h.loc[here, C.THROTTLED_LOST] <= busy[here] + 1e-9).all()
+
+
+def test_the_truth_is_what_gpu011_finds() -> None:
+    truth, _, res = _audit()
+    found = {(f.resource.namespace, f.resource.name): f for f in res.findings if f.code == "GPU011"}
+    planted = {(e["namespace"], e["name"]) for e in truth["planted"]["GPU011"]}
+    near = {(e["namespace"], e["name"]) for e in truth["near_misses"]["GPU011"]}
+    assert set(found) == planted and near and not near & set(found)
+    for t in truth["stragglers"]:
+        ns, name = t["gang"].split("/")
+        if not t["waiting_gpu_hours"]:
+            continue
+        f = found[(ns, name)]
+        assert f.impact.gpu_hours == pytest.approx(t["waiting_gpu_hours"])
+        assert f.resource.node == t["node"] and f.evidence["straggler"]["pod"] == t["member"]
+
+
+def test_nothing_else_reports_the_cases() -> None:
+    _, _, res = _audit()
+    codes = {f.code for f in res.findings if f.resource.namespace == "perf"}
+    assert codes == {"GPU011", "GPU071"}

@@ -13,8 +13,17 @@ the window's hours:
 - near-miss, `perf/near-cap-0` (GPU 2): power violations 5 % of every hour, under GPU071's
   0.10.
 
-GPUs 3 to 7 are free, their counters flat. The truth of each (its throttled share, busy and
-lost GPU-hours and cause) is under `throttled`, besides GPU071's planted cases and near-misses.
+- `perf/llm-pretrain`, a Kueue pod group of 4 one-GPU members (GPUs 3 to 6, labelled
+  `kueue.x-k8s.io/pod-group-name`, total count 4): member `llm-pretrain-1` is power-throttled
+  40 % of every hour at 0.9 activity, its three peers wait at 0.55: GPU011 names the member and
+  the node, the peers' GPU-hours waiting 3 x (0.9 - 0.55) x hours; GPU071 reports the member.
+
+GPU 7 is free, its counters flat. A second such node, `h100-hot-001`, holds the near-miss gang
+`perf/vit-tune` (2 members, GPUs 0 and 1): member `vit-tune-0` power-throttled 30 % at 0.85,
+its peer at 0.82 (it kept pace: no straggler for GPU011; GPU071 reports the throttled member);
+its other GPUs are free. The truth of each throttled pod (its throttled share, busy and lost
+GPU-hours and cause) is under `throttled`, the gangs' under `stragglers`, besides GPU071's and
+GPU011's planted cases and near-misses.
 Placed last of all, so that no earlier case or truth changes; windows shorter than a day are left
 without them.
 """
@@ -27,6 +36,9 @@ from gpuaudit.scenario.cluster import NodeSpec, SlotSpec
 from gpuaudit.sources.prometheus import catalogue as queries
 
 NODE = "h100-hot-000"
+NEAR_NODE = "h100-hot-001"
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 TAINT = {"key": "gpu-hot", "value": "rootcause", "effect": "NoSchedule"}
 TOLERATION = {"key": "gpu-hot", "operator": "Equal", "value": "rootcause", "effect": "NoSchedule"}
 NAMESPACE = "perf"
@@ -42,14 +54,14 @@ CASES = (
 
 
 def plant_rootcause(b: Builder) -> None:
-    """The node, pods and truth of the cases (see the module's docstring)."""
+    """The nodes, pods and truth of the cases (see the module's docstring)."""
     if b.H < 24:
         return
-    node = _node(b)
+    node = _node(b, NODE)
     slots = b.free_slots(node)
     for slot in slots:
         _counters(slot, 0.0, 0.0)
-    truth = b.truth.setdefault("throttled", [])
+    truth: list[dict[str, object]] = b.truth.setdefault("throttled", [])
     for slot, (owner, power, thermal, cause, near) in zip(slots, CASES, strict=False):
         _counters(slot, power, thermal)
         pod = b.pod(
@@ -66,27 +78,84 @@ def plant_rootcause(b: Builder) -> None:
         b.hold(slot, pod, 0, b.H, b.pattern("level", b.H, 0, x=ACTIVITY, jitter=0.0), 0.5)
         b.plant("GPU071", pod, near)
         share = max(power, thermal)
-        busy = round(ACTIVITY * b.H, 6)
-        truth.append(
-            {
-                "pod": f"{NAMESPACE}/{pod.name}",
-                "node": node.name,
-                "gpu_index": slot.index,
-                "throttled_share": share,
-                "busy_gpu_hours": busy,
-                "lost_gpu_hours": round(busy * share, 6),
-                "cause": cause,
-            }
-        )
+        truth.append(_truth(pod.name, node, slot, ACTIVITY * b.H, share, cause))
+    stragglers = b.truth.setdefault("stragglers", [])
+    stragglers.append(_gang(b, node, slots[3:7], "llm-pretrain", (0.55, 0.9, 0.55, 0.55), 1, 0.4))
+    other = _node(b, NEAR_NODE)
+    other_slots = b.free_slots(other)
+    for slot in other_slots:
+        _counters(slot, 0.0, 0.0)
+    stragglers.append(_gang(b, other, other_slots[:2], "vit-tune", (0.85, 0.82), 0, 0.3))
     b.free_rest()
     teams.label(b)
 
 
-def _node(b: Builder) -> NodeSpec:
+def _truth(
+    pod: str, node: NodeSpec, slot: SlotSpec, busy: float, share: float, cause: str
+) -> dict[str, object]:
+    return {
+        "pod": f"{NAMESPACE}/{pod}",
+        "node": node.name,
+        "gpu_index": slot.index,
+        "throttled_share": share,
+        "busy_gpu_hours": round(busy, 6),
+        "lost_gpu_hours": round(busy * share, 6),
+        "cause": cause,
+    }
+
+
+def _gang(
+    b: Builder,
+    node: NodeSpec,
+    slots: list[SlotSpec],
+    name: str,
+    acts: tuple[float, ...],
+    slow: int,
+    share: float,
+) -> dict[str, object]:
+    """A Kueue pod group of one-GPU members at these activities, member `slow` power-throttled
+    `share` of every hour; the gang's truth (the waiting GPU-hours 0 when its peers kept pace)."""
+    pods = []
+    for i, (slot, act) in enumerate(zip(slots, acts, strict=True)):
+        pod = b.pod(
+            NAMESPACE,
+            f"{name}-{i}",
+            node,
+            "worker",
+            ("Job", name),
+            0,
+            gpus=1,
+            labels={GROUP_LABEL: name},
+            annotations={TOTAL_ANNOTATION: str(len(acts))},
+            tolerations=[dict(TOLERATION)],
+            created_delta_s=-3600,
+        )
+        b.hold(slot, pod, 0, b.H, b.pattern("level", b.H, 0, x=act, jitter=0.0), 0.5)
+        pods.append(pod)
+    _counters(slots[slow], share, 0.0)
+    b.plant("GPU071", pods[slow])
+    b.truth["throttled"].append(
+        _truth(pods[slow].name, node, slots[slow], acts[slow] * b.H, share, "the power cap")
+    )
+    peers = [a for i, a in enumerate(acts) if i != slow]
+    gap = acts[slow] - sorted(peers)[len(peers) // 2]
+    straggler = gap >= 0.10
+    why = "" if straggler else "its peers kept pace with the throttled member"
+    b.plant_name("GPU011", "Workload", NAMESPACE, name, why)
+    waited = sum(acts[slow] - a for a in peers) * b.H if straggler else 0.0
+    return {
+        "gang": f"{NAMESPACE}/{name}",
+        "member": f"{NAMESPACE}/{pods[slow].name}",
+        "node": node.name,
+        "waiting_gpu_hours": round(waited, 6),
+    }
+
+
+def _node(b: Builder, name: str) -> NodeSpec:
     node = b.add_node("h100", 960 + len(b.nodes))
-    b.slots_by_node[NODE] = b.slots_by_node.pop(node.name)
-    node.name = NODE
-    node.labels["kubernetes.io/hostname"] = NODE
+    b.slots_by_node[name] = b.slots_by_node.pop(node.name)
+    node.name = name
+    node.labels["kubernetes.io/hostname"] = name
     node.taints = [dict(TAINT)]
     return node
 

@@ -1,6 +1,6 @@
-"""GPU071 live, through a real Prometheus: the violation counters' `increase` over the window, as
-Prometheus extrapolates it, gives the scenario's throttled pods their truth's busy GPU-hours lost
-and cause, as auditing the generator's snapshot does."""
+"""GPU071 and GPU011 live, through a real Prometheus: the violation counters' `increase` over the
+window, as Prometheus extrapolates it, gives the scenario's throttled pods their truth's busy
+GPU-hours lost and cause, and its straggler gang, as auditing the generator's snapshot does."""
 
 from __future__ import annotations
 
@@ -18,15 +18,19 @@ from tests.support.promserver import Backfilled
 runner = CliRunner()
 
 
-def _gpu071(*args: str) -> dict[str, dict[str, Any]]:
+def _codes(code: str, *args: str) -> dict[str, dict[str, Any]]:
     res = runner.invoke(app, ["scan", "-f", "json", "-q", *args])
     assert res.exit_code in (0, 1), res.output
     doc = json.loads(res.stdout)
     return {
         f"{f['resource']['namespace']}/{f['resource']['name']}": f
         for f in doc["findings"]
-        if f["code"] == "GPU071"
+        if f["code"] == code
     }
+
+
+def _gpu071(*args: str) -> dict[str, dict[str, Any]]:
+    return _codes("GPU071", *args)
 
 
 def test_throttled_pods_live_as_in_the_snapshot(
@@ -39,6 +43,10 @@ def test_throttled_pods_live_as_in_the_snapshot(
     truth = generate(60, scenario_tsdb.days, 5, scrape_s=300).truth["throttled"]
     planted = {t["pod"]: t for t in truth if t["cause"]}
     assert set(live) == set(planted)
+    args = ["--prometheus-url", prom_url, "--kubeconfig", str(kubeconfig), *window]
+    gangs = _codes("GPU011", *args)
+    assert gangs == _codes("GPU011", "--snapshot", str(scenario_tsdb.snapshot_path))
+    assert set(gangs) == {"perf/llm-pretrain"}
     for pod, t in planted.items():
         assert live[pod]["impact"]["gpu_hours"] == pytest.approx(t["lost_gpu_hours"])
         assert live[pod]["evidence"]["cause"] == t["cause"]
