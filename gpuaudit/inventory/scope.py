@@ -15,8 +15,9 @@ Owners, HAMi grants and serving gauges stay whole: they are looked up by pod or 
 The checks run over the whole inventory (where another team's pods sit decides a placement or
 a preemption); the audit keeps their findings `in_scope` (a cluster-scoped one only where it
 names a pod of the namespaces) and makes the summary, capacity plan, ledgers and showback from
-the narrowed one (`gpuaudit.audit.assemble.run_checks`). The attribution ledger is then the namespaces' own: their pods' held GPU-hours by method, and their
-running pods' GPU-hours no series names, which sum to the narrowed allocated GPU-hours.
+the narrowed one (`gpuaudit.audit.assemble.run_checks`). The attribution ledger is then the
+namespaces' own: their pods' held GPU-hours by method, and their running pods' GPU-hours no
+series names, which sum to the narrowed allocated GPU-hours.
 """
 
 from __future__ import annotations
