@@ -13,17 +13,18 @@ the window's hours:
 - near-miss, `perf/near-cap-0` (GPU 2): power violations 5 % of every hour, under GPU071's
   0.10.
 
-- `perf/llm-pretrain`, a Kueue pod group of 4 one-GPU members (GPUs 3 to 6, labelled
-  `kueue.x-k8s.io/pod-group-name`, total count 4): member `llm-pretrain-1` is power-throttled
-  40 % of every hour at 0.9 activity, its three peers wait at 0.55: GPU011 names the member and
-  the node, the peers' GPU-hours waiting 3 x (0.9 - 0.55) x hours; GPU071 reports the member.
+- `perf/llm-pretrain`, a Kueue pod group of 5 one-GPU members (GPUs 3 to 7, labelled
+  `kueue.x-k8s.io/pod-group-name`, total count 5): member `llm-pretrain-1` is power-throttled
+  40 % of every hour at 0.9 activity, its four peers wait at 0.55: GPU011 names the member and
+  the node, the peers' GPU-hours waiting 4 x (0.9 - 0.55) x hours; GPU071 reports the member.
 
-GPU 7 is free, its counters flat. A second such node, `h100-hot-001`, holds the near-miss gang
-`perf/vit-tune` (2 members, GPUs 0 and 1): member `vit-tune-0` power-throttled 30 % at 0.85,
-its peer at 0.82 (it kept pace: no straggler for GPU011; GPU071 reports the throttled member);
-its other GPUs are free. The truth of each throttled pod (its throttled share, busy and lost
-GPU-hours and cause) is under `throttled`, the gangs' under `stragglers`, besides GPU071's and
-GPU011's planted cases and near-misses.
+A second such node, `h100-hot-001`, holds the near-miss gang `perf/vit-tune` (8 members):
+member `vit-tune-0` power-throttled 30 % at 0.85, its peers at 0.82 (they kept pace: no
+straggler for GPU011; GPU071 reports the throttled member). Every GPU of both nodes is held, so
+that their free room changes no other case (a pending pod refused by their taint). The truth of
+each throttled pod (its throttled share, busy and lost GPU-hours and cause) is under
+`throttled`, the gangs' under `stragglers`, besides GPU071's and GPU011's planted cases and
+near-misses.
 Placed last of all, so that no earlier case or truth changes; windows shorter than a day are left
 without them.
 """
@@ -80,12 +81,13 @@ def plant_rootcause(b: Builder) -> None:
         share = max(power, thermal)
         truth.append(_truth(pod.name, node, slot, ACTIVITY * b.H, share, cause))
     stragglers = b.truth.setdefault("stragglers", [])
-    stragglers.append(_gang(b, node, slots[3:7], "llm-pretrain", (0.55, 0.9, 0.55, 0.55), 1, 0.4))
+    pretrain = (0.55, 0.9, 0.55, 0.55, 0.55)
+    stragglers.append(_gang(b, node, slots[3:8], "llm-pretrain", pretrain, 1, 0.4))
     other = _node(b, NEAR_NODE)
     other_slots = b.free_slots(other)
     for slot in other_slots:
         _counters(slot, 0.0, 0.0)
-    stragglers.append(_gang(b, other, other_slots[:2], "vit-tune", (0.85, 0.82), 0, 0.3))
+    stragglers.append(_gang(b, other, other_slots, "vit-tune", (0.85,) + (0.82,) * 7, 0, 0.3))
     b.free_rest()
     teams.label(b)
 
