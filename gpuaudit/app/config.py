@@ -71,6 +71,8 @@ from gpuaudit.core.errors import ConfigError, GpuauditError
 from gpuaudit.inventory import ownership
 from gpuaudit.report import FORMATS
 from gpuaudit.report.webhook import check_url as check_webhook_url
+from gpuaudit.report.webhook_routes import Route
+from gpuaudit.report.webhook_routes import parse as parse_routes
 from gpuaudit.sources.bounds import MIB, Limits
 from gpuaudit.sources.collect import LiveOptions, check_url, parse_headers
 from gpuaudit.sources.interface import span as _span
@@ -165,6 +167,9 @@ class Config:
     """`--per-owner DIR`: the folder one Markdown and one HTML report per owner go to."""
     webhook: str | None = None
     """A Slack-compatible incoming webhook URL to post the summary to."""
+    webhooks: tuple[Route, ...] = ()
+    """`[webhooks]` of `gpuaudit.toml`: where each owner's findings are posted (with
+    `--webhook` only; `gpuaudit.report.webhook_routes`)."""
     quiet: bool = False
     """No progress bar or summary line."""
     all_findings: bool = False
@@ -221,6 +226,7 @@ def for_scan(given: Mapping[str, object], from_env: frozenset[str] = frozenset()
         idle_rule=_idle_rule(opts.text("idle_rule", "none")),
         per_owner=opts.path("per_owner"),
         webhook=_webhook(opts.text("webhook")),
+        webhooks=parse_routes(doc.get("webhooks")),
         quiet=opts.flag("quiet"),
         all_findings=opts.flag("all"),
         waivers=read_waivers(doc, config_file(given)),

@@ -364,7 +364,9 @@ OPTIONS: tuple[Option, ...] = (
         "--webhook",
         Kind.TEXT,
         OUTPUT,
-        "Post the Markdown summary to this Slack-compatible incoming webhook URL.",
+        "Post the Markdown summary to this Slack-compatible incoming webhook URL, and each "
+        "owner's findings to the URL the webhooks table of gpuaudit.toml names for them "
+        "(Slack or Teams); every post within 30 s in all.",
         in_file=SECRET,
         scan_only=True,
         value="URL",

@@ -36,9 +36,8 @@ from gpuaudit.fix import directory
 from gpuaudit.inventory import build
 from gpuaudit.inventory.window import iso
 from gpuaudit.inventory.window import requested as requested_window
-from gpuaudit.report.markdown import summary as markdown_summary
 from gpuaudit.report.text import money, num, plural, terminal
-from gpuaudit.report.webhook import post as post_webhook
+from gpuaudit.report.webhook_routes import post_all as post_webhooks
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.sources.collect import unread
 from gpuaudit.sources.interface import check_step
@@ -130,11 +129,8 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
     if config.per_owner is not None:
         failures += owner_files.write(result, config.per_owner)
     clock.mark("render")
-    if config.webhook:
-        try:
-            post_webhook(config.webhook, markdown_summary(result))
-        except GpuauditError as exc:
-            failures.append(str(exc))
+    if config.webhook:  # the routes too: with --webhook only, within one deadline in all
+        failures += post_webhooks(result, config.webhook, config.webhooks)
     code = exit_code(config, result)
     why = failing_line(config, result) if code == 1 else ""
     return Outcome(result, code, clock.stages, _hint(config, result), why, tuple(failures))

@@ -16,7 +16,8 @@ success's body is never read.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
@@ -32,6 +33,11 @@ the server said."""
 
 _SHOWN = 200
 """Characters of the server's answer shown in an error."""
+
+
+class Transient(GpuauditError):
+    """A post that may succeed if tried again: no answer in time, no connection, or HTTP 429
+    or 5xx."""
 
 
 def display_url(url: str) -> str:
@@ -85,10 +91,13 @@ def scrub(text: str, url: str) -> str:
     return terminal(redact.scrub(text, secrets_of(url)), _SHOWN)
 
 
-def post(url: str, text: str, timeout_s: float = 10.0) -> None:
-    """Send `{"text": text}` as JSON, the whole exchange within `timeout_s`; raise
-    `GpuauditError` with one clear line when the URL is not http(s), the server cannot be
-    reached, does not answer in time, or answers anything but 2xx."""
+def post(
+    url: str, text: str, timeout_s: float = 10.0, payload: Mapping[str, Any] | None = None
+) -> None:
+    """Send `{"text": text}` (or `payload`) as JSON, the whole exchange within `timeout_s`;
+    raise `GpuauditError` with one clear line when the URL is not http(s), the server cannot
+    be reached, does not answer in time, or answers anything but 2xx (`Transient` where trying
+    again may help)."""
     where = display_url(url)
     try:
         scheme = urlsplit(url.strip()).scheme.lower()
@@ -100,29 +109,32 @@ def post(url: str, text: str, timeout_s: float = 10.0) -> None:
             "webhook URL your chat system gave you"
         )
     try:
-        status, body = transfer.within(timeout_s, lambda d: _exchange(url, text, timeout_s, d))
+        sent = {"text": text} if payload is None else payload
+        status, body = transfer.within(timeout_s, lambda d: _exchange(url, sent, timeout_s, d))
     except (transfer.DeadlineExceeded, httpx.TimeoutException):
-        raise GpuauditError(
+        raise Transient(
             f"webhook {where} did not answer within {timeout_s:g} s; the report was written, "
             "but the summary was not posted"
         ) from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         why = scrub(str(exc), url) or type(exc).__name__
-        raise GpuauditError(
+        error = Transient if isinstance(exc, httpx.TransportError) else GpuauditError
+        raise error(
             f"cannot post to webhook {where}: {why}; check the URL and that this machine can "
             "reach it"
         ) from None
     if not 200 <= status < 300:
         said = scrub(body.strip(), url) if body.strip() else ""
         shown = f" ({said})" if said else ""
-        raise GpuauditError(
+        error = Transient if status == 429 or status >= 500 else GpuauditError
+        raise error(
             f"webhook {where} answered HTTP {status}{shown}; the summary was not posted (check "
             "that the webhook URL is current)"
         )
 
 
 def _exchange(
-    url: str, text: str, timeout_s: float, deadline: transfer.Deadline
+    url: str, payload: Mapping[str, Any], timeout_s: float, deadline: transfer.Deadline
 ) -> tuple[int, str]:
     """The request, on `transfer.within`'s thread: the status, and for an answer that is not a
     success the start of its body as text."""
@@ -131,7 +143,7 @@ def _exchange(
         client.stream(
             "POST",
             url.strip(),
-            json={"text": text},
+            json=dict(payload),
             headers={"User-Agent": "gpuaudit", "Accept-Encoding": "identity"},
         ) as resp,
     ):
