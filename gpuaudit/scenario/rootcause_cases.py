@@ -1,7 +1,8 @@
-"""Root-cause cases (issue 36): throttled GPUs, on an H100 node of their own (`h100-hot-000`)
-whose dcgm-exporter has the violation counters in its CSV (`DCGM_FI_DEV_POWER_VIOLATION`,
-`DCGM_FI_DEV_THERMAL_VIOLATION`; `docs/domain.md`, Throttling), tainted so that no other case's
-pod lands there. Every GPU of the node has both counters; the other nodes have none (their
+"""Root-cause cases (issue 36): throttled GPUs and a straggler gang, on two H100 nodes of their
+own (`h100-hot-000`, `h100-hot-001`) whose dcgm-exporter has the violation counters in its CSV
+(`DCGM_FI_DEV_POWER_VIOLATION`, `DCGM_FI_DEV_THERMAL_VIOLATION`; `docs/domain.md`, Throttling),
+tainted so that no other case's pod lands there. Every GPU of them has both counters (flat
+where not throttled); the other nodes have none (their
 exporters keep dcgm-exporter's default CSV), so their throttling is not measured. Each pod
 holds one GPU all window at a steady 0.8 engine activity (`level`), its busy GPU-hours 0.8 x
 the window's hours:
@@ -12,7 +13,6 @@ the window's hours:
   cause cooling; lost 0.8 x 0.5 x hours.
 - near-miss, `perf/near-cap-0` (GPU 2): power violations 5 % of every hour, under GPU071's
   0.10.
-
 - `perf/llm-pretrain`, a Kueue pod group of 5 one-GPU members (GPUs 3 to 7, labelled
   `kueue.x-k8s.io/pod-group-name`, total count 5): member `llm-pretrain-1` is power-throttled
   40 % of every hour at 0.9 activity, its four peers wait at 0.55: GPU011 names the member and
@@ -24,9 +24,8 @@ straggler for GPU011; GPU071 reports the throttled member). Every GPU of both no
 that their free room changes no other case (a pending pod refused by their taint). The truth of
 each throttled pod (its throttled share, busy and lost GPU-hours and cause) is under
 `throttled`, the gangs' under `stragglers`, besides GPU071's and GPU011's planted cases and
-near-misses.
-Placed last of all, so that no earlier case or truth changes; windows shorter than a day are left
-without them.
+near-misses. Placed last of all, so that no earlier case or truth changes; windows shorter
+than a day are left without them.
 """
 
 from __future__ import annotations
