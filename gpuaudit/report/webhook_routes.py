@@ -3,15 +3,17 @@
 
 ```toml
 [webhooks]
-ml-platform = "https://hooks.slack.com/services/..."                     # Slack's shape
-search = { url = "https://prod-12.westeurope.logic.azure.com/...", format = "teams" }
+ml-platform = "GPUAUDIT_WEBHOOK_ML_PLATFORM"                      # Slack's shape
+search = { url_env = "GPUAUDIT_WEBHOOK_SEARCH", format = "teams" }
 ```
 
-Keys are owners as findings name them (`findings[].owner.name`); a value is a URL (a Slack
-incoming webhook, or one that accepts its shape) or a table with `url` and `format` (`slack` or
-`teams`: a Microsoft Teams Workflows webhook, which takes an Adaptive Card). The routes are
-posted only with `--webhook`, so that a `gpuaudit.toml` kept in a repository posts nothing from
-a laptop's run.
+Keys are owners as findings name them (`findings[].owner.name`). A webhook URL is a credential,
+and a `gpuaudit.toml` is easily committed, so the file names the environment variable that holds
+each URL (as `--webhook` is read from a flag or `GPUAUDIT_WEBHOOK` only): a value is that name, or
+a table with `url_env` and `format` (`slack`, for a Slack incoming webhook or one that accepts its
+shape, or `teams`, for a Microsoft Teams Workflows webhook, which takes an Adaptive Card). The
+table is read only with `--webhook`, so that a `gpuaudit.toml` kept in a repository posts
+nothing from a laptop's run, and a variable it names that is unset is an error before the scan.
 
 Each owner's message names the cluster and window, their findings' count and the GPU-hours and
 cost they waste (counted as in the report's total), and their first `TOP` findings in rank order,
@@ -32,6 +34,7 @@ is said of one shows only its scheme and host (`webhook.display_url`): URLs are 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,9 +75,10 @@ class Route:
     """`slack` or `teams`."""
 
 
-def parse(table: object) -> tuple[Route, ...]:
-    """The `[webhooks]` table of `gpuaudit.toml` (absent: none), each URL checked; a
-    `ConfigError` names the owner and shows no more of a URL than its scheme and host."""
+def parse(table: object, env: Mapping[str, str]) -> tuple[Route, ...]:
+    """The `[webhooks]` table of `gpuaudit.toml` (absent: none), each URL read from the
+    variable of `env` it names and checked; a `ConfigError` names the owner and shows no more
+    of a URL than its scheme and host."""
     if table is None:
         return ()
     if not isinstance(table, Mapping):
@@ -86,7 +90,16 @@ def parse(table: object) -> tuple[Route, ...]:
         name = terminal(str(owner), 80)
         if not owner or len(owner) > 253:
             raise ConfigError(f"[webhooks] {name!r}: an owner name is 1 to 253 characters")
-        url, style = (value, "slack") if isinstance(value, str) else _table(name, value)
+        var, style = (value, "slack") if isinstance(value, str) else _table(name, value)
+        if not _ENV_NAME.fullmatch(var):
+            raise ConfigError(
+                f"[webhooks] {name}: name the environment variable that holds the URL (a "
+                f"webhook URL is a credential, kept out of the file), e.g. "
+                f'{{ url_env = "GPUAUDIT_WEBHOOK_{_env_part(name)}" }}'
+            )
+        url = env.get(var, "")
+        if not url:
+            raise ConfigError(f"[webhooks] {name}: the environment variable {var} is not set")
         try:
             webhook.check_url(url)
         except ConfigError:
@@ -98,16 +111,27 @@ def parse(table: object) -> tuple[Route, ...]:
     return tuple(out)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+"""An environment variable's name."""
+
+
+def _env_part(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")[:40] or "OWNER"
+
+
 def _table(name: str, value: object) -> tuple[str, str]:
-    if not isinstance(value, Mapping) or not isinstance(value.get("url"), str):
-        raise ConfigError(f"[webhooks] {name} must be a URL or {{ url = ..., format = ... }}")
-    extra = set(value) - {"url", "format"}
+    if not isinstance(value, Mapping) or not isinstance(value.get("url_env"), str):
+        raise ConfigError(
+            f"[webhooks] {name} must name an environment variable, or be "
+            "{ url_env = ..., format = ... }"
+        )
+    extra = set(value) - {"url_env", "format"}
     style = value.get("format", "slack")
     if extra or style not in STYLES:
         raise ConfigError(
-            f"[webhooks] {name}: a table holds url and format ({' or '.join(STYLES)}) only"
+            f"[webhooks] {name}: a table holds url_env and format ({' or '.join(STYLES)}) only"
         )
-    return str(value["url"]), str(style)
+    return str(value["url_env"]), str(style)
 
 
 def owner_message(result: AuditResult, owner: str) -> tuple[str, list[str]]:

@@ -76,21 +76,25 @@ def rx() -> Iterator[Receiver]:
     server.server_close()
 
 
-def _config(tmp_path: Path, rx: Receiver) -> Path:
+def _config(tmp_path: Path, rx: Receiver, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file names the variables; the URLs (credentials) are in the environment."""
+    for owner in ("training", "research", "nobody"):
+        monkeypatch.setenv(f"HOOK_{owner.upper()}", rx.url(owner))
     cfg = tmp_path / "gpuaudit.toml"
     cfg.write_text(
         "[webhooks]\n"
-        f'training = "{rx.url("training")}"\n'
-        f'research = {{ url = "{rx.url("research")}", format = "teams" }}\n'
-        f'nobody = "{rx.url("nobody")}"\n'
+        'training = "HOOK_TRAINING"\n'
+        'research = { url_env = "HOOK_RESEARCH", format = "teams" }\n'
+        'nobody = "HOOK_NOBODY"\n'
     )
     return cfg
 
 
 def test_each_owner_gets_their_findings_and_the_fleet_the_summary(
-    rx: Receiver, tmp_path: Path
+    rx: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    args = ["scan", "--demo", "-q", "-f", "json", "--config", str(_config(tmp_path, rx))]
+    cfg = _config(tmp_path, rx, monkeypatch)
+    args = ["scan", "--demo", "-q", "-f", "json", "--config", str(cfg)]
     res = runner.invoke(app, [*args, "--webhook", rx.url("fleet")])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -128,11 +132,21 @@ def test_each_owner_gets_their_findings_and_the_fleet_the_summary(
     assert "SECRET" not in sent and "SECRET" not in res.output
 
 
-def test_routes_are_posted_only_with_webhook(rx: Receiver, tmp_path: Path) -> None:
-    cfg = _config(tmp_path, rx)
+def test_routes_are_read_and_posted_only_with_webhook(
+    rx: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = _config(tmp_path, rx, monkeypatch)
+    monkeypatch.delenv("HOOK_NOBODY")
     res = runner.invoke(app, ["scan", "--demo", "-q", "-f", "json", "--config", str(cfg)])
     assert res.exit_code == 0, res.output
     assert rx.got == {}
+    # With --webhook, a variable the table names that is unset ends the run before the scan.
+    res = runner.invoke(
+        app, ["scan", "--demo", "-q", "--config", str(cfg), "--webhook", rx.url("f")]
+    )
+    assert res.exit_code == 2
+    assert "[webhooks] nobody: the environment variable HOOK_NOBODY is not set" in res.output
+    assert rx.got == {} and "SECRET" not in res.output
 
 
 def test_a_503_is_tried_again_and_one_deadline_bounds_every_post(rx: Receiver) -> None:
@@ -162,15 +176,17 @@ def test_a_503_is_tried_again_and_one_deadline_bounds_every_post(rx: Receiver) -
 @pytest.mark.parametrize(
     ("table", "said"),
     [
-        ({"a": "ftp://x/SECRET"}, "[webhooks] a: the URL must be http:// or https:// with a host"),
-        ({"a": {"url": "https://x/SECRET", "format": "irc"}}, "format (slack or teams) only"),
-        ({"a": 3}, "[webhooks] a must be a URL or"),
+        ({"a": "V"}, "[webhooks] a: the URL must be http:// or https:// with a host, got ftp://x"),
+        ({"ml-team": "https://x/SECRET"}, 'e.g. { url_env = "GPUAUDIT_WEBHOOK_ML_TEAM" }'),
+        ({"a": {"url_env": "V", "format": "irc"}}, "url_env and format (slack or teams) only"),
+        ({"a": {"url": "https://x/SECRET"}}, "[webhooks] a must name an environment variable"),
+        ({"a": "NOT_SET"}, "[webhooks] a: the environment variable NOT_SET is not set"),
         ([1], "[webhooks] must be a table"),
     ],
 )
 def test_a_bad_table_is_one_line_without_the_secret(table: object, said: str) -> None:
     with pytest.raises(ConfigError) as err:
-        webhook_routes.parse(table)
+        webhook_routes.parse(table, {"V": "ftp://x/SECRET"})
     assert said in str(err.value) and "SECRET" not in str(err.value)
 
 
