@@ -32,7 +32,7 @@ from gpuaudit.fix.plans import plan as fix_plan
 from gpuaudit.inventory import Capability, Inventory, Views, ownership
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.prom import cluster_of
-from gpuaudit.inventory.scope import in_scope, narrow
+from gpuaudit.inventory.scope import in_scope, narrow, same_scope
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,8 @@ def run_checks(
     (`gpuaudit.inventory.scope`).
     """
     vetted: tuple[str, ...] = ()
+    if previous is not None:
+        same_scope(previous[1], follow_up or "--baseline", namespaces)
     if previous is not None and follow_up:
         window = (inv.window_start, inv.window_end)
         vetted = vet(previous[1], follow_up, inv.cluster, window, settings.currency)

@@ -23,8 +23,11 @@ series names, which sum to the narrowed allocated GPU-hours.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.queues import Queues
 from gpuaudit.inventory.tables import Inventory
@@ -96,3 +99,30 @@ def in_scope(namespaces: Sequence[str], namespace: str, pods: Sequence[str]) -> 
         return namespace in namespaces
     # The last `/`: a scan of every cluster writes `cluster/namespace/pod`.
     return any(p.rpartition("/")[0].rpartition("/")[2] in namespaces for p in pods)
+
+
+def same_scope(doc: Mapping[str, Any], flag: str, namespaces: Sequence[str]) -> None:
+    """Refuse an earlier report (`--previous`, `--baseline`, `--history`) narrowed to other
+    namespaces than this audit (or to none where this one is, or the other way round): every
+    finding outside the narrower one would read as fixed, or as new."""
+    given = doc.get("namespaces")
+    theirs = sorted({n for n in given if isinstance(n, str)}) if isinstance(given, list) else []
+    ours = sorted(set(namespaces))
+    if theirs != ours:
+        raise ConfigError(
+            f"{flag}: the earlier report covers {_scope(theirs)}, this audit {_scope(ours)}; "
+            "compare reports of one scope (--namespace)"
+        )
+
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A namespace's name (a DNS-1123 label)."""
+
+
+def _scope(names: Sequence[str]) -> str:
+    if not names:
+        return "the whole cluster"
+    # An earlier report is a file from outside: a name not a namespace's is shown escaped.
+    shown = ", ".join(n if _NAME.fullmatch(n) else ascii(n[:63]) for n in names[:10])
+    more = f" and {len(names) - 10:,} more" if len(names) > 10 else ""
+    return f"namespace{'s' if len(names) > 1 else ''} {shown}{more}"

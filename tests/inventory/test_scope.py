@@ -3,6 +3,7 @@ against figures computed by hand."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from gpuaudit import report
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.settings import settings_from
+from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import build, scope
 from gpuaudit.inventory import columns as C
 from tests.support.factories import START, Series, gpu_labels, make_node, make_pod, snapshot
@@ -105,3 +107,28 @@ def test_in_scope() -> None:
     assert scope.in_scope(("ml",), "", ("other/b", "ml/a"))
     assert scope.in_scope(("ml",), "", ("east/ml/a",))  # a scan of every cluster
     assert not scope.in_scope(("ml",), "", ())
+
+
+def test_an_earlier_report_of_another_scope_is_refused() -> None:
+    scope.same_scope({"namespaces": ["ml"]}, "--previous", ["ml"])
+    scope.same_scope({}, "--previous", [])
+    with pytest.raises(ConfigError) as err:
+        scope.same_scope({}, "--previous", ["ml", "batch"])
+    assert str(err.value) == (
+        "--previous: the earlier report covers the whole cluster, this audit namespaces batch, "
+        "ml; compare reports of one scope (--namespace)"
+    )
+    with pytest.raises(ConfigError, match=r"covers namespace '\\x1b\[31m', this audit the whole"):
+        scope.same_scope({"namespaces": ["\x1b[31m"]}, "--history", [])
+    # Through the audit: a whole-cluster report is no earlier report of ml's view.
+    whole = report.render(_audit(), "json")
+    series, pods, nodes = _cluster()
+    inv = build(snapshot(series, HOURS, pods=pods, nodes=nodes))
+    with pytest.raises(ConfigError, match="--previous: the earlier report covers the whole"):
+        run_checks(
+            inv,
+            settings_from({}),
+            previous=("last.json", json.loads(whole)),
+            follow_up="--previous",
+            namespaces=("ml",),
+        )
