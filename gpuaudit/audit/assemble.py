@@ -208,7 +208,7 @@ def run_checks(
     whole = inv
     if namespaces:
         findings = [f for f in findings if in_scope(namespaces, f.resource.namespace, f.pods)]
-        views = Views(narrow(inv, namespaces), settings.prices)
+        views = Views(narrow(inv, namespaces, views.unattributed), settings.prices)
         inv = views.inv
     # The summary, breakdown and plan with the collector paused (see `Collector.stage`).
     with paused():

@@ -17,7 +17,8 @@ a preemption); the audit keeps their findings `in_scope` (a cluster-scoped one o
 names a pod of the namespaces) and makes the summary, capacity plan, ledgers and showback from
 the narrowed one (`gpuaudit.audit.assemble.run_checks`). The attribution ledger is then the
 namespaces' own: their pods' held GPU-hours by method, and their running pods' GPU-hours no
-series names, which sum to the narrowed allocated GPU-hours.
+series names (each reason judged over the whole inventory: a node whose exporter serves
+another team's pods has one), which sum to the narrowed allocated GPU-hours.
 """
 
 from __future__ import annotations
@@ -25,18 +26,27 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaudit.core.errors import ConfigError
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.queues import Queues
 from gpuaudit.inventory.tables import Inventory
+from gpuaudit.inventory.views import Views
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def narrow(inv: Inventory, namespaces: Sequence[str]) -> Inventory:
+def narrow(
+    inv: Inventory, namespaces: Sequence[str], unattributed: pd.DataFrame | None = None
+) -> Inventory:
     """`inv` narrowed to the pods of `namespaces` (see the module); `inv` itself when none are
     named. A namespace with neither a pod nor a GPU series adds a warning (a typo would
-    otherwise read as a team that used nothing)."""
+    otherwise read as a team that used nothing). `unattributed`: `inv`'s unattributed rows
+    when already made (`Views.unattributed`); their reasons are judged over the whole
+    inventory (whether a node has an exporter is not the namespaces' to say), then the rows
+    narrowed."""
     if not namespaces:
         return inv
     wanted = list(dict.fromkeys(namespaces))
@@ -60,8 +70,11 @@ def narrow(inv: Inventory, namespaces: Sequence[str]) -> Inventory:
             f"--namespace {', '.join(absent)}: no pod and no GPU series of "
             f"{'this namespace' if len(absent) == 1 else 'these namespaces'} in the window",
         )
+    un = Views(inv, {}).unattributed if unattributed is None else unattributed
+    un = un[un[C.NAMESPACE].isin(wanted)] if not un.empty else un
     return dataclasses.replace(
         inv,
+        unattributed=un.reset_index(drop=True),
         holdings=holdings.reset_index(drop=True),
         hourly=hourly.reset_index(drop=True),
         gpus=gpus.reset_index(drop=True),

@@ -234,6 +234,10 @@ class Inventory:
     namespaces: tuple[str, ...] = ()
     """`--namespace`: the namespaces the inventory was narrowed to (`gpuaudit.inventory.scope`);
     empty for the whole cluster."""
+    unattributed: pd.DataFrame | None = None
+    """A narrowed inventory's unattributed rows (`Views.unattributed`), made before it was
+    narrowed, so that each reason is judged over every node's series; None: made from this
+    inventory."""
 
     @property
     def window_hours(self) -> float:

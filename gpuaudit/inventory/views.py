@@ -91,6 +91,8 @@ class Views:
         """Per running pod holding GPUs no DCGM series names: its GPU-hours in the window and
         the reason (`attribution.unattributed`, the ledger's unattributed side)."""
         inv = self.inv
+        if inv.unattributed is not None:
+            return inv.unattributed
         window = (inv.window_start, inv.window_end)
         # Without the pods at the window's end (not read, or --end before they were read) the
         # unattributed side is unknown, not empty (the ledger says so).

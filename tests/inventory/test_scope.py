@@ -132,3 +132,24 @@ def test_an_earlier_report_of_another_scope_is_refused() -> None:
             follow_up="--previous",
             namespaces=("ml",),
         )
+
+
+def test_an_unattributed_reason_is_judged_over_every_nodes_series() -> None:
+    """ml/quiet-0 holds a GPU of node-a, whose exporter serves other/serve-0 but names no
+    series for it: its 4 GPU-hours are not for lack of an exporter, in ml's view too."""
+    series = [
+        Series(gpu_labels("GPU-2", "2", "node-a", pod="serve-0", namespace="other"), [0.5] * 4)
+    ]
+    before = START - 3600
+    pods = [
+        make_pod("serve-0", "other", "node-a", 1, started=before),
+        make_pod("quiet-0", "ml", "node-a", 1, started=before),
+    ]
+    inv = build(snapshot(series, HOURS, pods=pods, nodes=[make_node("node-a")]))
+    whole = run_checks(inv, settings_from({})).attribution
+    mine = run_checks(inv, settings_from({}), namespaces=("ml",)).attribution
+    assert whole is not None and mine is not None
+    reasons = {k: v for k, v in whole.unattributed.items() if v}
+    assert list(reasons.values()) == [pytest.approx(4.0)] and "no_exporter" not in reasons
+    assert {k: v for k, v in mine.unattributed.items() if v} == reasons
+    assert mine.allocated_gpu_hours == pytest.approx(4.0)
