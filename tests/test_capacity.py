@@ -81,6 +81,49 @@ def test_packer_constraints_and_what_fits_nowhere() -> None:
     assert p.used == ("n2", "n1")
 
 
+def test_a_pinned_item_gets_its_node_back_from_a_flexible_one() -> None:
+    # A (3) opens n1, the roomiest; C (2) does not fit its 1 left and opens n2; B (1) fills
+    # n1; r (1) may use only n1, now full: first fit decreasing leaves it unplaced. The
+    # repair looks at n1's items in the order they went there: A would need 3 on another
+    # opened node (n2 has 1 left), B fits n2's 1: B moves to n2 and r takes its place.
+    room = {"n1": 4.0, "n2": 3.0}
+    items = [
+        Item("A", 3.0),
+        Item("C", 2.0),
+        Item("B", 1.0),
+        Item("r", 1.0, nodes=frozenset({"n1"})),
+    ]
+    p = pack_ffd(items, room)
+    assert p.unplaced == ()
+    assert p.placed == {"A": "n1", "C": "n2", "B": "n2", "r": "n1"}
+    assert p.used == ("n1", "n2")
+    assert p == pack_literally(items, room)
+    # Without C no other node is open: B's and A's moves need an unused node. A (the first
+    # on n1) goes to n2, the roomiest unused node with room for it, opened for it; r takes n1.
+    items = [i for i in items if i.key != "C"]
+    p = pack_ffd(items, room)
+    assert p.unplaced == ()
+    assert p.placed == {"A": "n2", "B": "n1", "r": "n1"}
+    assert p.used == ("n1", "n2")
+    assert p == pack_literally(items, room)
+
+
+def test_an_item_no_move_can_place_stays_unplaced() -> None:
+    # A (2) opens n1; r (1) may use only n1, full. A could leave room for r, but no other
+    # opened node exists and the unused n2 has 1 GPU, not A's 2: r stays unplaced, and n2 is
+    # not opened for nothing. A whole-node item is never repaired.
+    room = {"n1": 2.0, "n2": 1.0}
+    items = [Item("A", 2.0), Item("r", 1.0, nodes=frozenset({"n1"}))]
+    p = pack_ffd(items, room)
+    assert [i.key for i in p.unplaced] == ["r"]
+    assert p.placed == {"A": "n1"}
+    assert p.used == ("n1",)
+    assert p == pack_literally(items, room)
+    gang = [Item("g", 1.0, nodes=frozenset({"n1"}), whole_node=True), Item("B", 2.0)]
+    p = pack_ffd(gang, room)
+    assert (p.placed, [i.key for i in p.unplaced]) == ({"B": "n1"}, ["g"])
+
+
 _ROOMS = st.sampled_from(
     [0.0, 0.5, 1.0, 1 - 1e-9, 2.0, 2.5, 4.0, 7.0, 8.0, 8.0, math.nan, math.inf]
 )

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from gpuaudit.checks.base import short_model
@@ -82,8 +83,13 @@ ASSUMPTIONS = (
     "Fewest nodes at the peak: the holdings of the hour with the most GPUs held, packed first "
     "fit decreasing (largest first, each into the first opened node that admits it and has "
     "room, else the roomiest unused node that does: among equals, the one the most of the "
-    "hour's units may use, or for a whole-node gang member the fewest); a pod's GPUs stay "
-    "on one node, a MIG-partitioned GPU moves whole, and work stays on its own GPU product.",
+    "hour's units may use, or for a whole-node gang member the fewest); then each unit "
+    "left without a place (the work ran, so a place exists) takes the place of one unit "
+    "moved out of its way: over the opened nodes it may use, in the order they were opened, "
+    "the first unit whose going leaves it room and that fits another opened node it may "
+    "use, else an unused one (opened for it); a unit that would need more than one move "
+    "stays unplaced. A pod's GPUs stay on one node, a MIG-partitioned GPU moves whole, and "
+    "work stays on its own GPU product.",
     "Where work may go: as the scheduler's filters decide at the window's end (node "
     "selector, required node affinity, taints against tolerations, allocatable of each "
     "resource the pod requests: nvidia.com/gpu, nvidia.com/mig-<profile>, shared replicas); "
@@ -157,18 +163,29 @@ class Packing:
     placed: Mapping[str, str]
     """Item key -> node."""
     unplaced: tuple[Item, ...]
-    """Items no node had room for."""
+    """Items no node had room for, even after moving one item out of their way."""
 
 
 def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     """Pack `items` into nodes of `room` (GPUs per node) first fit decreasing: largest first
     (ties by key), each into the first node opened so far that may take it and has room, else
-    into the roomiest unused node that may take it; an item no node can take is left
-    unplaced. A `whole_node` item opens a node of its own and closes it. Among equally roomy
-    unused nodes, an item that shares its node opens the one the most items may use (so that
-    a node few may use, such as a tainted one, is not opened half empty while others would
-    do), a `whole_node` item the one the fewest may use (so that it takes no node others
-    need); then by name.
+    into the roomiest unused node that may take it. A `whole_node` item opens a node of its
+    own and closes it. Among equally roomy unused nodes, an item that shares its node opens
+    the one the most items may use (so that a node few may use, such as a tainted one, is not
+    opened half empty while others would do), a `whole_node` item the one the fewest may use
+    (so that it takes no node others need); then by name.
+
+    Then a repair, for each item left unplaced (in the order above; not a `whole_node` one):
+    into the first opened node it may use that has room now (an earlier repair may have left
+    some); else it takes the place of one item moved out of its way: over the opened nodes it
+    may use (not closed), in the order they were opened, and their items in the order they
+    went there, the first item whose going leaves it room and that may go to another opened
+    node with room (not closed; the first opened); only where none may, the first that
+    may go to an unused node, opened for it (the roomiest it may use, as above). An item
+    still without a place is left unplaced (no node can take it, or it needs more than one
+    move). The repair runs only for the unplaced items, which are few, each in the opened
+    nodes plus their items plus, per distinct node set and size of the items it may move,
+    one pass over the opened nodes and one over the unused ones: never items times nodes.
 
     Items of one spec share their set of nodes, so the search runs per distinct set: the
     first opened node of the set with room is found in a max tree over the set's opened
@@ -200,6 +217,7 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
     is_open: set[str] = set()
     placed: dict[str, str] = {}
     unplaced: list[Item] = []
+    on: dict[str, list[Item]] = {}
     for item in sorted(items, key=lambda i: (-i.size, i.key)):
         ns = set_of[id(item.nodes)]
         ns.remaining -= 1
@@ -219,7 +237,92 @@ def pack_ffd(items: Sequence[Item], room: Mapping[str, float]) -> Packing:
         for other in member_of.get(node, ()):
             other.set_room(node, value)
         placed[item.key] = node
+        on.setdefault(node, []).append(item)
+    if unplaced:
+        state = _Placed(opened, is_open, placed, on, left)
+        spare = sorted(
+            (n for n in room if room[n] == room[n] and n not in is_open),
+            key=lambda n: (room[n], usable[n], n),
+            reverse=True,
+        )
+        unplaced = [i for i in unplaced if not _repair(i, state, spare)]
     return Packing(tuple(opened), placed, tuple(unplaced))
+
+
+@dataclass
+class _Placed:
+    """A packing under way, for `_repair`: the nodes opened (in order, and as a set), where
+    each item went, the items on each node in the order they went there, each node's room."""
+
+    opened: list[str]
+    is_open: set[str]
+    placed: dict[str, str]
+    on: dict[str, list[Item]]
+    left: dict[str, float]
+
+    def put(self, item: Item, node: str) -> None:
+        if node not in self.is_open:
+            self.opened.append(node)
+            self.is_open.add(node)
+        self.left[node] -= item.size
+        self.placed[item.key] = node
+        self.on.setdefault(node, []).append(item)
+
+
+def _may(item: Item, node: str) -> bool:
+    return item.nodes is None or node in item.nodes
+
+
+def _repair(item: Item, s: _Placed, spare: Sequence[str]) -> bool:
+    """Place `item`, which first fit decreasing left unplaced, by moving one item out of its
+    way (see `pack_ffd`); False when no such move exists (nothing changes then). `spare`: the
+    unused nodes, roomiest first, as first fit decreasing opens them for an item that shares
+    its node (some may have been opened since)."""
+    if item.whole_node:
+        return False
+    need = item.size - EPS
+    # An earlier repair may have left room on a node opened before.
+    for node in s.opened:
+        if _may(item, node) and s.left[node] >= need and _open(s, node):
+            s.put(item, node)
+            return True
+    # Where an item of a node set and size may go: the first two opened nodes (one of them is
+    # not the node it leaves), and the roomiest unused one; found once per set and size.
+    found: dict[tuple[int, float, bool], list[str]] = {}
+
+    def targets(m: Item, unused: bool) -> list[str]:
+        key = (id(m.nodes), m.size, unused)
+        if key not in found:
+            want = m.size - EPS
+            if unused:
+                first = next((n for n in spare if n not in s.is_open and _may(m, n)), None)
+                found[key] = [first] if first is not None and s.left[first] >= want else []
+            else:
+                ok = (n for n in s.opened if _may(m, n) and s.left[n] >= want and _open(s, n))
+                found[key] = list(islice(ok, 2))
+        return found[key]
+
+    for unused in (False, True):
+        for node in s.opened:
+            if not (_may(item, node) and _open(s, node)):
+                continue
+            for m in s.on.get(node, ()):
+                if not s.left[node] + m.size >= need:
+                    continue
+                to = next((n for n in targets(m, unused) if n != node), None)
+                if to is None:
+                    continue
+                s.on[node].remove(m)
+                s.left[node] += m.size
+                s.put(m, to)
+                s.put(item, node)
+                return True
+    return False
+
+
+def _open(s: _Placed, node: str) -> bool:
+    """Whether `node`, opened, takes more items (no whole-node item closed it)."""
+    return not any(o.whole_node for o in s.on.get(node, ()))
 
 
 class _NodeSet:

@@ -2,8 +2,8 @@
 node's room and how it offers its GPUs, where each unit may go (taints and tolerations, node
 selector, required node affinity, allocatable of every `nvidia.com/*` resource a pod asks
 for, the way its node offered GPUs), packed first fit decreasing by the rule read literally
-(`pack_literally`). Pod-group gangs are not modelled: a report whose
-peak has whole-node gang members is not recomputed here."""
+(`pack_literally`), with its repair of what that leaves unplaced. Pod-group gangs are not
+modelled: a report whose peak has whole-node gang members is not recomputed here."""
 
 from __future__ import annotations
 
@@ -257,4 +257,62 @@ def pack_literally(items: list[Item], room: dict[str, float]) -> Packing:
                 closed.add(node)
         left[node] -= item.size
         placed[item.key] = node
-    return Packing(tuple(opened), placed, tuple(unplaced))
+    # The repair, literally: every unplaced item, every node, every item on it, every target.
+    history = [i for i in sorted(items, key=lambda i: (-i.size, i.key)) if i.key in placed]
+    still = [
+        i
+        for i in unplaced
+        if i.whole_node or not _repaired(i, history, placed, opened, closed, left, usable)
+    ]
+    return Packing(tuple(opened), placed, tuple(still))
+
+
+def _repaired(
+    item: Item,
+    history: list[Item],
+    placed: dict[str, str],
+    opened: list[str],
+    closed: set[str],
+    left: dict[str, float],
+    usable: dict[str, int],
+) -> bool:
+    """Whether `item` was placed by the repair (`placed`, `opened`, `left` updated):
+    `history` lists the placed items in the order they went to their node (a moved item goes
+    to the end)."""
+    eps = 1e-9
+
+    def may(it: Item, node: str) -> bool:
+        return it.nodes is None or node in it.nodes
+
+    def fits(it: Item, node: str) -> bool:
+        return node not in closed and may(it, node) and left[node] >= it.size - eps
+
+    def go(it: Item, node: str) -> None:
+        if node not in opened:
+            opened.append(node)
+        left[node] -= it.size
+        placed[it.key] = node
+        history.append(it)
+
+    now = [n for n in opened if fits(item, n)]
+    if now:
+        go(item, now[0])
+        return True
+    for to_unused in (False, True):
+        for node in [n for n in opened if n not in closed and may(item, n)]:
+            for m in [i for i in history if placed[i.key] == node]:
+                if not left[node] + m.size >= item.size - eps:
+                    continue
+                if to_unused:
+                    free = [n for n in left if n not in opened and fits(m, n)]
+                    free = [max(free, key=lambda n: (left[n], usable[n], n))] if free else []
+                else:
+                    free = [n for n in opened if n != node and fits(m, n)]
+                if not free:
+                    continue
+                history.remove(m)
+                left[node] += m.size
+                go(m, free[0])
+                go(item, node)
+                return True
+    return False

@@ -90,11 +90,14 @@ class ProductPlan(ReportModel):
     decide (node selector, required node affinity, taints against tolerations, allocatable of
     the resource asked for; cordoned nodes offer no room): a pod's GPUs on one node, a
     MIG-partitioned GPU as one GPU on a node offering its profiles, a shared replica as
-    1/replicas of one on a node shared as many ways, whole-node gang members a node each."""
+    1/replicas of one on a node shared as many ways, whole-node gang members a node each; a
+    unit left without a place then takes the place of one unit moved out of its way (to
+    another opened node, else to an unused one, opened for it)."""
     peak_hour: Timestamp | None
     """End of the hour with the most GPUs held (RFC 3339, UTC); null without data."""
     unplaced_gpus: Round4
-    """GPUs of the peak hour that fit no node (not counted in `min_nodes_at_peak`)."""
+    """GPUs of the peak hour that fit no node, even after moving one unit out of their way
+    (not counted in `min_nodes_at_peak`)."""
     nodes_used_at_peak: tuple[str, ...]
     """The nodes the packing of the peak hour used, in the order it opened them."""
     whole_node_gang_members_at_peak: int
