@@ -35,7 +35,8 @@ from tests.support.reports import demo_result
 
 GOLDENS = Path(__file__).parent / "goldens" / "terminal"
 WIDTHS = (80, 120, 200)
-ROW = re.compile(r"^ *\d+  (critical|high|medium|low|info) +GPU\d{3}  ")
+# A row's first line: its rank, severity and code (`+` after it: `gpuaudit fix` writes a change).
+ROW = re.compile(r"^ *\d+  (critical|high|medium|low|info) +GPU\d{3}\+? +\S")
 
 runner = CliRunner()
 
@@ -93,44 +94,66 @@ def test_capture_matches_the_reviewed_golden(
     assert shown == golden.read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="module")
+def demo() -> AuditResult:
+    return demo_result()
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_every_line_fits_and_none_ends_in_a_space(captures: dict[int, str], width: int) -> None:
+def test_every_line_fits_and_none_ends_in_a_space(
+    captures: dict[int, str], width: int, demo: AuditResult
+) -> None:
     lines = captures[width].splitlines()
     assert max(len(line) for line in lines) <= width
     assert [line for line in lines if line != line.rstrip()] == []
     # The stderr summary comes last, wrapped at the terminal's width.
-    summary = next(i for i, line in enumerate(lines) if line.startswith("gpuaudit: 69 findings"))
-    assert lines[summary].startswith("gpuaudit: 69 findings, 4,084 idle GPU-hours")
-    assert lines[-1].endswith("15 checks ran, 0 skipped")
+    found = f"gpuaudit: {len(demo.findings)} findings"
+    summary = next(i for i, line in enumerate(lines) if line.startswith(found))
+    idle = f"{demo.summary.idle_gpu_hours:,.0f} idle GPU-hours"
+    assert lines[summary].startswith(f"{found}, {idle}")
+    assert " ".join(lines[summary:]).endswith(f"{len(demo.checks_run)} checks ran, 0 skipped")
 
 
 def _table_rows(text: str) -> list[list[str]]:
     """The rows of the tables (the risks', then the waste's), each the lines it takes."""
     rows: list[list[str]] = []
     inside = False
+    indent = 0
     for line in text.splitlines():
-        if line.startswith("─"):
+        if line.startswith(" #  Severity  Code"):
+            # A row's further lines continue its Resource column (or a later one).
+            indent = line.index("Resource")
+        elif line.startswith("─"):
             inside = True
         elif not line.strip():
             inside = False
         elif inside and ROW.match(line):
             rows.append([line])
         elif inside:
-            assert line.startswith(" " * 20), line
+            assert indent and line.startswith(" " * indent), line
             rows[-1].append(line)
     return rows
 
 
-def test_at_80_columns_a_finding_takes_one_to_three_lines(captures: dict[int, str]) -> None:
+def test_at_80_columns_a_finding_takes_one_to_three_lines(
+    captures: dict[int, str], demo: AuditResult
+) -> None:
+    # One row per resource (a finding on a resource another one names is under it), alike
+    # ones folded.
+    folds = fold(demo.primaries)
     rows = _table_rows(captures[80])
-    assert len(rows) == 45
+    assert len(rows) == len(folds) == 69
     assert all(1 <= len(r) <= 3 for r in rows)
     assert sum(len(r) == 1 for r in rows) >= 10
     # With the ledger, the capacity plan and its assumptions, two tables (risks, waste) and
-    # the first risks and the top waste in full.
-    assert len(captures[80].splitlines()) < 250
+    # the first 3 risks and the top 5 waste in full: not every finding.
+    lines = captures[80].splitlines()
+    assert len(lines) < 400
+    assert len([line for line in lines if re.match(r"#\d+ ", line)]) == 3 + 5
     wide = _table_rows(captures[200])
-    assert len(wide) == 45 and sum(len(r) for r in wide) == 49  # only the folds take two
+    # Only the folds take two lines (their count below the pattern).
+    assert len(wide) == len(folds)
+    assert sum(len(r) for r in wide) == len(folds) + sum(r.folded for r in folds)
 
 
 def test_uuids_are_short_in_the_table_and_whole_in_json(captures: dict[int, str]) -> None:
@@ -144,26 +167,31 @@ def test_uuids_are_short_in_the_table_and_whole_in_json(captures: dict[int, str]
     assert doc["findings"][0]["resource"]["name"] == "GPU-e2c51412-c218-a8fe-26a3-a48cad1d7df1"
 
 
-@pytest.fixture(scope="module")
-def demo() -> AuditResult:
-    return demo_result()
-
-
 def test_alike_findings_fold_into_one_row_with_count_and_sum(demo: AuditResult) -> None:
     rows = fold(demo.findings)
     folded = [r for r in rows if r.folded]
-    assert [r.first.code for r in folded] == ["GPU080", "GPU050", "GPU003", "GPU001"]
-    batch, pools = folded[2], folded[1]
+    assert [r.first.code for r in folded] == [
+        "GPU080",
+        "GPU080",
+        "GPU050",
+        "GPU060",
+        "GPU001",
+        "GPU003",
+        "GPU071",
+        "GPU001",
+    ]
+    batch, pools = folded[5], folded[2]
     assert batch.first.code == "GPU003" and len(batch.findings) == 13
     assert pools.first.code == "GPU050" and pools.pattern() == "NVIDIA-*"
     assert {f.resource.namespace for f in batch.findings} == {"batch"}
     assert batch.gpu_hours == pytest.approx(sum(f.impact.gpu_hours for f in batch.findings))
     text = table_text(demo, width=120)
-    row = next(line for line in text.splitlines() if " GPU003 " in line)
-    assert "batch/*" in row and f"{batch.gpu_hours:,.1f}" in row and "Part-time reservation" in row
+    row = next(line for line in text.splitlines() if re.search(r" GPU003\+? +batch/\*", line))
+    assert f"{batch.gpu_hours:,.1f}" in row and "Part-time reservation" in row
     assert "13 Pods" in text
     flat = " ".join(text.split())
-    assert "69 findings in 45 rows" in text and "alike ones folded into one row (--all" in flat
+    assert f"{len(demo.findings)} findings in 69 rows" in text
+    assert "alike ones folded into one row (--all" in flat
     # The fold's other members are named below the table.
     alone = " ".join(table_text(dataclasses.replace(demo, findings=batch.findings)).split())
     assert (
@@ -174,12 +202,12 @@ def test_alike_findings_fold_into_one_row_with_count_and_sum(demo: AuditResult) 
 
 def test_all_lists_every_finding_in_full(demo: AuditResult) -> None:
     text = table_text(demo, width=120, every=True)
-    # One row per resource: the 3 findings on a resource another one names are under it.
-    assert len(_table_rows(text)) == len(demo.primaries) == 65
+    # One row per resource: the 8 findings on a resource another one names are under it.
+    assert len(_table_rows(text)) == len(demo.primaries) == len(demo.findings) - 8
     assert "Every finding in full" in text
-    assert text.count("\n#") == 65
+    assert text.count("\n#") == len(demo.primaries)
     res = runner.invoke(app, ["scan", "--demo", "--all"], env={"COLUMNS": "120"})
-    assert res.exit_code == 0 and len(_table_rows(res.stdout)) == 65
+    assert res.exit_code == 0 and len(_table_rows(res.stdout)) == len(demo.primaries)
 
 
 def test_folding_keeps_the_order_and_critical_findings_apart(demo: AuditResult) -> None:
@@ -209,22 +237,32 @@ def test_the_header_states_waived_skipped_and_incomplete(demo: AuditResult) -> N
         incomplete_reasons=("Kubernetes pods: forbidden",),
     )
     text = table_text(partial, width=100)
-    head = "\n".join(text.splitlines()[:10])
-    assert "56 findings in 44 rows, 13 waived, 1 of 16 checks skipped, data INCOMPLETE" in head
-    assert "INCOMPLETE: Kubernetes pods: forbidden" in head
-    assert "Waived (13 findings):" in text and "GPU003 namespace=batch: 13 findings" in text
+    head = text.split("\n\n")[0]  # the header, up to the first blank line
+    # Every GPU003 finding of namespace batch is waived; GPU030 counts as a check, skipped.
+    n = sum(f.code == "GPU003" and f.resource.namespace == "batch" for f in demo.findings)
+    kept, checks = len(demo.findings) - n, len(demo.checks_run) + 1
+    assert f"{kept} findings in 66 rows, {n} waived, 1 of {checks} checks skipped" in head
+    assert "data INCOMPLETE" in head and "INCOMPLETE: Kubernetes pods: forbidden" in head
+    assert f"Waived ({n} findings):" in text and f"GPU003 namespace=batch: {n} findings" in text
     assert "Skipped checks (their data is missing):\n  GPU030: no topology files" in text
     res = runner.invoke(app, ["scan", "--demo"], env={"COLUMNS": "100"})
-    assert "69 findings in 45 rows, 0 waived, 0 of 15 checks skipped, data complete" in res.stdout
+    clean = f"{len(demo.findings)} findings in 69 rows, 0 waived, 0 of {len(demo.checks_run)}"
+    assert f"{clean} checks skipped, data complete" in res.stdout
 
 
-def test_the_stderr_summary_mentions_waived_and_skipped(tmp_path: Path) -> None:
+def test_the_stderr_summary_mentions_waived_and_skipped(tmp_path: Path, demo: AuditResult) -> None:
     cfg = tmp_path / "gpuaudit.toml"
     cfg.write_text(
         '[[waivers]]\ncode = "GPU003"\nnamespace = "batch"\nreason = "pool"\nexpires = 2099-01-01\n'
     )
     res = runner.invoke(app, ["scan", "--demo", "-f", "json", "--config", str(cfg)])
-    assert res.stderr.startswith("gpuaudit: 56 findings (13 waived), 4,084 idle GPU-hours")
+    n = sum(f.code == "GPU003" and f.resource.namespace == "batch" for f in demo.findings)
+    # Waived findings still count in the idle GPU-hours (the summary's figures are the audit's).
+    assert res.stderr.startswith(
+        f"gpuaudit: {len(demo.findings) - n} findings ({n} waived), "
+        f"{demo.summary.idle_gpu_hours:,.0f} idle GPU-hours"
+    )
+    assert res.stderr.rstrip().endswith(f"{len(demo.checks_run)} checks ran, 0 skipped")
 
 
 def test_the_readme_shows_the_80_column_capture(
