@@ -117,7 +117,7 @@ def _query_line(qid: str, entries: list[dict[str, Any]], queries: tuple[Any, ...
     if isinstance(reads, str) and reads != "raw":
         what += f" ({terminal(reads, 30)} series)"
     return (
-        f"{terminal(qid, 40):<24}{terminal(str(meta.get('kind') or ''), 10):<8}"
+        f"{terminal(qid, 40):<23} {terminal(str(meta.get('kind') or ''), 10):<8}"
         f"{plural(len(entries), 'answer'):>11}{plural(series, 'series', 'series'):>14}  {what}"
     ).rstrip()
 
