@@ -21,10 +21,12 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "468 GPUs" in out
+    assert "552 GPUs, allocated now" in out  # the demo's GPUs (fixtures/demo.snapshot.json.gz)
     assert "findings, ranked by wasted GPU-hours; risks listed apart" in out
     assert "GPU001" in out
-    assert "llm-canary-" in out  # the name folds in the resource column at 80 columns
+    # A long name folds in the resource column at 80 columns.
+    assert "GPU001+  search/rerank-cold-     336.0" in out
+    assert "\n                       0-z99lp9bdxp-4mx8s\n" in out
 
 
 def test_json_stdout_is_only_json() -> None:
