@@ -265,12 +265,19 @@ def test_the_demo_shows_each_resource_once_with_its_related_codes(tmp_path: Path
     for pod, code in (
         ("notebooks/nb-idle-0-0", "GPU021"),
         ("search/embed-stale-0", "GPU021"),
+        ("research/dra-idle-0", "GPU021"),
+        ("research/scratch-gpu", "GPU021"),
+        ("batch/nightly-embed-", "GPU021"),
+        ("serving/fixable-llm-", "GPU021"),
+        ("serving/ghost-llm-", "GPU021"),
         ("research/eval-llm-0", "GPU051"),
     ):
         (detail,) = [d for d in details if f"Pod {pod}" in d.split("\n")[1]]
         assert f"Also on this resource: {code} (its message is in the JSON" in detail, detail
-    assert out.read_text().count("Also on this resource:") == 4
     doc = json.loads(runner.invoke(app, ["scan", "--demo", "-f", "json", "-q"]).stdout)
+    # Each finding that is not its resource's primary is named under the primary, once.
+    under = [f for f in doc["findings"] if not f["primary"]]
+    assert out.read_text().count("Also on this resource:") == len(under) == 8
     rows = [f for f in doc["findings"] if f["primary"]]
     assert len(
         {(f["resource"]["kind"], f["resource"]["namespace"], f["resource"]["name"]) for f in rows}
