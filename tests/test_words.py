@@ -77,8 +77,8 @@ def test_one_number_format_in_the_summary(demo: AuditResult) -> None:
 def test_a_deployment_named_batch_is_not_called_serving(demo_json: dict[str, Any]) -> None:
     pools = [f["message"] for f in demo_json["findings"] if f["resource"]["kind"] == "NodePool"]
     l40s = next(m for m in pools if m.startswith("Node pool NVIDIA-L40S"))
-    assert "runs long-running GPU workloads (Deployment batch/nightly-etl-0" in l40s
-    assert "run-to-completion ones (Job ml-train/remap-done, Job ml-train/sdxl-finetune" in l40s
+    assert "runs long-running GPU workloads (Deployment batch/llm-plain-0" in l40s
+    assert "run-to-completion ones (Job batch/nightly-embed-29412000, Job ml-train/" in l40s
     assert all("serving (" not in m for m in pools)
 
 
