@@ -27,6 +27,7 @@ from gpuaudit.audit.waivers import Waiver
 from gpuaudit.cli import app
 from gpuaudit.report import charts
 from gpuaudit.report import html as html_report
+from gpuaudit.report.fold import fold
 from gpuaudit.report.text import terminal
 from tests.support.factories import Series, gpu_labels
 from tests.support.factories import snapshot as make_snapshot
@@ -153,11 +154,15 @@ def test_findings_keep_the_ranked_order_with_severity_and_numbers(
 
 def test_alike_findings_fold_into_one_row_as_in_the_terminal(full_html: str) -> None:
     section = full_html[full_html.index('id="findings"') : full_html.index('id="capacity"')]
-    row = next(r for r in section.split("<tr>") if 'class="res">batch/' in r)
+    row = next(r for r in section.split("<tr>") if 'class="res">batch/*<' in r)
     text = " ".join(Page(row).text.split())
-    batch = [
-        f for f in demo_result().findings if (f.code, f.resource.namespace) == ("GPU003", "batch")
+    # The terminal's fold: the batch namespace's part-time reservations whose fix runs at
+    # 01:00 (two more, llm-plain and llm-queue, run at 13:00: rows of their own).
+    (batch,) = [
+        r.findings for r in fold(demo_result().findings) if r.first.code == "GPU003" and r.folded
     ]
+    assert {f.resource.namespace for f in batch} == {"batch"}
+    assert all("`0 1 * * *`" in f.recommendation for f in batch)
     hours = sum(f.impact.gpu_hours for f in batch)
     assert len(batch) == 13 and "batch/* 13 Pods" in text and f"{hours:,.1f}" in text
     assert "The same for 12 more like it, each with its own names and figures" in text
