@@ -4,9 +4,12 @@ import ast
 import hashlib
 import io
 import json
+import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -121,13 +124,23 @@ def test_an_odd_scrape_interval_samples_on_half_seconds() -> None:
     from gpuaudit.scenario.emit import openmetrics_samples
 
     sc = generate(12, 1, 3, scrape_s=15)
-    out = io.StringIO()
-    n = write_openmetrics(sc, out)
-    stamps = [ln.rsplit(" ", 1)[1] for ln in out.getvalue().splitlines() if not ln[0] == "#"]
-    assert len(stamps) == n and all(t.endswith(".5") for t in stamps)
-    arrays = sorted(int(t) for *_, ts, _ in openmetrics_samples(sc) for t in ts.tolist())
-    assert arrays == sorted(int(t[:-2]) * 1000 + 500 for t in stamps)
-    assert {t % 15_000 for t in arrays} == {7_500}
+    # Millions of samples: the text goes through a file and the stamps into arrays, not lists.
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as fh:
+        n = write_openmetrics(sc, fh)
+        fh.seek(0)
+        stamps = array("q")
+        for ln in fh:
+            if ln[0] == "#":
+                continue
+            t = ln.rstrip("\n").rsplit(" ", 1)[1]
+            assert t.endswith(".5"), ln
+            stamps.append(int(t[:-2]) * 1000 + 500)
+    assert len(stamps) == n
+    written = np.sort(np.frombuffer(stamps, dtype=np.int64))
+    del stamps
+    arrays = np.sort(np.concatenate([ts for *_, ts, _ in openmetrics_samples(sc)]).astype(np.int64))
+    assert np.array_equal(arrays, written)
+    assert set(np.unique(arrays % 15_000).tolist()) == {7_500}
 
 
 @pytest.mark.parametrize("scrape", [0, 7, 3600])
