@@ -583,6 +583,18 @@ def plant_pending(b: Builder) -> None:
             b.plant(t.code, p, t.near_miss)
 
 
+def word_pending(b: Builder) -> None:
+    """Word the scheduler messages of the pending pods (`PENDING`) again over the finished
+    cluster: the steps planted after `plant_pending` add nodes (and pods on them) that the
+    scheduler tries too, and a message over the nodes of its time would miss them. Draws
+    nothing from the random stream."""
+    for w in PENDING:
+        selector = {"nvidia.com/gpu.product": w.product} if w.product else {}
+        for p in b.pods:
+            if (p.namespace, p.name, p.phase) == (w.namespace, f"{w.job}-0", "Pending"):
+                p.pending_message = scheduler_message(b, w.gpus, selector, w.tolerations)
+
+
 def scheduler_message(
     b: Builder, gpus: int, selector: Mapping[str, str], tolerated: tuple[tuple[str, str], ...]
 ) -> str:

@@ -76,6 +76,7 @@ def generate(
         raise ValueError("scrape interval must be a whole number of seconds dividing 30 min")
     b = Builder(seed, gpus, days, end, scrape_s)
     _build(b)
+    cases.word_pending(b)  # over every node, the later steps' too
     return _scenario(b)
 
 

@@ -30,6 +30,18 @@ def _of(findings: list[dict[str, Any]], code: str) -> dict[str, dict[str, Any]]:
     return {f["resource"]["name"]: f for f in findings if f["code"] == code}
 
 
+def _pending_message(namespace: str, name: str) -> str:
+    """The message of the pod's PodScheduled condition, as the snapshot holds it."""
+    (pod,) = [
+        p
+        for page in raw_snapshot(DEMO)["kubernetes"]["pods"]
+        for p in page["items"]
+        if (p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, name)
+    ]
+    (message,) = [c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return str(message)
+
+
 def test_the_pod_kept_off_a_tainted_node_is_fragmentation_as_its_message_says(
     findings: list[dict[str, Any]],
 ) -> None:
@@ -41,8 +53,13 @@ def test_the_pod_kept_off_a_tainted_node_is_fragmentation_as_its_message_says(
         f"{node} has 4 free but is refused (untolerated taint {{dedicated: inference}})"
         in (f["message"])
     )
-    # Node by node, the model refuses what the scheduler refused, for the same reasons.
-    listed = ev["scheduler_message"].split(": ", 1)[1].rstrip(".").split(", ")
+    # Node by node, the model refuses what the scheduler refused, for the same reasons: the
+    # pod's whole message (the evidence keeps its first 300 characters), over every node.
+    message = _pending_message("research", "eval-4gpu-0")
+    assert ev["scheduler_message"] == message[:300]
+    nodes = sum(len(page["items"]) for page in raw_snapshot(DEMO)["kubernetes"]["nodes"])
+    assert message.startswith(f"0/{nodes} nodes are available: ")
+    listed = message.split(": ", 1)[1].rstrip(".").split(", ")
     counts = {why: int(n) for n, why in (item.split(" ", 1) for item in listed)}
     assert counts["node(s) had untolerated taint {dedicated: inference}"] >= 1
     assert (
