@@ -232,8 +232,7 @@ def _policy(f: Finding, st: _State) -> tuple[list[Change], str]:
         top = walk.target
         if top is None:
             skipped.append(
-                f"pod {text}: "
-                + ("a bare pod" if walk.outcome is Outcome.BARE else walk.why)
+                f"pod {text}: " + ("a bare pod" if walk.outcome is Outcome.BARE else walk.why)
             )
             continue
         if top.uid in seen:
