@@ -563,7 +563,10 @@ class PageKeeper:
     (`resources.OWNER_RESOURCES`) only those a GPU pod leads to through `ownerReferences`: the
     owners of the pods that ask for GPUs (`holds_gpus`), then the owners of those, and so on,
     as each list arrives (the catalogue lists pods first and each controller before its
-    owner). A controller of pods without GPUs (most ReplicaSets of a cluster) is not kept."""
+    owner). A controller of pods without GPUs (most ReplicaSets of a cluster) is not kept.
+    A Deployment or StatefulSet scaled to 0 replicas whose pod template asks for GPUs is kept
+    too: no pod leads to it, and it is how a fixed finding is told scaled down from gone
+    (`gpuaudit.audit.outcomes`, issue 34)."""
 
     def __init__(self) -> None:
         self.wanted: set[str] = set()
@@ -575,13 +578,24 @@ class PageKeeper:
         if not isinstance(items, list):
             return out
         if key in OWNER_KEEP:
-            items = out["items"] = [o for o in items if _uid(o) in self.wanted]
+            items = out["items"] = [
+                o for o in items if _uid(o) in self.wanted or _scaled_to_zero(key, o)
+            ]
         elif key != "pods":
             return out
         for obj in items:
             if key != "pods" or holds_gpus(obj):
                 self.wanted.update(_owner_uids(obj))
         return out
+
+
+def _scaled_to_zero(key: str, obj: Any) -> bool:
+    """A Deployment or StatefulSet at `spec.replicas` 0 whose pod template asks for GPUs."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if key not in ("deployments", "statefulsets") or not isinstance(spec, dict):
+        return False
+    replicas = spec.get("replicas")
+    return replicas == 0 and not isinstance(replicas, bool) and holds_gpus(spec.get("template"))
 
 
 def _uid(obj: Any) -> str:

@@ -152,6 +152,28 @@ def test_the_snapshot_keeps_only_the_owners_of_gpu_pods() -> None:
     assert deps["items"][0]["spec"] == {"replicas": 1}
 
 
+def test_the_snapshot_keeps_a_gpu_deployment_scaled_to_zero() -> None:
+    # No pod leads to it; it is how a fixed finding is told scaled down from gone (issue 34).
+    keeper = PageKeeper()
+    keeper("pods", _page("v1", "Pod"))
+    template = {"spec": _gpu_pod("t", "t")["spec"]}
+    cpu = {"spec": {"containers": [{"name": "c"}]}}
+    deps = keeper(
+        "deployments",
+        _page(
+            "apps/v1",
+            "Deployment",
+            _obj("llm", "dep-1", replicas=0, template=template),
+            _obj("web", "dep-web", replicas=0, template=cpu),
+            _obj("busy", "dep-2", replicas=1, template=template),
+        ),
+    )
+    assert [o["metadata"]["name"] for o in deps["items"]] == ["llm"]
+    assert deps["items"][0]["spec"]["replicas"] == 0
+    rs = keeper("replicasets", _page("apps/v1", "ReplicaSet", _obj("llm-1", "rs", replicas=0)))
+    assert rs["items"] == []
+
+
 def test_a_gpu_pod_is_one_that_asks_for_an_nvidia_resource_a_claim_or_a_fraction() -> None:
     assert holds_gpus(_gpu_pod("a", "1"))
     assert holds_gpus({"metadata": {}, "spec": {"resourceClaims": [{"name": "gpu"}]}})
