@@ -22,7 +22,7 @@ from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
 from gpuaudit.sources.prometheus import catalogue
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
-from gpuaudit.sources.prometheus.http import PromClient, PromError
+from gpuaudit.sources.prometheus.http import CollectionOverdue, PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 from gpuaudit.sources.prometheus.recorded import hourly_parts
 from gpuaudit.sources.transfer import Allowance
@@ -109,16 +109,14 @@ class PrometheusSource(Source[PromCollection]):
         )
         answers = col.run(specs)
         allowance.grant()
-        serving, serving_note = _serving(self.client, window, caps, selector, group, self.keep)
-        if serving is not None:
-            answers[catalogue.SERVING.id] = [serving]
+        serving_note = _serving(col, answers)
         incomplete = caps.incomplete + col.incomplete
         if not col.series:
             newest = newest_sample(self.client, window, selector)
             incomplete.append(_no_series(window, selector, caps, newest))
         queries = [_described(q, window, caps, selector, col.reads, group) for q in specs]
-        if serving is not None:
-            queries.append(_described(catalogue.SERVING, window, caps, selector, {}, group))
+        if catalogue.SERVING.id in answers:
+            queries.append(_described(catalogue.SERVING, window, caps, selector, col.reads, group))
         return PromCollection(
             answers=answers,
             capabilities=caps,
@@ -132,27 +130,26 @@ class PrometheusSource(Source[PromCollection]):
         )
 
 
-def _serving(
-    client: PromClient,
-    w: Window,
-    caps: Capabilities,
-    selector: str,
-    group: str,
-    keep: Keep,
-) -> tuple[dict[str, Any] | None, str]:
-    """The answer of the one serving metrics query (`catalogue.SERVING`) as an entry, or None
-    and a warning where the backend did not answer it: then no pod is known to export a
-    serving metric, which costs `gpuaudit fix` its prometheus triggers, never the audit."""
+def _serving(col: Collector, answers: dict[str, list[dict[str, Any]]]) -> str:
+    """Run the one serving metrics query (`catalogue.SERVING`) through the collector, as the
+    catalogue's queries are (cut where the backend refuses it as too big, sent beside the others
+    with `--parallel-queries`, in the plan and the backend timings), its answers added to
+    `answers`; "" or, where the backend did not answer it, a warning: then no pod is known to
+    export a serving metric, which costs `gpuaudit fix` its prometheus triggers, never the
+    audit. The DCGM series count (`col.series`) leaves its answer out."""
     spec = catalogue.SERVING
-    expr = spec.promql(w.end - w.start, caps.pod_label, selector, group=group)
+    series = col.series
     try:
-        ans = client.query(expr, w.end)
-    except PromError as exc:
-        why = str(exc)[:200]
-        return None, f"{spec.id}: not answered ({why}): gpuaudit fix writes cron triggers only"
-    entry: dict[str, Any] = {"query": expr, "params": ans.params, "chunk": [w.start, w.end, ""]}
-    entry.update(keep(spec.id, ans))
-    return entry, ""
+        got = col.run([spec])
+    except CollectionOverdue:
+        raise
+    except SourceError as exc:  # PromError included: refused, unanswered, cut too small
+        col.plan.pop(spec.id, None)
+        return f"{spec.id}: not answered ({str(exc)[:200]}): gpuaudit fix writes cron triggers only"
+    finally:
+        col.series = series
+    answers.update(got)
+    return ""
 
 
 def _described(
