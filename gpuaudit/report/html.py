@@ -52,6 +52,7 @@ from gpuaudit.report.text import (
     fix_rows,
     hours_text,
     num,
+    owner_text,
     pct,
     plural,
     release_rows,
@@ -215,6 +216,10 @@ class FindingRow:
     kind: str
     """The resource's kind; for a fold, how many (`13 Pods`)."""
     node: str
+    owner: str
+    """Who it is for (`text.owner_text`): `unknown` where nothing names one."""
+    contact: str
+    """The owner's contact (`gpuaudit.io/contact`); empty where none is given."""
     gpu_hours: str
     cost: str
     message: str
@@ -507,6 +512,7 @@ def _finding_row(result: AuditResult, row: Fold) -> FindingRow:
     if row.folded:
         many = kind + "es" if kind.endswith("s") else ""
         kind = plural(len(row.findings), kind, many)
+    owner, contact = owner_text([g.owner for g in row.findings])
     return FindingRow(
         rank=row.rank,
         severity=terminal(f.severity.value, 30),
@@ -520,6 +526,8 @@ def _finding_row(result: AuditResult, row: Fold) -> FindingRow:
         ref=terminal(row.pattern(), 160),
         kind=kind,
         node=terminal(r.node, 80) if r.node and r.kind != "Node" and not row.folded else "",
+        owner=terminal(owner, 80),
+        contact=terminal(contact, 120),
         gpu_hours=num(row.gpu_hours, 1),
         cost=num(row.cost),
         message=terminal(f.message, 500),

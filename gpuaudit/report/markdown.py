@@ -37,6 +37,7 @@ from gpuaudit.report.text import (
     hours_text,
     money,
     num,
+    owner_text,
     pct,
     plural,
     release_rows,
@@ -285,11 +286,14 @@ def _finding_cells(result: AuditResult, i: int, f: Finding) -> list[str]:
     rec = " ".join(
         [md(f.recommendation, 400), *(f"{code(g.code)}: {md(g.recommendation, 300)}" for g in also)]
     )
+    name, contact = owner_text([f.owner])
+    owner = md(name, 80) + (f" ({md(contact, 120)})" if contact else "")
     cells = [
         str(i),
         sev,
         codes,
         md(f.resource.ref(), 120),
+        owner,
         num(f.impact.gpu_hours, 1),
         num(f.impact.cost),
         message,
@@ -305,9 +309,9 @@ def _findings(result: AuditResult) -> list[str]:
     if not n:
         return ["", "## Findings", "", "No findings."]
     risks, waste = lists(result.primaries)
-    head = ["#", "Severity", "Code", "Resource", "GPU-h", md(result.summary.currency, 10)]
+    head = ["#", "Severity", "Code", "Resource", "Owner", "GPU-h", md(result.summary.currency, 10)]
     head += ["Finding", "Recommendation"]
-    align = ["---:", "---", "---", "---", "---:", "---:", "---", "---"]
+    align = ["---:", "---", "---", "---", "---", "---:", "---:", "---", "---"]
     if result.comparison is not None:
         head.append("Trend")
         align.append("---")

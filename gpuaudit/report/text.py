@@ -19,6 +19,7 @@ from gpuaudit.audit.capacity import CapacityPlan, Stat
 from gpuaudit.audit.summary import Summary
 from gpuaudit.core.numbers import json_number
 from gpuaudit.fix.changes import short
+from gpuaudit.inventory.ownership import Owner
 from gpuaudit.inventory.window import iso
 
 MAX_LISTED = 25
@@ -174,6 +175,22 @@ ATTRIBUTION_WORDS = {
     "time_slicing_without_virtual_gpus": "time-slicing without virtual GPUs",
 }
 """The attribution ledger's methods and reasons in words (`gpuaudit.inventory.attribution`)."""
+
+
+UNKNOWN_OWNER = "unknown"
+"""A finding's owner where nothing names one (JSON `findings[].owner.name` null)."""
+
+
+def owner_text(owners: list[Owner | None]) -> tuple[str, str]:
+    """The owner of a findings table's row, (name, contact), plain text the caller escapes (names
+    from the cluster are data): `unknown` where nothing names one, `several owners` for a fold
+    whose findings' owners differ; the contact (`gpuaudit.io/contact`) is empty where none is."""
+    if len(set(owners)) > 1:
+        return "several owners", ""
+    o = owners[0] if owners else None
+    if o is None or o.name is None:
+        return UNKNOWN_OWNER, ""
+    return o.name, o.contact
 
 
 def hours_text(x: float) -> str:

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from gpuaudit import snapshot
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.cli import app
+from gpuaudit.inventory.ownership import Owner
 from gpuaudit.report import charts
 from gpuaudit.report import html as html_report
 from gpuaudit.report.fold import fold
@@ -39,6 +40,7 @@ from tests.support.reports import (
     Page,
     demo_result,
     previous_report,
+    with_owners,
     write_hostile_snapshot,
 )
 
@@ -150,6 +152,14 @@ def test_findings_keep_the_ranked_order_with_severity_and_numbers(
     assert f'<td class="num">{gh}</td><td class="num">{cost}</td>' in section
     statuses = re.findall(r'class="badge st-(\w+)"', section)
     assert [s for s in statuses if s != "unchanged"] == ["new", "improved", "worse"]
+    # Each row names its finding's owner (JSON `findings[].owner`), with the contact if any.
+    owners = re.findall(r'<td class="owner">(.*?)</td>', section)
+    assert len(owners) == len(ranks)
+    for ref, shown, f in zip(refs, owners, firsts, strict=True):
+        o = f["owner"]
+        contact = f'<span class="contact">{html.escape(o["contact"])}</span>'
+        want = html.escape(o["name"] or "unknown") + (contact if o["contact"] else "")
+        assert shown == want or (ref.endswith("*") and shown == "several owners"), (ref, shown)
 
 
 def test_alike_findings_fold_into_one_row_as_in_the_terminal(full_html: str) -> None:
@@ -315,6 +325,14 @@ def test_a_hostile_name_reaches_the_page_escaped() -> None:
     assert "<script>" not in out and "\x1b" not in out
     assert "script" not in Page(out).tags()
     assert NASTY.replace("\x1b", "\\x1b") in Page(out).text  # shown, as text
+
+
+def test_owners_are_named_escaped_and_unknown_shown_as_such() -> None:
+    out = html_report.render(with_owners(Owner(NASTY, "label owner of Pod x", "#ml-<b>"), None))
+    owners = re.findall(r'<td class="owner">(.*?)</td>', out)
+    assert owners[:2] == [f'{ESCAPED}<span class="contact">#ml-&lt;b&gt;</span>', "unknown"]
+    assert "<script>" not in out and "script" not in Page(out).tags()
+    assert NASTY.replace("\x1b", "\\x1b") in Page(out).text
 
 
 def test_the_templates_layout_does_not_reach_the_page() -> None:

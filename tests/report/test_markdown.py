@@ -18,6 +18,7 @@ from gpuaudit.audit.compare import load_report
 from gpuaudit.audit.waivers import Waiver
 from gpuaudit.checks.findings import Skipped
 from gpuaudit.cli import app
+from gpuaudit.inventory.ownership import Owner
 from gpuaudit.report import markdown
 from gpuaudit.report.text import terminal
 from tests.support.reports import (
@@ -26,6 +27,7 @@ from tests.support.reports import (
     RESOLVED_NAME,
     demo_result,
     previous_report,
+    with_owners,
     write_hostile_snapshot,
 )
 
@@ -105,6 +107,7 @@ def test_demo_report_has_every_section_in_ranked_order(demo_json: dict[str, Any]
             "Severity",
             "Code",
             "Resource",
+            "Owner",
             "GPU-h",
             "USD",
             "Finding",
@@ -120,14 +123,19 @@ def test_demo_report_has_every_section_in_ranked_order(demo_json: dict[str, Any]
     # (notebooks/nb-idle-0-0 is such a resource too, but ranks below the first MAX_FINDINGS.)
     idle = next(row for row in findings[1:] if row[3] == "research/dra-idle-0")
     assert idle[2] == "GPU001 +GPU021"
-    assert "GPU021: Pod research/dra-idle-0 held a whole" in idle[6]
+    assert "GPU021: Pod research/dra-idle-0 held a whole" in idle[7]
     assert f"Together they count {demo_json['summary']['findings_gpu_hours']:,.0f} GPU-hours" in out
     first = demo_json["findings"][0]["impact"]
-    assert findings[1][4:6] == [f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"]
-    assert all(len(row) == 8 for row in findings)
+    assert findings[1][5:7] == [f"{first['gpu_hours']:,.1f}", f"{first['cost']:,.0f}"]
+    assert all(len(row) == 9 for row in findings)
+    # Each row names its finding's owner (JSON `findings[].owner`), with the contact where given.
+    owners = [f["owner"] for f in rows[: len(refs)]]
+    assert [row[4] for row in findings[1:]] == [
+        (o["name"] or "unknown") + (f" ({o['contact']})" if o["contact"] else "") for o in owners
+    ]
     # The ranks go on from one table to the next; the waste, most wasted GPU-hours first.
     assert [int(row[0]) for row in findings[1:]] == list(range(1, len(findings)))
-    hours = [float(row[4].replace(",", "")) for row in waste_table[1:]]
+    hours = [float(row[5].replace(",", "")) for row in waste_table[1:]]
     assert hours == sorted(hours, reverse=True) and waste_table[1][3] == "vision-reserved"
 
 
@@ -196,6 +204,17 @@ def test_incomplete_waived_and_skipped_sections() -> None:
     short = markdown.summary(result)
     assert "**INCOMPLETE:** Kubernetes pods: forbidden &lt;b&gt;x&lt;/b&gt;" in short
     assert f"{n} findings waived" in short
+
+
+def test_owners_are_named_escaped_and_unknown_shown_as_such() -> None:
+    evil = "<script>x</script> *b* | [l](http://e)"
+    out = markdown.render(with_owners(Owner(evil, "label owner of Pod x", "a@b.example"), None))
+    rows = [t for t in _tables(out) if t[0][:5] == ["#", "Severity", "Code", "Resource", "Owner"]]
+    cells = [r[4] for t in rows for r in t[1:]]
+    assert cells[:2] == [f"{evil} (a@b.example)", "unknown"]  # read back as text
+    rendered = MarkdownIt("commonmark").enable("table").render(out)
+    assert "<script" not in rendered and "<em>b</em>" not in rendered and "<a " not in rendered
+    assert f"<td>{html.escape(evil)} (a@b.example)</td>" in rendered
 
 
 def test_skipped_checks_listed() -> None:

@@ -5,6 +5,7 @@ reads it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from gpuaudit import snapshot
 from gpuaudit.audit.assemble import AuditResult, run_checks
 from gpuaudit.audit.settings import settings_from
 from gpuaudit.inventory import build
+from gpuaudit.inventory.ownership import Owner
 from tests.support.factories import Series, gpu_labels, make_pod
 from tests.support.factories import snapshot as make_snapshot
 from tests.support.paths import DEMO
@@ -56,6 +58,17 @@ def demo_result(**kw: Any) -> AuditResult:
     (incomplete data, waivers). Keyword arguments go to `run_checks`."""
     inv = build(snapshot.read(DEMO))
     return run_checks(inv, settings_from({}), **kw)
+
+
+def with_owners(*owners: Owner | None) -> AuditResult:
+    """The demo's result with its first listed findings' owners replaced by `owners` (None:
+    nothing names one)."""
+    result = demo_result()
+    swap = {
+        id(f): dataclasses.replace(f, owner=o)
+        for f, o in zip(result.primaries, owners, strict=False)
+    }
+    return dataclasses.replace(result, findings=tuple(swap.get(id(f), f) for f in result.findings))
 
 
 def previous_report(doc: dict[str, Any]) -> dict[str, Any]:
