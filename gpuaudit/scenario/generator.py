@@ -114,6 +114,7 @@ def _build(b: Builder) -> None:
     rootcause.plant_rootcause(b)
     causes.plant_causes(b)
     serving.plant_serving(b)
+    queues.settle_burst(b)
 
 
 def _scenario(b: Builder) -> Scenario:

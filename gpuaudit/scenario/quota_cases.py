@@ -4,7 +4,9 @@ LocalQueues and Workloads (running, finished, waiting), and Volcano Queues with 
 Planted: a ClusterQueue whose quota sat idle and fenced off from its cohort (lendingLimit 0), a
 peer in that cohort starved next to it, a ClusterQueue whose flavor matches no node, a Volcano
 queue whose guarantee sat idle and one that deserves twice
-the cluster. Near-misses: a ClusterQueue whose idle quota its cohort may borrow, one that waits
+the cluster (burst: twice the GPUs when it is made; `settle_burst`, the last step, makes it a
+near-miss where the nodes later cases add brought the cluster to its quota). Near-misses: a
+ClusterQueue whose idle quota its cohort may borrow, one that waits
 but may not borrow (borrowingLimit 0), one busy on weekdays only (windows of a week or more), a
 flavor whose queues' quota equals what its nodes allocate, the Volcano queue of the partial
 gang that used its whole guarantee, and the ClusterQueue of the Kueue gang case.
@@ -516,3 +518,23 @@ def _volcano(b: Builder, node: NodeSpec) -> None:
     )
     b.plant_name(CODE, "Queue", "", "vision-reserved")
     b.plant_name(CODE, "Queue", "", "burst")
+
+
+def settle_burst(b: Builder) -> None:
+    """The last step of the build: burst deserves twice the cluster's GPUs when it is made, but
+    later cases add nodes, and a small cluster (60 GPUs) outgrows that quota. Where the nodes'
+    allocatable GPUs (all schedulable) reach its deserved quota, it cannot be a finding: its
+    truth entry is moved from planted to the near-misses. Draws nothing from the random stream,
+    and changes no object."""
+    queue = next((q for q in b.api["volcano_queues"] if q["metadata"]["name"] == "burst"), None)
+    entry = {"kind": "Queue", "namespace": "", "name": "burst"}
+    planted = b.truth["planted"].get(CODE, [])
+    if queue is None or entry not in planted:
+        return
+    allocatable = sum(float(n.capacity.get(GPU, 0)) for n in b.nodes)
+    if float(queue["spec"]["deserved"][GPU]) > allocatable:
+        return
+    planted.remove(entry)
+    b.plant_name(
+        CODE, "Queue", "", "burst", f"deserves no more than the {allocatable:g} GPUs nodes allocate"
+    )
