@@ -74,7 +74,8 @@ def collect_live(
     `as_arrays` (for a scan, which needs no raw text) parses each answer into arrays as it
     arrives; otherwise each is kept as the bytes the server sent, to be written into a snapshot
     file as they are. Of the Kubernetes objects, only the fields gpuaudit reads are kept
-    (`fields`), and of the controllers only those GPU pods lead to (`fields.PageKeeper`), in a
+    (`fields`), and of the controllers only those GPU pods lead to and GPU Deployments and
+    StatefulSets scaled to 0 (`fields.PageKeeper`), in a
     scan and in a saved snapshot alike. `progress` is told of the Prometheus
     queries and the Kubernetes lists as they go."""
     # Imported here, not above: the HTTP and Kubernetes clients take a quarter of a second to
