@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuaudit.app import history
 from tests.support.paths import ROOT
 from tests.support.promserver import Backfilled
 
@@ -308,18 +309,21 @@ def test_the_weekly_cron_script_chains_the_trend_and_writes_every_report(
     (script,) = [b for b in _blocks(_doc("cron.md"), "sh") if "REPORTS_DIR" in b]
     reports = tmp_path / "srv"
     reports.mkdir()
-    # The folder's gpuaudit.toml, as the docs describe it, pointed at the test Prometheus.
-    (reports / "gpuaudit.toml").write_text(
-        f'[scan]\nprometheus_url = "{prom_url}"\nno_kubernetes = true\n'
-        f'window = "{scenario_tsdb.days}d"\nend = {scenario_tsdb.end}\n'
-    )
     date = tools / "date"
     date.write_text('#!/bin/sh\necho "$FAKE_DAY"\n')  # the clock: two Mondays in one test
     date.chmod(0o755)
     env = _base_env(tools, scenario_tsdb, tmp_path)
     del env["GPUAUDIT_WINDOW"], env["GPUAUDIT_END"]  # the file says it
     env["REPORTS_DIR"] = str(reports)
-    for day in ("2026-11-16", "2026-11-23"):
+    # Two runs, two windows (the history refuses a second report of one window): the scenario's
+    # first day, then its second.
+    ends = (scenario_tsdb.end - 86400, scenario_tsdb.end)
+    for day, end in zip(("2026-11-16", "2026-11-23"), ends, strict=True):
+        # The folder's gpuaudit.toml, as the docs describe it, pointed at the test Prometheus.
+        (reports / "gpuaudit.toml").write_text(
+            f'[scan]\nprometheus_url = "{prom_url}"\nno_kubernetes = true\n'
+            f'window = "1d"\nend = {end}\n'
+        )
         code, out = _run(script, reports, dict(env, FAKE_DAY=day))
         assert code == 0, out
         assert out.startswith("# GPU audit"), "the Markdown report, for cron's mail"
@@ -328,7 +332,10 @@ def test_the_weekly_cron_script_chains_the_trend_and_writes_every_report(
         f"gpuaudit-{d}.{x}" for d in ("2026-11-16", "2026-11-23") for x in ("html", "json", "md")
     ]
     second = json.loads((reports / "gpuaudit-2026-11-23.json").read_text())
-    assert second["comparison"]["against"] == "gpuaudit-2026-11-16.json"
+    assert second["comparison"]["against"] == history.name_of(ends[0])
+    assert sorted(p.name for p in (reports / "history").iterdir()) == [
+        history.name_of(e) for e in ends
+    ]
     assert (reports / "snapshots" / "gpuaudit-2026-11-23.snapshot.json.gz").is_file()
     assert not list(reports.rglob("*.part"))
 
