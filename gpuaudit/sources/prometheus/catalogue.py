@@ -537,8 +537,9 @@ SERVING = QuerySpec(
     labels=SERVING_LABELS,
 )
 """One query for every pod's serving metrics (not one per pod): which pods export a serving
-engine's queue or request gauge, and each one's busy level (`_busy`). Run once, beside the
-catalogue (`gpuaudit.sources.prometheus.promsource`); a backend without those metrics answers
-nothing. `gpuaudit fix` scales on them (`gpuaudit.fix.parttime`)."""
+engine's queue or request gauge, and each one's busy level (`_busy`). Run after the
+catalogue through the same planner (`gpuaudit.sources.prometheus.promsource`: cut where too big,
+in the plan); a backend without those metrics answers nothing. `gpuaudit fix` scales on them
+(`gpuaudit.fix.parttime`)."""
 
 BY_ID = {q.id: q for q in (*CATALOGUE, SERVING)}
