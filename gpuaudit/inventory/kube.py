@@ -18,6 +18,10 @@ Objects = Mapping[str, Sequence[Mapping[str, Any]]]
 read once (see `index`)."""
 
 
+SCHED_MESSAGE_CHARS = 8192
+"""How much of a pending pod's scheduler message is kept (it is judged for `nvidia.com/`)."""
+
+
 def items(pages: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
     """The objects of every page of a list response; malformed entries are skipped."""
     for page in pages:
@@ -422,7 +426,10 @@ def pod_row(
         "preemption_policy": str(spec.get("preemptionPolicy", "") or ""),
         "unschedulable": unsched,
         "pending_since": (since if since is not None else created) if unsched else None,
-        "sched_message": message[:500],
+        # The scheduler words a reason per group of nodes; on a cluster of many taints and
+        # pools the message runs long and `Insufficient nvidia.com/gpu` may come last, so
+        # keep enough of it to judge (a pod object is bounded anyway; reports cut it shorter).
+        "sched_message": message[:SCHED_MESSAGE_CHARS],
         "selector_products": ",".join(selector_products(spec)),
         "scheduler": str(spec.get("schedulerName", "") or ""),
         "constraints": constraints(spec),

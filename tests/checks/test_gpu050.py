@@ -74,6 +74,18 @@ def test_pending_pod_waits_behind_lower_priority_holders() -> None:
     assert f.evidence["gpus_to_evict"] == 8
 
 
+def test_a_long_message_that_names_the_gpus_last_is_still_a_wait_for_gpus() -> None:
+    """The scheduler words one reason per group of nodes: on a cluster of many taints the
+    `Insufficient nvidia.com/gpu` group comes last, past the first 500 characters."""
+    taints = ", ".join(
+        f"1 node(s) had untolerated taint {{team-{i:02d}: reserved}}" for i in range(20)
+    )
+    msg = f"0/22 nodes are available: {taints}, 2 Insufficient nvidia.com/gpu."
+    assert len(msg) > 900
+    found = run_check(gpu050, _inv([_waiting(unschedulable=msg), *_holders()]))
+    assert [x.resource.name for x in found if x.resource.kind == "Pod"] == ["urgent-0"]
+
+
 def test_preemption_policy_never_says_it_cannot_preempt() -> None:
     found = run_check(gpu050, _inv([_waiting(preemption_policy="Never"), *_holders()]))
     (f,) = [x for x in found if x.resource.kind == "Pod"]
