@@ -101,6 +101,61 @@ DCGM_METRICS = (
 )
 """Metrics whose presence capability discovery records."""
 
+CPU_USAGE = "container_cpu_usage_seconds_total"
+"""cAdvisor (through the kubelet's `/metrics/cadvisor`): the CPU time a container used, in
+seconds (a counter; `docs/domain.md`, cAdvisor)."""
+CPU_PERIODS = "container_cpu_cfs_periods_total"
+"""cAdvisor: the CFS enforcement periods that elapsed for a container with a CPU limit (a
+counter; none without a limit)."""
+CPU_THROTTLED = "container_cpu_cfs_throttled_periods_total"
+"""cAdvisor: the periods in which the container was throttled at its CPU limit (a counter)."""
+CADVISOR_CPU = (CPU_USAGE, CPU_PERIODS, CPU_THROTTLED)
+"""cAdvisor's CPU counters, read for the containers of GPU pods (GPU041)."""
+CADVISOR_METRICS: tuple[str, ...] = CADVISOR_CPU
+"""Every cAdvisor metric the catalogue reads, whose presence discovery records beside DCGM's."""
+CADVISOR_LABELS = ("namespace", "pod", "container")
+"""What cAdvisor's container series are grouped by: the kubelet labels them with the pod and
+container (its scrape keeps them: kube-prometheus-stack's kubelet ServiceMonitor honours
+them)."""
+CADVISOR_CONTAINERS = 'container!="",container!="POD"'
+"""The label matchers of a container's own series: cAdvisor also answers for the pod's cgroup
+(`container=""`) and, under dockershim, its sandbox (`container="POD"`)."""
+GPU_POD_PROBES = (FB_USED, UTIL)
+"""The DCGM gauges whose pod labels say which pods hold GPUs (`gpu_pods`): both in
+dcgm-exporter's default counters, on every GPU and MIG instance."""
+
+
+def gpu_pods(range_s: int, pod_spelling: str, selector: str = "", group: str = "") -> str:
+    """PromQL: one series per (`namespace`, `pod`) of each pod a DCGM series names over the
+    `range_s` seconds before the evaluation time, however the exporter's pod labels are spelt
+    (`exported_*` renamed to `namespace`/`pod`; both spellings with `any`), with the cluster
+    label `group` where given. Another exporter's per-container series are restricted to pods
+    that hold GPUs with `and on (namespace, pod) (...)` of it: one query whatever the cluster
+    size, whose answer grows with the GPU pods, not with every container of the cluster."""
+    first = f"{group}, " if group else ""
+    base = f"{selector}," if selector else ""
+
+    def held(metric: str, ns: str, pod: str, extra: str = "") -> str:
+        sel = f'{metric}{{{base}{pod}!=""{extra}}}'
+        grouped = f"group by ({first}{ns}, {pod}) (last_over_time({sel}[{range_s}s]))"
+        if ns == "namespace":
+            return grouped
+        return (
+            f'label_replace(label_replace({grouped}, "namespace", "$1", "{ns}", "(.*)"), '
+            f'"pod", "$1", "{pod}", "(.*)")'
+        )
+
+    spellings = {
+        "exported": [("exported_namespace", "exported_pod", "")],
+        "pod": [("namespace", "pod", "")],
+        "any": [
+            ("exported_namespace", "exported_pod", ""),
+            ("namespace", "pod", ',exported_pod=""'),
+        ],
+    }[pod_spelling]
+    return " or ".join(held(m, ns, pod, x) for m in GPU_POD_PROBES for ns, pod, x in spellings)
+
+
 HAMI_UTIL = "hami_container_device_utilization_ratio"
 """HAMi's vGPU monitor (v2.9 on): a container's SM utilization of one GPU, 0-100
 (`docs/domain.md`, HAMi)."""
@@ -317,6 +372,11 @@ class QuerySpec:
     labels: tuple[str, ...] = ()
     """The labels to group by instead of the identity and pod labels (a metric of another
     exporter, whose series name their GPU and pod otherwise: HAMi's)."""
+    match: str = ""
+    """Label matchers of its own, besides the collection's (cAdvisor's containers alone,
+    `CADVISOR_CONTAINERS`)."""
+    on_gpu_pods: bool = False
+    """Kept to the series of pods that hold GPUs (`gpu_pods`), over the same range."""
     unless: str = ""
     """A metric whose same statistic removes this query's series where it exists (PromQL
     `unless`): the GPU_UTIL sample counts only of series without a profiling series."""
@@ -386,8 +446,16 @@ class QuerySpec:
         group: str = "",
     ) -> str:
         by = ", ".join(self.by_labels(pod_spelling, group))
+        if self.on_gpu_pods:
+            own = self._stat_promql(metric, range_s, by, _joined(selector, self.match), offset)
+            pods = gpu_pods(range_s, pod_spelling, selector, group)
+            on = f"{group}, namespace, pod" if group else "namespace, pod"
+            return f"{own} and on ({on}) ({pods})"
         if parts is not None:
-            return _pieced(self.stat, metric, parts, by, selector, offset)
+            return _pieced(self.stat, metric, parts, by, _joined(selector, self.match), offset)
+        return self._stat_promql(metric, range_s, by, _joined(selector, self.match), offset)
+
+    def _stat_promql(self, metric: str, range_s: int, by: str, selector: str, offset: int) -> str:
         rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
         sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "onsets":
@@ -416,6 +484,10 @@ class QuerySpec:
         if self.labels:
             return first + self.labels
         return first + IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+
+
+def _joined(selector: str, match: str) -> str:
+    return ",".join(p for p in (selector, match) if p)
 
 
 ONSET_STEP_S = 300
@@ -477,6 +549,14 @@ def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]
     return [QuerySpec(f"{short}_{s}", "window", metric, s) for s in stats]
 
 
+def cadvisor(qid: str, kind: Kind, metric: str, stat: Stat) -> QuerySpec:
+    """A query of a cAdvisor metric: per container (`CADVISOR_LABELS`, the pod's cgroup and
+    sandbox left out), kept to the containers of pods that hold GPUs (`gpu_pods`)."""
+    return QuerySpec(
+        qid, kind, metric, stat, labels=CADVISOR_LABELS, match=CADVISOR_CONTAINERS, on_gpu_pods=True
+    )
+
+
 CATALOGUE: tuple[QuerySpec, ...] = (
     *_window(ACT_PROF, "act", ("sum", "count", "max", "p95")),
     *_window(UTIL, "util", ("sum", "count", "max", "p95")),
@@ -526,6 +606,11 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     ),
     QuerySpec("hami_mem_max", "window", HAMI_MEM, "max", labels=HAMI_LABELS),
     QuerySpec("hami_mem_legacy_max", "window", HAMI_MEM_LEGACY, "max", labels=HAMI_LEGACY_LABELS),
+    # CPU-starved GPU work (GPU041): per container of a GPU pod and bucket, the CPU seconds it
+    # used, the CFS periods that elapsed and those it was throttled in (counter increases).
+    cadvisor("cpu_usage_hourly", "hourly", CPU_USAGE, "increase"),
+    cadvisor("cpu_periods_hourly", "hourly", CPU_PERIODS, "increase"),
+    cadvisor("cpu_throttled_hourly", "hourly", CPU_THROTTLED, "increase"),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 

@@ -250,7 +250,7 @@ def _backend(client: PromClient, caps: Capabilities) -> None:
 
 
 def _metrics(client: PromClient, w: Window, caps: Capabilities) -> None:
-    everything = list(catalogue.DCGM_METRICS + catalogue.HAMI_METRICS)
+    everything = [*catalogue.DCGM_METRICS, *catalogue.HAMI_METRICS, *catalogue.CADVISOR_METRICS]
     try:
         listing = client.metric_names(w.start, w.end)
     except PromError as exc:
@@ -259,7 +259,8 @@ def _metrics(client: PromClient, w: Window, caps: Capabilities) -> None:
         return
     names = set(listing.names)
     caps.kube_state_metrics = "kube_pod_container_resource_requests" in names
-    dcgm = {n for n in names if n.startswith("DCGM_")} | (names & set(catalogue.HAMI_METRICS))
+    others = set(catalogue.HAMI_METRICS + catalogue.CADVISOR_METRICS)
+    dcgm = {n for n in names if n.startswith("DCGM_")} | (names & others)
     if not listing.trusted:
         caps.metrics = sorted(dcgm | set(everything))
         caps.distrust("list of metric names", listing, "every catalogue metric was queried")
