@@ -77,3 +77,30 @@ def test_nothing_else_reports_the_cases() -> None:
     _, _, res = _audit()
     codes = {f.code for f in res.findings if f.resource.namespace == "perf"}
     assert codes == {"GPU011", "GPU071"}
+
+
+def test_sm_clocks_are_the_truths_on_the_measured_nodes_only() -> None:
+    # A card throttled s of each hour runs at 1,380 MHz then and 1,980 MHz otherwise.
+    truth, inv, res = _audit()
+    by_pod = {
+        f"{f.resource.namespace}/{f.resource.name}": f for f in res.findings if f.code == "GPU071"
+    }
+    assert {t["pod"]: t["sm_clock_mean_mhz"] for t in truth["throttled"]} == {
+        "perf/power-capped-0": 1800,
+        "perf/hot-aisle-0": 1680,
+        "perf/near-cap-0": 1950,
+        "perf/llm-pretrain-1": 1740,
+        "perf/vit-tune-0": 1800,
+    }
+    for t in truth["throttled"]:
+        if not t["cause"]:
+            continue
+        ev = by_pod[t["pod"]].evidence
+        assert ev["sm_clock_mean_mhz"] == t["sm_clock_mean_mhz"]
+        assert ev["max_sm_clock_mhz"] == t["max_sm_clock_mhz"] == 1980
+        assert f"{t['sm_clock_mean_mhz']:,} MHz" in by_pod[t["pod"]].message
+    h = inv.holdings
+    here = h[C.NODE].isin({NODE, NEAR_NODE})
+    assert (h.loc[here, C.SM_CLOCK_MAX] == 1980).all()
+    assert h.loc[here, C.SM_CLOCK_MEAN].between(1380, 1980).all()
+    assert h.loc[~here, [C.SM_CLOCK_MEAN, C.SM_CLOCK_MAX]].isna().all().all()

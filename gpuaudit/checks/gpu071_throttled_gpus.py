@@ -19,12 +19,16 @@ How it decides
         DCGM_FI_DEV_POWER_VIOLATION,   counter, Throttling duration (power) (in ns).
         DCGM_FI_DEV_THERMAL_VIOLATION, counter, Throttling duration (thermal) (in ns).
     to the exporter's CSV. `DCGM_FI_DEV_SM_CLOCK` (in the default CSV) and
-    `DCGM_FI_DEV_MAX_SM_CLOCK` (not in it; add it to compare the clock with the card's
-    maximum) are shown as evidence. The clock event reasons bitmask
-    (`DCGM_FI_DEV_CLOCKS_EVENT_REASONS`, formerly `DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`: 0x4 SW
-    power cap, 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake) and
-    dcgm-exporter's `DCGM_EXP_CLOCK_EVENTS_COUNT` are not read: a gauge sampled at each scrape
-    sees only the instant, where the violation counters add up every nanosecond.
+    `DCGM_FI_DEV_MAX_SM_CLOCK` (not in it; add
+        DCGM_FI_DEV_MAX_SM_CLOCK,      gauge,   Maximum supported SM clock for the device.
+    to compare the clock with the card's maximum) are shown, where exported: the most throttled
+    GPU's mean SM clock against its maximum in the message and the evidence, each GPU's in the
+    evidence; they decide nothing (a clock below the maximum is also an idle card's). The
+    clock event reasons bitmask (`DCGM_FI_DEV_CLOCKS_EVENT_REASONS`, formerly
+    `DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`: 0x4 SW power cap, 0x8 HW slowdown, 0x20 SW thermal,
+    0x40 HW thermal, 0x80 HW power brake) and dcgm-exporter's `DCGM_EXP_CLOCK_EVENTS_COUNT`
+    are not read: a gauge sampled at each scrape sees only the instant, where the violation
+    counters add up every nanosecond.
     Per holding: the counters' `increase` over the window while the pod held the GPU; the
     throttled share is the longer of the two times over the held time (the causes can overlap),
     at most 1; the busy GPU-hours lost are the holding's busy GPU-hours (mean engine activity x
@@ -149,7 +153,7 @@ def _finding(
         f"its most throttled GPU (GPU {worst[C.GPU_INDEX]} on node {node}) had its clocks held "
         f"down by {by} for {share * 100:.0f} % of that time: {lost:,.1f} of its "
         f"{busy:,.1f} busy GPU-hours ({lost / busy * 100 if busy else 0:.0f} %) ran throttled. "
-        f"Likely cause: {cause}."
+        f"{_clock_said(worst)}Likely cause: {cause}."
     )
     return Finding(
         code=CODE,
@@ -158,7 +162,21 @@ def _finding(
         message=message,
         impact=Impact(gpu_hours=lost, cost=lost * views.price(model)),
         recommendation=_advice(cause, node, str(worst[C.GPU_INDEX])),
-        evidence=_evidence(grp, cause, lost, busy),
+        evidence=_evidence(grp, worst, cause, lost, busy),
+    )
+
+
+def _clock_said(worst: pd.Series) -> str:
+    """What the most throttled GPU's SM clock says, where it was exported: its mean against the
+    card's maximum (`DCGM_FI_DEV_MAX_SM_CLOCK`), or alone where the maximum is not exported."""
+    mean, top = worst[C.SM_CLOCK_MEAN], worst[C.SM_CLOCK_MAX]
+    if pd.isna(mean):
+        return ""
+    if pd.isna(top) or top <= 0:
+        return f"Its SM clock averaged {mean:,.0f} MHz. "
+    return (
+        f"Its SM clock averaged {mean:,.0f} MHz, {mean / top * 100:.0f} % of the card's "
+        f"{top:,.0f} MHz maximum. "
     )
 
 
@@ -182,9 +200,16 @@ def _advice(cause: str, node: str, index: str) -> str:
     )
 
 
-def _evidence(grp: pd.DataFrame, cause: str, lost: float, busy: float) -> dict[str, Any]:
-    def num(v: Any, nd: int = 1) -> float | None:
-        return None if pd.isna(v) else round(float(v), nd)
+def _num(v: Any, nd: int = 1) -> float | None:
+    return None if pd.isna(v) else round(float(v), nd)
+
+
+def _evidence(
+    grp: pd.DataFrame, worst: pd.Series, cause: str, lost: float, busy: float
+) -> dict[str, Any]:
+    num = _num
+    mean, top = worst[C.SM_CLOCK_MEAN], worst[C.SM_CLOCK_MAX]
+    of_max = None if pd.isna(mean) or pd.isna(top) or top <= 0 else round(float(mean / top), 4)
 
     per_gpu = [
         {
@@ -208,5 +233,10 @@ def _evidence(grp: pd.DataFrame, cause: str, lost: float, busy: float) -> dict[s
         "share_of_busy_lost": round(lost / busy, 4) if busy else None,
         "power_violation_s": num(_seconds(grp, C.POWER_VIOLATION_S)),
         "thermal_violation_s": num(_seconds(grp, C.THERMAL_VIOLATION_S)),
+        # The most throttled GPU's SM clock (`DCGM_FI_DEV_SM_CLOCK`) against the card's maximum
+        # (`DCGM_FI_DEV_MAX_SM_CLOCK`): None where not exported.
+        "sm_clock_mean_mhz": num(mean, 0),
+        "max_sm_clock_mhz": num(top, 0),
+        "sm_clock_share_of_max": of_max,
         "gpus": per_gpu[:64],
     }

@@ -2,8 +2,16 @@
 own (`h100-hot-000`, `h100-hot-001`) whose dcgm-exporter has the violation counters in its CSV
 (`DCGM_FI_DEV_POWER_VIOLATION`, `DCGM_FI_DEV_THERMAL_VIOLATION`; `docs/domain.md`, Throttling),
 tainted so that no other case's pod lands there. Every GPU of them has both counters (flat
-where not throttled); the other nodes have none (their
-exporters keep dcgm-exporter's default CSV), so their throttling is not measured. Each pod
+where not throttled); the other nodes have none (their exporters keep dcgm-exporter's default
+CSV), so their throttling is not measured. The same GPUs export their SM clock
+(`DCGM_FI_DEV_SM_CLOCK`, in the default CSV) and their maximum SM clock
+(`DCGM_FI_DEV_MAX_SM_CLOCK`, added to the CSV with the counters; `MAX_CLOCK`, the H100 SXM's
+1,980 MHz): a busy card runs at its maximum but for the share of each hour it is throttled, at
+`THROTTLED_CLOCK` (1,380 MHz), so the power-capped card averages 1,800 MHz, the hot one 1,680,
+the near-miss 1,950, the straggler 1,740 and every card not throttled 1,980. The other nodes
+export no clock: on every GPU it would add about 100 million samples to a week of 10,000 GPUs
+scraped every 60 s (which the live tests write and backfill), for figures only GPU071's
+evidence and GPU011 read, both on throttling-measured GPUs only. Each pod
 holds one GPU all window at a steady 0.8 engine activity (`level`), its busy GPU-hours 0.8 x
 the window's hours:
 
@@ -22,10 +30,10 @@ A second such node, `h100-hot-001`, holds the near-miss gang `perf/vit-tune` (8 
 member `vit-tune-0` power-throttled 30 % at 0.85, its peers at 0.82 (they kept pace: no
 straggler for GPU011; GPU071 reports the throttled member). Every GPU of both nodes is held, so
 that their free room changes no other case (a pending pod refused by their taint). The truth of
-each throttled pod (its throttled share, busy and lost GPU-hours and cause) is under
-`throttled`, the gangs' under `stragglers`, besides GPU071's and GPU011's planted cases and
-near-misses. Placed last of all, so that no earlier case or truth changes; windows shorter
-than a day are left without them.
+each throttled pod (its throttled share, busy and lost GPU-hours, cause, and mean and maximum
+SM clock) is under `throttled`, the gangs' under `stragglers`, besides GPU071's and GPU011's
+planted cases and near-misses. Placed last of all, so that no earlier case or truth changes;
+windows shorter than a day are left without them.
 """
 
 from __future__ import annotations
@@ -45,6 +53,10 @@ NAMESPACE = "perf"
 ACTIVITY = 0.8
 HOUR_NS = 3600 * 10**9
 """A violation counter's increase over an hour throttled all of it (ns)."""
+MAX_CLOCK = 1980
+"""The H100 SXM's maximum SM clock (MHz), what `DCGM_FI_DEV_MAX_SM_CLOCK` reads on these nodes."""
+THROTTLED_CLOCK = 1380
+"""The SM clock (MHz) a card of these nodes runs at while its clocks are held down."""
 CASES = (
     # (pod's owner, power share, thermal share, cause, near-miss reason)
     ("power-capped", 0.30, 0.0, "the power cap", ""),
@@ -102,6 +114,8 @@ def _truth(
         "busy_gpu_hours": round(busy, 6),
         "lost_gpu_hours": round(busy * share, 6),
         "cause": cause,
+        "sm_clock_mean_mhz": clock(share),
+        "max_sm_clock_mhz": MAX_CLOCK,
     }
 
 
@@ -161,7 +175,16 @@ def _node(b: Builder, name: str) -> NodeSpec:
     return node
 
 
+def clock(share: float) -> int:
+    """The mean SM clock (MHz) of a busy card throttled `share` of each hour: `MAX_CLOCK` while
+    not throttled, `THROTTLED_CLOCK` while it is."""
+    return round(MAX_CLOCK - share * (MAX_CLOCK - THROTTLED_CLOCK))
+
+
 def _counters(slot: SlotSpec, power: float, thermal: float) -> None:
-    """The slot's violation counters rise by these shares of each hour, all window."""
+    """The slot's violation counters rise by these shares of each hour, all window, and its SM
+    clock reads the mean the longer of them leaves it (`clock`), against its maximum."""
     slot.health[queries.POWER_VIOLATION] = [(0, round(power * HOUR_NS))]
     slot.health[queries.THERMAL_VIOLATION] = [(0, round(thermal * HOUR_NS))]
+    slot.health[queries.SM_CLOCK] = [(0, clock(max(power, thermal)))]
+    slot.health[queries.MAX_SM_CLOCK] = [(0, MAX_CLOCK)]

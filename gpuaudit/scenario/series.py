@@ -50,12 +50,18 @@ METRICS = (
     queries.POWER_LIMIT,
     queries.POWER_VIOLATION,
     queries.THERMAL_VIOLATION,
+    queries.SM_CLOCK,
+    queries.MAX_SM_CLOCK,
 )
 COUNTERS = (queries.POWER_VIOLATION, queries.THERMAL_VIOLATION)
 """DCGM's violation counters (ns, `docs/domain.md`, Throttling): a series only for the GPUs whose
 slot's `health` names the metric (their exporter's CSV has it), holding per hour the counter's
 increase in that hour; its samples ramp up at that rate (`counter_samples`) from
 `COUNTER_BASE`, so `increase` over the window is the sum of the hours' increases."""
+CLOCKS = (queries.SM_CLOCK, queries.MAX_SM_CLOCK)
+"""The SM clock and the GPU's maximum SM clock (MHz): like the counters, a series only for the
+GPUs whose slot's `health` names the metric (the root-cause nodes,
+`gpuaudit.scenario.rootcause_cases`), constant within each hour."""
 COUNTER_BASE = 1e12
 """A violation counter's value at the start of its series (ns since the driver loaded): far from
 0, so that Prometheus's extrapolation of `increase` never stops at a zero crossing."""
@@ -84,6 +90,7 @@ INT_METRICS = {
     queries.REMAP_FAILURE,
     queries.REMAP_PENDING,
     *COUNTERS,
+    *CLOCKS,
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
 """GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
@@ -643,7 +650,7 @@ class Table:
             keep = np.array([s.node.model in nodes.LIMIT_EXPORTED for s in self.slots], dtype=bool)
             if not keep.any():
                 return None
-        if m in COUNTERS:
+        if m in COUNTERS or m in CLOCKS:
             keep = np.array([m in s.health for s in self.slots], dtype=bool)
             if not keep.any():
                 return None
@@ -673,7 +680,7 @@ class Table:
             lo = hi
         elif m == queries.POWER_LIMIT:
             hi = lo = self._fill(lambda h: np.full(h.h1 - h.h0, nodes.TDP[h.slot.node.model]), keep)
-        elif m in COUNTERS:
+        elif m in COUNTERS or m in CLOCKS:
             parts = [
                 self.slots[i].health_at(m, self.hours[self.off[i] : self.off[i + 1]])
                 for i in idx.tolist()

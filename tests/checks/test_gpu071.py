@@ -103,3 +103,29 @@ def test_skipped_with_the_reason_without_the_violation_counters() -> None:
     result = run_checks(inv, Settings(), (check,))
     (skip,) = result.skipped
     assert skip.code == "GPU071" and "DCGM_FI_DEV_POWER_VIOLATION" in skip.reason
+
+
+def test_the_sm_clock_against_the_cards_maximum_is_shown_where_exported() -> None:
+    # 600 samples summing to 600 x 1,800 MHz: mean 1,800; maximum 1,980 -> 1,800 / 1,980 = 91 %.
+    s = _gpu(0, power=9000.0)
+    s.health |= {"sm_clock_sum": 600 * 1800.0, "sm_clock_count": 600.0, "max_sm_clock_max": 1980.0}
+    (f,) = run_check(gpu071, inventory([s], 10))
+    assert f.message == (
+        "Pod ml/trainer-0 held 1 GPU (H100 80GB HBM3) for 10 h, and its most throttled GPU "
+        "(GPU 0 on node node-a) had its clocks held down by their power limit for 25 % of that "
+        "time: 2.0 of its 8.0 busy GPU-hours (25 %) ran throttled. Its SM clock averaged "
+        "1,800 MHz, 91 % of the card's 1,980 MHz maximum. Likely cause: the power cap."
+    )
+    assert f.evidence["sm_clock_mean_mhz"] == 1800.0
+    assert f.evidence["max_sm_clock_mhz"] == 1980.0
+    assert f.evidence["sm_clock_share_of_max"] == round(1800 / 1980, 4)
+    assert f.evidence["gpus"][0]["sm_clock_mean_mhz"] == 1800.0
+    # Without the maximum (not in the default CSV): the clock alone, no share.
+    s.health.pop("max_sm_clock_max")
+    (f,) = run_check(gpu071, inventory([s], 10))
+    assert "Its SM clock averaged 1,800 MHz. Likely cause" in f.message
+    assert f.evidence["max_sm_clock_mhz"] is None and f.evidence["sm_clock_share_of_max"] is None
+    # Without the clock: nothing said of it (the first test's message).
+    s.health = {k: v for k, v in s.health.items() if not k.startswith("sm_clock")}
+    (f,) = run_check(gpu071, inventory([s], 10))
+    assert "SM clock" not in f.message and f.evidence["sm_clock_mean_mhz"] is None

@@ -50,3 +50,6 @@ def test_throttled_pods_live_as_in_the_snapshot(
     for pod, t in planted.items():
         assert live[pod]["impact"]["gpu_hours"] == pytest.approx(t["lost_gpu_hours"])
         assert live[pod]["evidence"]["cause"] == t["cause"]
+        # The SM clock's window mean (sum_over_time / count_over_time) and the maximum.
+        assert live[pod]["evidence"]["sm_clock_mean_mhz"] == t["sm_clock_mean_mhz"]
+        assert live[pod]["evidence"]["max_sm_clock_mhz"] == t["max_sm_clock_mhz"]

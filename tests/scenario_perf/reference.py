@@ -22,6 +22,7 @@ from gpuaudit.scenario.emit import (
 )
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import (
+    CLOCKS,
     COUNTER_BASE,
     COUNTERS,
     HAMI_METRICS,
@@ -90,7 +91,7 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             )
         for m in HEALTH:
             hi[m] = lo[m] = slot.health_at(m, hours)
-        for m in COUNTERS:  # each hour's increase, on the GPUs whose exporter has the counter
+        for m in COUNTERS + CLOCKS:  # on the GPUs whose exporter has the counter or clock
             if m in slot.health:
                 hi[m] = lo[m] = slot.health_at(m, hours)
         for m in LINK_OF:
