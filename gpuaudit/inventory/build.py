@@ -28,6 +28,7 @@ from gpuaudit.domain.topology import load_dir
 from gpuaudit.inventory import (
     attribution,
     claimed,
+    container_cpu,
     dra,
     hami,
     held,
@@ -880,10 +881,19 @@ def build(
     served = serving_metrics.read(
         p.answers, man.prometheus_url, p.cluster_label, serving_metrics.query_of(snap.prometheus)
     )
+    cpu_use, cpu_answered = container_cpu.usage(
+        p.answers, p.cluster_label, None if cut is None else (cut.start, cut.end)
+    )
     if consume:
         p.release()
         snap.prometheus.clear()
     caps, missing = _metric_capabilities(s)
+    if cpu_use:
+        caps.add(Capability.CONTAINER_CPU)
+    else:
+        missing[Capability.CONTAINER_CPU] = (
+            container_cpu.MISSING_SERIES if cpu_answered else container_cpu.MISSING_ANSWER
+        )
     objects = kube.index(snap.kubernetes)
     k = _kubernetes(snap, objects)
     walked = owners.build(snap.kubernetes, man)
@@ -894,6 +904,7 @@ def build(
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     hami_kube = hami.read(objects)
+    cpu = container_cpu.ContainerCpu(cpu_use, container_cpu.resources(objects), cpu_answered)
     del objects
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
         snap.kubernetes.clear()
@@ -949,6 +960,7 @@ def build(
         hourly=_frame(hourly_data),
         hami=tenancy,
         serving=served,
+        cpu=cpu,
         pods=pods,
         nodes=nodes,
         capabilities=frozenset(caps | k_caps | hami_caps),

@@ -35,6 +35,10 @@ class Capability(str, enum.Enum):
     THROTTLING = "throttling"
     """Power or thermal violation counters (`DCGM_FI_DEV_POWER_VIOLATION`,
     `DCGM_FI_DEV_THERMAL_VIOLATION`): the time each GPU was throttled."""
+    CONTAINER_CPU = "container_cpu"
+    """cAdvisor's CPU use and CFS throttling of GPU pods' containers per bucket
+    (`container_cpu_usage_seconds_total`, `container_cpu_cfs_periods_total`,
+    `container_cpu_cfs_throttled_periods_total`; see `gpuaudit.inventory.container_cpu`)."""
     KUBERNETES_PODS = "kubernetes.pods"
     KUBERNETES_NODES = "kubernetes.nodes"
     KUBERNETES_PRIORITYCLASSES = "kubernetes.priorityclasses"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.capabilities import Capability
+from gpuaudit.inventory.container_cpu import ContainerCpu
 from gpuaudit.inventory.hami import Tenancy
 from gpuaudit.inventory.owners import Owners
 from gpuaudit.inventory.queues import Queues
@@ -229,6 +230,9 @@ class Inventory:
     """Pods holding GPU shares through HAMi, their grants and what HAMi measured of them (see
     `gpuaudit.inventory.hami`)."""
     serving: Serving = field(default_factory=Serving)
+    cpu: ContainerCpu = field(default_factory=ContainerCpu)
+    """cAdvisor's CPU of GPU pods' containers per bucket and their CPU requests and limits (see
+    `gpuaudit.inventory.container_cpu`)."""
     """The pods that export a serving engine's queue or request gauge, each one's busy level,
     and the Prometheus they were read from (see `gpuaudit.inventory.serving_metrics`)."""
     namespaces: tuple[str, ...] = ()
