@@ -23,28 +23,35 @@ How it decides
     of earlier restarts, which the API keeps only as a count; the evidence gives the least it
     can have been (each restart's back-off, at least 10 s) as an estimate, never in the impact.
     For an `OOMKilled` container the evidence states the most GPU memory DCGM saw the pod use
-    (`DCGM_FI_DEV_FB_USED`) and the framebuffer; the host memory it needed
-    (cAdvisor's `container_memory_working_set_bytes`) is said to be not measured where the
-    snapshot does not hold it. Reported only from `checks.restart_min_gpu_hours` (default 0.5)
-    GPU-hours measured. Impact: the measured GPU-hours. Severity: high from 24 GPU-hours, medium
-    below.
+    (`DCGM_FI_DEV_FB_USED`) and the framebuffer, and the most host memory the container used
+    in the window (cAdvisor's `container_memory_working_set_bytes`, the working set the
+    kubelet measures against the limit; `memory_working_set_max`) against its memory limit
+    (`spec.containers[].resources.limits.memory`); the message says both, and the
+    recommendation a limit: the larger of the two x (1 + `checks.oom_memory_headroom`, default
+    0.25), rounded up to whole GiB (`Gi`): a working set sampled at each scrape can miss the
+    peak just before the kill, and the limit was too small, so the new one never lies under
+    it. Where cAdvisor's series are absent (not scraped, not in the snapshot, or a window
+    narrowed in time) the host memory is said to be not measured, and why. Reported only from
+    `checks.restart_min_gpu_hours` (default 0.5) GPU-hours measured. Impact: the measured
+    GPU-hours. Severity: high from 24 GPU-hours, medium below.
 
 What to do
     Read the container's last logs (`kubectl logs --previous`). For `OOMKilled`, raise the
-    memory limit to what it needed plus headroom, or shrink the batch; for a crash on start,
+    memory limit (and request) to the recommended one, or shrink the batch; for a crash on start,
     fix the image or its configuration. Set `backoffLimit` on Jobs so a failing run releases
     its GPUs instead of looping.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuaudit.checks.base import STUCK_WORK, gpu_word, short_model
-from gpuaudit.checks.contract import count, hours
+from gpuaudit.checks.contract import count, fraction, hours
 from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
@@ -68,6 +75,9 @@ class Thresholds:
     restart_min_count: float = count(3.0)
     """Container restarts (with the last termination in the window) from which a pod that is
     not in CrashLoopBackOff is reported."""
+    oom_memory_headroom: float = fraction(0.25)
+    """Headroom the memory limit recommended for an OOM-killed container leaves over the
+    larger of the most memory it used and its limit."""
     restart_min_gpu_hours: float = hours(0.5)
     """GPU-hours held while down (measured) from which a restarting pod is reported: a pod
     that restarts quickly wastes little GPU time, and another check's finding (a framebuffer
@@ -117,12 +127,17 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
             continue  # it held no GPU in the window that DCGM shows
         if per_number[i] < cfg.restart_min_gpu_hours:
             continue
-        out.append(_finding(views, key, cs, float(per_number[i]), per_pod.loc[key]))
+        out.append(_finding(views, key, cs, float(per_number[i]), per_pod.loc[key], cfg))
     return out
 
 
 def _finding(
-    views: Views, key: tuple[str, str], cs: tuple[Container, ...], gpu_hours: float, row: Any
+    views: Views,
+    key: tuple[str, str],
+    cs: tuple[Container, ...],
+    gpu_hours: float,
+    row: Any,
+    cfg: Thresholds,
 ) -> Finding:
     ns, name = key
     model = str(row[C.MODEL])
@@ -144,6 +159,9 @@ def _finding(
     )
     earlier = max(0, restarts - 1)
     oom = reason == "OOMKilled"
+    host = _HostMemory.of(views, ns, name, last.name if last else "", cfg.oom_memory_headroom)
+    if oom and host.used is not None:
+        message += f" {host.said()}"
     fb = _framebuffer(views, ns, name)
     evidence: dict[str, Any] = {
         "restarts": restarts,
@@ -162,16 +180,14 @@ def _finding(
         unmeasured = "not measured: no DCGM_FI_DEV_FB_USED series for its GPUs in the window"
         evidence["gpu_memory_used_max_mib"] = round(fb[0], 1) if fb[0] == fb[0] else unmeasured
         evidence["gpu_memory_total_mib"] = round(fb[1], 1) if fb[1] == fb[1] else None
-        evidence["host_memory_needed"] = (
-            "not measured: cAdvisor's container_memory_working_set_bytes is not in the snapshot"
-        )
+        evidence.update(host.evidence())
     return Finding(
         code=CODE,
         severity=STUCK_WORK(gpu_hours),
         resource=Resource("Pod", ns, name, str(row[C.NODE]), gpus),
         message=message,
         impact=Impact(gpu_hours=gpu_hours, cost=gpu_hours * views.price(model)),
-        recommendation=_advice(ns, name, reason),
+        recommendation=_advice(ns, name, reason, host),
         evidence=evidence,
     )
 
@@ -187,8 +203,14 @@ def _framebuffer(views: Views, ns: str, pod: str) -> tuple[float, float]:
     return float(used.max()), float(total.max())
 
 
-def _advice(ns: str, name: str, reason: str) -> str:
+def _advice(ns: str, name: str, reason: str, host: _HostMemory) -> str:
     logs = f"Read its last logs (`kubectl logs --previous -n {ns} {name}`)"
+    if reason == "OOMKilled" and host.recommended is not None:
+        return (
+            f"{logs}; it was OOM-killed: raise container {host.container}'s memory limit (and "
+            f"request) to {host.recommended} ({host.headroom * 100:.0f} % over {host.basis()}), "
+            "or shrink the batch, so it stops holding its GPUs between restarts."
+        )
     if reason == "OOMKilled":
         return (
             f"{logs}; it was OOM-killed: raise its memory limit to what it needs plus headroom "
@@ -198,3 +220,78 @@ def _advice(ns: str, name: str, reason: str) -> str:
         f"{logs} and fix the crash; give Jobs a backoffLimit so a failing run releases its "
         "GPUs instead of looping."
     )
+
+
+GIB = 2.0**30
+
+
+def _gib(b: float) -> str:
+    return f"{b / GIB:,.1f} GiB"
+
+
+@dataclass(frozen=True)
+class _HostMemory:
+    """What cAdvisor and the pod's spec say of the memory of the container that ended last."""
+
+    container: str
+    used: float | None
+    """The most working-set memory it used in the window (bytes); None: not measured."""
+    limit: float | None
+    """Its memory limit (bytes); None: it has none."""
+    why: str
+    """Why `used` is not measured."""
+    headroom: float
+
+    @classmethod
+    def of(cls, views: Views, ns: str, pod: str, container: str, headroom: float) -> _HostMemory:
+        mem = views.inv.memory
+        return cls(
+            container,
+            mem.used(ns, pod, container) if container else None,
+            mem.limit(ns, pod, container) if container else None,
+            mem.missing(),
+            headroom,
+        )
+
+    @property
+    def recommended_bytes(self) -> float | None:
+        """The larger of the most it used and its limit, plus the headroom, in whole GiB."""
+        if self.used is None:
+            return None
+        base = max(self.used, self.limit or 0.0) * (1.0 + self.headroom)
+        return float(math.ceil(base / GIB - 1e-9) * GIB)
+
+    @property
+    def recommended(self) -> str | None:
+        """`recommended_bytes` as a Kubernetes quantity (`20Gi`)."""
+        b = self.recommended_bytes
+        return None if b is None else f"{b / GIB:.0f}Gi"
+
+    def basis(self) -> str:
+        """What the recommendation is made from."""
+        used = _gib(self.used or 0.0)
+        if self.limit is not None and self.limit > (self.used or 0.0):
+            return f"its {_gib(self.limit)} limit, above the {used} cAdvisor saw it use at most"
+        return f"the most it used, {used}"
+
+    def said(self) -> str:
+        """The message's sentence of its memory."""
+        used = _gib(self.used or 0.0)
+        if self.limit is None:
+            return f"Container {self.container} used at most {used} of memory, with no limit."
+        share = (self.used or 0.0) / self.limit * 100.0
+        return (
+            f"Container {self.container} used at most {used} of memory against its "
+            f"{_gib(self.limit)} limit ({share:.0f} %)."
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        if self.used is None:
+            return {"oom_container": self.container, "host_memory_needed": self.why}
+        return {
+            "oom_container": self.container,
+            "memory_working_set_max_bytes": round(self.used),
+            "memory_limit_bytes": None if self.limit is None else round(self.limit),
+            "memory_recommended_limit": self.recommended,
+            "memory_recommended_limit_bytes": round(self.recommended_bytes or 0.0),
+        }

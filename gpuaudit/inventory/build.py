@@ -29,6 +29,7 @@ from gpuaudit.inventory import (
     attribution,
     claimed,
     container_cpu,
+    container_memory,
     dra,
     hami,
     held,
@@ -881,6 +882,9 @@ def build(
     served = serving_metrics.read(
         p.answers, man.prometheus_url, p.cluster_label, serving_metrics.query_of(snap.prometheus)
     )
+    # The most memory each GPU pod's container used: a window maximum, which a window cut in
+    # time cannot narrow (it is then not measured).
+    mem_use, mem_answered = container_memory.used(p.answers, p.cluster_label)
     cpu_use, cpu_answered = container_cpu.usage(
         p.answers, p.cluster_label, None if cut is None else (cut.start, cut.end)
     )
@@ -904,6 +908,12 @@ def build(
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})
     hami_kube = hami.read(objects)
+    memory = container_memory.ContainerMemory(
+        {} if cut is not None else mem_use,
+        container_memory.limits(objects),
+        mem_answered,
+        container_memory.MISSING_NARROWED if cut is not None else "",
+    )
     cpu = container_cpu.ContainerCpu(cpu_use, container_cpu.resources(objects), cpu_answered)
     del objects
     if consume:  # every object is in rows now: the parsed lists, large in a large fleet, go
@@ -960,6 +970,7 @@ def build(
         hourly=_frame(hourly_data),
         hami=tenancy,
         serving=served,
+        memory=memory,
         cpu=cpu,
         pods=pods,
         nodes=nodes,

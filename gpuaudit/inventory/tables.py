@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.container_cpu import ContainerCpu
+from gpuaudit.inventory.container_memory import ContainerMemory
 from gpuaudit.inventory.hami import Tenancy
 from gpuaudit.inventory.owners import Owners
 from gpuaudit.inventory.queues import Queues
@@ -213,6 +214,9 @@ class Inventory:
     owners: Owners = field(default_factory=Owners)
     """The controllers read that own GPU pods, and the pods' references to them: where a
     pod's `ownerReferences` lead (see `gpuaudit.inventory.owners`)."""
+    memory: ContainerMemory = field(default_factory=ContainerMemory)
+    """cAdvisor's most working-set memory of GPU pods' containers in the window and their
+    memory limits (see `gpuaudit.inventory.container_memory`)."""
 
     scrape_interval_s: float | None = None
     """The scrape interval detected from the samples per bucket (seconds); None when it could

@@ -189,9 +189,12 @@ _TERMINATED: Tree = _TERMINATION
 NVIDIA_RESOURCES = Keys(prefixes=("nvidia.com/",))
 """The NVIDIA device plugin's extended resources (whole, shared and MIG GPUs), as the feasibility
 model counts them."""
+CONTAINER_RESOURCES = Keys("cpu", "memory", prefixes=("nvidia.com/",))
+"""What a container's requests and limits keep: its NVIDIA resources, its CPU (GPU041, a
+CPU-starved pod) and its memory (GPU004, the limit an OOM-killed container reached)."""
 _CONTAINER: dict[str, Tree] = {
     "name": ALL,
-    "resources": {"requests": NVIDIA_RESOURCES, "limits": NVIDIA_RESOURCES},
+    "resources": {"requests": CONTAINER_RESOURCES, "limits": CONTAINER_RESOURCES},
 }
 _JOB_STATUS: Tree = {"conditions": _CONDITIONS}
 _RUN_POLICY: Tree = {"schedulingPolicy": {"minAvailable": ALL}}

@@ -11,9 +11,20 @@ from gpuaudit.audit.settings import Settings
 from gpuaudit.checks import by_code
 from gpuaudit.checks import gpu004_restarting_holders as gpu004
 from gpuaudit.checks.findings import Finding, Severity
+from gpuaudit.inventory import Inventory, build
 from gpuaudit.inventory.crashes import down_spans
 from gpuaudit.inventory.kube import containers
-from tests.support.factories import START, Series, gpu_labels, inventory, iso, make_pod, run_check
+from gpuaudit.snapshot.fields import keep_object
+from tests.support.factories import (
+    START,
+    Series,
+    gpu_labels,
+    inventory,
+    iso,
+    make_pod,
+    run_check,
+    snapshot,
+)
 
 HOURS = 24
 END = START + HOURS * 3600
@@ -134,3 +145,96 @@ def test_an_oom_kill_without_framebuffer_series_says_so() -> None:
     (f,) = run_check(gpu004, inventory([s], HOURS, pods=[pod]))
     assert f.impact.gpu_hours == pytest.approx(1.0)
     assert str(f.evidence["gpu_memory_used_max_mib"]).startswith("not measured")
+
+
+GIB = 2**30
+
+
+def _oom_inventory(
+    limit: str | None, used: float | None, answered: bool = True, container: str = "c"
+) -> Inventory:
+    """An OOM-killed pod (5 restarts, down 1 h) whose container `c` has the memory `limit`
+    and cAdvisor's most working set `used` (bytes) for `container`."""
+    last = _term("OOMKilled", END - 8 * 3600, END - 2 * 3600)
+    pod = _pod(5, last, {"running": {"startedAt": iso(END - 3600)}})
+    if limit is not None:
+        pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = limit
+    s = Series(gpu_labels(pod="trainer-0", namespace="ml"), act=[0.5] * HOURS)
+    snap = snapshot([s], HOURS, pods=[pod])
+    if answered:
+        result = []
+        if used is not None:
+            who = {"namespace": "ml", "pod": "trainer-0", "container": container}
+            result.append({"metric": who, "value": [END, repr(used)]})
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        snap.prometheus["memory_working_set_max"] = [
+            {"query": "memory_working_set_max", "params": {}, "body": body}
+        ]
+    else:
+        del snap.prometheus["memory_working_set_max"]
+    return build(snap)
+
+
+def test_an_oom_kill_states_the_memory_used_against_the_limit_and_recommends_one() -> None:
+    # Used 15.5 GiB of a 16 GiB limit (97 %): the larger, 16 GiB, x 1.25 = 20 GiB.
+    (f,) = run_check(gpu004, _oom_inventory("16Gi", 15.5 * GIB))
+    assert f.message.endswith(
+        "1.0 GPU-hours held with its container down since its last termination. Container c "
+        "used at most 15.5 GiB of memory against its 16.0 GiB limit (97 %)."
+    )
+    ev = f.evidence
+    assert ev["oom_container"] == "c"
+    assert ev["memory_working_set_max_bytes"] == round(15.5 * GIB)
+    assert ev["memory_limit_bytes"] == 16 * GIB
+    assert ev["memory_recommended_limit"] == "20Gi"
+    assert ev["memory_recommended_limit_bytes"] == 20 * GIB
+    assert "host_memory_needed" not in ev
+    assert "raise container c's memory limit (and request) to 20Gi" in f.recommendation
+    assert "to 20Gi (25 % over its 16.0 GiB limit, above the 15.5 GiB cAdvisor saw it use at " in (
+        f.recommendation
+    )
+
+
+def test_a_peak_missed_between_scrapes_never_lowers_the_limit() -> None:
+    # Seen at 9 GiB of a 16 GiB limit (the kill's peak fell between scrapes): 16 x 1.25 = 20.
+    (f,) = run_check(gpu004, _oom_inventory("16Gi", 9 * GIB))
+    assert f.evidence["memory_recommended_limit"] == "20Gi"
+    assert "its 16.0 GiB limit, above the 9.0 GiB cAdvisor saw" in f.recommendation
+    assert "(56 %)" in f.message
+
+
+def test_without_a_limit_and_with_another_headroom() -> None:
+    # 10 GiB x 1.5 = 15 GiB; 10.1 GiB x 1.25 = 12.625 -> 13 GiB (whole GiB, rounded up).
+    (f,) = run_check(gpu004, _oom_inventory(None, 10 * GIB), oom_memory_headroom=0.5)
+    assert f.evidence["memory_recommended_limit"] == "15Gi"
+    assert "to 15Gi (50 % over the most it used, 10.0 GiB)" in f.recommendation
+    assert f.evidence["memory_limit_bytes"] is None
+    assert f.message.endswith("Container c used at most 10.0 GiB of memory, with no limit.")
+    (f,) = run_check(gpu004, _oom_inventory("5000Mi", 10.1 * GIB))
+    assert f.evidence["memory_recommended_limit"] == "13Gi"
+
+
+@pytest.mark.parametrize(
+    ("answered", "container", "why"),
+    [
+        (False, "c", "the snapshot holds no cAdvisor memory answer"),
+        (True, "sidecar", "no cAdvisor container_memory_working_set_bytes series"),
+    ],
+)
+def test_the_memory_not_measured_says_why(answered: bool, container: str, why: str) -> None:
+    (f,) = run_check(gpu004, _oom_inventory("16Gi", 9 * GIB, answered, container))
+    assert f.evidence["host_memory_needed"].startswith("not measured: ")
+    assert why in f.evidence["host_memory_needed"]
+    assert "memory_recommended_limit" not in f.evidence
+    assert f.message.endswith("since its last termination.")
+    assert "what it needs plus headroom" in f.recommendation
+
+
+def test_the_snapshot_keeps_a_containers_memory_limit() -> None:
+    pod = make_pod("trainer-0", namespace="ml", gpus=1)
+    pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = "16Gi"
+    pod["spec"]["containers"][0]["env"] = [{"name": "TOKEN", "value": "secret"}]
+    kept = keep_object("pods", pod)
+    (c,) = kept["spec"]["containers"]
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "16Gi"}
+    assert "env" not in c

@@ -111,7 +111,11 @@ CPU_THROTTLED = "container_cpu_cfs_throttled_periods_total"
 """cAdvisor: the periods in which the container was throttled at its CPU limit (a counter)."""
 CADVISOR_CPU = (CPU_USAGE, CPU_PERIODS, CPU_THROTTLED)
 """cAdvisor's CPU counters, read for the containers of GPU pods (GPU041)."""
-CADVISOR_METRICS: tuple[str, ...] = CADVISOR_CPU
+MEMORY_WORKING_SET = "container_memory_working_set_bytes"
+"""cAdvisor: a container's working set (bytes; memory used less the inactive file cache, what
+the kubelet measures against a container's memory limit), a gauge: read for the containers of
+GPU pods as the window's most (GPU004, an OOM-killed container's need)."""
+CADVISOR_METRICS: tuple[str, ...] = (*CADVISOR_CPU, MEMORY_WORKING_SET)
 """Every cAdvisor metric the catalogue reads, whose presence discovery records beside DCGM's."""
 CADVISOR_LABELS = ("namespace", "pod", "container")
 """What cAdvisor's container series are grouped by: the kubelet labels them with the pod and
@@ -611,6 +615,9 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     cadvisor("cpu_usage_hourly", "hourly", CPU_USAGE, "increase"),
     cadvisor("cpu_periods_hourly", "hourly", CPU_PERIODS, "increase"),
     cadvisor("cpu_throttled_hourly", "hourly", CPU_THROTTLED, "increase"),
+    # Restarting holders (GPU004): the most working-set memory each container of a GPU pod
+    # used in the window, what an OOM-killed container reached before its kill.
+    cadvisor("memory_working_set_max", "window", MEMORY_WORKING_SET, "max"),
 )
 """Every query a collection runs (those whose metric the backend lacks are skipped)."""
 
