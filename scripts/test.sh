@@ -27,6 +27,7 @@ declare -A PACKAGE=(
   [prometheus]=prometheus
   [promtool]=prometheus
   [victoria-metrics]=victoria-metrics
+  [vmalert]=victoria-metrics
   [chromium]=chromium
   [openssl]=openssl
   [tmux]=tmux
@@ -34,7 +35,7 @@ declare -A PACKAGE=(
 )
 missing=()
 packages=()
-for cmd in prometheus promtool victoria-metrics chromium openssl tmux kubectl; do
+for cmd in prometheus promtool victoria-metrics vmalert chromium openssl tmux kubectl; do
   if ! command -v "$cmd" >/dev/null 2>&1; then
     missing+=("$cmd")
     pkg=${PACKAGE[$cmd]}

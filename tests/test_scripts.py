@@ -46,14 +46,23 @@ def _deps(tmp: Path, uid: int, have: tuple[str, ...]) -> subprocess.CompletedPro
 def test_without_root_or_sudo_it_says_what_to_install_and_goes_on(tmp_path: Path) -> None:
     got = _deps(tmp_path, 1000, ("openssl", "chromium"))
     assert got.returncode == 0, got.stderr
-    assert "missing: prometheus promtool victoria-metrics" in got.stderr
+    assert "missing: prometheus promtool victoria-metrics vmalert" in got.stderr
     assert "not root and no sudo" in got.stderr
     assert "apt-get install -y --no-install-recommends prometheus victoria-metrics" in got.stderr
     assert "skipped, each named" in got.stderr
 
 
 def test_with_everything_there_it_says_nothing(tmp_path: Path) -> None:
-    have = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl", "tmux", "kubectl")
+    have = (
+        "prometheus",
+        "promtool",
+        "victoria-metrics",
+        "vmalert",
+        "chromium",
+        "openssl",
+        "tmux",
+        "kubectl",
+    )
     got = _deps(tmp_path, 1000, have)
     assert got.returncode == 0 and got.stderr == "" and got.stdout == ""
 
@@ -73,5 +82,5 @@ def test_the_run_names_the_real_servers_it_found_or_missed(
     monkeypatch.setattr(conf.shutil, "which", lambda n: f"/usr/bin/{n}")
     assert conf.real_servers() == [
         "real servers: prometheus found, promtool found, victoria-metrics found, "
-        "chromium found, openssl found, kubectl found"
+        "vmalert found, chromium found, openssl found, kubectl found"
     ]

@@ -9,9 +9,11 @@ import pytest
 
 from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
+from gpuaudit.sources.prometheus.rules import recording_rules
 from tests.support.apiserver import KubeAPIServer, make_tls
 from tests.support.promserver import Backfilled, backfill, create_blocks, prometheus
 from tests.support.raw_snapshot import raw_snapshot
+from tests.support.vmalert import Replayed, replay, write_rules
 from tests.support.vmserver import (
     UUID_SHARDS,
     import_lines,
@@ -112,6 +114,23 @@ def small_vm_url(
         scenario_tsdb, tmp_path_factory.mktemp("vmsmall"), "-search.maxUniqueTimeseries=60"
     ) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def vmalert_replayed(
+    scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Replayed]:
+    """A VictoriaMetrics holding the scenario's raw series and what `gpuaudit rules`' recording
+    groups record over them, replayed by vmalert from an hour before the window (every bucket of
+    the window has its evaluations) to its end."""
+    tmp = tmp_path_factory.mktemp("vmalert")
+    b = scenario_tsdb
+    start, end = b.end - b.days * 86400 - 3600, b.end
+    groups = recording_rules("exported")
+    rules = write_rules(tmp / "rules.yml", groups)
+    with _victoria(b, tmp) as url:
+        written = replay(url, rules, start, end, tmp / "vmalert.log")
+        yield Replayed(url, start, end, groups, written)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,15 @@ import shutil
 
 import pytest
 
-REAL_SERVERS = ("prometheus", "promtool", "victoria-metrics", "chromium", "openssl", "kubectl")
+REAL_SERVERS = (
+    "prometheus",
+    "promtool",
+    "victoria-metrics",
+    "vmalert",
+    "chromium",
+    "openssl",
+    "kubectl",
+)
 """The programs the tests run as real servers and tools (scripts/test.sh installs them)."""
 INSTALL = (
     "apt-get install -y --no-install-recommends prometheus victoria-metrics chromium openssl "

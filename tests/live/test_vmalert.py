@@ -1,0 +1,103 @@
+"""gpuaudit's rules evaluated by vmalert, VictoriaMetrics' rule evaluator: it reads the rule file
+of `gpuaudit rules --format rules` as it is, and its replay mode writes every recording rule's
+series over a scenario's history into the VictoriaMetrics holding the raw series, at every
+evaluation of its group (`tests.support.vmalert` says where the evaluations fall)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from gpuaudit.cli import app
+from tests.support.vmalert import Replayed, dry_run, interval_s
+
+runner = CliRunner()
+
+
+def _exported(url: str, name: str, start: int, end: int) -> list[dict[str, Any]]:
+    """Every series of `name` with its points from `start` to `end`, as VictoriaMetrics holds
+    them (its export API: timestamps in milliseconds)."""
+    ans = httpx.post(
+        f"{url}/api/v1/export",
+        data={"match[]": name, "start": str(start), "end": str(end)},
+        timeout=60,
+    )
+    ans.raise_for_status()
+    return [json.loads(line) for line in ans.text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("spelling", ["exported", "pod"])
+def test_vmalert_reads_the_rule_file_as_it_is(spelling: str, tmp_path: Path) -> None:
+    """Every expression of the file (recording and alerting) parses as MetricsQL and every
+    template as vmalert's: the file of `gpuaudit rules --format rules` deploys unchanged."""
+    out = tmp_path / "gpuaudit.rules.yml"
+    res = runner.invoke(
+        app, ["rules", "--format", "rules", "--pod-label", spelling, "--output", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    log = dry_run(out)
+    assert "fatal" not in log and "error" not in log, log
+
+
+def _answered(url: str, expr: str, start: int, end: int, step: int) -> dict[str, list[Any]]:
+    """`expr` evaluated by VictoriaMetrics at every multiple of `step` from `start` to `end`:
+    the points per series (labels as JSON)."""
+    ans = httpx.post(
+        f"{url}/api/v1/query_range",
+        data={"query": expr, "start": str(start), "end": str(end), "step": str(step)},
+        timeout=120,
+    ).json()
+    assert ans["status"] == "success", ans
+    return {
+        json.dumps(r["metric"], sort_keys=True): [[int(t), float(v)] for t, v in r["values"]]
+        for r in ans["data"]["result"]
+    }
+
+
+def test_replay_writes_what_each_rule_gives_at_every_evaluation(
+    vmalert_replayed: Replayed,
+) -> None:
+    """Every recording rule's series as vmalert wrote them are its expression's answer at
+    every multiple of its group's interval from the replay's start to its end (where the
+    scenario has the rule's metric; the core ones it has), to the bit; each group's heartbeat
+    has a point at each one, with the rule's value (the hourly group's, its fingerprint)."""
+    r = vmalert_replayed
+    assert r.written > 0
+    written = set()
+    for group in r.groups:
+        every = interval_s(group["interval"])
+        for rule in group["rules"]:
+            name = rule["record"]
+            want = _answered(r.url, rule["expr"], r.start, r.end, every)
+            got = {
+                json.dumps(
+                    {k: v for k, v in s["metric"].items() if k != "__name__"}, sort_keys=True
+                ): [
+                    [t // 1000, float(v)] for t, v in zip(s["timestamps"], s["values"], strict=True)
+                ]
+                for s in _exported(r.url, name, r.start, r.end)
+            }
+            # VictoriaMetrics stores a value as a decimal of up to 15 or so digits: what it
+            # answers of a stored sample may differ from the expression's float in its last bit.
+            assert got.keys() == want.keys(), name
+            for key, points in got.items():
+                assert [t for t, _ in points] == [t for t, _ in want[key]], (name, key)
+                values = [v for _, v in want[key]]
+                assert [v for _, v in points] == pytest.approx(values, rel=1e-12), (name, key)
+            if got:
+                written.add(name)
+            if name.startswith("gpuaudit:recording_rules:"):
+                (beat,) = got.values()
+                grid = list(range(r.start, r.end + 1, every))
+                value = float(rule["expr"].removeprefix("vector(").removesuffix(")"))
+                assert beat == [[t, value] for t in grid], name
+    assert {
+        "gpuaudit:dcgm_fi_prof_gr_engine_active:sum5m",
+        "gpuaudit:dcgm_fi_prof_gr_engine_active:count5m",
+        "gpuaudit:recording_rules:evaluated5m",
+    } <= written
