@@ -27,6 +27,7 @@ from gpuaudit.checks.findings import Finding
 from gpuaudit.fix import (
     drain,
     kueue,
+    memory_limits,
     migslice,
     owned,
     parttime,
@@ -47,6 +48,7 @@ MAKERS: tuple[ModuleType, ...] = (
     kueue,
     queue_quota,
     priority,
+    memory_limits,
     warm_nodes,
     drain,
 )

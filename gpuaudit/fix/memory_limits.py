@@ -1,0 +1,154 @@
+"""Changes for OOM-killed restarting holders (GPU004): a strategic merge patch of the owner's
+pod template that raises the OOM-killed container's memory limit to the one the finding
+recommends (`memory_recommended_limit`: the larger of the most memory cAdvisor saw it use and
+its limit, plus headroom; see GPU004).
+
+The patch names the container (a pod spec's `containers` merge by `name`) and sets only
+`resources.limits.memory`: its request and every other container stay as they are. It is
+written for a Deployment or StatefulSet (the template change rolls its pods) and a CronJob (its
+next runs). None is written where GPU004 measured no memory (cAdvisor's series absent: the
+finding says why), for a Job of its own (its pod template cannot be changed once it exists: set
+the limit where the Job is made), a bare pod, a pod whose owners were not all read, an owner
+gpuaudit writes no template patch for (a Notebook, an InferenceService, a training job), a
+template without that container, or one whose limit is at least the recommended one already
+(changed since the pod was made), or whose memory request is above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuaudit.checks.findings import Finding
+from gpuaudit.core import numbers
+from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, answer, file_name, key
+from gpuaudit.fix.context import Context
+from gpuaudit.fix.owned import _patch_object, _target
+from gpuaudit.fix.priority import TEMPLATE_PATHS, _at, _nest
+from gpuaudit.inventory.owners import Outcome
+
+CODES = ("GPU004",)
+
+
+def changes(
+    findings: Sequence[Finding], ctx: Context
+) -> tuple[list[Change], dict[str, FindingFix]]:
+    """The template patches for the GPU004 findings of OOM-killed containers, and what each
+    finding gets."""
+    out: list[Change] = []
+    fixes: dict[str, FindingFix] = {}
+    patched: set[str] = set()
+    for f in findings:
+        change, why = _change(f, ctx, patched)
+        if change is None:
+            fixes[key(f)] = FindingFix(None, "", None, why)
+            continue
+        out.append(change)
+        answer(fixes, (f,), change, why)
+    return out, fixes
+
+
+def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None, str]:
+    ev = f.evidence
+    limit, ctr = ev.get("memory_recommended_limit"), ev.get("oom_container")
+    if ev.get("last_reason") != "OOMKilled":
+        return None, "it was not OOM-killed: the fix is in its code or image, which no field sets"
+    if not isinstance(limit, str) or not isinstance(ctr, str) or not ctr:
+        return None, (
+            "the memory it needed is not measured ("
+            + str(ev.get("host_memory_needed") or "no recommended limit")
+            + "): no limit can be recommended"
+        )
+    want = numbers.quantity(limit)
+    ns, pod = f.resource.namespace, f.resource.name
+    walk = ctx.inv.owners.walk(ns, pod)
+    top = walk.target
+    if top is None:
+        return None, (
+            f"pod {ns}/{pod} is a bare pod: its containers' resources cannot be changed, and no "
+            "owner makes it again"
+            if walk.outcome is Outcome.BARE
+            else f"pod {ns}/{pod}: {walk.why}"
+        )
+    path = TEMPLATE_PATHS.get(top.kind)
+    read = ctx.inv.owners.read(top)
+    if path is None or read is None:
+        if top.kind == "Job":
+            return None, (
+                f"{top.describe()}'s pod template cannot be changed once the Job exists: set "
+                f"container {ctr}'s memory limit to {limit} where the Job is made"
+            )
+        return None, f"gpuaudit writes no template patch for {top.describe()} yet"
+    if top.uid in patched:
+        return None, f"{top.describe()} is patched by another GPU004 change already"
+    now = _container(_at(read, path), ctr)
+    if now is None:
+        return None, f"{top.describe()}'s pod template has no container {ctr}"
+    held, asked = _memory(now, "limits"), _memory(now, "requests")
+    if want is None or (held is not None and held >= want):
+        return None, (
+            f"{top.describe()}'s template gives container {ctr} a memory limit of "
+            f"{_said(now, 'limits')} already, at least {limit} (changed since its pods were made)"
+        )
+    if asked is not None and asked > want:
+        return None, (
+            f"{top.describe()}'s template asks {_said(now, 'requests')} of memory for container "
+            f"{ctr}, above {limit}: set its request and limit together"
+        )
+    patched.add(top.uid)
+    target = _target(top)
+    entry = {"name": ctr, "resources": {"limits": {"memory": limit}}}
+    body = _patch_object(target, _nest(path[1:], {"containers": [entry]}))
+    rolls = (
+        "applies to its next runs"
+        if top.kind == "CronJob"
+        else "rolls its pods (a rolling restart)"
+        + (
+            "; a StatefulSet with the default OrderedReady policy does not replace a pod "
+            "that is not Ready by itself: delete the crash-looping pod after applying"
+            if top.kind == "StatefulSet"
+            else ""
+        )
+    )
+    before = _said(now, "limits") if held is not None else "none"
+    change = Change(
+        kind=ChangeKind.PATCH,
+        file=file_name(f, f"{top.kind}-{top.namespace}-{top.name}"),
+        title=f"Raise container {ctr}'s memory limit in {top.describe()} to {limit}",
+        findings=(f,),
+        savings=ctx.per_week((f,)),
+        risk=(
+            f"Container {ctr}'s memory limit goes from {before} to {limit}; its request and the "
+            f"other containers are unchanged. Each pod may use that much more of its node's "
+            f"memory before it is OOM-killed: a node short of memory evicts pods above their "
+            f"requests first. Changing the pod template {rolls}."
+        ),
+        target=target,
+        patch_type="strategic",
+        body=body,
+        read=read,
+    )
+    return change, f"{top.describe()}'s container {ctr} gets a memory limit of {limit}"
+
+
+def _container(spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    cs = spec.get("containers")
+    for c in cs if isinstance(cs, list) else ():
+        if isinstance(c, Mapping) and c.get("name") == name:
+            return c
+    return None
+
+
+def _resources(c: Mapping[str, Any], part: str) -> Mapping[str, Any]:
+    res = c.get("resources")
+    got = res.get(part) if isinstance(res, Mapping) else None
+    return got if isinstance(got, Mapping) else {}
+
+
+def _memory(c: Mapping[str, Any], part: str) -> float | None:
+    raw = _resources(c, part).get("memory")
+    return None if raw in (None, "") else numbers.quantity(raw)
+
+
+def _said(c: Mapping[str, Any], part: str) -> str:
+    return str(_resources(c, part).get("memory"))[:40]
