@@ -16,6 +16,7 @@ from gpuaudit import snapshot
 from gpuaudit.report.text import count, num, plural, terminal
 from gpuaudit.snapshot import Snapshot
 from gpuaudit.snapshot.answers import Answer
+from gpuaudit.sources.prometheus.stats import QuerySamples, SamplesRead
 
 _WIDTH = 12
 """Width of the field names in the left column."""
@@ -57,7 +58,13 @@ def text(snap: Snapshot, name: str) -> str:
         f"{plural(answers, 'answer')} in all"
         + (f"; missing metrics: {', '.join(m.missing_metrics)}" if m.missing_metrics else ""),
     )
-    lines += ["  " + _query_line(q, snap.prometheus[q], m.queries) for q in sorted(snap.prometheus)]
+    read = m.samples_read
+    lines += [
+        "  " + _query_line(q, snap.prometheus[q], m.queries, read.queries.get(q) if read else None)
+        for q in sorted(snap.prometheus)
+    ]
+    if read is not None:
+        field("samples", terminal(read.total.text(), 200) + _interval(read))
     rec = _recorded(m.capabilities, m.queries)
     if rec:
         field("recorded", rec)
@@ -109,7 +116,12 @@ def _backend(caps: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _query_line(qid: str, entries: list[dict[str, Any]], queries: tuple[Any, ...]) -> str:
+def _query_line(
+    qid: str,
+    entries: list[dict[str, Any]],
+    queries: tuple[Any, ...],
+    samples: QuerySamples | None = None,
+) -> str:
     meta = next((q for q in queries if isinstance(q, Mapping) and q.get("id") == qid), {})
     series = sum(len(e["answer"].metrics) for e in entries if isinstance(e.get("answer"), Answer))
     what = terminal(str(meta.get("metric") or ""), 60)
@@ -119,7 +131,23 @@ def _query_line(qid: str, entries: list[dict[str, Any]], queries: tuple[Any, ...
     return (
         f"{terminal(qid, 40):<23} {terminal(str(meta.get('kind') or ''), 10):<8}"
         f"{plural(len(entries), 'answer'):>11}{plural(series, 'series', 'series'):>14}  {what}"
+        + (f"; {_samples(samples)}" if samples is not None else "")
     ).rstrip()
+
+
+def _samples(s: QuerySamples) -> str:
+    """A query's samples read: `1,234,567 samples read`, `(estimated)` where they are."""
+    if s.how == "not known":
+        return "samples read not known"
+    said = s.how == "as the backend said"
+    return f"{count(s.samples)} samples read" + ("" if said else f" ({s.how})")
+
+
+def _interval(read: SamplesRead) -> str:
+    """What the estimates took for the scrape interval, where some figure is estimated."""
+    if read.interval_s is None or not read.total.estimated:
+        return ""
+    return f"; estimated at a {num(read.interval_s, grouped=False)} s scrape interval"
 
 
 def _recorded(caps: Mapping[str, Any], queries: tuple[Any, ...]) -> str:
@@ -128,9 +156,18 @@ def _recorded(caps: Mapping[str, Any], queries: tuple[Any, ...]) -> str:
     used = [
         str(q.get("id"))
         for q in queries
-        if isinstance(q, Mapping) and q.get("reads") in ("recorded", "recorded and raw")
+        if isinstance(q, Mapping)
+        and q.get("reads")
+        in ("recorded", "recorded and raw", "recorded hourly", "recorded hourly and raw")
     ]
     cov = caps.get("recorded") if isinstance(caps, Mapping) else None
+    notes = caps.get("notes") if isinstance(caps, Mapping) else None
+    said = [n for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
+    moved = [n for n in said if n.startswith("hourly rules read")]
+    if used and moved:  # the window moved to the hourly rules' last evaluation: say so
+        rest = moved[0].removeprefix("hourly rules read")
+        text = f"{plural(len(used), 'query', 'queries')} read the hourly rules{rest}"
+        return terminal(text, 300) + ": " + terminal(", ".join(sorted(used)), 400)
     if not used:
         notes = caps.get("notes") if isinstance(caps, Mapping) else None
         why = [n for n in notes if isinstance(n, str) and "recorded series" in n] if notes else []

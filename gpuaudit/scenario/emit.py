@@ -31,9 +31,10 @@ from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import teams
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.owner_objects import owner_lists, owner_uid
+from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import (
-    COUNTERS,
     INT_METRICS,
+    RAMPED,
     SERVING_WRITTEN,
     WRITTEN,
     Table,
@@ -45,7 +46,6 @@ from gpuaudit.scenario.series import (
     sample_offsets_ms,
     serving_series,
 )
-from gpuaudit.scenario.series import DRIVER as DRIVER
 from gpuaudit.scenario.series import LABEL_STYLES as LABEL_STYLES
 from gpuaudit.scenario.series import fmt as fmt
 from gpuaudit.scenario.series import raw_labels as raw_labels
@@ -467,7 +467,7 @@ def write_openmetrics(
         v = table.values(m)
         if v is None:
             continue
-        if m in COUNTERS:
+        if m in RAMPED:
             n += _write_counter(out, v, per_hour, stamps, hours, labels)
             continue
         if m in INT_METRICS:
@@ -572,7 +572,7 @@ def openmetrics_samples(
             pts = np.concatenate([np.arange(v.off[i], v.off[i + 1]) for i in part.tolist()])
             pts = pts[keep[pts]]
             t = (sc.start + v.hours[pts].astype(np.int64) * 3600)[:, None] * 1000 + offs
-            if m in COUNTERS:
+            if m in RAMPED:
                 vals = counter_samples(v, per_hour)[pts]
             else:
                 vals = np.where(odd, lo[pts][:, None], hi[pts][:, None])

@@ -29,6 +29,7 @@ def from_collection(raw: LiveCollection) -> Snapshot:
         plan=prom.plan,
         http_requests=prom.http_requests,
         backend_timings=prom.backend_timings,
+        samples_read=prom.samples_read,
         complete=not raw.incomplete_reasons,
         incomplete_reasons=tuple(raw.incomplete_reasons),
         warnings=tuple(raw.warnings),

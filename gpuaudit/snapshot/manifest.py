@@ -21,6 +21,7 @@ from gpuaudit.core import limits
 from gpuaudit.core.errors import SnapshotError
 from gpuaudit.core.numbers import json_number
 from gpuaudit.snapshot.format import FORMAT_VERSION
+from gpuaudit.sources.prometheus.stats import SamplesRead
 
 
 def utc_timestamp(t: float | None = None) -> str:
@@ -124,6 +125,10 @@ class Manifest(Mapping[str, Any]):
     """Per query kind (`window`, `hourly`): queries, the seconds gpuaudit waited for their
     answers, and the backend's own statistics (Prometheus `stats`: `evalTotalTime` ...) where
     it gave them."""
+    samples_read: SamplesRead | None = None
+    """(Live collections) per query id and in total, the samples the backend read to answer
+    the queries: as Prometheus said (`stats=all`), or estimated where the backend said nothing
+    (`gpuaudit.sources.prometheus.stats.SamplesCounter`), each figure saying which."""
     complete: bool = True
     """Whether every source answered in full."""
     incomplete_reasons: tuple[str, ...] = ()
@@ -161,6 +166,8 @@ class Manifest(Mapping[str, Any]):
             doc["http_requests"] = self.http_requests
         if self.backend_timings:
             doc["backend_timings"] = dict(self.backend_timings)
+        if self.samples_read is not None:
+            doc["samples_read"] = self.samples_read.to_json()
         doc["complete"] = self.complete
         doc["incomplete_reasons"] = list(self.incomplete_reasons)
         doc["warnings"] = list(self.warnings)
@@ -266,6 +273,10 @@ _READERS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], Any]]] = {
     "missing_metrics": (_is_texts, tuple),
     "http_requests": (_is_int, _same),
     "backend_timings": (lambda v: isinstance(v, dict), _same),
+    "samples_read": (
+        lambda v: SamplesRead.from_json(v) is not None,
+        SamplesRead.from_json,
+    ),
     "format_version": (_is_int, _same),
 }
 """Per manifest key: whether a value read fits the field, and how it becomes the field's."""

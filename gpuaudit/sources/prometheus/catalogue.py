@@ -132,7 +132,8 @@ dcgm-exporter's default counters, on every GPU and MIG instance."""
 def gpu_pods(range_s: int, pod_spelling: str, selector: str = "", group: str = "") -> str:
     """PromQL: one series per (`namespace`, `pod`) of each pod a DCGM series names over the
     `range_s` seconds before the evaluation time, however the exporter's pod labels are spelt
-    (`exported_*` renamed to `namespace`/`pod`; both spellings with `any`), with the cluster
+    (`exported_*`, and the old `pod_namespace`/`pod_name`, renamed to `namespace`/`pod`; every
+    spelling with `any`), with the cluster
     label `group` where given. Another exporter's per-container series are restricted to pods
     that hold GPUs with `and on (namespace, pod) (...)` of it: one query whatever the cluster
     size, whose answer grows with the GPU pods, not with every container of the cluster."""
@@ -149,12 +150,13 @@ def gpu_pods(range_s: int, pod_spelling: str, selector: str = "", group: str = "
             f'"pod", "$1", "{pod}", "(.*)")'
         )
 
+    plain = [("namespace", "pod", ""), ("pod_namespace", "pod_name", "")]
     spellings = {
         "exported": [("exported_namespace", "exported_pod", "")],
-        "pod": [("namespace", "pod", "")],
+        "pod": plain,
         "any": [
             ("exported_namespace", "exported_pod", ""),
-            ("namespace", "pod", ',exported_pod=""'),
+            *((ns, pod, ',exported_pod=""') for ns, pod, _ in plain),
         ],
     }[pod_spelling]
     return " or ".join(held(m, ns, pod, x) for m in GPU_POD_PROBES for ns, pod, x in spellings)

@@ -180,6 +180,8 @@ class Collector:
         """Query id -> what its chunks read: `raw`, `recorded` (recorded series alone) or
         `recorded and raw` (cut into pieces, see `recorded`)."""
         self.timings = stats.BackendTimings()
+        self.samples = stats.SamplesCounter()
+        """The samples every answered request read (`stats.SamplesCounter`)."""
         self.slow_cuts = 0
         """Queries cut because no answer came within `--timeout` (`_slow`)."""
         self.refused: dict[str, int] = {}
@@ -424,6 +426,10 @@ class Collector:
         """The entry of one answered job, with what the manifest says of it."""
         spec, ans = job.spec, sent.answer
         self.timings.add(spec.kind, ans.body, sent.seconds)
+        # A sample count (answered where it changes) or XID onsets answer fewer series than
+        # they read: the estimate, where the backend gives no stats, takes the widest.
+        sparse = spec.changes or spec.stat == "onsets"
+        self.samples.add(spec.id, spec.metric, job.shard, sparse, sent.expr, ans.params, ans.body)
         self._note_reads(spec.id, sent.parts, *((sent.unless,) if spec.unless else ()))
         self._record_warnings(spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]

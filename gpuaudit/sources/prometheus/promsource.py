@@ -12,6 +12,7 @@ allowance is spent, the collection ends with `CollectionOverdue`, naming the req
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,12 +21,14 @@ from typing import Any
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
-from gpuaudit.sources.prometheus import catalogue
+from gpuaudit.sources.prometheus import catalogue, stats
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.http import CollectionOverdue, PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
 from gpuaudit.sources.prometheus.recorded import hourly_parts
 from gpuaudit.sources.transfer import Allowance
+
+log = logging.getLogger("gpuaudit.prometheus")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class PromCollection:
     backend_timings: dict[str, dict[str, float | int]] = field(default_factory=dict)
     """Per query kind: queries, the seconds gpuaudit waited for them (`wall_s`) and the
     backend's own statistics where it gave them (`stats.BackendTimings`)."""
+    samples_read: stats.SamplesRead | None = None
+    """Per query and in total, the samples the backend read to answer them, as it said or
+    estimated (`stats.SamplesCounter`)."""
 
 
 class PrometheusSource(Source[PromCollection]):
@@ -127,7 +133,17 @@ class PrometheusSource(Source[PromCollection]):
             incomplete_reasons=incomplete,
             http_requests=self.client.requests,
             backend_timings=col.timings.to_dict(),
+            samples_read=_samples_read(col, caps),
         )
+
+
+def _samples_read(col: Collector, caps: Capabilities) -> stats.SamplesRead:
+    """The samples read by the collection's queries, each query's and the total logged under
+    `--debug`, one line each."""
+    got = col.samples.result(caps.interval.seconds if caps.interval else None)
+    for line in got.lines():
+        log.debug("%s", line)
+    return got
 
 
 def _serving(col: Collector, answers: dict[str, list[dict[str, Any]]]) -> str:
