@@ -24,8 +24,7 @@ from gpuaudit.core import numbers
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, answer, file_name, key
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.owned import _patch_object, _target
-from gpuaudit.fix.priority import TEMPLATE_PATHS, _at, _nest
-from gpuaudit.inventory.owners import Outcome
+from gpuaudit.fix.priority import _at, _nest, owner_template
 
 CODES = ("GPU004",)
 
@@ -60,25 +59,15 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
             + "): no limit can be recommended"
         )
     want = numbers.quantity(limit)
-    ns, pod = f.resource.namespace, f.resource.name
-    walk = ctx.inv.owners.walk(ns, pod)
-    top = walk.target
-    if top is None:
-        return None, (
-            f"pod {ns}/{pod} is a bare pod: its containers' resources cannot be changed, and no "
-            "owner makes it again"
-            if walk.outcome is Outcome.BARE
-            else f"pod {ns}/{pod}: {walk.why}"
-        )
-    path = TEMPLATE_PATHS.get(top.kind)
-    read = ctx.inv.owners.read(top)
-    if path is None or read is None:
-        if top.kind == "Job":
-            return None, (
-                f"{top.describe()}'s pod template cannot be changed once the Job exists: set "
-                f"container {ctr}'s memory limit to {limit} where the Job is made"
-            )
-        return None, f"gpuaudit writes no template patch for {top.describe()} yet"
+    found = owner_template(
+        ctx,
+        (f.resource.namespace, f.resource.name),
+        "containers' resources",
+        f"container {ctr}'s memory limit to {limit}",
+    )
+    if isinstance(found, str):
+        return None, found
+    top, path, read = found
     if top.uid in patched:
         return None, f"{top.describe()} is patched by another GPU004 change already"
     now = _container(_at(read, path), ctr)

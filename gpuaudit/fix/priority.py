@@ -51,7 +51,7 @@ from gpuaudit.fix.changes import (
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.owned import _patch_object, _target
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.owners import Outcome
+from gpuaudit.inventory.owners import ObjectRef, Outcome
 
 CODES = ("GPU050",)
 KEY = "priorityclasses"
@@ -268,25 +268,10 @@ def _template(
 ) -> tuple[Change | None, str]:
     """The patch of the pod's owner's template setting `priorityClassName: name` (and the new
     class, made once into `st.classes.made`), or None and why not."""
-    walk = st.ctx.inv.owners.walk(*pod)
-    top = walk.target
-    where = f"{pod[0]}/{pod[1]}"
-    if top is None:
-        return None, (
-            f"pod {where} is a bare pod: a pod's priorityClassName cannot be changed, and no "
-            "owner makes it again"
-            if walk.outcome is Outcome.BARE
-            else f"pod {where}: {walk.why}"
-        )
-    path = TEMPLATE_PATHS.get(top.kind)
-    read = st.ctx.inv.owners.read(top)
-    if path is None or read is None:
-        if top.kind == "Job":
-            return None, (
-                f"{top.describe()}'s pod template cannot be changed once the Job exists: set "
-                f"priorityClassName {name} where the Job is made"
-            )
-        return None, f"gpuaudit writes no template patch for {top.describe()} yet"
+    found = owner_template(st.ctx, pod, "priorityClassName", f"priorityClassName {name}")
+    if isinstance(found, str):
+        return None, found
+    top, path, read = found
     now = st.priority.get(pod, 0)
     if now > want.value:
         return None, (
@@ -328,6 +313,34 @@ def _template(
     if new:
         st.classes.users.setdefault(name, []).append(change.file)
     return change, f"{top.describe()} gets PriorityClass {name}: {effect}"
+
+
+def owner_template(
+    ctx: Context, pod: tuple[str, str], field: str, job: str
+) -> tuple[ObjectRef, tuple[str, ...], Mapping[str, Any]] | str:
+    """The owner of `pod` whose pod template a patch changes (`TEMPLATE_PATHS`), where its
+    pods' spec is, and the owner as read; or why none: a bare pod's `field` cannot change, and
+    a Job's template cannot either (`job` is what to set where the Job is made)."""
+    walk = ctx.inv.owners.walk(*pod)
+    top = walk.target
+    where = f"{pod[0]}/{pod[1]}"
+    if top is None:
+        return (
+            f"pod {where} is a bare pod: a pod's {field} cannot be changed, and no owner makes "
+            "it again"
+            if walk.outcome is Outcome.BARE
+            else f"pod {where}: {walk.why}"
+        )
+    path = TEMPLATE_PATHS.get(top.kind)
+    read = ctx.inv.owners.read(top)
+    if path is None or read is None:
+        if top.kind == "Job":
+            return (
+                f"{top.describe()}'s pod template cannot be changed once the Job exists: set "
+                f"{job} where the Job is made"
+            )
+        return f"gpuaudit writes no template patch for {top.describe()} yet"
+    return top, path, read
 
 
 def _class_object(f: Finding, want: Wanted, name: str, ctx: Context) -> Change:
