@@ -24,7 +24,7 @@ from gpuaudit.scenario import DEFAULT_END, generate, k8s_lists, write_openmetric
 from gpuaudit.scenario.emit import LABEL_STYLES
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.next_week_cases import generate_next_week
-from gpuaudit.scenario.series import COUNTERS, INT_METRICS, WRITTEN, Table, counter_samples, fmt
+from gpuaudit.scenario.series import INT_METRICS, RAMPED, WRITTEN, Table, counter_samples, fmt
 from gpuaudit.snapshot import index
 
 OPENMETRICS_LIMIT = 10**9
@@ -139,9 +139,9 @@ def openmetrics_bytes(sc: Scenario, style: str) -> int:
         label_len = np.array([len(_label_text(lab)) for lab in v.labels], dtype=np.int64)
         # Per sample: the metric, the braces and a space, the labels, the timestamp.
         total += int((lengths * per_hour * (len(m) + 3 + label_len + stamp)).sum())
-        if m in COUNTERS:
+        if m in RAMPED:
             # A counter's samples ramp up, each written as it is (few series: the GPUs whose
-            # exporter has the violation counters).
+            # exporter has the violation counters, the containers whose CPU cAdvisor reports).
             total += sum(len(fmt(x)) for x in counter_samples(v, per_hour).ravel().tolist())
             continue
         whole = m in INT_METRICS

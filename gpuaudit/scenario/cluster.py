@@ -133,6 +133,11 @@ class PodSpec:
     """A serving engine's queue gauge its container exports, scraped from the pod itself: the
     metric's name and its level per hour from its creation hour on (whole numbers, constant
     within the hour); None for a pod that exports none (`scenario.serving_cases`)."""
+    cpu: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    """What cAdvisor reports of its container's CPU, per hour from its creation hour on: the
+    cores it used and the share of its CFS periods (100 ms, 36,000 an hour) it was throttled
+    in; None for a pod whose CPU the scenario does not emit (`scenario.cpu_cases`). Its CPU
+    limit is a `resources` entry (`cpu`)."""
 
 
 @dataclass

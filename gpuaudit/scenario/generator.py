@@ -11,8 +11,8 @@ problem, and every near-miss that must stay quiet, is listed in the truth: the b
 `cases`, the gangs in `gangs`, the hardware cases in `hardware`, the queue cases in `queues`,
 the moves priced against idle capacity in `move_cases`, GPUs shared by HAMi in `hami_cases`,
 GPU090's quota advice in `quota_advice_cases`, the Kubernetes-side join over time in
-`timejoin_cases`, a HAMi pod whose GPU has no DCGM series in `hami_dark_cases`, and what
-follows from the end state in `truth`.
+`timejoin_cases`, a HAMi pod whose GPU has no DCGM series in `hami_dark_cases`, CPU-starved GPU
+work with cAdvisor's CPU series in `cpu_cases`, and what follows from the end state in `truth`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from gpuaudit.core.gcpause import without_gc
 from gpuaudit.scenario import cases, hardware, nodes, teams, truth, workloads
 from gpuaudit.scenario import cause_cases as causes
+from gpuaudit.scenario import cpu_cases as cpu
 from gpuaudit.scenario import gang_cases as gangs
 from gpuaudit.scenario import hami_cases as hami
 from gpuaudit.scenario import hami_dark_cases as hami_dark
@@ -114,6 +115,7 @@ def _build(b: Builder) -> None:
     rootcause.plant_rootcause(b)
     causes.plant_causes(b)
     serving.plant_serving(b)
+    cpu.plant_cpu(b)
     queues.settle_burst(b)
 
 

@@ -76,7 +76,14 @@ under the `helm` and `honor` styles, the legacy ones under `old` (a cluster of H
 SERVING_WRITTEN = (queries.SERVING_QUEUE_METRICS[0],)
 """Serving engines' gauges the scenario's serving pods export (`PodSpec.serving`): vLLM's
 queue (`docs/domain.md`, serving metrics)."""
-WRITTEN = METRICS + HAMI_METRICS + SERVING_WRITTEN
+CADVISOR_WRITTEN = queries.CADVISOR_CPU
+"""cAdvisor's CPU counters (through the kubelet, `docs/domain.md`, cAdvisor) of the containers
+whose CPU the scenario emits (`PodSpec.cpu`): one series per container, holding per hour the
+counter's increase in that hour (whole numbers), its samples ramping up as the violation
+counters' do (`counter_samples`); the CFS counters only for a container with a CPU limit."""
+RAMPED = COUNTERS + CADVISOR_WRITTEN
+"""The counters, whose samples ramp up by each hour's increase (`counter_samples`)."""
+WRITTEN = METRICS + HAMI_METRICS + SERVING_WRITTEN + CADVISOR_WRITTEN
 """Every metric family a scenario's OpenMetrics text has, in the order it is written (a `TYPE`
 line each, whether or not the style has series of it)."""
 INT_METRICS = {
@@ -89,7 +96,7 @@ INT_METRICS = {
     queries.REMAP_UNCORR,
     queries.REMAP_FAILURE,
     queries.REMAP_PENDING,
-    *COUNTERS,
+    *RAMPED,
     *CLOCKS,
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
@@ -247,6 +254,62 @@ def serving_series(sc: Scenario) -> dict[str, Values]:
         np.cumsum([len(h) for h in hours], out=off[1:])
         v = np.concatenate(vals)
         out[metric] = Values(metric, labels, None, off, np.concatenate(hours), v, v)
+    return out
+
+
+CFS_PERIODS_PER_HOUR = 36_000
+"""CFS enforcement periods in an hour at the kernel's default period (100 ms)."""
+
+
+def cadvisor_labels(p: PodSpec, node: NodeSpec) -> dict[str, str]:
+    """The labels of a container's cAdvisor series as Prometheus stores them, scraped from the
+    kubelet's `/metrics/cadvisor` by kube-prometheus-stack's kubelet ServiceMonitor (which
+    keeps the kubelet's `namespace`, `pod` and `container`)."""
+    return {
+        "container": p.container,
+        "endpoint": "https-metrics",
+        "id": f"/kubepods.slice/kubepods-pod{p.uid.replace('-', '_')}.slice/{p.container}",
+        "instance": f"{node.ip}:10250",
+        "job": "kubelet",
+        "metrics_path": "/metrics/cadvisor",
+        "namespace": p.namespace,
+        "node": node.name,
+        "pod": p.name,
+        "service": "kube-prometheus-stack-kubelet",
+    }
+
+
+def cadvisor_series(sc: Scenario) -> dict[str, Values]:
+    """The cAdvisor CPU counters of the pods whose CPU the scenario emits (`PodSpec.cpu`), by
+    metric: each hour's increase (CPU seconds; CFS periods and throttled periods for a
+    container with a CPU limit)."""
+    node_of = {n.name: n for n in sc.nodes}
+    rows: dict[str, tuple[list[dict[str, str]], list[Arr], list[Arr]]] = {
+        m: ([], [], []) for m in CADVISOR_WRITTEN
+    }
+    for p in sc.pods:
+        if p.cpu is None or not p.alive:
+            continue
+        cores, share = (np.asarray(x, dtype=np.float64) for x in p.cpu)
+        labels = cadvisor_labels(p, node_of[p.node])
+        hours = np.arange(p.created_h, p.created_h + len(cores), dtype=np.float64)
+        per = np.full(len(cores), float(CFS_PERIODS_PER_HOUR))
+        got = {queries.CPU_USAGE: np.round(cores * 3600.0)}
+        if "cpu" in p.resources:
+            got[queries.CPU_PERIODS] = per
+            got[queries.CPU_THROTTLED] = np.round(share * per)
+        for m, vals in got.items():
+            rows[m][0].append(labels)
+            rows[m][1].append(hours)
+            rows[m][2].append(vals)
+    out: dict[str, Values] = {}
+    for m, (names, at, got_vals) in rows.items():
+        if not names:
+            continue
+        off = np.zeros(len(names) + 1, dtype=np.int64)
+        np.cumsum([len(h) for h in at], out=off[1:])
+        v = np.concatenate(got_vals)
+        out[m] = Values(m, names, None, off, np.concatenate(at), v, v)
     return out
 
 
@@ -581,6 +644,8 @@ class Table:
         """HAMi's per-container series by metric (none where no pod is a HAMi tenant)."""
         self.serving = serving_series(sc)
         """The serving pods' own gauges by metric (none where no pod exports one)."""
+        self.cadvisor = cadvisor_series(sc)
+        """cAdvisor's CPU counters of the pods whose CPU the scenario emits, by metric."""
         self._xid: tuple[list[dict[str, str]], Arr, Arr, Arr] | None = None
         self._xid_group: list[int] | None = None
         """Each XID series' main series; None while every GPU's gauge read 0 throughout."""
@@ -635,6 +700,8 @@ class Table:
             return self.hami.get(m)
         if m in SERVING_WRITTEN:
             return self.serving.get(m)
+        if m in CADVISOR_WRITTEN:
+            return self.cadvisor.get(m)
         if m not in METRICS:
             return None
         keep: Arr | None = None

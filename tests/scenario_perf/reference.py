@@ -22,6 +22,8 @@ from gpuaudit.scenario.emit import (
 )
 from gpuaudit.scenario.generator import Scenario
 from gpuaudit.scenario.series import (
+    CADVISOR_WRITTEN,
+    CFS_PERIODS_PER_HOUR,
     CLOCKS,
     COUNTER_BASE,
     COUNTERS,
@@ -30,7 +32,9 @@ from gpuaudit.scenario.series import (
     INT_METRICS,
     LINK_OF,
     METRICS,
+    RAMPED,
     SERVING_WRITTEN,
+    cadvisor_labels,
     carries_link,
     hami_labels,
     link_bps,
@@ -112,6 +116,57 @@ def series(sc: Scenario, style: str) -> list[_Series]:
             out.append(_Series(labels, hours[sel], xid_hi, xid_hi, hours))
     out.extend(_hami(sc, style))
     out.extend(_serving(sc))
+    out.extend(_cadvisor(sc))
+    return out
+
+
+def _serving(sc: Scenario) -> list[_Series]:
+    """Each serving pod's own gauge, one series per pod, after HAMi's."""
+    node_of = {n.name: n for n in sc.nodes}
+    out = []
+    for p in sc.pods:
+        if p.serving is None or not p.alive:
+            continue
+        metric, levels = p.serving
+        hours = np.arange(p.created_h, p.created_h + len(levels)).astype(np.float64)
+        vals = {metric: np.asarray(levels, dtype=np.float64)}
+        out.append(_Series(serving_labels(p, node_of[p.node]), hours, vals, vals))
+    return out
+
+
+def _hami(sc: Scenario, style: str) -> list[_Series]:
+    """HAMi's vGPU monitor series of each HAMi tenant, one per container, after the DCGM ones."""
+    node_of = {n.name: n for n in sc.nodes}
+    util = queries.HAMI_UTIL_LEGACY if style == "old" else queries.HAMI_UTIL
+    mem = queries.HAMI_MEM_LEGACY if style == "old" else queries.HAMI_MEM
+    out = []
+    for p in sc.pods:
+        if p.hami_use is None or not p.alive:
+            continue
+        uuid, pct, most = p.hami_use
+        hours = np.arange(p.created_h, p.created_h + len(pct)).astype(np.float64)
+        vals = {util: np.round(np.asarray(pct, dtype=np.float64)), mem: np.full(len(pct), most)}
+        out.append(_Series(hami_labels(p, node_of[p.node], uuid, style), hours, vals, vals))
+    return out
+
+
+def _cadvisor(sc: Scenario) -> list[_Series]:
+    """Each container's cAdvisor CPU counters, one series per pod whose CPU is emitted, last:
+    each hour's CPU seconds, and with a CPU limit its CFS periods and throttled periods."""
+    node_of = {n.name: n for n in sc.nodes}
+    out = []
+    for p in sc.pods:
+        if p.cpu is None or not p.alive:
+            continue
+        cores, share = p.cpu
+        hours = np.arange(p.created_h, p.created_h + len(cores)).astype(np.float64)
+        vals = {queries.CPU_USAGE: np.array([float(round(c * 3600.0)) for c in cores])}
+        if "cpu" in p.resources:
+            vals[queries.CPU_PERIODS] = np.full(len(cores), float(CFS_PERIODS_PER_HOUR))
+            vals[queries.CPU_THROTTLED] = np.array(
+                [float(round(s * CFS_PERIODS_PER_HOUR)) for s in share]
+            )
+        out.append(_Series(cadvisor_labels(p, node_of[p.node]), hours, vals, vals))
     return out
 
 
@@ -255,7 +310,7 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
     per_hour = 3600 // sc.scrape_s
     offsets = (np.arange(per_hour) + 0.5) * sc.scrape_s
     n = 0
-    for m in METRICS + HAMI_METRICS + SERVING_WRITTEN:
+    for m in METRICS + HAMI_METRICS + SERVING_WRITTEN + CADVISOR_WRITTEN:
         out.write(f"# TYPE {m} gauge\n")
         for s in ss:
             if m not in s.hi:
@@ -264,7 +319,7 @@ def write_openmetrics(sc: Scenario, out: IO[str], style: str = "helm") -> int:
             prefix = f"{m}{{{lab}}} "
             integer = m in INT_METRICS
             lines: list[str] = []
-            if m in COUNTERS:
+            if m in RAMPED:
                 total = COUNTER_BASE
                 for h, inc in zip(s.hours, s.hi[m], strict=True):
                     base = sc.start + int(h) * 3600
