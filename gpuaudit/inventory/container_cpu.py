@@ -21,14 +21,14 @@ read as healthy.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpuaudit.core import numbers
-from gpuaudit.inventory import prom
+from gpuaudit.inventory import container_specs, prom
 from gpuaudit.inventory.arrays import Arr
 from gpuaudit.sources.prometheus import catalogue
 
@@ -37,8 +37,6 @@ QUERIES = (USAGE, PERIODS, THROTTLED)
 """The query ids read, in the order of `Use`'s arrays."""
 MAX_CONTAINERS = 100_000
 """The most containers read from the answers (a bounded size on what comes from outside)."""
-NAME_CHARS = 253
-"""The longest Kubernetes name kept."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +89,6 @@ MISSING_SERIES = (
 )
 
 
-def _name(labels: Mapping[str, Any], key: str) -> str:
-    v = labels.get(key)
-    return v[:NAME_CHARS] if isinstance(v, str) else ""
-
-
 def usage(
     answers: Mapping[str, Any], cluster_label: str, within: tuple[float, float] | None = None
 ) -> tuple[dict[tuple[str, str], dict[str, Use]], bool]:
@@ -109,10 +102,10 @@ def usage(
             if a.rtype != "matrix":
                 continue
             for j, labels in enumerate(a.metrics):
-                ns, pod, ctr = (_name(labels, k) for k in catalogue.CADVISOR_LABELS)
+                ns, pod, ctr = (container_specs.name(labels, k) for k in catalogue.CADVISOR_LABELS)
                 if not (ns and pod and ctr):
                     continue
-                cluster = _name(labels, cluster_label) if cluster_label else ""
+                cluster = container_specs.name(labels, cluster_label) if cluster_label else ""
                 key = (prom.qualify(cluster, ns), pod, ctr)
                 if key not in points:
                     if len(points) >= MAX_CONTAINERS:
@@ -143,35 +136,9 @@ def _cores(raw: Any) -> float | None:
     return q if q is not None and 0 < q < 1e6 else None
 
 
-def pod_containers(
-    objects: Mapping[str, Any],
-) -> Iterator[tuple[tuple[str, str], str, Mapping[str, Any]]]:
-    """((namespace, pod), container name, its `resources`) of every container of the pods'
-    specs (`spec.containers`; `resources` empty where absent or not an object); shared by the
-    readers of a container's requests and limits."""
-    for obj in objects.get("pods", ()):
-        if not isinstance(obj, Mapping):
-            continue
-        meta, spec = obj.get("metadata"), obj.get("spec")
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
-            continue
-        ns, pod = _name(meta, "namespace"), _name(meta, "name")
-        containers = spec.get("containers")
-        if not ns or not pod or not isinstance(containers, list):
-            continue
-        for c in containers:
-            if isinstance(c, Mapping) and _name(c, "name"):
-                res = c.get("resources")
-                yield (ns, pod), _name(c, "name"), res if isinstance(res, Mapping) else {}
-
-
 def resources(objects: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Resources]]:
     """Each container's CPU request and limit (cores) from the pods' specs."""
     out: dict[tuple[str, str], dict[str, Resources]] = {}
-    for key, name, res in pod_containers(objects):
-        req, lim = res.get("requests"), res.get("limits")
-        out.setdefault(key, {})[name] = Resources(
-            _cores(req.get("cpu")) if isinstance(req, Mapping) else None,
-            _cores(lim.get("cpu")) if isinstance(lim, Mapping) else None,
-        )
+    for key, name, req, lim in container_specs.containers(objects):
+        out.setdefault(key, {})[name] = Resources(_cores(req.get("cpu")), _cores(lim.get("cpu")))
     return out
