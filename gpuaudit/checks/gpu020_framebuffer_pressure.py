@@ -10,10 +10,15 @@ Why it matters
     pod crashes, restarts, reloads its weights, and the GPU time in between is lost.
 
 How it decides
-    - Pressure: the p95 over the window of used / (used + free) framebuffer, computed as
-      p95(`DCGM_FI_DEV_FB_USED`) / mean(`FB_USED` + `FB_FREE`) per GPU or MIG instance (the
-      capacity is constant), is at least `checks.fb_pressure_critical` (default 0.95: high),
-      or at least `checks.fb_pressure_warning` (default 0.90: medium).
+    - Pressure: the p95 of used / (used + free) framebuffer in the holding's fullest hour,
+      computed as the largest hourly p95(`DCGM_FI_DEV_FB_USED`) / mean(`FB_USED` + `FB_FREE`)
+      per GPU or MIG instance (the capacity is constant), is at least
+      `checks.fb_pressure_critical` (default 0.95: high), or at least
+      `checks.fb_pressure_warning` (default 0.90: medium). The fullest hour, not the whole
+      window: pressure concentrated in some hours (a nightly batch, the day's peak of
+      traffic) is pressure all the same, and a p95 over a week would hide it under the quiet
+      hours. (It is also the figure an hourly recording rule keeps, exact however the window
+      is read; a snapshot older than it holds the p95 over the window.)
     - Crash loop: a pod requesting GPUs with at least `checks.crashloop_restarts` (default 3)
       container restarts whose last termination message reports CUDA or GPU out of memory
       (high).
@@ -48,9 +53,11 @@ VIEWS = ()
 @dataclass(frozen=True)
 class Thresholds:
     fb_pressure_critical: float = fraction(0.95)
-    """p95 of used/(used+free) framebuffer from which a holding is under pressure (high)."""
+    """p95 of used/(used+free) framebuffer in the fullest hour from which a holding is under
+    pressure (high)."""
     fb_pressure_warning: float = fraction(0.90)
-    """p95 of used/(used+free) framebuffer from which pressure is a warning (medium)."""
+    """p95 of used/(used+free) framebuffer in the fullest hour from which pressure is a warning
+    (medium)."""
     fb_headroom: float = fraction(0.20)
     """Memory headroom over peak use a recommended MIG profile must leave."""
     crashloop_restarts: float = count(3.0)
@@ -104,8 +111,8 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
             else f"GPU {getattr(row, C.GPU_INDEX)} ({short_model(model)})"
         )
         message = (
-            f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 "
-            f"(peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
+            f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 in its "
+            f"fullest hour (peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
         )
         if profile:
             nxt = next_profile(model, profile, peak, cfg.fb_headroom)
@@ -135,6 +142,7 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
                 evidence={
                     "fb_used_p95_ratio": round(ratio, 4),
                     "fb_used_p95_mib": round(p95, 1),
+                    "p95_of": "the fullest hour",
                     "fb_used_max_mib": round(peak, 1),
                     "fb_total_mib": round(total, 1),
                     "mig_profile": profile,

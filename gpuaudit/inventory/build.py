@@ -48,6 +48,8 @@ from gpuaudit.inventory import kai as kai_mod
 from gpuaudit.inventory.arrays import Arr, first_times, join_at, last_times, nan_column, regroup
 from gpuaudit.inventory.capabilities import Capability
 from gpuaudit.inventory.parse import (
+    REDUCED,
+    XID_EVENT_QUERIES,
     Metric,
     Parser,
     Stat,
@@ -145,7 +147,7 @@ def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
     return h[0][keep], h[1][keep], h[2][keep], h[3][keep]
 
 
-_OWN_READERS = ("xid_max", "xid_events", "p2p_max")
+_OWN_READERS = ("xid_max", *XID_EVENT_QUERIES, "p2p_max")
 """Window queries read by their own functions (their rows carry labels beside the identity)."""
 
 
@@ -162,8 +164,11 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         # Queries grouped by labels of their own (HAMi's) name no DCGM series.
         if spec.kind == "window" and not spec.labels and qid not in _OWN_READERS:
             p.window(qid)
+        elif spec.kind == "hourly" and not spec.labels and spec.stat in REDUCED:
+            if qid not in _OWN_READERS and qid in p.answers:
+                p.reduced(qid)
     xid_max, xid_codes, xid_msgs = xids(p)
-    events = xid_events(p) if "xid_events" in p.answers else None
+    events = xid_events(p) if any(q in p.answers for q in XID_EVENT_QUERIES) else None
     n = len(p.keys)
     if cut is None:
         act, util = combine(p, "act", n), combine(p, "util", n)
@@ -293,8 +298,8 @@ def _metric_capabilities(s: _Series) -> tuple[set[Capability], dict[Capability, 
         caps.add(Capability.XID_EVENTS)
     elif Capability.GPU_HEALTH in caps:
         missing[Capability.XID_EVENTS] = (
-            "XID events were not counted (no xid_events answer in the snapshot); each XID code "
-            "seen counts as one event"
+            "XID events were not counted (no xid_events_hourly answer in the snapshot); each XID "
+            "code seen counts as one event"
         )
     if s.p2p:
         caps.add(Capability.P2P_STATUS)

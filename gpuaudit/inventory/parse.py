@@ -259,6 +259,45 @@ class Parser:
             return np.empty(0, dtype=np.int64), np.empty(0)
         return np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts])
 
+    def reduced(self, qid: str) -> tuple[Arr, Arr]:
+        """(key numbers, values) of every series of a range query's chunks, each series' points
+        reduced to one window figure (`REDUCED`: the largest bucket p95, the sum of bucket
+        increases or onsets). Several series or chunks of one key are left for the caller to
+        combine, as `window` leaves them."""
+        if qid not in self._windows:
+            self._windows[qid] = self._reduced(qid)
+        return self._windows[qid]
+
+    def _reduced(self, qid: str) -> tuple[Arr, Arr]:
+        self._check(qid, "matrix")
+        spec = queries.BY_ID.get(qid)
+        how = np.maximum if spec is not None and REDUCED.get(spec.stat) == "max" else np.add
+        ks: list[Arr] = []
+        vs: list[Arr] = []
+        for a in self.answers.get(qid, []):
+            kids = self.kids(a)
+            full = np.diff(a.offsets) > 0
+            if full.any():
+                # Each series' points are one block of `vs`: one reduction per block.
+                ks.append(kids[full])
+                vs.append(how.reduceat(a.vs, a.offsets[:-1][full]))
+        if not ks:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.concatenate(ks), np.concatenate(vs)
+
+    def labelled_sums(self, qid: str) -> list[tuple[Mapping[str, Any], float]]:
+        """Every series of a range query's chunks, with its labels and its points summed (for
+        `extra_by` labels; a sparse answer such as XID onsets)."""
+        self._check(qid, "matrix")
+        out: list[tuple[Mapping[str, Any], float]] = []
+        for a in self.answers.get(qid, []):
+            sums = np.zeros(len(a.metrics))
+            full = np.flatnonzero(np.diff(a.offsets) > 0)
+            if len(full):
+                sums[full] = np.add.reduceat(a.vs, a.offsets[:-1][full])
+            out.extend(zip(a.metrics, sums.tolist(), strict=True))
+        return out
+
     def labelled(self, qid: str) -> list[tuple[Mapping[str, Any], float]]:
         """Every row of a window query's chunks, with its labels (for `extra_by` labels)."""
         self._check(qid, "vector")
@@ -448,6 +487,14 @@ def _carried(k: Arr, t: Arr, n: Arr, step: int) -> Arr:
     return out
 
 
+REDUCED = {"p95": "max", "increase": "sum", "onsets": "sum"}
+"""How the buckets of an hourly statistic make its window figure (`Parser.reduced`): a p95 by
+the largest bucket (the p95 of the fullest hour: exact whatever the time chunks, unlike a p95
+over the window, which chunks cannot give), counter increases and XID onsets by their sum."""
+XID_EVENT_QUERIES = ("xid_events_hourly", "xid_events")
+"""The XID onset queries: per bucket (a collection's), or over the window (older snapshots)."""
+
+
 @dataclass
 class Stat:
     """A window statistic per key number: values, and whether the key had one."""
@@ -483,10 +530,12 @@ class Metric:
 
 def combine(p: Parser, short: str, n: int) -> Metric:
     """Sums and counts add up over chunks, so the mean (sum / count) is exact however the
-    window was cut; the max is the max of chunk maxima; the p95 over several chunks is the
-    largest chunk p95 (an upper bound), reported as approximate. Series that normalise to one
-    key (an exporter restart when both pod label spellings were kept) are parts of one
-    holding: their sums add and the largest max is kept."""
+    window was cut; the max is the max of chunk maxima; the p95 is the largest bucket p95
+    (`<short>_p95_hourly`), exact however the window was cut. An older snapshot's p95 over the
+    window (`<short>_p95`) cut into several chunks is the largest chunk p95 (an upper bound),
+    reported as approximate. Series that normalise to one key (an exporter restart when both
+    pod label spellings were kept) are parts of one holding: their sums add and the largest
+    max is kept."""
 
     def stat(name: str, how: str) -> Stat:
         qid = f"{short}_{name}"
@@ -508,6 +557,10 @@ def combine(p: Parser, short: str, n: int) -> Metric:
         p.refuse(f"{short}_mean", metric, (lo, hi), int((ok & ~fits).sum()))
         ok &= fits
     mean = Stat(np.where(ok, means, np.nan), ok)
+    hourly = f"{short}_p95_hourly"
+    if hourly in p.answers:
+        p95 = reduce_stat(*p.reduced(hourly), n, "max")
+        return Metric(mean, stat("max", "max"), p95, cnt, False)
     p95_chunks = len(p.answers.get(f"{short}_p95", [])) if f"{short}_p95" in queries.BY_ID else 0
     return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)
 
@@ -567,10 +620,13 @@ def xids(p: Parser) -> tuple[dict[int, float], dict[int, set[int]], dict[int, di
 
 
 def xid_events(p: Parser) -> dict[int, dict[int, float]]:
-    """XID events per code, by key number: the `xid_events` answers (changes of the gauge into
-    each code, one series per `err_code`), summed over time chunks."""
+    """XID events per code, by key number: the `xid_events_hourly` answers (changes of the
+    gauge into each code per bucket, one series per `err_code`) summed over the buckets, or an
+    older snapshot's `xid_events` (over the window) summed over time chunks."""
     out: dict[int, dict[int, float]] = defaultdict(dict)
-    for labels, v in p.labelled("xid_events"):
+    hourly, window = XID_EVENT_QUERIES
+    rows = p.labelled_sums(hourly) if hourly in p.answers else p.labelled(window)
+    for labels, v in rows:
         code = labels.get("err_code")
         if not isinstance(code, str) or not code.isdigit() or int(code) == 0 or v <= 0:
             continue

@@ -4,10 +4,13 @@ cost (GPU071, and the ledger by cause).
 DCGM counts the time a GPU's clocks were held below what the work asked for, by cause, in
 cumulative counters (`DCGM_FI_DEV_POWER_VIOLATION`, `DCGM_FI_DEV_THERMAL_VIOLATION`; ns in DCGM's
 current `dcgm_fields.h` and dcgm-exporter's CSV, see `docs/domain.md`). The catalogue reads each
-series' `increase` over the window: the throttled time while the holding's pod held the GPU
-(dcgm-exporter labels the device's counter with the pod that holds it), exact to about a
-scrape interval at each end of a series (Prometheus extrapolates `increase` to the range's
-edges by at most half an interval).
+series' `increase` in each bucket (`<counter>_increase_hourly`), added up over the window
+(an older snapshot's `increase` over the whole window is read as it is): the throttled time
+while the holding's pod held the GPU (dcgm-exporter labels the device's counter with the pod
+that holds it), exact to about a scrape interval at each end of a bucket (Prometheus
+extrapolates `increase` to the range's edges by at most half an interval, so the buckets'
+increases do not add up to the window's exactly; the sum is what a recording rule of the
+hourly increase gives, whatever the time chunks).
 
 The two causes may overlap in time (a hot card at its power limit), so the time throttled is at
 least the longer of the two and at most the held time: the share is the longer one over the
@@ -47,7 +50,8 @@ def read(p: Parser, n: int) -> dict[str, Stat]:
         (C.POWER_VIOLATION_S, "power_violation_increase"),
         (C.THERMAL_VIOLATION_S, "thermal_violation_increase"),
     ):
-        st = reduce_stat(*p.window(qid), n, "sum")
+        hourly = f"{qid}_hourly"
+        st = reduce_stat(*(p.reduced(hourly) if hourly in p.answers else p.window(qid)), n, "sum")
         # To the millisecond: an `increase` extrapolated in floating point reads the same.
         out[col] = Stat(np.round(st.values / NS, 3), st.present)
     out[C.SM_CLOCK_MEAN] = combine(p, "sm_clock", n).mean

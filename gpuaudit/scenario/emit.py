@@ -166,6 +166,7 @@ class _Answers:
         self._dicts: dict[tuple[tuple[str, ...], int], list[dict[str, str]]] = {}
         self._texts: dict[tuple[tuple[str, ...], int], list[str]] = {}
         self._times: list[Any] = []
+        self._onsets: tuple[Values | None] | None = None
 
     def values(self, metric: str) -> Values | None:
         if self._cur[0] != metric:
@@ -182,7 +183,28 @@ class _Answers:
         if v is not None and q.changes:
             # Every hour holds its full count of samples (`full_count`): none is answered.
             return None
+        if v is not None and q.kind == "hourly":
+            return self._points(q, v)
         return v
+
+    def _points(self, q: queries.QuerySpec, v: Values) -> Values | None:
+        """The series and points of an hourly query's answer, each point's answer in `hi`:
+        the bucket statistic of every point (`Values.hourly`), or XID onsets, answered only in
+        the hours that had one (`Table.xid_onset_hours`)."""
+        if q.stat != "onsets":
+            vals = v.hourly(q.stat, self.k)
+            return Values(v.metric, v.labels, v.rows, v.off, v.hours, vals, vals)
+        if self._onsets is None:
+            # Kept: `metric_dicts` caches the labels by the list's identity.
+            series, hours = self.table.xid_onset_hours(self.sc.scrape_s)
+            which, per = np.unique(series, return_counts=True)
+            off = np.zeros(len(which) + 1, dtype=np.int64)
+            np.cumsum(per, out=off[1:])
+            ones = np.ones(len(hours))
+            labels = [v.labels[j] for j in which.tolist()]
+            got = Values(v.metric, labels, None, off, hours, ones, ones) if labels else None
+            self._onsets = (got,)
+        return self._onsets[0]
 
     def request(self, q: queries.QuerySpec) -> tuple[str, dict[str, Any], str]:
         """(PromQL, parameters, result type) of a query."""
@@ -219,18 +241,14 @@ class _Answers:
     def window(self, q: queries.QuerySpec, v: Values) -> tuple[list[str], Arr, list[int] | None]:
         """The value texts of the answer, each series' index into them, and the series the
         answer has (None: all of them; `count_over_time` of nothing gives no series)."""
-        if q.stat == "onsets":
-            counts = self.table.xid_onsets(self.sc.scrape_s)
-            rows = np.flatnonzero(counts > 0)
-            texts, codes = distinct(counts[rows], fmt)
-            return texts, codes, rows.tolist()
         texts, codes = distinct(v.window(q.stat, self.k), fmt)
         return texts, codes, None
 
     def hourly(self, v: Values) -> tuple[list[str], Arr, list[Any], Arr]:
         """(value texts, each point's index into them, the timestamps by hour index, each
-        point's hour index) of the hourly means (the sample counts answer nothing, `answered`)."""
-        texts, codes = distinct(v.means(self.k), fmt)
+        point's hour index) of an hourly query's points (`answered`: the sample counts answer
+        nothing)."""
+        texts, codes = distinct(v.hi, fmt)
         hours = v.hours.astype(np.int32 if len(v.hours) and v.hours.max() < 2**31 else np.int64)
         top = int(hours.max()) + 1 if len(hours) else 0
         if len(self._times) < top:

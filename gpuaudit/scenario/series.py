@@ -326,7 +326,7 @@ def xid_text(code: int) -> str:
 
 
 def onset_visible(scrape_s: int) -> bool:
-    """Whether the `xid_events` query (`catalogue._onsets`) sees the XID gauge change code at
+    """Whether the `xid_events_hourly` query (`catalogue._onsets`) sees the XID gauge change code at
     an hour boundary of data scraped every `scrape_s` seconds, mid-interval: some subquery
     step `t` must have a sample of the new code in (t - step, t], none in (t - 2 step,
     t - step], and the old code's last sample in (t - 2 step, t - step] (left-open look back,
@@ -335,17 +335,6 @@ def onset_visible(scrape_s: int) -> bool:
     first = scrape_s / 2
     t = math.ceil(first / step) * step
     return t < 2 * step - first
-
-
-def onsets(codes: Arr, hours: Arr, group: Arr) -> int:
-    """How many hours of one XID series (its `codes` over its `hours`) start a code other than
-    0 that the hour before, in the same series group (`group`: every hour the group's XID
-    gauge was exposed), did not show."""
-    if not len(hours) or not codes[0]:
-        return 0
-    own = set(hours.tolist())
-    exposed = set(group.tolist())
-    return sum(1 for h in own if h - 1 in exposed and h - 1 not in own)
 
 
 # ---- exact vectorised number handling -------------------------------------------------
@@ -598,6 +587,31 @@ class Values:
             self.lo[points],
         )
 
+    def hourly(self, stat: str, k: int) -> Arr:
+        """Every point's bucket statistic, as an hourly query of `stat` answers it: the mean,
+        the p95 (`quantile` of the hour's k `hi` and k `lo` samples), or a counter's increase
+        (its `hi`, `counter_samples`)."""
+        if stat == "increase":
+            return self.hi
+        if stat != "p95":
+            return self.means(k)
+        if not self.flags()[0]:
+            hi, lo = self.hi, self.lo
+            return np.array(
+                [quantile(0.95, hi[i : i + 1], lo[i : i + 1], k) for i in range(len(hi))]
+            )
+        # The hour's samples sorted are k of the lower level, then k of the higher.
+        n = 2 * k
+        rank = 0.95 * (n - 1)
+        lower = max(0, math.floor(rank))
+        upper = min(n - 1, lower + 1)
+        weight = rank - math.floor(rank)
+        low, high = np.minimum(self.hi, self.lo), np.maximum(self.hi, self.lo)
+        a = low if lower // k == 0 else high
+        b = low if upper // k == 0 else high
+        out: Arr = a * (1 - weight) + b * weight
+        return out
+
     def means(self, k: int, block: int = 1 << 16) -> Arr:
         """The hourly `sum_over_time / count_over_time` of every point."""
         res: Arr = np.empty(len(self.hi))
@@ -808,17 +822,23 @@ class Table:
         self._xid_group = groups
         return self._xid
 
-    def xid_onsets(self, scrape_s: int) -> Arr:
-        """Per XID series (in `xid()` order): the changes of the gauge into its code, as the
-        `xid_events` query counts them (see `onsets`, `onset_visible`)."""
+    def xid_onset_hours(self, scrape_s: int) -> tuple[Arr, Arr]:
+        """(XID series in `xid()` order, hour index) of every change of the gauge into a code,
+        as the `xid_events_hourly` query counts them: one in each hour that starts a code other
+        than 0 which the hour before, in the same series group (every hour the GPU's XID gauge
+        was exposed), did not show (`onset_visible`); in series order and ascending hours."""
         labels, off, hours, vals = self.xid()
-        out = np.zeros(len(labels))
-        if not onset_visible(scrape_s) or self._xid_group is None:
-            return out
-        bounds = off.tolist()
-        for j, i in enumerate(self._xid_group):
-            a, b = bounds[j], bounds[j + 1]
-            if b > a and vals[a]:
-                group = self.hours[int(self.off[i]) : int(self.off[i + 1])]
-                out[j] = onsets(vals[a:b], hours[a:b], group)
-        return out
+        series: list[int] = []
+        at: list[float] = []
+        if onset_visible(scrape_s) and self._xid_group is not None:
+            bounds = off.tolist()
+            for j, i in enumerate(self._xid_group):
+                a, b = bounds[j], bounds[j + 1]
+                if b > a and vals[a]:
+                    group = set(self.hours[int(self.off[i]) : int(self.off[i + 1])].tolist())
+                    own = hours[a:b].tolist()
+                    mine = set(own)
+                    hit = sorted(h for h in own if h - 1 in group and h - 1 not in mine)
+                    series += [j] * len(hit)
+                    at += hit
+        return np.array(series, dtype=np.int64), np.array(at, dtype=np.float64)

@@ -21,7 +21,10 @@ META = {
 
 def _member(i: int, act: float, power_s: float = 0.0, **health: float) -> Series:
     lab = gpu_labels(uuid=f"G{i}", gpu=str(i), pod=f"bert-{i}", namespace="ml")
-    counters = {"power_violation_increase": power_s * 1e9, "thermal_violation_increase": 0.0}
+    counters = {
+        "power_violation_increase_hourly": power_s * 1e9,
+        "thermal_violation_increase_hourly": 0.0,
+    }
     return Series(lab, act=[act] * HOURS, health={**counters, **health})
 
 

@@ -4,7 +4,8 @@ from typing import Any
 
 from gpuaudit.checks import gpu020_framebuffer_pressure as gpu020
 from gpuaudit.checks.findings import Finding, Severity
-from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check
+from gpuaudit.inventory import build
+from tests.support.factories import Series, gpu_labels, inventory, make_pod, run_check, snapshot
 
 H100_MIB = 81559.0
 
@@ -23,11 +24,27 @@ def test_a_full_gpu_is_high_with_its_figures() -> None:
     assert f.code == "GPU020" and f.severity is Severity.HIGH
     assert f.impact.gpu_hours == 0 and f.impact.cost == 0
     assert f.message == (
-        "Pod serving/llm-0 used 97.0 % of the memory of GPU 0 (H100 80GB HBM3) at p95 "
-        "(peak 77.3 of 79.6 GiB)."
+        "Pod serving/llm-0 used 97.0 % of the memory of GPU 0 (H100 80GB HBM3) at p95 in its "
+        "fullest hour (peak 77.3 of 79.6 GiB)."
     )
+    assert f.evidence["p95_of"] == "the fullest hour"
     assert f.recommendation.startswith("Cut batch or context size")
     assert f.evidence["gpu_hours_at_risk"] == 10
+
+
+def test_pressure_in_one_hour_of_a_day_is_found_by_the_fullest_hour() -> None:
+    # 60 % of the card for 23 hours, 97 % in one (4 % of the samples): the p95 of every sample
+    # of the window (the figure before hourly p95s) was 60 %, the fullest hour's is 97 %.
+    s = _held(0.6 * H100_MIB)
+    s.act = [0.5] * 24
+    snap = snapshot([s], 24)
+    (entry,) = snap.prometheus["fb_used_p95_hourly"]
+    (series,) = entry["body"]["data"]["result"]
+    series["values"][7][1] = repr(0.97 * H100_MIB)
+    (f,) = run_check(gpu020, build(snap))
+    assert f.severity is Severity.HIGH
+    assert f.evidence["fb_used_p95_ratio"] == 0.97
+    assert "used 97.0 % of the memory of GPU 0" in f.message
 
 
 def test_between_warning_and_critical_is_medium() -> None:

@@ -30,8 +30,9 @@ def test_a_small_model_on_a_whole_h100_fits_a_mig_slice() -> None:
     assert f.impact.cost == pytest.approx(48 * 6 / 7 * 6.88)
     assert f.message == (
         "Pod search/embed-0 held a whole H100 80GB HBM3 for 48 h but peaked at 5.9 GiB and "
-        "4 % engine activity (p95): a 1g.10gb MIG slice fits it."
+        "4 % engine activity (p95 of its busiest hour): a 1g.10gb MIG slice fits it."
     )
+    assert f.evidence["p95_of"] == "the busiest hour"
     # No node pool is known for the pod: the repartitioning step comes in parentheses.
     assert f.recommendation == (
         "On nodes partitioned into MIG slices, request `nvidia.com/mig-1g.10gb: 1` for "
@@ -66,6 +67,14 @@ def test_near_miss_a_model_that_needs_the_whole_card() -> None:
 
 def test_near_miss_too_busy_for_a_slice() -> None:
     assert _run([_held(6000.0, act=0.7)]) == []
+
+
+def test_near_miss_busy_in_one_hour_needs_the_whole_card_then() -> None:
+    # 4 % for 47 hours and 70 % in one: the p95 over the window's hours was 4 % (a 1g slice),
+    # the busiest hour's p95 is 70 %, which 70 % x 1.25 of 7 slices leaves no profile for.
+    s = _held(6000.0)
+    s.act[20] = 0.7
+    assert _run([s]) == []
 
 
 def test_near_miss_pods_with_two_gpus_are_not_resized() -> None:

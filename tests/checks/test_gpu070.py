@@ -197,7 +197,7 @@ def test_a_stale_code_beside_a_new_event_decides_nothing() -> None:
 def test_without_the_events_query_every_code_seen_counts_once() -> None:
     snap = snapshot([_held(xids=[79])], 10)
     snap = dataclasses.replace(
-        snap, prometheus={k: v for k, v in snap.prometheus.items() if k != "xid_events"}
+        snap, prometheus={k: v for k, v in snap.prometheus.items() if k != "xid_events_hourly"}
     )
     inv = build(snap)
     assert Capability.XID_EVENTS not in inv.capabilities

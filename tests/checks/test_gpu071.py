@@ -19,7 +19,7 @@ NS = 1e9
 
 def _gpu(i: int, pod: str = "trainer-0", act: float = 0.8, **health: float) -> Series:
     lab = gpu_labels(uuid=f"G{i}", gpu=str(i), pod=pod, namespace="ml")
-    counters = {f"{k}_violation_increase": v * NS for k, v in health.items()}
+    counters = {f"{k}_violation_increase_hourly": v * NS for k, v in health.items()}
     return Series(lab, act=[act] * 10, health=counters)
 
 

@@ -200,18 +200,18 @@ def _hami(sc: Scenario, style: str) -> list[_Series]:
     return out
 
 
-def _onsets(s: _Series, scrape_s: int) -> int:
+def _onsets(s: _Series, scrape_s: int) -> list[float]:
     """Hours where the XID gauge turned to this series' code (not 0) from another code it
     showed the hour before, when the subquery can see it: a step at the first multiple of 300 s
     at or after the first sample (mid-interval) must still see the last sample of the hour
     before within its 300 s look back."""
     first = scrape_s / 2
     if math.ceil(first / 300) * 300 >= 600 - first or s.group_hours is None:
-        return 0
+        return []
     if not len(s.hours) or s.hi[queries.XID][0] == 0:
-        return 0
+        return []
     own = set(s.hours.tolist())
-    return sum(1 for h in own if h - 1 in set(s.group_hours.tolist()) and h - 1 not in own)
+    return sorted(h for h in own if h - 1 in set(s.group_hours.tolist()) and h - 1 not in own)
 
 
 def _ts(t: float) -> float | int:
@@ -242,6 +242,15 @@ def window_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
     return float(2 * k * len(hi))
 
 
+def hour_stat(stat: str, hi: Arr, lo: Arr, k: int) -> float:
+    """One bucket's statistic (the hour's k `hi` and k `lo` samples)."""
+    if stat == "increase":  # a counter's `hi`: the hour's increase
+        return float(hi[0])
+    if stat == "p95":
+        return quantile(0.95, hi, lo, k)
+    return float((hi[0] * k + lo[0] * k) / (2 * k))
+
+
 def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Snapshot:
     spelling = spelling_of(style)
     k = 3600 // sc.scrape_s // 2
@@ -258,18 +267,19 @@ def to_snapshot(sc: Scenario, style: str = "helm", generated_by: str = "") -> Sn
                 continue  # every hour is full: its count is not answered
             metric = {kk: v for kk, v in s.labels.items() if kk in by and v}
             hi, lo = s.hi[q.metric], s.lo[q.metric]
-            if q.stat == "onsets":
-                n = _onsets(s, sc.scrape_s)
-                if n:
-                    result.append({"metric": metric, "value": [sc.end, fmt(float(n))]})
+            if q.stat == "onsets":  # one in each hour a code appears, none elsewhere
+                at = _onsets(s, sc.scrape_s)
+                if at:
+                    values = [[_ts(sc.start + (h + 1) * 3600), "1"] for h in at]
+                    result.append({"metric": metric, "values": values})
                 continue
             if q.kind == "window":
                 val = window_stat(q.stat, hi, lo, k)
                 result.append({"metric": metric, "value": [sc.end, fmt(val)]})
             else:
                 ts = sc.start + (s.hours + 1) * 3600
-                means = (hi * k + lo * k) / (2 * k)
-                values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, means, strict=True)]
+                each = [hour_stat(q.stat, hi[i : i + 1], lo[i : i + 1], k) for i in range(len(hi))]
+                values = [[_ts(t), fmt(float(v))] for t, v in zip(ts, each, strict=True)]
                 result.append({"metric": metric, "values": values})
         if q.kind == "window":
             params: dict[str, Any] = {"time": sc.end}

@@ -32,10 +32,13 @@ class Series:
     xids: list[int] = field(default_factory=list)
     """XID codes the gauge showed in the window (each answered as its own `err_code` series)."""
     xid_events: dict[int, float] | None = None
-    """XID events per code (the `xid_events` answer); None: one for each non-zero code of
-    `xids`. A code of `xids` with no event is a stale gauge (it showed the code from before)."""
+    """XID events per code (the `xid_events_hourly` answer, all in the last hour); None: one for
+    each non-zero code of `xids`. A code of `xids` with no event is a stale gauge (it showed the
+    code from before)."""
     health: dict[str, float] = field(default_factory=dict)
-    """Window maxima of GPU-health queries by query id (`remap_failure_max`, `ecc_dbe_max` ...)."""
+    """Window figures of other queries by query id: GPU-health maxima (`remap_failure_max`,
+    `ecc_dbe_max` ...), or of an hourly query its window figure in the last hour (the violation
+    counters' `power_violation_increase_hourly` ...)."""
     samples: list[int] | None = None
     """Samples per hour (default `SAMPLES_PER_HOUR` in every hour with data): a series that
     started or stopped within an hour has fewer there."""
@@ -111,20 +114,22 @@ def snapshot(
                 for code in s.xids:
                     lab = dict(s.labels, err_code=str(code), err_msg=f"xid {code}")
                     result.append({"metric": lab, "value": [end, str(code)]})
-        elif q.id == "xid_events":
+        elif q.id == "xid_events_hourly":
             for s in series:
                 events = {c: 1.0 for c in s.xids if c} if s.xid_events is None else s.xid_events
                 for code, n in sorted(events.items()):
                     if n > 0:
                         lab = dict(s.labels, err_code=str(code), err_msg=f"xid {code}")
-                        result.append({"metric": lab, "value": [end, repr(float(n))]})
+                        result.append({"metric": lab, "values": [[end, repr(float(n))]]})
         elif q.id == "p2p_max":
             for lab, peer, status in p2p or []:
                 metric = dict(lab, peer_gpu=peer)
                 result.append({"metric": metric, "value": [end, repr(float(status))]})
         for s in series:
             if q.id in s.health:
-                result.append({"metric": dict(s.labels), "value": [end, repr(s.health[q.id])]})
+                point = [end, repr(s.health[q.id])]
+                answer = {"value": point} if q.kind == "window" else {"values": [point]}
+                result.append({"metric": dict(s.labels), **answer})
                 continue
             if q.metric == queries.ACT_PROF:
                 per_hour: list[float | None] = s.act

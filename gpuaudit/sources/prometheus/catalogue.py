@@ -4,11 +4,10 @@ Every query aggregates in PromQL over all GPUs at once: there is no per-pod or p
 Two kinds exist:
 
 - window statistics: instant queries at the window's end over a range equal to the window
-  (`sum_over_time(M[7d])`, `count_over_time`, `max_over_time`, `quantile_over_time(0.95, ...)`),
-  one value per series. When a backend cannot answer one over the whole window, the collector
-  cuts the window into time chunks and the inventory combines them: sums and counts by sum (so a
-  mean, sum / count, is exact whatever the cut), maxima by max; a p95 over chunks is the largest
-  chunk p95 (an upper bound, flagged as approximate).
+  (`sum_over_time(M[7d])`, `count_over_time`, `max_over_time`), one value per series. When a
+  backend cannot answer one over the whole window, the collector cuts the window into time
+  chunks and the inventory combines them: sums and counts by sum (so a mean, sum / count, is
+  exact whatever the cut), maxima by max.
 - hourly series: range queries with `step` equal to the bucket size (default one hour) of
   `sum_over_time(M[step]) / count_over_time(M[step])`; each point is the mean of the bucket that
   ends at it. Chunking these by time is exact. Beside the activity means, the number of
@@ -17,7 +16,11 @@ Two kinds exist:
   counted only where no profiling series exists (`... unless ...`), as only there is it the
   activity series. A count is answered only where it differs from the bucket before (a series
   starts, stops or misses a scrape) and at the window's first bucket; the reader carries it
-  forward, so the answer stays small however long the window.
+  forward, so the answer stays small however long the window. The statistics that do not
+  combine from window chunks are read per bucket too, and combined exactly by the inventory:
+  each bucket's p95 (`quantile_over_time(0.95, M[step])`; the window figure is the largest),
+  XID onsets (answered only in the buckets that had one; added up) and the violation counters'
+  `increase` (added up). Older snapshots hold their window forms (`LEGACY`).
 
 Series are grouped `by` the identity labels of the label spelling in use (`exported_pod` under
 the dcgm-exporter Helm chart's default `honorLabels: false`, `pod` otherwise), which drops the
@@ -551,6 +554,13 @@ def _busy(metric: str, selector: str, range_s: int, by: str) -> str:
     return f"avg_over_time(({summed})[{range_s}s:{SERVING_STEP_S}s])"
 
 
+P95_METRICS = {"act": ACT_PROF, "util": UTIL, "fb_used": FB_USED}
+"""The metrics whose p95 the audit reads, by short name: each bucket's p95
+(`quantile_over_time(0.95, M[S])`, query `<short>_p95_hourly`). The window figure is the
+largest bucket p95, the p95 of the series' fullest bucket: exact however the window is cut in
+time, and what an hourly recording rule keeps (`docs/snapshot.md`)."""
+
+
 def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
     return [QuerySpec(f"{short}_{s}", "window", metric, s) for s in stats]
 
@@ -564,9 +574,9 @@ def cadvisor(qid: str, kind: Kind, metric: str, stat: Stat) -> QuerySpec:
 
 
 CATALOGUE: tuple[QuerySpec, ...] = (
-    *_window(ACT_PROF, "act", ("sum", "count", "max", "p95")),
-    *_window(UTIL, "util", ("sum", "count", "max", "p95")),
-    *_window(FB_USED, "fb_used", ("sum", "count", "max", "p95")),
+    *_window(ACT_PROF, "act", ("sum", "count", "max")),
+    *_window(UTIL, "util", ("sum", "count", "max")),
+    *_window(FB_USED, "fb_used", ("sum", "count", "max")),
     *_window(FB_FREE, "fb_free", ("sum", "count")),
     *_window(POWER, "power", ("sum", "count")),
     # The highest power management limit in force in the window, where it is exported.
@@ -578,11 +588,14 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF, changes=True),
     QuerySpec("sm_hourly", "hourly", SM_ACTIVE, "mean"),
     QuerySpec("tensor_hourly", "hourly", TENSOR, "mean"),
+    # Each bucket's p95: the window figure is the largest (`P95_METRICS`).
+    *(QuerySpec(f"{short}_p95_hourly", "hourly", m, "p95") for short, m in P95_METRICS.items()),
     # GPU health: the largest value each series held in the window. The XID gauge holds the
     # last XID code and carries it as `err_code` too, so grouping on it keeps every code seen.
     QuerySpec("xid_max", "window", XID, "max", ("err_code", "err_msg")),
-    # XID events: changes of the gauge into each code, not samples (see `_onsets`).
-    QuerySpec("xid_events", "window", XID, "onsets", ("err_code", "err_msg")),
+    # XID events: changes of the gauge into each code, not samples (see `_onsets`), counted
+    # per bucket where there was one, and added up over the window.
+    QuerySpec("xid_events_hourly", "hourly", XID, "onsets", ("err_code", "err_msg")),
     QuerySpec("remap_uncorr_max", "window", REMAP_UNCORR, "max"),
     QuerySpec("remap_failure_max", "window", REMAP_FAILURE, "max"),
     QuerySpec("remap_pending_max", "window", REMAP_PENDING, "max"),
@@ -591,10 +604,10 @@ CATALOGUE: tuple[QuerySpec, ...] = (
     # NVLink P2P status per GPU pair (0 = OK), where the exporter's P2P collector is on.
     QuerySpec("p2p_max", "window", P2P_STATUS, "max", ("peer_gpu",)),
     # Throttling (GPU071): time the clocks were held down by the power limit or by heat in the
-    # window (counter increases, resets handled by `increase`), the SM clock's mean and the
-    # GPU's maximum SM clock, where exported.
-    QuerySpec("power_violation_increase", "window", POWER_VIOLATION, "increase"),
-    QuerySpec("thermal_violation_increase", "window", THERMAL_VIOLATION, "increase"),
+    # window (counter increases per bucket, resets handled by `increase`, added up over the
+    # window), the SM clock's mean and the GPU's maximum SM clock, where exported.
+    QuerySpec("power_violation_increase_hourly", "hourly", POWER_VIOLATION, "increase"),
+    QuerySpec("thermal_violation_increase_hourly", "hourly", THERMAL_VIOLATION, "increase"),
     *_window(SM_CLOCK, "sm_clock", ("sum", "count")),
     QuerySpec("max_sm_clock_max", "window", MAX_SM_CLOCK, "max"),
     # GPU link traffic (bytes/s): window means, as sums and counts, per GPU and holder. Work
@@ -636,4 +649,20 @@ catalogue through the same planner (`gpuaudit.sources.prometheus.promsource`: cu
 in the plan); a backend without those metrics answers nothing. `gpuaudit fix` scales on them
 (`gpuaudit.fix.parttime`)."""
 
-BY_ID = {q.id: q for q in (*CATALOGUE, SERVING)}
+LEGACY: tuple[QuerySpec, ...] = (
+    *_window(ACT_PROF, "act", ("p95",)),
+    *_window(UTIL, "util", ("p95",)),
+    *_window(FB_USED, "fb_used", ("p95",)),
+    QuerySpec("xid_events", "window", XID, "onsets", ("err_code", "err_msg")),
+    QuerySpec("power_violation_increase", "window", POWER_VIOLATION, "increase"),
+    QuerySpec("thermal_violation_increase", "window", THERMAL_VIOLATION, "increase"),
+)
+"""Window forms that older snapshots hold and that no collection runs any more: the p95 over the
+whole window (over several time chunks only approximately: the largest chunk p95), XID onsets
+over the whole window, and counter increases over the whole window (which `increase`
+extrapolates, so that increases of parts of the window do not add up to it). Their hourly forms
+replace them (`xid_events_hourly` ...): statistics of one bucket each, which a recording rule
+can keep and which combine exactly over any cut of the window. A snapshot that holds the window
+form is read as before (`gpuaudit.inventory.parse`)."""
+
+BY_ID = {q.id: q for q in (*CATALOGUE, SERVING, *LEGACY)}
