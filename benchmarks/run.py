@@ -33,6 +33,7 @@ import argparse
 import compileall
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -308,25 +309,77 @@ def _timed_scan(
             print(f"  scan {scans[-1]:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
         start = time.perf_counter()
         took: dict[str, float] = {}
+        said: dict[str, list[int | None]] = {}
         with httpx.Client(base_url=url, timeout=1200) as client:
 
-            def send(item: tuple[str, dict[str, Any]]) -> tuple[str, float]:
+            def send(item: tuple[str, dict[str, Any]]) -> tuple[str, float, int | None]:
                 t0 = time.perf_counter()
                 path = "/api/v1/query_range" if "step" in item[1] else "/api/v1/query"
-                client.post(path, data=item[1]).raise_for_status().read()
-                return item[0], time.perf_counter() - t0
+                body = client.post(path, data=item[1]).raise_for_status().read()
+                return item[0], time.perf_counter() - t0, _said(body)
 
             # As many in flight as the scan had (`--parallel`), in the order it sent them.
             with ThreadPoolExecutor(PARALLEL[0]) as pool:
-                for qid, sec in pool.map(send, requests):
+                for qid, sec, n in pool.map(send, requests):
                     took[qid] = took.get(qid, 0.0) + sec
+                    said.setdefault(qid, []).append(n)
         bare.append(time.perf_counter() - start)
         print(f"  bare replay {bare[-1]:.1f} s; {_uptime()}", flush=True)
         for qid, sec in took.items():
             per_query.setdefault(qid, []).append(sec)
     manifest = dict(snap.manifest)
     manifest["bare_by_query"] = {q: sorted(v)[len(v) // 2] for q, v in per_query.items()}
+    manifest["bare_samples_read"] = _bare_samples(said, manifest.get("samples_read") or {})
     return sorted(scans), sorted(bare), manifest
+
+
+_SAID = re.compile(rb'"totalQueryableSamples":\s*(\d+)')
+"""Prometheus' figure in an answer asked with `stats=all` (`data.stats` follows the result)."""
+
+
+def _said(body: bytes) -> int | None:
+    """The samples the backend says an answer read, from the end of its bytes (no parsing of
+    the result), or None where it says nothing (VictoriaMetrics)."""
+    m = _SAID.search(body[-65536:])
+    return int(m.group(1)) if m else None
+
+
+def _bare_samples(said: dict[str, list[int | None]], scan: dict[str, Any]) -> dict[str, Any]:
+    """The samples the last bare replay read: per query, the sum of the backend's figures;
+    where an answer gave none, or the scan's figure for the query is estimated (a subquery's
+    samples, which Prometheus leaves out), the scan's own figure, estimated the same way from
+    the same requests and answers (`gpuaudit.sources.prometheus.stats`)."""
+    queries = scan.get("queries") or {}
+    samples, estimated = 0, []
+    for qid, figures in said.items():
+        own = queries.get(qid) or {}
+        if own.get("estimated") or any(n is None for n in figures):
+            samples += int(own.get("samples") or 0)
+            estimated.append(qid)
+        else:
+            samples += sum(n for n in figures if n is not None)
+    return {"samples": samples, "estimated": sorted(estimated)}
+
+
+def _samples_line(manifest: Any) -> str:
+    """Samples read by the scan (its manifest's `samples_read`) and by its bare replay, and the
+    queries that read the most."""
+    read = manifest.get("samples_read") or {}
+    total = read.get("total") or {}
+    if "samples" not in total:
+        return "samples read: not recorded (a gpuaudit before issue 37?)"
+    text = f"samples read: scan {total['samples'] / 1e6:,.1f} M"
+    if total.get("estimated"):
+        text += f", {total['estimated']} of {total.get('requests')} requests estimated"
+    bare = manifest.get("bare_samples_read")
+    if bare:
+        guessed = bare["estimated"]
+        text += f"; bare replay {bare['samples'] / 1e6:,.1f} M" + (
+            f" (the scan's estimate for {', '.join(guessed)})" if guessed else ""
+        )
+    top = sorted((read.get("queries") or {}).items(), key=lambda kv: -kv[1].get("samples", 0))
+    most = ", ".join(f"{q} {v.get('samples', 0) / 1e6:,.1f} M" for q, v in top[:10])
+    return f"{text}; most: {most}"
 
 
 def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
@@ -351,6 +404,7 @@ def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> 
     for how, ids in sorted(reads.items()):
         print(f"  read {how} ({len(ids)}): {', '.join(sorted(ids))}")
     print(f"  backend timings: {json.dumps(manifest.get('backend_timings'))}")
+    print("  " + _samples_line(manifest))
     by_query = manifest.get("bare_by_query") or {}
     top = sorted(by_query.items(), key=lambda kv: -kv[1])[:10]
     print("  costliest queries (bare, median s): " + ", ".join(f"{q} {s:.2f}" for q, s in top))

@@ -376,8 +376,8 @@ OPTIONS: tuple[Option, ...] = (
         "--debug",
         Kind.FLAG,
         OUTPUT,
-        "Log every request to stderr (credentials redacted), and show the traceback of an "
-        "internal error.",
+        "Log every request (credentials redacted) and the samples each query read to stderr, "
+        "and show the traceback of an internal error.",
         in_file=PER_RUN,
     ),
     Option(

@@ -42,8 +42,9 @@ __all__ = ["app", "main"]
 
 ROOT_HELP = {
     "--version": "Print the version and exit.",
-    "--debug": "Log every request to stderr (credentials redacted), and show the traceback of "
-    "an internal error; also accepted after the command (`gpuaudit scan --debug`).",
+    "--debug": "Log every request (credentials redacted) and the samples each query read to "
+    "stderr, and show the traceback of an internal error; also accepted after the command "
+    "(`gpuaudit scan --debug`).",
 }
 
 
