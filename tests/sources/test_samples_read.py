@@ -116,6 +116,8 @@ def test_the_estimate_is_series_times_evaluations_times_samples_per_evaluation()
     assert estimate(raw, 10, 168, None) is None  # a raw range needs the scrape interval
     recorded = (Selector("gpuaudit:dcgm_fi_dev_gpu_util:mean_1h", None),)
     assert estimate(recorded, 10, 168, None) == 10 * 168
+    huge = selectors("foo[99999999999999999999999d]")
+    assert estimate(huge, 10**9, 10**9, 1) == estimate(huge, 1, 1, 1e-300) == 10**15
 
 
 def test_evaluations_of_instant_and_range_requests() -> None:
@@ -269,6 +271,7 @@ def test_the_manifest_keeps_the_figures_and_reads_them_back() -> None:
         {"total": {"samples": -1, "requests": 1}, "queries": {"a": {"samples": -1, "requests": 1}}},
         {"total": {"samples": 1, "requests": 1, "estimated": 2}, "queries": {}},
         {"total": {"samples": True, "requests": 1}, "queries": {"a": {"samples": 1}}},
+        {"total": {"samples": 10**5000, "requests": 1}, "queries": {"a": {"samples": 10**5000}}},
     ],
 )
 def test_figures_that_do_not_add_up_are_kept_unread(bad: Any) -> None:

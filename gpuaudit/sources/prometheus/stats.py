@@ -302,7 +302,8 @@ def estimate(
         if p is None:
             return None
         per += p
-    return min(round(series * evals * per), _MAX_FIGURE)
+    n = series * evals * per
+    return round(n) if n < _MAX_FIGURE else _MAX_FIGURE  # inf and nan too
 
 
 @dataclass(frozen=True)
@@ -359,11 +360,12 @@ class QuerySamples:
 
     @classmethod
     def from_json(cls, v: Any) -> QuerySamples | None:
-        """The figures of a manifest, or None when they are not whole numbers that add up."""
+        """The figures of a manifest, or None when they are not whole numbers (below 10^18:
+        sizes from outside, bounded) that add up."""
         if not isinstance(v, dict):
             return None
         got = [v.get(k, 0) for k in ("samples", "requests", "estimated", "unknown")]
-        if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x for x in got):
+        if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1e18 for x in got):
             return None
         if got[2] + got[3] > got[1]:
             return None
