@@ -15,6 +15,7 @@ from gpuaudit.audit.settings import Settings
 from gpuaudit.inventory import Inventory, build
 from gpuaudit.scenario import generate, to_snapshot
 from gpuaudit.scenario.cause_cases import NODE
+from gpuaudit.scenario.cpu_cases import without_cadvisor
 
 
 @functools.cache
@@ -58,3 +59,27 @@ def test_the_ledger_counts_the_cases_and_adds_up() -> None:
         assert sum(sum(g.values()) for g in groups.values()) == pytest.approx(
             book.allocated_gpu_hours, rel=1e-12
         )
+
+
+def test_the_oom_killed_trainers_memory_is_the_truths_and_a_limit_is_recommended() -> None:
+    truth, inv, res = _audit()
+    (t,) = [e for e in truth["causes"] if "memory_limit" in e]
+    (f,) = [x for x in res.findings if x.code == "GPU004" and x.resource.node == NODE]
+    assert f"{f.resource.namespace}/{f.resource.name}" == t["pod"]
+    ev = f.evidence
+    assert ev["memory_working_set_max_bytes"] == t["memory_working_set_max_bytes"]
+    assert ev["memory_limit_bytes"] == 16 * 2**30
+    assert ev["memory_recommended_limit"] == t["memory_recommended_limit"] == "20Gi"
+    assert f.message.endswith(
+        "Container main used at most 15.5 GiB of memory against its 16.0 GiB limit (97 %)."
+    )
+    # The near-miss's memory is read too, and says nothing by itself.
+    assert inv.memory.used("ml-train", "restarted-once-0", "main") == 8 * 2**30
+
+
+def test_without_cadvisor_the_memory_is_not_measured_and_says_why() -> None:
+    sc = without_cadvisor(generate(60, 2, 5))
+    res = run_checks(build(to_snapshot(sc)), Settings())
+    (f,) = [x for x in res.findings if x.code == "GPU004" and x.resource.node == NODE]
+    assert f.evidence["host_memory_needed"].startswith("not measured: no cAdvisor")
+    assert "memory_recommended_limit" not in f.evidence

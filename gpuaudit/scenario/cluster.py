@@ -138,6 +138,11 @@ class PodSpec:
     cores it used and the share of its CFS periods (100 ms, 36,000 an hour) it was throttled
     in; None for a pod whose CPU the scenario does not emit (`scenario.cpu_cases`). Its CPU
     limit is a `resources` entry (`cpu`)."""
+    memory: tuple[float, ...] | None = None
+    """What cAdvisor reports of its container's working set (`container_memory_working_set_bytes`,
+    bytes) per hour from its creation hour on, while the container runs; None for a pod whose
+    memory the scenario does not emit (`scenario.cause_cases`). Its memory limit is a
+    `resources` entry (`memory`)."""
 
 
 @dataclass

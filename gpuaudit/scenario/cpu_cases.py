@@ -124,9 +124,11 @@ def _node(b: Builder) -> NodeSpec:
 
 
 def without_cadvisor(sc: T) -> T:
-    """A copy of the scenario `sc` with no pod's CPU emitted (`PodSpec.cpu` None throughout):
-    what a Prometheus that does not scrape the kubelet's cAdvisor endpoint holds."""
+    """A copy of the scenario `sc` with no pod's CPU or memory emitted (`PodSpec.cpu` and
+    `PodSpec.memory` None throughout): what a Prometheus that does not scrape the kubelet's
+    cAdvisor endpoint holds."""
     out = copy.deepcopy(sc)
     for p in getattr(out, "pods", ()):
         p.cpu = None
+        p.memory = None
     return out

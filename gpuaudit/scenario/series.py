@@ -76,12 +76,14 @@ under the `helm` and `honor` styles, the legacy ones under `old` (a cluster of H
 SERVING_WRITTEN = (queries.SERVING_QUEUE_METRICS[0],)
 """Serving engines' gauges the scenario's serving pods export (`PodSpec.serving`): vLLM's
 queue (`docs/domain.md`, serving metrics)."""
-CADVISOR_WRITTEN = queries.CADVISOR_CPU
+CADVISOR_WRITTEN = (*queries.CADVISOR_CPU, queries.MEMORY_WORKING_SET)
 """cAdvisor's CPU counters (through the kubelet, `docs/domain.md`, cAdvisor) of the containers
 whose CPU the scenario emits (`PodSpec.cpu`): one series per container, holding per hour the
 counter's increase in that hour (whole numbers), its samples ramping up as the violation
-counters' do (`counter_samples`); the CFS counters only for a container with a CPU limit."""
-RAMPED = COUNTERS + CADVISOR_WRITTEN
+counters' do (`counter_samples`); the CFS counters only for a container with a CPU limit. And
+the working-set gauge of the containers whose memory it emits (`PodSpec.memory`): bytes,
+constant within each hour."""
+RAMPED = COUNTERS + queries.CADVISOR_CPU
 """The counters, whose samples ramp up by each hour's increase (`counter_samples`)."""
 WRITTEN = METRICS + HAMI_METRICS + SERVING_WRITTEN + CADVISOR_WRITTEN
 """Every metric family a scenario's OpenMetrics text has, in the order it is written (a `TYPE`
@@ -98,6 +100,7 @@ INT_METRICS = {
     queries.REMAP_PENDING,
     *RAMPED,
     *CLOCKS,
+    queries.MEMORY_WORKING_SET,
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
 """GPU-health gauges emitted for every GPU and MIG instance, constant within each hour."""
@@ -282,25 +285,29 @@ def cadvisor_labels(p: PodSpec, node: NodeSpec) -> dict[str, str]:
 def cadvisor_series(sc: Scenario) -> dict[str, Values]:
     """The cAdvisor CPU counters of the pods whose CPU the scenario emits (`PodSpec.cpu`), by
     metric: each hour's increase (CPU seconds; CFS periods and throttled periods for a
-    container with a CPU limit)."""
+    container with a CPU limit); and the working set of those whose memory it emits
+    (`PodSpec.memory`), each hour's level."""
     node_of = {n.name: n for n in sc.nodes}
     rows: dict[str, tuple[list[dict[str, str]], list[Arr], list[Arr]]] = {
         m: ([], [], []) for m in CADVISOR_WRITTEN
     }
     for p in sc.pods:
-        if p.cpu is None or not p.alive:
+        if not p.alive or (p.cpu is None and p.memory is None):
             continue
-        cores, share = (np.asarray(x, dtype=np.float64) for x in p.cpu)
         labels = cadvisor_labels(p, node_of[p.node])
-        hours = np.arange(p.created_h, p.created_h + len(cores), dtype=np.float64)
-        per = np.full(len(cores), float(CFS_PERIODS_PER_HOUR))
-        got = {queries.CPU_USAGE: np.round(cores * 3600.0)}
-        if "cpu" in p.resources:
-            got[queries.CPU_PERIODS] = per
-            got[queries.CPU_THROTTLED] = np.round(share * per)
+        got: dict[str, Arr] = {}
+        if p.cpu is not None:
+            cores, share = (np.asarray(x, dtype=np.float64) for x in p.cpu)
+            per = np.full(len(cores), float(CFS_PERIODS_PER_HOUR))
+            got[queries.CPU_USAGE] = np.round(cores * 3600.0)
+            if "cpu" in p.resources:
+                got[queries.CPU_PERIODS] = per
+                got[queries.CPU_THROTTLED] = np.round(share * per)
+        if p.memory is not None:
+            got[queries.MEMORY_WORKING_SET] = np.round(np.asarray(p.memory, dtype=np.float64))
         for m, vals in got.items():
             rows[m][0].append(labels)
-            rows[m][1].append(hours)
+            rows[m][1].append(np.arange(p.created_h, p.created_h + len(vals), dtype=np.float64))
             rows[m][2].append(vals)
     out: dict[str, Values] = {}
     for m, (names, at, got_vals) in rows.items():

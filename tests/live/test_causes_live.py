@@ -49,3 +49,31 @@ def test_restarts_and_starts_live_as_in_the_snapshot(
     ledger = live["ledger"]
     assert round(sum(ledger["by_cause"].values()), 2) == ledger["allocated_gpu_hours"]
     assert ledger["allocated_gpu_hours"] == live["summary"]["allocated_gpu_hours"]
+
+
+def test_the_oom_killed_containers_memory_live_as_in_the_snapshot(
+    prom_url: str, kubeconfig: Path, scenario_tsdb: Backfilled
+) -> None:
+    """cAdvisor's working set through the real Prometheus (`memory_working_set_max`, kept to
+    GPU pods by `and on (namespace, pod)`) and the memory limit from the test API server's pod
+    give GPU004 the truth's figures and recommended limit."""
+    window = ["--window", f"{scenario_tsdb.days}d", "--end", str(scenario_tsdb.end)]
+    live = _scan("--prometheus-url", prom_url, "--kubeconfig", str(kubeconfig), *window)
+    offline = _scan("--snapshot", str(scenario_tsdb.snapshot_path))
+    truth = generate(60, scenario_tsdb.days, 5, scrape_s=300).truth["causes"]
+    (t,) = [e for e in truth if "memory_limit" in e]
+
+    def gpu004(doc: dict[str, Any]) -> dict[str, Any]:
+        (f,) = [
+            f
+            for f in doc["findings"]
+            if f["code"] == "GPU004" and f["resource"]["node"] == "h100-cause-000"
+        ]
+        return f  # type: ignore[no-any-return]
+
+    f = gpu004(live)
+    assert f["evidence"] == gpu004(offline)["evidence"]
+    assert f["message"] == gpu004(offline)["message"]
+    assert f["evidence"]["memory_working_set_max_bytes"] == t["memory_working_set_max_bytes"]
+    assert f["evidence"]["memory_limit_bytes"] == 16 * 2**30
+    assert f["evidence"]["memory_recommended_limit"] == t["memory_recommended_limit"]

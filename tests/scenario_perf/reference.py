@@ -152,7 +152,8 @@ def _hami(sc: Scenario, style: str) -> list[_Series]:
 
 def _cadvisor(sc: Scenario) -> list[_Series]:
     """Each container's cAdvisor CPU counters, one series per pod whose CPU is emitted, last:
-    each hour's CPU seconds, and with a CPU limit its CFS periods and throttled periods."""
+    each hour's CPU seconds, and with a CPU limit its CFS periods and throttled periods; then
+    the working set of each pod whose memory is emitted."""
     node_of = {n.name: n for n in sc.nodes}
     out = []
     for p in sc.pods:
@@ -166,6 +167,12 @@ def _cadvisor(sc: Scenario) -> list[_Series]:
             vals[queries.CPU_THROTTLED] = np.array(
                 [float(round(s * CFS_PERIODS_PER_HOUR)) for s in share]
             )
+        out.append(_Series(cadvisor_labels(p, node_of[p.node]), hours, vals, vals))
+    for p in sc.pods:  # each container's working set, after every CPU series
+        if p.memory is None or not p.alive:
+            continue
+        hours = np.arange(p.created_h, p.created_h + len(p.memory)).astype(np.float64)
+        vals = {queries.MEMORY_WORKING_SET: np.array([float(round(b)) for b in p.memory])}
         out.append(_Series(cadvisor_labels(p, node_of[p.node]), hours, vals, vals))
     return out
 
