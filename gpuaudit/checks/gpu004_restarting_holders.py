@@ -37,9 +37,10 @@ How it decides
 
 What to do
     Read the container's last logs (`kubectl logs --previous`). For `OOMKilled`, raise the
-    memory limit (and request) to the recommended one, or shrink the batch; for a crash on start,
-    fix the image or its configuration. Set `backoffLimit` on Jobs so a failing run releases
-    its GPUs instead of looping.
+    memory limit (and request) to the recommended one, or shrink the batch (`gpuaudit fix`
+    writes the patch of a Deployment's, StatefulSet's or CronJob's pod template); for a crash
+    on start, fix the image or its configuration. Set `backoffLimit` on Jobs so a failing run
+    releases its GPUs instead of looping.
 """
 
 from __future__ import annotations
