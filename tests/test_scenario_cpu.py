@@ -75,3 +75,13 @@ def test_without_cadvisor_gpu041_is_skipped_with_the_reason() -> None:
     assert not [f for f in res.findings if f.code == "GPU041"]
     skipped = {s.code: s.reason for s in res.skipped}
     assert "cadvisor" in skipped["GPU041"].lower()
+
+
+def test_gpu041s_change_sets_the_starved_containers_cpu() -> None:
+    """`gpuaudit fix`: the trainer's StatefulSet template gets the recommended CPU."""
+    _, _, res = _audit()
+    (change,) = [c for c in res.fixes.changes if any(f.code == "GPU041" for f in c.findings)]
+    spec = change.body["spec"]["template"]["spec"]  # type: ignore[index]
+    resources = {"limits": {"cpu": "3"}, "requests": {"cpu": "2"}}
+    assert spec == {"containers": [{"name": "trainer", "resources": resources}]}
+    assert "CPU limit goes from 2 to 3" in change.risk

@@ -7,7 +7,8 @@ A change is made to the object a team edits, found through the pods' owners
 (`gpuaudit.inventory.owners`): a patch of the object as read (`owned`: scale to zero, suspend;
 `kueue`: a ClusterQueue's quota; `queue_quota`: a Volcano or KAI Queue's; `priority`: a pod
 template's PriorityClass; `memory_limits`: an OOM-killed container's memory limit in its pod
-template; `warm_nodes`: a Karpenter NodePool's consolidation), a new object
+template; `cpu_limits`: a CPU-starved container's CPU limit and request in its pod template;
+`warm_nodes`: a Karpenter NodePool's consolidation), a new object
 (`priority`: a PriorityClass), or commands (`drain`: cordon and drain; a bare pod's deletion;
 `warm_nodes`: the cluster autoscaler's). The plan keeps the changes coherent with the findings
 (`plans.coherent`).

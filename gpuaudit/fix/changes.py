@@ -7,7 +7,7 @@ import enum
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +147,25 @@ def answer(
             fixes.setdefault(k, FindingFix(None, "", None, why))
         elif k not in fixes or fixes[k].kind is None:
             fixes[k] = FindingFix(change.kind, change.file, change.target, why)
+
+
+def one_each(
+    findings: Iterable[Finding], make: Callable[[Finding, set[str]], tuple[Change | None, str]]
+) -> tuple[list[Change], dict[str, FindingFix]]:
+    """A change (or none, and why) for each finding, made by `make(finding, patched)`, where
+    `patched` holds the uids of the objects the changes before it patch (one patch per object),
+    and what each finding gets."""
+    out: list[Change] = []
+    fixes: dict[str, FindingFix] = {}
+    patched: set[str] = set()
+    for f in findings:
+        change, why = make(f, patched)
+        if change is None:
+            fixes[key(f)] = FindingFix(None, "", None, why)
+            continue
+        out.append(change)
+        answer(fixes, (f,), change, why)
+    return out, fixes
 
 
 def key(f: Finding) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.core import numbers
-from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, answer, file_name, key
+from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, file_name, one_each
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.owned import _patch_object, _target
 from gpuaudit.fix.priority import _at, _nest, owner_template
@@ -34,17 +34,7 @@ def changes(
 ) -> tuple[list[Change], dict[str, FindingFix]]:
     """The template patches for the GPU004 findings of OOM-killed containers, and what each
     finding gets."""
-    out: list[Change] = []
-    fixes: dict[str, FindingFix] = {}
-    patched: set[str] = set()
-    for f in findings:
-        change, why = _change(f, ctx, patched)
-        if change is None:
-            fixes[key(f)] = FindingFix(None, "", None, why)
-            continue
-        out.append(change)
-        answer(fixes, (f,), change, why)
-    return out, fixes
+    return one_each(findings, lambda f, patched: _change(f, ctx, patched))
 
 
 def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None, str]:

@@ -25,6 +25,7 @@ from types import ModuleType
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.fix import (
+    cpu_limits,
     drain,
     kueue,
     memory_limits,
@@ -49,6 +50,7 @@ MAKERS: tuple[ModuleType, ...] = (
     queue_quota,
     priority,
     memory_limits,
+    cpu_limits,
     warm_nodes,
     drain,
 )

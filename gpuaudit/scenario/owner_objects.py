@@ -105,6 +105,8 @@ def _template(p: Any) -> dict[str, Any]:
     limits = {f"nvidia.com/mig-{prof}": str(n) for prof, n in p.mig.items()}
     if p.gpus and not p.dra:
         limits["nvidia.com/gpu"] = str(p.gpus)
+    if "cpu" in p.resources:  # the CPU-starved cases' limit (`cpu_cases`), as the pod has it
+        limits["cpu"] = p.resources["cpu"]
     container = {"name": p.container, "resources": {"limits": limits, "requests": dict(limits)}}
     return {"metadata": {"labels": {"app": _app(p)}}, "spec": {"containers": [container]}}
 
