@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus.planner import SHARDS
 
 CPU = ("cpu_usage_hourly", "cpu_periods_hourly", "cpu_throttled_hourly")
 
@@ -40,3 +41,14 @@ def test_a_scan_of_every_cluster_keeps_clusters_apart() -> None:
     assert "and on (cluster, namespace, pod)" in text
     assert "group by (cluster, namespace, pod)" in text
     assert 'container_cpu_usage_seconds_total{cluster!="",container!=""' in text
+
+
+def test_a_uuid_shard_keeps_every_gpu_pod() -> None:
+    """Cut by UUID (a backend that refuses the query), the cAdvisor series, which carry no
+    UUID, all fall in the shard of series without a `GPU-` UUID: the GPU pods they are kept to
+    are read unsharded, so that shard finds every one."""
+    for shard in SHARDS:
+        text = queries.BY_ID["cpu_usage_hourly"].promql(3600, "exported", f'c="a",UUID{shard}')
+        own, _, pods = text.partition(" and on (namespace, pod) ")
+        assert f"UUID{shard}" in own and "UUID" not in pods
+        assert 'DCGM_FI_DEV_FB_USED{c="a",exported_pod!=""}' in pods

@@ -457,7 +457,10 @@ class QuerySpec:
         by = ", ".join(self.by_labels(pod_spelling, group))
         if self.on_gpu_pods:
             own = self._stat_promql(metric, range_s, by, _joined(selector, self.match), offset)
-            pods = gpu_pods(range_s, pod_spelling, selector, group)
+            # A UUID shard of the planner's (`planner.SHARDS`) cuts the GPU pods' DCGM series
+            # no finer: this query's own series carry no UUID and fall whole into the shard of
+            # series without a `GPU-` UUID, which must find every GPU pod.
+            pods = gpu_pods(range_s, pod_spelling, UUID_SHARD.sub("", selector), group)
             on = f"{group}, namespace, pod" if group else "namespace, pod"
             return f"{own} and on ({on}) ({pods})"
         if parts is not None:
@@ -493,6 +496,10 @@ class QuerySpec:
         if self.labels:
             return first + self.labels
         return first + IDENTITY_LABELS + POD_LABELS[pod_spelling] + self.extra_by
+
+
+UUID_SHARD = re.compile(r',?\b(?:UUID|uuid)[=!]~"GPU-[^"]*"')
+"""A UUID shard's matcher as the planner adds it to a query's selector."""
 
 
 def _joined(selector: str, match: str) -> str:
