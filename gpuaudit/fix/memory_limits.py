@@ -3,8 +3,10 @@ pod template that raises the OOM-killed container's memory limit to the one the 
 recommends (`memory_recommended_limit`: the larger of the most memory cAdvisor saw it use and
 its limit, plus headroom; see GPU004).
 
-The patch names the container (a pod spec's `containers` merge by `name`) and sets only
-`resources.limits.memory`: its request and every other container stay as they are. It is
+The patch names the container (a pod spec's `containers` merge by `name`) and sets its
+`resources.limits.memory` and `resources.requests.memory` to the recommended limit, as the
+finding advises: the scheduler then places the pod where that much memory is free, and a pod
+whose request equalled its limit keeps its QoS class. Every other container stays as it is. It is
 written for a Deployment or StatefulSet (the template change rolls its pods) and a CronJob (its
 next runs). None is written where GPU004 measured no memory (cAdvisor's series absent: the
 finding says why), for a Job of its own (its pod template cannot be changed once it exists: set
@@ -76,7 +78,8 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
         )
     patched.add(top.uid)
     target = _target(top)
-    entry = {"name": ctr, "resources": {"limits": {"memory": limit}}}
+    memory = {"memory": limit}
+    entry = {"name": ctr, "resources": {"limits": memory, "requests": dict(memory)}}
     body = _patch_object(target, _nest(path[1:], {"containers": [entry]}))
     rolls = (
         "applies to its next runs"
@@ -90,6 +93,7 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
         )
     )
     before = _said(now, "limits") if held is not None else "none"
+    asked_before = _said(now, "requests") if asked is not None else "none"
     change = Change(
         kind=ChangeKind.PATCH,
         file=file_name(f, f"{top.kind}-{top.namespace}-{top.name}"),
@@ -97,10 +101,10 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
         findings=(f,),
         savings=ctx.per_week((f,)),
         risk=(
-            f"Container {ctr}'s memory limit goes from {before} to {limit}; its request and the "
-            f"other containers are unchanged. Each pod may use that much more of its node's "
-            f"memory before it is OOM-killed: a node short of memory evicts pods above their "
-            f"requests first. Changing the pod template {rolls}."
+            f"Container {ctr}'s memory limit goes from {before} to {limit}, and its request from "
+            f"{asked_before} to {limit}; the other containers are unchanged. Each pod asks its "
+            f"node for that much memory: a node without it unrequested no longer takes the "
+            f"pod, which waits until one has. Changing the pod template {rolls}."
         ),
         target=target,
         patch_type="strategic",

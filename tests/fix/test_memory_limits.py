@@ -79,10 +79,13 @@ def test_the_oom_killed_containers_limit_is_raised_in_its_owners_template(
     spec: Any = patch.body["spec"]
     for k in path:
         spec = spec[k]
+    memory = {"memory": "20Gi"}
     assert spec == {
-        "spec": {"containers": [{"name": "server", "resources": {"limits": {"memory": "20Gi"}}}]}
+        "spec": {
+            "containers": [{"name": "server", "resources": {"limits": memory, "requests": memory}}]
+        }
     }
-    assert "goes from 16Gi to 20Gi" in patch.risk
+    assert "goes from 16Gi to 20Gi, and its request from none to 20Gi" in patch.risk
     assert ("delete the crash-looping pod" in patch.risk) == owner.startswith("StatefulSet")
     kept, why = _validated(patch, "1.34")
     assert kept is not None, why
@@ -124,5 +127,5 @@ def test_one_patch_per_owner() -> None:
 
 def test_a_template_without_a_limit_gets_one() -> None:
     [patch], _ = memory_limits.changes([_oom("embed-0")], _ctx())
-    assert "goes from none to 20Gi" in patch.risk
+    assert "goes from none to 20Gi, and its request from none to 20Gi" in patch.risk
     assert _validated(patch, "1.34")[0] is not None
