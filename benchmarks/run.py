@@ -273,6 +273,7 @@ PARALLEL = [1]
 def _uptime() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
+            print("  " + _samples_line(dict(snap.manifest)))
 
 def _timed_scan(
     url: str, live: list[str], out: Path, repeat: int = 3, replay: bool = True
