@@ -262,6 +262,7 @@ def live_bench(gpus: int, days: int, scrape: int) -> None:
                 f"replayed with plain httpx, best of 3: {min(bare):.2f} s; "
                 f"ratio {wall / min(bare):.2f}"
             )
+            print("  " + _samples_line(dict(snap.manifest)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -273,7 +274,6 @@ PARALLEL = [1]
 def _uptime() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-            print("  " + _samples_line(dict(snap.manifest)))
 
 def _timed_scan(
     url: str, live: list[str], out: Path, repeat: int = 3, replay: bool = True
