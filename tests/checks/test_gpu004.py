@@ -151,7 +151,11 @@ GIB = 2**30
 
 
 def _oom_inventory(
-    limit: str | None, used: float | None, answered: bool = True, container: str = "c"
+    limit: str | None,
+    used: float | None,
+    answered: bool = True,
+    container: str = "c",
+    window: tuple[float, float] | None = None,
 ) -> Inventory:
     """An OOM-killed pod (5 restarts, down 1 h) whose container `c` has the memory `limit`
     and cAdvisor's most working set `used` (bytes) for `container`."""
@@ -172,7 +176,7 @@ def _oom_inventory(
         ]
     else:
         del snap.prometheus["memory_working_set_max"]
-    return build(snap)
+    return build(snap, None, window)
 
 
 def test_an_oom_kill_states_the_memory_used_against_the_limit_and_recommends_one() -> None:
@@ -238,3 +242,11 @@ def test_the_snapshot_keeps_a_containers_memory_limit() -> None:
     (c,) = kept["spec"]["containers"]
     assert c["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "16Gi"}
     assert "env" not in c
+
+
+def test_a_window_narrowed_in_time_does_not_measure_the_memory() -> None:
+    # The answer is the most over the recorded window: it says nothing of its last 12 hours.
+    inv = _oom_inventory("16Gi", 15.5 * GIB, window=(END - 12 * 3600, END))
+    (f,) = run_check(gpu004, inv)
+    assert f.evidence["host_memory_needed"].startswith("not measured: the window was narrowed")
+    assert "memory_recommended_limit" not in f.evidence
