@@ -43,12 +43,12 @@ def test_a_scan_of_every_cluster_keeps_clusters_apart() -> None:
     assert 'container_cpu_usage_seconds_total{cluster!="",container!=""' in text
 
 
-def test_a_uuid_shard_keeps_every_gpu_pod() -> None:
-    """Cut by UUID (a backend that refuses the query), the cAdvisor series, which carry no
-    UUID, all fall in the shard of series without a `GPU-` UUID: the GPU pods they are kept to
-    are read unsharded, so that shard finds every one."""
+def test_a_uuid_shard_cuts_the_gpu_pods() -> None:
+    """Cut by UUID (a backend that refuses the query), the shard selects the GPU pods' DCGM
+    series, not the cAdvisor series, which carry no UUID: each shard answers the containers of
+    the pods on its GPUs, and the shards together every GPU pod's."""
     for shard in SHARDS:
         text = queries.BY_ID["cpu_usage_hourly"].promql(3600, "exported", f'c="a",UUID{shard}')
         own, _, pods = text.partition(" and on (namespace, pod) ")
-        assert f"UUID{shard}" in own and "UUID" not in pods
-        assert 'DCGM_FI_DEV_FB_USED{c="a",exported_pod!=""}' in pods
+        assert "UUID" not in own and 'c="a",container!=""' in own
+        assert f'DCGM_FI_DEV_FB_USED{{c="a",UUID{shard},exported_pod!=""}}' in pods

@@ -456,11 +456,12 @@ class QuerySpec:
     ) -> str:
         by = ", ".join(self.by_labels(pod_spelling, group))
         if self.on_gpu_pods:
-            own = self._stat_promql(metric, range_s, by, _joined(selector, self.match), offset)
-            # A UUID shard of the planner's (`planner.SHARDS`) cuts the GPU pods' DCGM series
-            # no finer: this query's own series carry no UUID and fall whole into the shard of
-            # series without a `GPU-` UUID, which must find every GPU pod.
-            pods = gpu_pods(range_s, pod_spelling, UUID_SHARD.sub("", selector), group)
+            # A UUID shard of the planner's (`planner.SHARDS`) cuts the GPU pods' DCGM series,
+            # not this query's own, which carry no UUID: each shard answers the containers of
+            # the pods holding its GPUs, and the shards together every GPU pod's.
+            mine = _joined(UUID_SHARD.sub("", selector), self.match)
+            own = self._stat_promql(metric, range_s, by, mine, offset)
+            pods = gpu_pods(range_s, pod_spelling, selector, group)
             on = f"{group}, namespace, pod" if group else "namespace, pod"
             return f"{own} and on ({on}) ({pods})"
         if parts is not None:
