@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpuaudit.cli import app
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus import hourly
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
 from gpuaudit.sources.prometheus.promsource import collect_prometheus
@@ -257,3 +258,56 @@ def test_rules_that_began_within_the_window_are_read_after_they_began() -> None:
     sums = next(q for q in seen if "sum5m" in q and "fb_used" in q)
     assert "sum_over_time(DCGM_FI_DEV_FB_USED[43199999ms] offset 43200001ms)" in sums
     assert "sum_over_time(gpuaudit:dcgm_fi_dev_fb_used:sum5m[43199999ms])" in sums
+
+
+HOURLY_TESTS = """
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="p",exported_namespace="ml"}'
+        values: '0.5+0x180'
+      - series: 'DCGM_FI_DEV_FB_USED{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="p",exported_namespace="ml"}'
+        values: '1000+10x180'
+      - series: 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="p",exported_namespace="ml"}'
+        values: '50+0x180'
+      - series: 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-2",gpu="1",Hostname="n1",exported_pod="q",exported_namespace="ml"}'
+        values: '30+0x180'
+    promql_expr_test:
+      - expr: gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h
+        eval_time: 2h
+        exp_samples:
+          - labels: 'gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="p",exported_namespace="ml"}'
+            value: 0.5
+      - expr: gpuaudit:dcgm_fi_dev_fb_used:max_1h
+        eval_time: 2h
+        exp_samples:
+          - labels: 'gpuaudit:dcgm_fi_dev_fb_used:max_1h{UUID="GPU-1",gpu="0",Hostname="n1",exported_pod="p",exported_namespace="ml"}'
+            value: 2200
+      # GPU_UTIL counts where no profiling series is: the scan's `unless`, over two rules.
+      - expr: count by (UUID) (gpuaudit:dcgm_fi_dev_gpu_util:count_1h unless gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h)
+        eval_time: 2h
+        exp_samples:
+          - labels: '{UUID="GPU-2"}'
+            value: 1
+      - expr: gpuaudit:recording_rules:evaluated_1h
+        eval_time: 2h
+        exp_samples:
+          - labels: 'gpuaudit:recording_rules:evaluated_1h'
+            value: FINGERPRINT
+"""
+
+
+@pytest.mark.server
+def test_hourly_rules_under_promtool_test(tmp_path: Path) -> None:
+    """A few hourly rules by hand, and the heartbeat's fingerprint."""
+    promtool = _promtool()
+    out = tmp_path / "rules.yml"
+    assert runner.invoke(app, ["rules", "-f", "rules", "-o", str(out)]).exit_code == 0
+    text = HOURLY_TESTS.replace("FINGERPRINT", str(hourly.fingerprint("exported")))
+    (tmp_path / "tests.yml").write_text(text)
+    res = subprocess.run(
+        [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -42,6 +42,9 @@ class Parser:
         window = snap.manifest.window
         self._start, self._end = float(window.start), float(window.end)
         self._step = float(window.step)
+        self._offset = query_offset(snap.manifest.get("capabilities"))
+        """Seconds every query was sent after its bucket end, taken off the range answers'
+        times (`query_offset`)."""
         self.outside: dict[str, int] = {}
         """Query id -> points of its range answers outside the window, left out."""
         self.off_grid: dict[str, int] = {}
@@ -147,6 +150,8 @@ class Parser:
                 numbers = a.numbers[ok] if a.numbers is not None else None
                 return replace(a, metrics=metrics, values=vals[ok], ts=ts, numbers=numbers)
             return replace(a, values=vals) if vals is not a.values else a
+        if self._offset:
+            a = replace(a, ts=a.ts - self._offset)
         inside = (a.ts > self._start) & (a.ts <= self._end)
         on, ts = _on_grid(a.ts, self._start, self._step)
         vals, ok = _in_range(a.vs, lo, hi)
@@ -368,6 +373,15 @@ class Parser:
                 raise SnapshotError(
                     f"prometheus.{qid}[{i}]: expected resultType {rtype!r}, got {a.rtype!r}"
                 )
+
+
+def query_offset(caps: Any) -> float:
+    """The seconds a collection sent every query after its bucket ends: the hourly recording
+    rules' evaluations' sub-second part (`capabilities.recorded_hourly.offset_ms`, 0 to 999;
+    0 in a snapshot without it)."""
+    hourly = caps.get("recorded_hourly") if isinstance(caps, Mapping) else None
+    ms = hourly.get("offset_ms") if isinstance(hourly, Mapping) else None
+    return ms / 1000 if type(ms) is int and 0 < ms < 1000 else 0.0
 
 
 GRID_SLACK = 0.0005

@@ -140,6 +140,8 @@ def collect(
         prom = PrometheusSource(
             client, cluster_label, tick, keep, limits.queries, limits.parallel
         ).collect(w)
+    # Moved to end on the hourly rules' last evaluation, where they cover the window.
+    w = prom.window or w
     with progress.stage("listing Kubernetes objects") as stage:
         kube, objects, warnings, kube_cluster, version = _kubernetes(
             live, w, limits, keep_page, stage.note

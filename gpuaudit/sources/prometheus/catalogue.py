@@ -366,6 +366,13 @@ def _pieced(
     return _combined(stat, metric, parts, by, selector, offset)
 
 
+def changed(now: str, before: str, first: int | None) -> str:
+    """`now` only where it differs from `before` (the same one bucket earlier) or at the
+    window's first bucket `first` (`T0` when not given)."""
+    at = "T0" if first is None else str(int(first))
+    return f"{now} unless (({now} == {before}) and on () (vector(time()) > {at}))"
+
+
 @dataclass(frozen=True)
 class QuerySpec:
     """One query of the catalogue."""
@@ -441,8 +448,7 @@ class QuerySpec:
         now, before = text(), text(range_s)
         if self.unless:
             now, before = f"({now})", f"({before})"
-        at = "T0" if first is None else str(int(first))
-        return f"{now} unless (({now} == {before}) and on () (vector(time()) > {at}))"
+        return changed(now, before, first)
 
     def _promql(
         self,

@@ -24,6 +24,10 @@ A scan of every cluster (`--cluster-label NAME`) lists the label's values on the
 (the clusters, recorded in the manifest and bounded by `GPUAUDIT_MAX_CLUSTERS`) and asks whether
 any DCGM series lacks the label (such series belong to no cluster and are left out, with a
 warning); recording rules are not used, as they do not keep the cluster label.
+
+With `--step 1h`, gpuaudit's hourly rules are looked for first (`hourly.find`: their heartbeat,
+no rules API needed); where they cover the window, the window moves to end on their last
+evaluation and the 5-minute rules are not looked for.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from typing import Any
 from gpuaudit.core import limits
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.interface import Window
-from gpuaudit.sources.prometheus import catalogue
+from gpuaudit.sources.prometheus import catalogue, hourly
+from gpuaudit.sources.prometheus.hourly import HourlyCoverage
 from gpuaudit.sources.prometheus.http import BUILDINFO, Listing, PromClient, PromError
 from gpuaudit.sources.prometheus.recorded import Coverage, find
 
@@ -67,6 +72,9 @@ class Capabilities:
     """Metrics read through gpuaudit's recording rules (`gpuaudit rules`)."""
     coverage: Coverage | None = None
     """Where their recorded series stand in for the raw ones (`recorded`)."""
+    hourly: HourlyCoverage | None = None
+    """Where the hourly rules stand in for the raw series (`hourly`); the collection's window
+    then ends on their last evaluation (`HourlyCoverage.window`)."""
     window: Window | None = None
     cluster_label: str = ""
     """The label every query groups by when the scan covers every cluster (`--cluster-label
@@ -101,6 +109,11 @@ class Capabilities:
             **(
                 {"recorded": self.coverage.to_dict(self.window)}
                 if self.coverage and self.window
+                else {}
+            ),
+            **(
+                {"recorded_hourly": self.hourly.to_dict(self.window)}
+                if self.hourly and self.window
                 else {}
             ),
             "notes": list(self.notes),
@@ -161,10 +174,38 @@ def discover(client: PromClient, w: Window, selector: str, group: str = "") -> C
         _interval(client, w, selector, counted, caps)
         caps.full_count = full_count(w.step, caps.interval)
     if not selector:
-        _recorded(client, w, caps)
+        _hourly(client, w, caps)
+        if caps.hourly is None:
+            _recorded(client, w, caps)
     else:
         caps.notes.append("recording rules not used: --cluster-label needs the raw series")
     return caps
+
+
+def _hourly(client: PromClient, w: Window, caps: Capabilities) -> None:
+    """Whether the hourly rules cover the window (`--step 1h` only): the window then ends on
+    their last evaluation, said in the notes."""
+    if w.step != hourly.STEP_S:
+        return
+    cov = hourly.find(client, w, caps.pod_label, caps.notes)
+    if cov is None:
+        return
+    moved = cov.window(w)
+    caps.hourly, caps.window = cov, moved
+    ms = f".{cov.offset_ms:03d}" if cov.offset_ms else ""
+    caps.notes.append(
+        f"hourly rules read; the window ends on their last evaluation, {_iso(moved.end)}{ms} "
+        f"({w.end - moved.end} s before the end asked for)"
+        + (
+            f"; raw series before {_iso(cov.since(moved))}, where they had not run"
+            if cov.covers(moved) == "part"
+            else ""
+        )
+    )
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _recorded(client: PromClient, w: Window, caps: Capabilities) -> None:

@@ -540,7 +540,15 @@ class PromClient:
         the query smaller), before gpuaudit's own deadline would end the whole collection."""
         return f"{max(1, int(self.cfg.timeout_s * 900))}ms"
 
-    def query(self, expr: str, at: float, extra: Mapping[str, str] | None = None) -> Response:
+    def query(
+        self,
+        expr: str,
+        at: float,
+        extra: Mapping[str, str] | None = None,
+        rtype: str = "vector",
+    ) -> Response:
+        """An instant query at `at`; its answer must be of `rtype` (`matrix` for a range
+        selector)."""
         params: dict[str, Any] = {
             "query": expr,
             "time": _format_seconds(at),
@@ -548,7 +556,7 @@ class PromClient:
         }
         params.update(extra or {})
         ans = self._request("POST", "api/v1/query", params)
-        _expect(ans, "vector")
+        _expect(ans, rtype)
         return ans
 
     def query_range(

@@ -39,7 +39,7 @@ from typing import Any
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Window
-from gpuaudit.sources.prometheus import stats
+from gpuaudit.sources.prometheus import hourly, stats
 from gpuaudit.sources.prometheus.catalogue import Part, QuerySpec
 from gpuaudit.sources.prometheus.discovery import Capabilities
 from gpuaudit.sources.prometheus.http import PromClient, PromError, Response
@@ -182,6 +182,13 @@ class Collector:
         self.timings = stats.BackendTimings()
         self.samples = stats.SamplesCounter()
         """The samples every answered request read (`stats.SamplesCounter`)."""
+        cov = caps.hourly
+        self.hourly = cov
+        self.offset = cov.offset_ms / 1000 if cov is not None else 0.0
+        """Added to the time of every query: the hourly rules' evaluations' sub-second part
+        (`hourly.HourlyCoverage.offset_ms`)."""
+        self.hourly_reads = hourly.reads(caps.pod_label) if cov is not None else {}
+        """Query id -> the hourly rules it reads where they cover its buckets."""
         self.slow_cuts = 0
         """Queries cut because no answer came within `--timeout` (`_slow`)."""
         self.refused: dict[str, int] = {}
@@ -222,7 +229,7 @@ class Collector:
         jobs: list[_Job] = []
         for spec in specs:
             if spec.kind == "window":
-                jobs.append(_Job(spec, self.w.start, self.w.end))
+                jobs.extend(self._window_jobs(spec))
             else:
                 jobs.extend(self._hourly_jobs(spec))
         self._grant(len(jobs))
@@ -351,7 +358,27 @@ class Collector:
 
     def _bucket_parts(self, spec: QuerySpec, t: int) -> tuple[object, ...]:
         s = t - self.w.step
-        return (self._parts(spec.metric, s, t), self._parts(spec.unless, s, t))
+        return (
+            self._parts(spec.metric, s, t),
+            self._parts(spec.unless, s, t),
+            self._from_rules(spec, t),
+        )
+
+    def _from_rules(self, spec: QuerySpec, t: int) -> bool:
+        """Whether the bucket of `spec` ending at `t` is read from the hourly rules."""
+        cov = self.hourly
+        return cov is not None and spec.id in self.hourly_reads and cov.recorded(t)
+
+    def _window_jobs(self, spec: QuerySpec) -> list[_Job]:
+        """The window, cut where the hourly rules begin within it: raw before, the rules
+        after (chunks of a window combine: sums and counts add, maxima max)."""
+        w, cov = self.w, self.hourly
+        if cov is None or spec.id not in self.hourly_reads:
+            return [_Job(spec, w.start, w.end)]
+        since = cov.since(w)
+        if w.start < since < w.end:
+            return [_Job(spec, w.start, since), _Job(spec, since, w.end)]
+        return [_Job(spec, w.start, w.end)]
 
     def _note_reads(self, qid: str, *parts: tuple[Part, ...] | None) -> None:
         pieces = [p for ps in parts if ps is not None for p in ps]
@@ -397,16 +424,31 @@ class Collector:
 
     def _send(self, job: _Job) -> _Sent:
         """The request of one job and its answer (on a worker thread: it changes nothing of
-        the collector's)."""
+        the collector's). Every query is sent at its bucket ends plus `offset`."""
         sel = _selector(self.selector, self.caps.uuid_label, job.shard)
         spelling = self.caps.pod_label
         spec = job.spec
         group = self.caps.cluster_label
         parts, unless = self._pieces(job)
         began = time.monotonic()
+        off, step = self.offset, self.w.step
+        if self._from_rules(spec, job.start + step):
+            if spec.kind == "window":
+                expr = hourly.recorded_query(spec, spelling, sel, job.end - job.start)
+                ans = self.client.query(expr, job.end + off, stats.PARAMS)
+            else:
+                # The bucket before the job's first was read raw: every series is answered
+                # there (the form without `full` compares with the bucket before).
+                first = job.start + step + (1 if off else 0)
+                full = self.caps.full_count
+                expr = hourly.recorded_query(spec, spelling, sel, step, full, first)
+                ans = self.client.query_range(
+                    expr, job.start + step + off, job.end + off, step, stats.PARAMS
+                )
+            return _Sent(expr, ans, time.monotonic() - began, None, None, True)
         if spec.kind == "window":
             expr = spec.promql(job.end - job.start, spelling, sel, parts, unless, group=group)
-            ans = self.client.query(expr, job.end, stats.PARAMS)
+            ans = self.client.query(expr, job.end + off, stats.PARAMS)
         else:
             # A count answered only where it changes compares with the bucket before, read
             # the same way: where that bucket was read otherwise (raw, before the recorded
@@ -414,11 +456,12 @@ class Collector:
             # (With the scrape interval measured, counts are answered only where a bucket
             # is not full, which needs no bucket before.)
             recorded = parts is not None or unless is not None
-            first = (job.start if recorded else self.w.start) + self.w.step
+            # (`time()` is the bucket end plus `off`: a second more keeps the first bucket.)
+            first = (job.start if recorded else self.w.start) + step + (1 if off else 0)
             full = self.caps.full_count
-            expr = spec.promql(self.w.step, spelling, sel, parts, unless, first, group, full)
+            expr = spec.promql(step, spelling, sel, parts, unless, first, group, full)
             ans = self.client.query_range(
-                expr, job.start + self.w.step, job.end, self.w.step, stats.PARAMS
+                expr, job.start + step + off, job.end + off, step, stats.PARAMS
             )
         return _Sent(expr, ans, time.monotonic() - began, parts, unless)
 
@@ -430,7 +473,10 @@ class Collector:
         # they read: the estimate, where the backend gives no stats, takes the widest.
         sparse = spec.changes or spec.stat == "onsets"
         self.samples.add(spec.id, spec.metric, job.shard, sparse, sent.expr, ans.params, ans.body)
-        self._note_reads(spec.id, sent.parts, *((sent.unless,) if spec.unless else ()))
+        if sent.hourly:
+            self.reads.setdefault(spec.id, set()).add("recorded hourly")
+        else:
+            self._note_reads(spec.id, sent.parts, *((sent.unless,) if spec.unless else ()))
         self._record_warnings(spec.id, ans.warnings, ans.partial)
         result = ans.body["data"]["result"]
         self.series += len(result)
@@ -453,3 +499,5 @@ class _Sent:
     seconds: float
     parts: tuple[Part, ...] | None
     unless: tuple[Part, ...] | None
+    hourly: bool = False
+    """Read from the hourly rules (`hourly.recorded_query`)."""

@@ -21,7 +21,7 @@ from typing import Any
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.bounds import DEFAULT_QUERIES
 from gpuaudit.sources.interface import Progress, Source, Window, check_step
-from gpuaudit.sources.prometheus import catalogue, stats
+from gpuaudit.sources.prometheus import catalogue, hourly, stats
 from gpuaudit.sources.prometheus.discovery import Capabilities, discover
 from gpuaudit.sources.prometheus.http import CollectionOverdue, PromClient
 from gpuaudit.sources.prometheus.planner import Collector, Keep, check_plan, keep_body
@@ -56,6 +56,9 @@ class PromCollection:
     samples_read: stats.SamplesRead | None = None
     """Per query and in total, the samples the backend read to answer them, as it said or
     estimated (`stats.SamplesCounter`)."""
+    window: Window | None = None
+    """The window collected, where it is not the one asked for: moved to end on the hourly
+    rules' last evaluation (`hourly`)."""
 
 
 class PrometheusSource(Source[PromCollection]):
@@ -98,6 +101,9 @@ class PrometheusSource(Source[PromCollection]):
             allowance.granting = False
         if caps.interval is not None:  # refused before the collection, whatever it would cost
             check_step(window.step, caps.interval.seconds, caps.interval.at_least)
+        asked = window
+        if caps.hourly is not None and caps.window is not None:
+            window = caps.window  # ends on the hourly rules' last evaluation
         specs = [q for q in catalogue.CATALOGUE if q.metric in caps.metrics]
         # HAMi's metrics exist in one spelling at most and only where HAMi runs: the inventory
         # says they are missing where pods hold HAMi shares (`gpuaudit.inventory.hami`).
@@ -134,6 +140,7 @@ class PrometheusSource(Source[PromCollection]):
             http_requests=self.client.requests,
             backend_timings=col.timings.to_dict(),
             samples_read=_samples_read(col, caps),
+            window=window if window != asked else None,
         )
 
 
@@ -181,6 +188,17 @@ def _described(
     raw` (the recorded series where they cover the window, the raw ones elsewhere)."""
     cov = caps.coverage
     s = w.start if q.kind == "window" else w.end - w.step
+    done = reads.get(q.id, set())
+    if caps.hourly is not None and "recorded hourly" in done:
+        text = hourly.recorded_query(
+            q, caps.pod_label, selector, w.end - s, caps.full_count, w.start + w.step
+        )
+        return _listed(
+            q,
+            text,
+            "recorded hourly" if done == {"recorded hourly"} else "recorded hourly and raw",
+            caps,
+        )
 
     def parts(metric: str) -> tuple[catalogue.Part, ...] | None:
         if cov is None or metric not in cov.metrics or q.stat in ("p95", "onsets"):
@@ -197,12 +215,15 @@ def _described(
         group,
         caps.full_count,
     )
-    done = reads.get(q.id, set())
     read = (
         "recorded and raw"
         if "recorded and raw" in done or len(done) > 1
         else next(iter(done), "raw")
     )
+    return _listed(q, text, read, caps)
+
+
+def _listed(q: catalogue.QuerySpec, text: str, read: str, caps: Capabilities) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": q.id,
         "kind": q.kind,

@@ -159,18 +159,33 @@ def find(
 
 def _since(client: PromClient, w: Window, cov: Coverage, notes: list[str]) -> int | None:
     """The last evaluation time of the window without a heartbeat point (the window's start
-    when there is none), read in pieces of at most `MAX_POINTS` evaluations."""
+    when there is none)."""
     first = cov.ceil(w.start * 1000 + 1)
     last = cov.floor(w.end * 1000)
     if last < first:
         return None
-    missing = first - INTERVAL_MS
-    expr = f"count_over_time({catalogue.HEARTBEAT}[1s])"
+    return missing_since(client, catalogue.HEARTBEAT, first, last, INTERVAL_MS, notes)
+
+
+def missing_since(
+    client: PromClient,
+    heartbeat: str,
+    first: int,
+    last: int,
+    interval_ms: int,
+    notes: list[str],
+) -> int | None:
+    """The last of the evaluation times `first`, `first + interval_ms` ... `last` (unix
+    milliseconds) at which `heartbeat` has no point (`first - interval_ms` when it has one at
+    each), read in range queries of at most `MAX_POINTS` evaluations; None, with a note, when
+    the backend does not answer."""
+    missing = first - interval_ms
+    expr = f"count_over_time({heartbeat}[1s])"
     lo = first
     while lo <= last:
-        hi = min(last, lo + (MAX_POINTS - 1) * INTERVAL_MS)
+        hi = min(last, lo + (MAX_POINTS - 1) * interval_ms)
         try:
-            ans = client.query_range(expr, lo / 1000, hi / 1000, INTERVAL_MS / 1000)
+            ans = client.query_range(expr, lo / 1000, hi / 1000, interval_ms / 1000)
         except PromError as exc:
             notes.append(f"recorded series not used: reading the heartbeat failed ({exc})"[:200])
             return None
@@ -181,11 +196,11 @@ def _since(client: PromClient, w: Window, cov: Coverage, notes: list[str]) -> in
             for v in row["values"]
             if isinstance(v, list) and v and isinstance(v[0], (int, float))
         }
-        for t in range(hi, lo - 1, -INTERVAL_MS):
+        for t in range(hi, lo - 1, -interval_ms):
             if t not in seen:
                 missing = max(missing, t)
                 break
-        lo = hi + INTERVAL_MS
+        lo = hi + interval_ms
     return missing
 
 

@@ -7,6 +7,11 @@ A 7-day audit then reads 2,016 points per series instead of 40,320 raw samples a
 scrape. When gpuaudit finds every rule of a metric and the heartbeat on the server
 (`/api/v1/rules`), it reads the recorded series where the heartbeat shows them whole and the
 raw series elsewhere, cut so that the figures do not change (`recorded`).
+
+The hourly group (`hourly`) records, once an hour, every statistic the scan reads per hour
+and per window with exactly the scan's own PromQL for one bucket, and a heartbeat whose value
+fingerprints the group: a scan with `--step 1h` then ends its window on the group's last
+evaluation and reads each family as a plain selector at one point per series per hour.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaudit.domain import xid
-from gpuaudit.sources.prometheus import catalogue
+from gpuaudit.sources.prometheus import catalogue, hourly
 from gpuaudit.sources.prometheus.catalogue import AGGS, RECORDED, record_name
 
 RULE_INTERVAL_S = 300
@@ -53,7 +58,10 @@ def recording_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
     # Last in the group, so written once the rules before it were evaluated: gpuaudit reads
     # where it has points to know which evaluations the recorded series hold.
     rules.append({"record": catalogue.HEARTBEAT, "expr": "vector(1)"})
-    return [{"name": "gpuaudit.recording", "interval": "5m", "rules": rules}]
+    return [
+        {"name": "gpuaudit.recording", "interval": "5m", "rules": rules},
+        hourly.group(pod_spelling),
+    ]
 
 
 def alerting_rules(pod_spelling: str = "exported") -> list[dict[str, Any]]:
