@@ -4,6 +4,7 @@
     python benchmarks/run.py --live [--live-gpus 1000] [--live-days 7] [--scrape 60]
     python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 7] [--scrape 60]
                              [--phase-ms 67000] [--live-repeat 3] [--skip-raw-server]
+                             [--backend prometheus,vm] [--parallel 1,2] [--baseline-tree PATH]
     python benchmarks/run.py --live-raw [--live-gpus 10000] [--live-days 7] [--scrape 15]
                              [--no-replay]
     (--live-recorded and --live-raw: [--parallel N] [--keep DIR] [--prepare-only])
@@ -17,12 +18,18 @@ Prometheus alone needs.
 The recorded-series benchmark writes TSDB blocks of a day (`tests.support.tsdbblocks`, equal to what
 promtool backfills from the same text) holding a scenario's raw series together with the series
 `gpuaudit rules`' recording group would record over them (`gpuaudit.scenario.recorded_series`,
-evaluated `--phase-ms` past each 5-minute mark), then times the scan and its bare replay
-`--live-repeat` times each against a server without the rules (raw series read; left out with
-`--skip-raw-server`) and one with them loaded (so that discovery finds them), with Prometheus'
-default limits; it prints the median, min and max, the manifest's backend timings, which
-queries read recorded series, and the costliest queries. The raw benchmark does the same with
-raw series alone and prints how the planner cut each query under the default sample limit.
+evaluated `--phase-ms` past each 5-minute mark), and the series of the hourly group evaluated
+over the raw series by the backend's own evaluator: promtool (`tsdb create-blocks-from rules`)
+for Prometheus, vmalert's replay for VictoriaMetrics (`--backend vm`, the blocks imported with
+vmctl). Then it times the scan and its bare replay `--live-repeat` times each against a server
+without the rules (raw series read; left out with `--skip-raw-server`) and one with them (the
+5-minute rules loaded, so that discovery finds them; the hourly ones found by their heartbeat),
+with the backend's default limits, at each `--parallel` value; with `--baseline-tree PATH`, the
+gpuaudit of another checkout too, against the same server. It prints the median, min and max,
+the samples the queries read (the manifest's `samples_read`), the manifest's backend timings,
+which queries read recorded series, the costliest queries, and one line per server in the
+form of the README's summary. The raw benchmark does the same with raw series alone and prints
+how the planner cut each query under the default sample limit.
 `--parallel N` runs the scans with `--parallel-queries N` and replays with as many requests in
 flight. It prints figures; it asserts nothing.
 """
@@ -65,15 +72,19 @@ def compiled() -> None:
     compileall.compile_dir(out.stdout.strip(), quiet=1)
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Run a command; wall seconds, peak RSS in MiB, and stderr. Its CPU seconds (user and
-    system) are left in `LAST_CPU`: on a shared machine they vary less than the wall time."""
+def run(
+    cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[float, float, str]:
+    """Run a command (in `cwd`); wall seconds, peak RSS in MiB, and stderr. Its CPU seconds
+    (user and system) are left in `LAST_CPU`: on a shared machine they vary less than the wall
+    time."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
         text=True,
     )
     assert proc.stderr is not None
@@ -268,26 +279,55 @@ def live_bench(gpus: int, days: int, scrape: int) -> None:
 
 
 PARALLEL = [1]
-"""Queries in flight at once in the live benchmarks' scans and bare replays (`--parallel`)."""
+"""Queries in flight at once in the live benchmarks' scans and bare replays."""
+PARALLELS = [1]
+"""The values of `--parallel` (`1,2`: every scan timed at each)."""
 
 
 def _uptime() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+Cli = tuple[list[str], dict[str, str], Path | None]
+"""A gpuaudit to run: its command, the environment it needs and the folder to run it in
+(`--baseline-tree`)."""
+THIS: Cli = (GPUAUDIT, {}, None)
+
+
+def _baseline(tree: Path) -> Cli:
+    """The gpuaudit of another checkout (today's commit checked out beside this one): its
+    virtual environment's `gpuaudit`, else this Python with the checkout first on its path,
+    run in the checkout (`python -m` puts the working folder before PYTHONPATH, and this
+    checkout's editable install's finder is consulted only after both)."""
+    tree = tree.resolve()
+    venv = tree / ".venv" / "bin" / "gpuaudit"
+    if venv.exists():
+        return [str(venv)], {}, tree
+    if not (tree / "gpuaudit" / "__init__.py").exists():
+        raise SystemExit(f"--baseline-tree {tree}: no gpuaudit package or .venv there")
+    return [sys.executable, "-m", "gpuaudit"], {"PYTHONPATH": str(tree)}, tree
+
+
 def _timed_scan(
-    url: str, live: list[str], out: Path, repeat: int = 3, replay: bool = True
+    url: str,
+    live: list[str],
+    out: Path,
+    repeat: int = 3,
+    replay: bool = True,
+    cli: Cli = THIS,
 ) -> tuple[list[float], list[float], Any]:
     """`repeat` whole `gpuaudit scan` processes and as many bare replays (plain httpx) of the
     requests one `snapshot save` made; the sorted wall times and the saved manifest, with the
     median bare seconds of each query id under `bare_by_query`. `repeat` 0: the `snapshot
     save` itself is timed (a scan's collection, without its audit) against one bare replay.
     `replay` False: the `snapshot save` alone (a week of raw series at a fine scrape takes
-    most of an hour a pass)."""
+    most of an hour a pass). `cli`: which gpuaudit runs the scans and the save."""
     from gpuaudit import snapshot  # noqa: PLC0415
 
     live = [*live, "--parallel-queries", str(PARALLEL[0])]
-    save = run([*GPUAUDIT, "snapshot", "save", str(out), *live, "--no-kubernetes", "--quiet"])[0]
+    gpuaudit, env, cwd = cli
+    saving = [*gpuaudit, "snapshot", "save", str(out), *live, "--no-kubernetes", "-q"]
+    save = run(saving, env, cwd)[0]
     print(f"  snapshot save {save:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
     snap = snapshot.read(out)
     if not replay:
@@ -305,7 +345,7 @@ def _timed_scan(
     per_query: dict[str, list[float]] = {}
     for _ in range(max(repeat, 1)):
         args = [*live, "--no-kubernetes", "-f", "json", "-o", os.devnull, "-q", "--fail-on", "none"]
-        scans.append(run([*GPUAUDIT, "scan", *args])[0] if repeat else save)
+        scans.append(run([*gpuaudit, "scan", *args], env, cwd)[0] if repeat else save)
         if repeat:
             print(f"  scan {scans[-1]:.1f} s, {LAST_CPU[0]:.1f} s CPU; {_uptime()}", flush=True)
         start = time.perf_counter()
@@ -332,6 +372,15 @@ def _timed_scan(
     manifest["bare_by_query"] = {q: sorted(v)[len(v) // 2] for q, v in per_query.items()}
     manifest["bare_samples_read"] = _bare_samples(said, manifest.get("samples_read") or {})
     return sorted(scans), sorted(bare), manifest
+
+
+def _samples(manifest: Any) -> str:
+    """The samples the scan's queries read (the manifest's `samples_read`), in millions."""
+    total = (manifest.get("samples_read") or {}).get("total") or {}
+    if "samples" not in total:
+        return "samples read not recorded"
+    how = " (some estimated)" if total.get("estimated") else ""
+    return f"{total['samples'] / 1e6:,.1f} M samples read{how}"
 
 
 _SAID = re.compile(rb'"totalQueryableSamples":\s*(\d+)')
@@ -384,6 +433,8 @@ def _samples_line(manifest: Any) -> str:
 
 
 def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> None:
+    """The figures of one server and gpuaudit, the second line in the form of the README's
+    summary (`what: <wall> s, <samples> M samples read, ratio <r>`)."""
     m = len(scans) // 2
     plan = manifest.get("plan") or {}
     replayed = (
@@ -402,6 +453,8 @@ def _report(what: str, scans: list[float], bare: list[float], manifest: Any) -> 
         f"{manifest.get('http_requests')} requests; "
         f"chunked {cut or 'none'}; {_uptime()}"
     )
+    ratio = f"ratio {scans[m] / bare[m]:.2f}" if bare else "no bare replay"
+    print(f"  {what}: {scans[m]:.1f} s, {_samples(manifest)}, {ratio}")
     for how, ids in sorted(reads.items()):
         print(f"  read {how} ({len(ids)}): {', '.join(sorted(ids))}")
     print(f"  backend timings: {json.dumps(manifest.get('backend_timings'))}")
@@ -482,6 +535,75 @@ _FROZEN = (
 )
 
 
+def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
+    """The hourly group of `gpuaudit rules` evaluated over the raw series of `tsdb` by promtool
+    (`tsdb create-blocks-from rules`, against a Prometheus serving `tsdb`), every hour from an
+    hour before the window to its end, at the group's offset in the hour as a Prometheus server
+    puts it: blocks of 2 hours, in their own folder (reused when written for the same TSDB and
+    rules)."""
+    import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+
+    from gpuaudit.sources.prometheus import hourly  # noqa: PLC0415
+    from tests.support.promserver import prometheus  # noqa: PLC0415
+    from tests.support.servers import require  # noqa: PLC0415
+
+    out = tmp / "hourly-blocks"
+    done = tmp / "hourly.json"
+    what = {"end": end, "days": days, "fingerprint": hourly.fingerprint("exported")}
+    if done.exists() and json.loads(done.read_text()) == what:
+        print(f"reusing the hourly rules' blocks in {out}", flush=True)
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    rules = tmp / "hourly.yml"
+    rules.write_text(yaml.safe_dump({"groups": [hourly.group("exported")]}, sort_keys=False))
+    t0 = time.perf_counter()
+    with prometheus(tsdb, *_FROZEN) as url:
+        proc = subprocess.run(
+            [
+                require("promtool"),
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "-q",
+                f"--start={end - days * 86400 - 3600}",
+                f"--end={end}",
+                f"--url={url}",
+                f"--output-dir={out}",
+                str(rules),
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+    if proc.returncode:
+        raise SystemExit(f"promtool failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    done.write_text(json.dumps(what))
+    print(
+        f"promtool evaluated the hourly rules in {time.perf_counter() - t0:.0f} s; {_uptime()}",
+        flush=True,
+    )
+    return out
+
+
+def _linked(into: Path, *folders: Path) -> Path:
+    """A TSDB folder holding the blocks of every folder, as hard links (blocks are never
+    changed in place)."""
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir()
+    for folder in folders:
+        for block in folder.iterdir():
+            if (block / "meta.json").exists():
+                shutil.copytree(block, into / block.name, copy_function=os.link)
+    return into
+
+
+def _scans(label: str, url: str, live: list[str], out: Path, repeat: int, cli: Cli) -> None:
+    """`_timed_scan` and `_report` at each `--parallel` value."""
+    for n in PARALLELS:
+        PARALLEL[0] = n
+        _report(f"{label}, parallel {n}", *_timed_scan(url, live, out, repeat, cli=cli))
+
+
 def recorded_bench(
     gpus: int,
     days: int,
@@ -491,15 +613,24 @@ def recorded_bench(
     raw_too: bool,
     keep: Path | None = None,
     prepare_only: bool = False,
+    backends: tuple[str, ...] = ("prometheus",),
+    baseline: Path | None = None,
 ) -> None:
-    """Raw series alone against raw plus recorded series, same scenario and server, default
-    query limits; the recorded series generated for the whole window the way the rules
-    compute them (`scenario.recorded`), the rules loaded so that discovery finds them."""
+    """Raw series alone against raw plus recorded series, same scenario, default query limits,
+    at each `--parallel` value. The 5-minute group's series generated for the whole window the
+    way the rules compute them (`scenario.recorded`); the hourly group's evaluated over the raw
+    series by the backend's own evaluator: promtool for Prometheus (its rules loaded, so that
+    discovery finds the 5-minute ones), vmalert's replay for VictoriaMetrics (the TSDB's blocks
+    imported by vmctl; raw scans first, then the replay, then the scans with rules).
+    `baseline`: another checkout's gpuaudit timed the same way against the server with rules."""
     sys.path.insert(0, str(ROOT))
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
+    from gpuaudit.sources.prometheus import hourly  # noqa: PLC0415
     from gpuaudit.sources.prometheus.rules import recording_rules  # noqa: PLC0415
     from tests.support.promserver import prometheus  # noqa: PLC0415
+    from tests.support.vmalert import replay, write_rules  # noqa: PLC0415
+    from tests.support.vmserver import import_tsdb, victoriametrics  # noqa: PLC0415
 
     if phase_ms % 1000:
         raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
@@ -507,19 +638,70 @@ def recorded_bench(
         f"{gpus} GPUs x {days} d at {scrape} s, evaluations {phase_ms / 1000:g} s past each "
         "5-minute mark"
     )
+    label = f"live {gpus:,} GPUs x {days} d"
+    others = [("baseline", _baseline(baseline))] if baseline else []
     with _workdir(keep, "gpuaudit-recorded-", what) as tmp:
         tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
+        blocks = _hourly_blocks(tmp, tsdb, end, days) if "prometheus" in backends else None
         if prepare_only:
             return
-        rules = tmp / "rules.yml"
-        rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
-        if raw_too:
-            with prometheus(tsdb, *_FROZEN) as url:
-                live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-                _report("raw series", *_timed_scan(url, live, tmp / "raw.json", repeat))
-        with prometheus(tsdb, *_FROZEN, rule_files=(rules,)) as url:
-            live = ["--prometheus-url", url, "--window", f"{days}d", "--end", str(end)]
-            _report("raw + recorded series", *_timed_scan(url, live, tmp / "rec.json", repeat))
+        live = ["--window", f"{days}d", "--end", str(end)]
+        if blocks is not None:
+            rules = tmp / "rules.yml"
+            rules.write_text(yaml.safe_dump({"groups": recording_rules("exported")}))
+            if raw_too:
+                with prometheus(tsdb, *_FROZEN) as url:
+                    _scans(
+                        f"{label}, prometheus, raw series",
+                        url,
+                        ["--prometheus-url", url, *live],
+                        tmp / "raw.json",
+                        repeat,
+                        THIS,
+                    )
+            both = _linked(tmp / "tsdb-rules", tsdb, blocks)
+            with prometheus(both, *_FROZEN, rule_files=(rules,)) as url:
+                args = ["--prometheus-url", url, *live]
+                _scans(f"{label}, prometheus", url, args, tmp / "rec.json", repeat, THIS)
+                for name, cli in others:
+                    _scans(
+                        f"{label}, prometheus, {name}", url, args, tmp / "base.json", repeat, cli
+                    )
+        if "vm" in backends:
+            t0 = time.perf_counter()
+            (tmp / "vm").mkdir(exist_ok=True)
+            with victoriametrics(tmp / "vm") as url:
+                import_tsdb(url, tsdb, tmp / "vmctl.log")
+                print(f"vmctl imported the TSDB in {time.perf_counter() - t0:.0f} s; {_uptime()}")
+                args = ["--prometheus-url", url, *live]
+                if raw_too:
+                    _scans(
+                        f"{label}, victoriametrics, raw series",
+                        url,
+                        args,
+                        tmp / "vmraw.json",
+                        repeat,
+                        THIS,
+                    )
+                t0 = time.perf_counter()
+                start = end - days * 86400 - 3600
+                rules = write_rules(tmp / "vmalert.yml", [hourly.group("exported")])
+                n = replay(url, rules, start - start % 3600, end - end % 3600, tmp / "vmalert.log")
+                print(
+                    f"vmalert replayed the hourly rules in {time.perf_counter() - t0:.0f} s "
+                    f"({n / 1e6:.1f} M samples); {_uptime()}",
+                    flush=True,
+                )
+                _scans(f"{label}, victoriametrics", url, args, tmp / "vmrec.json", repeat, THIS)
+                for name, cli in others:
+                    _scans(
+                        f"{label}, victoriametrics, {name}",
+                        url,
+                        args,
+                        tmp / "vmbase.json",
+                        repeat,
+                        cli,
+                    )
 
 
 def raw_bench(
@@ -583,9 +765,21 @@ def main() -> None:
     )
     ap.add_argument(
         "--parallel",
-        type=int,
-        default=1,
-        help="live: gpuaudit's --parallel-queries, and the bare replay's queries in flight",
+        default="1",
+        help="live: gpuaudit's --parallel-queries, and the bare replay's queries in flight; "
+        "--live-recorded: a list (1,2) times every scan at each",
+    )
+    ap.add_argument(
+        "--backend",
+        default="prometheus",
+        help="--live-recorded: prometheus, vm (VictoriaMetrics with vmalert), or both "
+        "(prometheus,vm)",
+    )
+    ap.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="--live-recorded: also time the gpuaudit of this checkout (its .venv/bin/gpuaudit, "
+        "else `python -m gpuaudit` with it on PYTHONPATH) against the server with the rules",
     )
     ap.add_argument(
         "--no-replay",
@@ -606,7 +800,11 @@ def main() -> None:
         "--prepare-only", action="store_true", help="live: backfill (into --keep) and stop"
     )
     args = ap.parse_args()
-    PARALLEL[0] = args.parallel
+    PARALLELS[:] = [int(n) for n in args.parallel.split(",")]
+    PARALLEL[0] = PARALLELS[0]
+    backends = tuple(b.strip() for b in args.backend.split(","))
+    if not set(backends) <= {"prometheus", "vm"}:
+        raise SystemExit(f"--backend {args.backend}: prometheus, vm or prometheus,vm")
     compiled()
     if args.prepare_only and args.keep is None:
         raise SystemExit("--prepare-only needs --keep")
@@ -620,6 +818,8 @@ def main() -> None:
             not args.skip_raw_server,
             args.keep,
             args.prepare_only,
+            backends,
+            args.baseline_tree,
         )
     elif args.live_raw:
         raw_bench(

@@ -31,10 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from tests.support.servers import require
+from tests.support.vmserver import wait_for_samples
 
 
 @dataclass
@@ -83,9 +83,10 @@ def _rfc3339(t: int) -> str:
 def replay(url: str, rules: Path, start: int, end: int, log: Path) -> int:
     """Evaluate the recording groups of `rules` at every multiple of each group's interval from
     `start` to `end` (unix seconds, both on every group's grid) over the VictoriaMetrics at `url`,
-    and write their results back into it; once vmalert has written them all, they are flushed to
-    be searchable. Returns how many samples vmalert wrote. The file should hold recording groups
-    only: replay evaluates alerting rules too and writes their `ALERTS` series."""
+    and write their results back into it; waits until each group's heartbeat (a last rule
+    `vector(...)`) is searchable at every evaluation. Returns how many samples vmalert wrote.
+    The file should hold recording groups only: replay evaluates alerting rules too and writes
+    their `ALERTS` series."""
     groups = yaml.safe_load(rules.read_text())["groups"]
     for g in groups:
         every = interval_s(g.get("interval", "1m"))
@@ -112,5 +113,11 @@ def replay(url: str, rules: Path, start: int, end: int, log: Path) -> int:
     assert proc.returncode == 0, f"vmalert replay failed: {text[-3000:]}"
     found = re.search(r"replay finished! Imported (\d+) samples", text)
     assert found, text[-3000:]
-    httpx.get(f"{url}/internal/force_flush", timeout=60)
+    for g in groups:
+        last = g["rules"][-1]
+        if last.get("record") and last["expr"].startswith("vector("):
+            # The group's heartbeat, written last: searchable at every evaluation.
+            every = interval_s(g.get("interval", "1m"))
+            days = (end - start) // 86400 + 1
+            wait_for_samples(url, last["record"], (end - start) // every + 1, end, days)
     return int(found.group(1))

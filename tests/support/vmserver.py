@@ -3,7 +3,10 @@ Prometheus is backfilled with promtool, VictoriaMetrics takes the samples as tex
 
 from __future__ import annotations
 
+import os
+import pty
 import shutil
+import subprocess
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,3 +107,32 @@ def wait_for_samples(
             return
         assert time.monotonic() < deadline, "imported data never became searchable"
         time.sleep(0.2)
+
+
+def import_tsdb(url: str, tsdb: Path, log: Path) -> None:
+    """Import every block of the Prometheus TSDB folder `tsdb` into the VictoriaMetrics at
+    `url` with vmctl (Debian's `victoria-metrics` package), reading the blocks themselves (a
+    fleet's week is too much text for the import API), and flush it to storage."""
+    cmd = [
+        require("vmctl"),
+        "prometheus",
+        "-s",
+        f"--prom-snapshot={tsdb}",
+        "--prom-concurrency=2",
+        f"--vm-addr={url}",
+        "--vm-concurrency=2",
+        "--vm-disable-progress-bar",
+    ]
+    # vmctl sets its input's terminal up even when told not to ask (`-s`), and fails where
+    # that is no terminal: give it one.
+    main, other = pty.openpty()
+    try:
+        with open(log, "wb") as fh:
+            proc = subprocess.run(
+                cmd, stdin=other, stdout=fh, stderr=subprocess.STDOUT, check=False
+            )
+    finally:
+        os.close(main)
+        os.close(other)
+    assert proc.returncode == 0, f"vmctl failed: {log.read_text(errors='replace')[-3000:]}"
+    httpx.get(f"{url}/internal/force_flush", timeout=600)
