@@ -39,7 +39,8 @@ What to do
     Raise the container's CPU limit and request to the recommended figure (or drop the limit
     and keep a request: the CFS quota is what throttles), and give the input pipeline workers
     to match (PyTorch `DataLoader(num_workers=...)`, `tf.data` `AUTOTUNE`); on nodes whose
-    cores are spoken for, ask for a node shape with more cores per GPU.
+    cores are spoken for, ask for a node shape with more cores per GPU. `gpuaudit fix` writes
+    the patch of a Deployment's, StatefulSet's or CronJob's pod template.
 """
 
 from __future__ import annotations
