@@ -234,11 +234,11 @@ class Inventory:
     """Pods holding GPU shares through HAMi, their grants and what HAMi measured of them (see
     `gpuaudit.inventory.hami`)."""
     serving: Serving = field(default_factory=Serving)
+    """The pods that export a serving engine's queue or request gauge, each one's busy level,
+    and the Prometheus they were read from (see `gpuaudit.inventory.serving_metrics`)."""
     cpu: ContainerCpu = field(default_factory=ContainerCpu)
     """cAdvisor's CPU of GPU pods' containers per bucket and their CPU requests and limits (see
     `gpuaudit.inventory.container_cpu`)."""
-    """The pods that export a serving engine's queue or request gauge, each one's busy level,
-    and the Prometheus they were read from (see `gpuaudit.inventory.serving_metrics`)."""
     namespaces: tuple[str, ...] = ()
     """`--namespace`: the namespaces the inventory was narrowed to (`gpuaudit.inventory.scope`);
     empty for the whole cluster."""
