@@ -27,8 +27,9 @@ RULES_HELP = {
 
 RULES_DOC = (
     "Print alerting rules (framebuffer pressure, idle reservations, XIDs) and the recording "
-    "rules that make long-window audits cheap; gpuaudit uses the recorded series when it finds "
-    "them on the server."
+    "rules that make long-window audits cheap (5-minute and hourly groups); gpuaudit uses the "
+    "recorded series when it finds them on the server, and with --step 1h ends the window on the "
+    "hourly group's last evaluation."
 )
 """The help of `rules`, one line (Typer keeps a docstring's line breaks in the command list)."""
 
