@@ -228,7 +228,7 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
     reads = {q["id"]: q["reads"] for q in got.queries}
     assert reads["act_sum"] == reads["fb_used_max"] == "recorded and raw"
     # Raw edges at every hourly bucket would cost the raw series whole: raw buckets.
-    assert reads["act_hourly"] == reads["act_count_hourly"] == reads["act_p95"] == "raw"
+    assert reads["act_hourly"] == reads["act_count_hourly"] == reads["act_p95_hourly"] == "raw"
     assert not any("count5m" in q and "unless" in q for q in seen)
 
 

@@ -114,7 +114,7 @@ def test_recorded_series_give_exactly_the_raw_figures(
     assert 0 <= caps["recorded"]["phase_ms"] < 300_000
     reads = {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}
     assert reads["act_sum"] == reads["act_count"] == reads["act_max"] == "recorded and raw"
-    assert reads["act_p95"] == reads["util_sum"] == "raw"
+    assert reads["act_p95_hourly"] == reads["util_sum"] == "raw"
     counts = doc["prometheus"]["act_count"][0]["query"]
     assert "gpuaudit:dcgm_fi_prof_gr_engine_active:count5m" in counts
     # The hourly buckets read the recorded series only where the evaluations fall on their
