@@ -14,6 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaudit.cli import app
+from gpuaudit.sources.prometheus import hourly
+from tests.support.promserver import Backfilled
+from tests.support.raw_snapshot import raw_snapshot
 from tests.support.vmalert import Replayed, dry_run, interval_s
 
 runner = CliRunner()
@@ -101,3 +104,41 @@ def test_replay_writes_what_each_rule_gives_at_every_evaluation(
         "gpuaudit:dcgm_fi_prof_gr_engine_active:count5m",
         "gpuaudit:recording_rules:evaluated5m",
     } <= written
+
+
+def _report(url: str, b: Backfilled, out: Path) -> dict[str, Any]:
+    """The JSON report of a scan of the scenario's window through the server at `url`
+    (recorded to `out` first), the server's URL taken out."""
+    res = runner.invoke(
+        app,
+        ["snapshot", "save", str(out), "--prometheus-url", url, "--no-kubernetes", "-q"]
+        + ["--window", f"{b.days}d", "--end", str(b.end)],
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["scan", "--snapshot", str(out), "-f", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    doc: dict[str, Any] = json.loads(res.stdout.replace(url, "URL"))
+    doc.pop("generated_at", None)
+    return doc
+
+
+def test_a_scan_through_vmalerts_hourly_rules_gives_the_raw_report(
+    vmalert_replayed: Replayed, vm_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    """VictoriaMetrics has no rules API (without `-vmalert.proxyURL`): gpuaudit finds the hourly
+    rules by their heartbeat alone, reads every family they record, and its report is the one the
+    raw series give over the same window (a VictoriaMetrics holding them alone)."""
+    b = scenario_tsdb
+    ruled = _report(vmalert_replayed.url, b, tmp_path / "rules.json")
+    raw = _report(vm_url, b, tmp_path / "raw.json")
+    snap = raw_snapshot(tmp_path / "rules.json")
+    manifest = snap["manifest"]
+    assert manifest["window"] == raw_snapshot(tmp_path / "raw.json")["manifest"]["window"]
+    cov = manifest["capabilities"]["recorded_hourly"]
+    # vmalert's evaluations fall on the hour: the window keeps the end it was asked for.
+    assert cov["covers"] == "whole" and cov["phase_ms"] == 0 and cov["offset_ms"] == 0
+    assert cov["end"] == cov["requested_end"] == b.end
+    assert cov["fingerprint"] == hourly.fingerprint("exported")
+    reads = {q["id"]: q["reads"] for q in manifest["queries"]}
+    assert reads["act_hourly"] == reads["act_sum"] == reads["fb_used_max"] == "recorded hourly"
+    assert ruled == raw

@@ -42,7 +42,7 @@ def test_rules_are_the_scan_own_text_for_one_hourly_bucket() -> None:
     assert hourly.fingerprint("pod") != hourly.fingerprint("exported")
 
 
-def test_recorded_queries_are_plain_selectors() -> None:
+def test_recorded_queries_read_the_evaluations_of_their_buckets() -> None:
     act_sum, act_max = catalogue.BY_ID["act_sum"], catalogue.BY_ID["act_max"]
     assert hourly.recorded_query(act_sum, "exported", "", 7200) == (
         "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:sum_1h[7199s])"
@@ -52,11 +52,11 @@ def test_recorded_queries_are_plain_selectors() -> None:
     )
     util_count = catalogue.BY_ID["util_count_hourly"]
     assert hourly.recorded_query(util_count, "exported", "", 3600, 60) == (
-        "(gpuaudit:dcgm_fi_dev_gpu_util:count_1h unless "
-        "gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h) != 60"
+        "(last_over_time(gpuaudit:dcgm_fi_dev_gpu_util:count_1h[3599s]) unless "
+        "last_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h[3599s])) != 60"
     )
     assert hourly.recorded_query(catalogue.BY_ID["act_hourly"], "exported", "", 3600) == (
-        "gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h"
+        "last_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h[3599s])"
     )
 
 
@@ -132,7 +132,11 @@ def test_the_window_ends_on_the_last_evaluation_to_the_millisecond() -> None:
         f"sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:sum_1h[{DAY - 1}s])"
     )
     assert sums["time"] == f"{last:.3f}"
-    means = next(f for q, f in seen if q == "gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h")
+    means = next(
+        f
+        for q, f in seen
+        if q == "last_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:mean_1h[3599s])"
+    )
     assert (means["start"], means["end"]) == (f"{last - DAY + 3600:.3f}", f"{last:.3f}")
     # Every query is sent at the evaluations.
     params = [e["params"] for entries in got.answers.values() for e in entries]

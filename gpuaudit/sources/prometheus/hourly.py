@@ -128,24 +128,28 @@ def recorded_query(
     first: int | None = None,
 ) -> str:
     """The PromQL that reads `spec` from its hourly rules: for an hourly query, the recorded
-    series as a plain selector at each bucket (a count `!= full`, an `unless` query's own rule
-    `unless` the other's); for a window query over a chunk of `range_s` seconds, the sum (or
-    maximum) of the chunk's evaluations: a range of `range_s - 1` seconds, so that Prometheus
-    2's closed ranges and 3's open ones both take exactly the chunk's evaluations."""
+    series' evaluation at each bucket's end (a count `!= full`, an `unless` query's own rule
+    `unless` the other's), as `last_over_time` over the hour less a second, not a plain
+    selector: VictoriaMetrics' lookback for a plain selector grows with the series' own interval
+    (an hour here), so the evaluation an hour earlier would stand in for one that wrote nothing
+    (a pod's series after it ended, an hour without an XID onset counted again); for a window
+    query over a chunk of `range_s` seconds, the sum (or maximum) of the chunk's evaluations: a
+    range of `range_s - 1` seconds, so that Prometheus 2's closed ranges and 3's open ones both
+    take exactly the chunk's evaluations (and the hour less a second, one evaluation)."""
     names = reads(spelling)[spec.id]
 
-    def sel(name: str, offset: int = 0) -> str:
-        text = f"{name}{{{selector}}}" if selector else name
-        return text + (f" offset {offset}s" if offset else "")
-
+    sel = f"{{{selector}}}" if selector else ""
     if spec.kind == "window":
         fn = "max_over_time" if spec.stat == "max" else "sum_over_time"
-        return f"{fn}({sel(names[0])}[{range_s - 1}s])"
+        return f"{fn}({names[0]}{sel}[{range_s - 1}s])"
+
+    def point(name: str, offset: int = 0) -> str:
+        return f"last_over_time({name}{sel}[{STEP_S - 1}s]{f' offset {offset}s' if offset else ''})"
 
     def text(offset: int = 0) -> str:
         if len(names) == 1:
-            return sel(names[0], offset)
-        return f"({sel(names[0], offset)} unless {sel(names[1], offset)})"
+            return point(names[0], offset)
+        return f"({point(names[0], offset)} unless {point(names[1], offset)})"
 
     if not spec.changes:
         return text()
