@@ -17,12 +17,12 @@ Why it matters
 How it decides
     For every GPU (all MIG instances of one GPU together), over the holdings of pods:
     - XID events: how many times the XID gauge changed into each code in the window (the
-      `xid_events` query: a code whose series appears while the same GPU and pod reported
-      another value just before). dcgm-exporter's gauge keeps the last XID until the exporter
-      restarts, so one event would otherwise read as a whole window of errors; a code the gauge
-      only carried over from before the window, or from before the pod, had no event and is
-      "stale": it is listed in the evidence but decides nothing. Snapshots without the query
-      count every code seen as one event, and say so.
+      `xid_events_hourly` query, per bucket, added up: a code whose series appears while the
+      same GPU and pod reported another value just before). dcgm-exporter's gauge keeps the
+      last XID until the exporter restarts, so one event would otherwise read as a whole
+      window of errors; a code the gauge only carried over from before the window, or from
+      before the pod, had no event and is "stale": it is listed in the evidence but decides
+      nothing. Snapshots without the query count every code seen as one event, and say so.
     - each XID with an event takes its action from NVIDIA's Xid catalog (resolution bucket,
       immediate action; docs.nvidia.com/deploy/xid-errors/): restart the application, reset the
       GPU, reboot the node, or contact support (RMA); "IGNORE" codes need no action. XID 63 (a

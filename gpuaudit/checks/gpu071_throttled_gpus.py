@@ -29,14 +29,15 @@ How it decides
     0x40 HW thermal, 0x80 HW power brake) and dcgm-exporter's `DCGM_EXP_CLOCK_EVENTS_COUNT`
     are not read: a gauge sampled at each scrape sees only the instant, where the violation
     counters add up every nanosecond.
-    Per holding: the counters' `increase` over the window while the pod held the GPU; the
-    throttled share is the longer of the two times over the held time (the causes can overlap),
-    at most 1; the busy GPU-hours lost are the holding's busy GPU-hours (mean engine activity x
-    GPU-hours) times that share, never more than its busy GPU-hours. A pod is reported when
-    one of its GPUs was throttled for at least `checks.throttle_min_share` (default 0.10) of
-    its held time and its GPUs lost at least `checks.throttle_min_lost_hours` (default 1) busy
-    GPU-hours. The cause: a sick card where its GPU also reported XID errors or memory faults
-    (GPU070 reports it, and its action comes first); else the power cap where power
+    Per holding: the counters' `increase` in each hourly bucket, added up over the window, while
+    the pod held the GPU; the throttled share is the longer of the two times over the held time
+    (the causes can overlap), at most 1; the busy GPU-hours lost are the holding's busy
+    GPU-hours (mean engine activity x GPU-hours) times that share, never more than its busy
+    GPU-hours. A pod is reported when one of its GPUs was throttled for at least
+    `checks.throttle_min_share` (default 0.10) of its held time and its GPUs lost at least
+    `checks.throttle_min_lost_hours` (default 1) busy GPU-hours. The cause: a sick card where
+    its GPU also reported XID errors or memory faults (GPU070 reports it, and its action comes
+    first); else the power cap where power
     violations are the longer; else cooling. Impact: the busy GPU-hours lost, priced per GPU
     model; severity medium from 24, low below. Skipped, with the reason, when neither counter
     was collected: unmeasured throttling is never read as none.
