@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
+from gpuaudit.sources.prometheus.http import PromClient, PromConfig
 from gpuaudit.sources.prometheus.planner import SHARDS
 from tests.support.promserver import Backfilled
 
@@ -93,3 +94,17 @@ def test_a_series_limit_is_met_by_sharding(
         # Finer than the first three shards somewhere (60 series are fewer than a third).
         assert all(c[2] for c in chunks)
     assert any(c[2] not in SHARDS for chunks in sharded.values() for c in chunks)
+
+
+def test_a_range_off_the_step_grid_is_answered_where_it_was_asked(
+    vm_url: str, scenario_tsdb: Backfilled
+) -> None:
+    """VictoriaMetrics moves a range query of 50 points or more onto multiples of its step
+    unless asked not to (`nocache`): gpuaudit's range queries come back at the times they asked
+    for, as hourly buckets ending on rules evaluated off the hour need."""
+    end = scenario_tsdb.end - 3600 + 67
+    start = end - 47 * 3600
+    with PromClient(PromConfig(url=vm_url)) as client:
+        ans = client.query_range("count_over_time(DCGM_FI_DEV_FB_USED[3600s])", start, end, 300)
+    stamps = {float(t) for r in ans.body["data"]["result"] for t, _ in r["values"]}
+    assert stamps and min(stamps) >= start and all((t - start) % 300 == 0 for t in stamps)
