@@ -62,6 +62,8 @@ class Outcome:
     failures: tuple[str, ...] = ()
     """The outputs that could not be written and the webhook that could not be posted to, one
     sentence each (`cannot write ...`); any makes the process end with exit code 2 (`code`)."""
+    moved: str = ""
+    """Where a live scan's window ended other than asked (`moved_line`), else empty."""
 
     @property
     def code(self) -> int:
@@ -133,7 +135,21 @@ def run(config: Config, *, progress: Progress = SILENT, collector: Collector = S
         failures += post_webhooks(result, config.webhook, config.webhooks)
     code = exit_code(config, result)
     why = failing_line(config, result) if code == 1 else ""
-    return Outcome(result, code, clock.stages, _hint(config, result), why, tuple(failures))
+    hint, moved = _hint(config, result), moved_line(config, result)
+    return Outcome(result, code, clock.stages, hint, why, tuple(failures), moved)
+
+
+def moved_line(config: Config, result: AuditResult) -> str:
+    """A live scan's window ends on the step's grid unless gpuaudit's hourly recording rules
+    moved it to their last evaluation (`gpuaudit.sources.prometheus.hourly`): then one line that
+    says so, else empty."""
+    step, end = config.settings.step_s, result.window_end
+    if config.live is None or not step or end % step == 0:
+        return ""
+    return (
+        f"gpuaudit: the window ends at {iso(end)}, on the last evaluation of gpuaudit's hourly "
+        "recording rules before the end asked for, whose recorded series it read"
+    )
 
 
 def audit(

@@ -253,6 +253,8 @@ def say_outcome(outcome: Outcome, *, quiet: bool, timings: bool) -> None:
     if timings:
         sys.stderr.write(outcome.timings_line() + "\n")
     if not quiet:
+        if outcome.moved:
+            sys.stderr.write(fit_terminal(outcome.moved) + "\n")
         sys.stderr.write(fit_terminal(outcome.summary_line()) + "\n")
     alarm = outcome.nothing_line()
     if alarm:  # even with --quiet: an empty audit must never pass for a healthy one
