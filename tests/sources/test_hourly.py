@@ -8,7 +8,9 @@ from typing import Any
 
 import httpx
 
-from gpuaudit.inventory.parse import query_offset
+from gpuaudit.inventory.parse import Parser, query_offset
+from gpuaudit.snapshot.from_live import from_collection
+from gpuaudit.sources.collect import LiveCollection
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue, hourly
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig
@@ -94,6 +96,10 @@ def _collect(
                 {"metric": {"__name__": hourly.HEARTBEAT, "i": str(i)}, "values": [[last, str(fp)]]}
                 for i in range(series)
             ]
+        elif form["query"].endswith("mean_1h[3599s])") and "start" in form:
+            lo, hi, step = float(form["start"]), float(form["end"]), float(form["step"])
+            points = [[round(lo + i * step, 3), "0.5"] for i in range(int((hi - lo) // step) + 1)]
+            result = [{"metric": {"UUID": "GPU-1", "exported_pod": "p"}, "values": points}]
         elif hourly.HEARTBEAT in form["query"]:
             lo, hi = float(form["start"]), float(form["end"])
             points = [
@@ -177,3 +183,16 @@ def test_two_servers_recording_the_rules_are_not_used() -> None:
     _, got = _collect(END - 3600 + 67, series=2)
     assert got.window is None
     assert any("2 series of" in n for n in got.capabilities.notes)
+
+
+def test_answers_at_the_evaluations_lie_on_the_window_grid() -> None:
+    """The reader takes the sub-second offset off the answers' times: every point of a bucket
+    is on the window's grid, none is left out."""
+    _, got = _collect(END - 3600 + 67.25)
+    assert got.window is not None
+    raw = LiveCollection(got.window, "c", "u", got, {}, {}, [], [])
+    p = Parser(from_collection(raw))
+    (answer,) = p.answers["act_hourly"]
+    w = got.window
+    assert answer.ts.tolist() == [float(w.start + 3600 * (i + 1)) for i in range(24)]
+    assert p.off_grid == {} and p.outside == {}
