@@ -478,7 +478,7 @@ class QuerySpec:
         rng = f"[{range_s}s]" + (f" offset {offset}s" if offset else "")
         sel = f"{metric}{{{selector}}}" if selector else metric
         if self.stat == "onsets":
-            return _onsets(sel, range_s, by)
+            return _onsets(sel, range_s, by, bucket=self.kind == "hourly")
         if self.stat == "busy":
             return _busy(metric, selector, range_s, by)
         if self.stat == "mean":
@@ -518,7 +518,7 @@ ONSET_STEP_S = 300
 default lookback, so a code is seen while its series is fresh at any scrape interval up to it."""
 
 
-def _onsets(sel: str, range_s: int, by: str) -> str:
+def _onsets(sel: str, range_s: int, by: str, bucket: bool = False) -> str:
     """How many times each XID code appeared in the window: a subquery point where the series
     of a code (`err_code`) is present but was not `ONSET_STEP_S` earlier, while a series of
     the same GPU and pod was (any code, 0 included). The XID gauge keeps its last code until
@@ -526,11 +526,17 @@ def _onsets(sel: str, range_s: int, by: str) -> str:
     this counts changes of the gauge into a code. A series that starts with a code (a pod
     placed on a GPU whose gauge still shows an old XID, an exporter restart, a scrape gap) is
     not an event; a code that replaces itself (63 then 63 again) cannot be seen by any gauge,
-    nor one that lasted under `ONSET_STEP_S`."""
+    nor one that lasted under `ONSET_STEP_S`.
+
+    Per `bucket` (an hourly query), the subquery's range is a millisecond short of the bucket:
+    before Prometheus 3.0 a subquery's range is closed on the left, and a step on the bucket's
+    start, the end of the bucket before, would count in both (from 3.0 it is open on the left,
+    and the millisecond changes nothing)."""
     r = f"{ONSET_STEP_S}s"
     fresh = f"({sel} > 0) unless ({sel} offset {r})"
     onset = f"({fresh}) and ignoring (err_code, err_msg) ({sel} offset {r})"
-    return f"sum by ({by}) (count_over_time(({onset})[{range_s}s:{r}]))"
+    rng = f"{range_s * 1000 - 1}ms" if bucket else f"{range_s}s"
+    return f"sum by ({by}) (count_over_time(({onset})[{rng}:{r}]))"
 
 
 SERVING_QUEUE_METRICS = (
