@@ -11,9 +11,9 @@ from gpuaudit import snapshot
 from gpuaudit.scenario import generate, write_openmetrics
 from gpuaudit.sources.prometheus.rules import recording_rules
 from tests.support.apiserver import KubeAPIServer, make_tls
-from tests.support.promserver import Backfilled, backfill, create_blocks, prometheus
+from tests.support.promserver import Backfilled, backfill, create_blocks, free_port, prometheus
 from tests.support.raw_snapshot import raw_snapshot
-from tests.support.vmalert import Replayed, replay, write_rules
+from tests.support.vmalert import Replayed, replay, serving, write_rules
 from tests.support.vmserver import (
     UUID_SHARDS,
     import_lines,
@@ -131,6 +131,25 @@ def vmalert_replayed(
     with _victoria(b, tmp) as url:
         written = replay(url, rules, start, end, tmp / "vmalert.log")
         yield Replayed(url, start, end, groups, written)
+
+
+@pytest.fixture(scope="session")
+def vmalert_proxied(
+    scenario_tsdb: Backfilled, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Replayed]:
+    """A VictoriaMetrics holding the scenario's raw series and what the 5-minute recording group
+    records over them (replayed by vmalert over the window and an hour before it), whose rules
+    API (`-vmalert.proxyURL`) lists that group from a vmalert that runs it."""
+    tmp = tmp_path_factory.mktemp("vmproxied")
+    b = scenario_tsdb
+    start, end = b.end - b.days * 86400 - 3600, b.end
+    groups = [g for g in recording_rules("exported") if g["interval"] == "5m"]
+    rules = write_rules(tmp / "rules.yml", groups)
+    port = free_port()
+    with _victoria(b, tmp, f"-vmalert.proxyURL=http://127.0.0.1:{port}") as url:
+        written = replay(url, rules, start, end, tmp / "replay.log")
+        with serving(url, rules, port, tmp / "vmalert.log"):
+            yield Replayed(url, start, end, groups, written)
 
 
 @contextlib.contextmanager

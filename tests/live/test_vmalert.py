@@ -1,7 +1,9 @@
 """gpuaudit's rules evaluated by vmalert, VictoriaMetrics' rule evaluator: it reads the rule file
 of `gpuaudit rules --format rules` as it is, and its replay mode writes every recording rule's
 series over a scenario's history into the VictoriaMetrics holding the raw series, at every
-evaluation of its group (`tests.support.vmalert` says where the evaluations fall)."""
+evaluation of its group (`tests.support.vmalert` says where the evaluations fall). A scan reads
+them there and gives the report the raw series give: the hourly group found by its heartbeat
+alone, the 5-minute group through the rules API VictoriaMetrics proxies to a running vmalert."""
 
 from __future__ import annotations
 
@@ -141,4 +143,23 @@ def test_a_scan_through_vmalerts_hourly_rules_gives_the_raw_report(
     assert cov["fingerprint"] == hourly.fingerprint("exported")
     reads = {q["id"]: q["reads"] for q in manifest["queries"]}
     assert reads["act_hourly"] == reads["act_sum"] == reads["fb_used_max"] == "recorded hourly"
+    assert ruled == raw
+
+
+def test_the_5_minute_rules_found_through_vmalerts_rules_api_give_the_raw_report(
+    vmalert_proxied: Replayed, vm_url: str, scenario_tsdb: Backfilled, tmp_path: Path
+) -> None:
+    """With `-vmalert.proxyURL`, VictoriaMetrics' rules API lists the rules a vmalert runs: a
+    scan finds the 5-minute group there (no hourly rules), reads its series (evaluated on the
+    5-minute marks, so the hourly buckets read them too), and its report is the raw one."""
+    b = scenario_tsdb
+    ruled = _report(vmalert_proxied.url, b, tmp_path / "rules.json")
+    raw = _report(vm_url, b, tmp_path / "raw.json")
+    caps = raw_snapshot(tmp_path / "rules.json")["manifest"]["capabilities"]
+    assert not caps.get("recorded_hourly")
+    assert caps["recorded"]["covers"] == "whole" and caps["recorded"]["phase_ms"] == 0
+    reads = {
+        q["id"]: q["reads"] for q in raw_snapshot(tmp_path / "rules.json")["manifest"]["queries"]
+    }
+    assert reads["act_sum"] == reads["act_hourly"] == reads["fb_used_max"] == "recorded"
     assert ruled == raw

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +35,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from tests.support.promserver import server
 from tests.support.servers import require
 from tests.support.vmserver import wait_for_samples
 
@@ -121,3 +124,20 @@ def replay(url: str, rules: Path, start: int, end: int, log: Path) -> int:
             days = (end - start) // 86400 + 1
             wait_for_samples(url, last["record"], (end - start) // every + 1, end, days)
     return int(found.group(1))
+
+
+@contextmanager
+def serving(url: str, rules: Path, port: int, log: Path) -> Iterator[str]:
+    """vmalert running (not replaying) the groups of `rules` against the VictoriaMetrics at
+    `url` on loopback port `port`, for its rules API (`/api/v1/rules`, which VictoriaMetrics
+    answers through `-vmalert.proxyURL`); yields its URL. It evaluates at the present time,
+    after any scenario's window, and writes what it records into `url`."""
+    cmd = [
+        require("vmalert"),
+        f"-rule={rules}",
+        f"-datasource.url={url}",
+        f"-remoteWrite.url={url}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+    ]
+    with server(cmd, f"http://127.0.0.1:{port}", "/health", log) as own:
+        yield own
