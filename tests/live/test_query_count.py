@@ -43,7 +43,7 @@ def test_request_count_is_the_same_for_100_and_2000_gpus(
         counts[gpus] = (doc["manifest"]["http_requests"], series, len(doc["manifest"]["queries"]))
     assert counts[100][0] == counts[2000][0]
     assert counts[2000][1] > 10 * counts[100][1]  # the clusters really differ in size
-    # 6 discovery calls (buildinfo, metric names, label names, the check that tells the
-    # exporter's `pod` from workloads under the Helm spelling, the scrape interval, rules),
-    # then one per query.
-    assert counts[100][0] == 6 + counts[100][2]
+    # 7 discovery calls (buildinfo, metric names, label names, the check that tells the
+    # exporter's `pod` from workloads under the Helm spelling, the scrape interval, the hourly
+    # rules' heartbeat, the rules API), then one per query.
+    assert counts[100][0] == 7 + counts[100][2]
