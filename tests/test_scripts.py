@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.servers import REAL_SERVERS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,16 +55,7 @@ def test_without_root_or_sudo_it_says_what_to_install_and_goes_on(tmp_path: Path
 
 
 def test_with_everything_there_it_says_nothing(tmp_path: Path) -> None:
-    have = (
-        "prometheus",
-        "promtool",
-        "victoria-metrics",
-        "vmalert",
-        "chromium",
-        "openssl",
-        "tmux",
-        "kubectl",
-    )
+    have = (*REAL_SERVERS, "tmux")
     got = _deps(tmp_path, 1000, have)
     assert got.returncode == 0 and got.stderr == "" and got.stdout == ""
 
