@@ -539,8 +539,8 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
     """The hourly group of `gpuaudit rules` evaluated over the raw series of `tsdb` by promtool
     (`tsdb create-blocks-from rules`, against a Prometheus serving `tsdb`), every hour from an
     hour before the window to its end, at the group's offset in the hour as a Prometheus server
-    puts it: blocks of 2 hours, in their own folder (reused when written for the same TSDB and
-    rules)."""
+    puts it: blocks of 2 hours, in their own folder (reused when written for the same TSDB, as
+    `_backfill` records it, and the same rules)."""
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
     from gpuaudit.sources.prometheus import hourly  # noqa: PLC0415
@@ -549,7 +549,8 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
 
     out = tmp / "hourly-blocks"
     done = tmp / "hourly.json"
-    what = {"end": end, "days": days, "fingerprint": hourly.fingerprint("exported")}
+    tsdb_of = json.loads((tmp / "backfilled.json").read_text())
+    what = {"tsdb": tsdb_of, "days": days, "fingerprint": hourly.fingerprint("exported")}
     if done.exists() and json.loads(done.read_text()) == what:
         print(f"reusing the hourly rules' blocks in {out}", flush=True)
         return out
