@@ -217,10 +217,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         traffic={
             C.NVLINK_BPS: _traffic(p, "nvlink", n) if cut is None else _missing_metric(n).mean,
             C.PCIE_BPS: _traffic(p, "pcie", n) if cut is None else _missing_metric(n).mean,
-            **{
-                col: st if cut is None else _missing_metric(n).mean
-                for col, st in throttling.read(p, n).items()
-            },
+            **throttling.read(p, n, None if cut is None else (cut.start, cut.end)),
         },
         has_prof=has_prof,
         has_util=util_only & ~is_mig,
@@ -242,10 +239,12 @@ def _missing_metric(n: int) -> Metric:
 
 
 def _narrowed_capabilities(
-    cut: Narrowed, caps: set[Capability], missing: dict[Capability, str]
+    cut: Narrowed, caps: set[Capability], missing: dict[Capability, str], by_bucket: bool = False
 ) -> None:
     """What a narrowed window loses: window-only statistics, and the Kubernetes state at its
-    end when it ends before the objects were read."""
+    end when it ends before the objects were read. `by_bucket`: the violation counters'
+    increases were recorded per bucket (`throttling.HOURLY`), and the narrowed window has
+    those of its own buckets."""
     whole = "were recorded for the snapshot's whole window only and cannot be narrowed to"
     for cap, what in (
         (Capability.FRAMEBUFFER, "framebuffer statistics (DCGM_FI_DEV_FB_USED, FB_FREE)"),
@@ -253,6 +252,8 @@ def _narrowed_capabilities(
         (Capability.P2P_STATUS, "NVLink P2P status values"),
         (Capability.THROTTLING, "violation counters' increases (DCGM_FI_DEV_*_VIOLATION)"),
     ):
+        if cap is Capability.THROTTLING and by_bucket:
+            continue
         caps.discard(cap)
         missing[cap] = f"{what} {whole} {_iso(cut.start)} to {_iso(cut.end)}"
     if cut.earlier_end:
@@ -893,6 +894,7 @@ def build(
     cpu_use, cpu_answered = container_cpu.usage(
         p.answers, p.cluster_label, None if cut is None else (cut.start, cut.end)
     )
+    by_bucket = any(q in p.answers for q in throttling.HOURLY)
     if consume:
         p.release()
         snap.prometheus.clear()
@@ -908,7 +910,7 @@ def build(
     walked = owners.build(snap.kubernetes, man)
     k_caps, k_missing = set(k.capabilities), dict(k.missing)
     if cut is not None:
-        _narrowed_capabilities(cut, caps, missing)
+        _narrowed_capabilities(cut, caps, missing, by_bucket)
         _narrowed_capabilities(cut, k_caps, k_missing)
     pod_index = {(r[C.NAMESPACE], r[C.POD]): r for r in k.pod_rows}
     where = _node_resolver(objects, {r[C.NODE] for r in k.node_rows})

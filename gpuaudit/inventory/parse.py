@@ -290,6 +290,21 @@ class Parser:
             return np.empty(0, dtype=np.int64), np.empty(0)
         return np.concatenate(ks), np.concatenate(vs)
 
+    def within(self, qid: str, start: float, end: float) -> tuple[Arr, Arr]:
+        """(key numbers, values) of every point of a range query's chunks whose bucket ends in
+        (`start`, `end`] (a narrowed window): one row per point, for the caller to combine as
+        `reduced` combines them."""
+        self._check(qid, "matrix")
+        ks: list[Arr] = []
+        vs: list[Arr] = []
+        for a in self.answers.get(qid, []):
+            keep = (a.ts > start) & (a.ts <= end)
+            ks.append(np.repeat(self.kids(a), np.diff(a.offsets))[keep])
+            vs.append(a.vs[keep])
+        if not ks:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.concatenate(ks), np.concatenate(vs)
+
     def labelled_sums(self, qid: str) -> list[tuple[Mapping[str, Any], float]]:
         """Every series of a range query's chunks, with its labels and its points summed (for
         `extra_by` labels; a sparse answer such as XID onsets)."""

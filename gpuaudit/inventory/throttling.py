@@ -42,20 +42,30 @@ MISSING = (
 """Why throttling is unmeasured when neither counter was read."""
 
 
-def read(p: Parser, n: int) -> dict[str, Stat]:
+HOURLY = ("power_violation_increase_hourly", "thermal_violation_increase_hourly")
+"""The violation counters' increases per bucket, which a narrowed window can be cut to."""
+
+
+def read(p: Parser, n: int, within: tuple[float, float] | None = None) -> dict[str, Stat]:
     """Holding column -> its window figure per key number: violation seconds (counter increases
-    summed over time chunks), the mean SM clock, and the maximum SM clock where exported."""
+    summed over buckets or time chunks), the mean SM clock, and the maximum SM clock where
+    exported. `within` (a narrowed window's start and end): the buckets that end in it alone,
+    and nothing of what was recorded for the whole window only (an older snapshot's increases
+    over the window, the SM clocks)."""
     out: dict[str, Stat] = {}
-    for col, qid in (
-        (C.POWER_VIOLATION_S, "power_violation_increase"),
-        (C.THERMAL_VIOLATION_S, "thermal_violation_increase"),
-    ):
-        hourly = f"{qid}_hourly"
-        st = reduce_stat(*(p.reduced(hourly) if hourly in p.answers else p.window(qid)), n, "sum")
+    none = (np.empty(0, dtype=np.int64), np.empty(0))
+    for col, qid in zip(COUNTED, HOURLY, strict=True):
+        if qid in p.answers:
+            rows = p.reduced(qid) if within is None else p.within(qid, *within)
+        else:
+            rows = p.window(qid.removesuffix("_hourly")) if within is None else none
+        st = reduce_stat(*rows, n, "sum")
         # To the millisecond: an `increase` extrapolated in floating point reads the same.
         out[col] = Stat(np.round(st.values / NS, 3), st.present)
     out[C.SM_CLOCK_MEAN] = combine(p, "sm_clock", n).mean
     out[C.SM_CLOCK_MAX] = reduce_stat(*p.window("max_sm_clock_max"), n, "max")
+    if within is not None:
+        out[C.SM_CLOCK_MEAN] = out[C.SM_CLOCK_MAX] = reduce_stat(*none, n, "max")
     return out
 
 

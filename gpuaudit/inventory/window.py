@@ -2,12 +2,14 @@
 `--snapshot` or `--demo`).
 
 A snapshot records its answers over one window, on one grid of buckets. Inside it, the hourly
-series can be cut to any run of whole buckets: held time, activity means and everything the
-checks read per bucket follow exactly. What was recorded only for the whole window (its peaks
-and 95th percentiles, framebuffer, power, GPU health and NVLink status) cannot be cut: on a
-narrowed window it is missing, and the checks that need it are skipped with the reason. The
-Kubernetes objects were read at the recorded window's end: a window ending earlier cannot say
-what the cluster held or waited for at its end, so the checks of that state are skipped too.
+series can be cut to any run of whole buckets: held time, activity means, the violation
+counters' increases (recorded per bucket) and everything the checks read per bucket follow
+exactly. What was recorded only for the whole window (its peaks, framebuffer, power, GPU health
+and NVLink status), and the 95th percentiles the checks read only beside the framebuffer, are
+not cut: on a narrowed window they are missing, and the checks that need them are skipped with
+the reason. The Kubernetes objects were read at the recorded window's end: a window ending
+earlier cannot say what the cluster held or waited for at its end, so the checks of that state
+are skipped too.
 """
 
 from __future__ import annotations

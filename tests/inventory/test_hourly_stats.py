@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuaudit.inventory import build
+from gpuaudit.inventory import Capability, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.parse import Parser
 from gpuaudit.snapshot import Snapshot
@@ -162,3 +162,31 @@ def test_reduced_skips_series_without_points() -> None:
     assert v.tolist() == [3.0, 5.0]
     p95 = Parser(_with(_base(), act_p95_hourly=[_entry("matrix", [_matrix(LAB, {0: 0.5})])]))
     assert p95.reduced("act_p95_hourly")[1].tolist() == pytest.approx([0.5])
+
+
+def test_a_narrowed_window_has_the_increases_of_its_own_buckets() -> None:
+    ns = 1e9
+    snap = _with(
+        _base(),
+        power_violation_increase_hourly=[
+            _entry("matrix", [_matrix(LAB, {0: 600 * ns, 1: 60 * ns, 2: 1200 * ns})]),
+            _entry("matrix", [_matrix(LAB, {3: 10 * ns, 4: 0.0, 5: 300.5 * ns})]),
+        ],
+    )
+    # The last three buckets: (start + 3 h, start + 6 h].
+    inv = build(snap, window=(START + 3 * STEP, START + HOURS * STEP))
+    (row,) = inv.holdings.itertuples(index=False)
+    assert getattr(row, C.POWER_VIOLATION_S) == 310.5
+    assert Capability.THROTTLING in inv.capabilities
+    # What was recorded for the whole window only stays missing.
+    assert np.isnan(getattr(row, C.SM_CLOCK_MEAN))
+    assert Capability.FRAMEBUFFER not in inv.capabilities
+
+
+def test_a_narrowed_older_snapshot_has_no_increases() -> None:
+    snap = _without(_base(), "power_violation_increase_hourly", "thermal_violation_increase_hourly")
+    snap = _with(snap, power_violation_increase=[_entry("vector", [_vector(LAB, 7.25e9)])])
+    inv = build(snap, window=(START + 3 * STEP, START + HOURS * STEP))
+    assert np.isnan(getattr(next(inv.holdings.itertuples(index=False)), C.POWER_VIOLATION_S))
+    assert Capability.THROTTLING not in inv.capabilities
+    assert "whole window only" in inv.missing[Capability.THROTTLING]
