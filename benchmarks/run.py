@@ -539,8 +539,8 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
     """The hourly group of `gpuaudit rules` evaluated over the raw series of `tsdb` by promtool
     (`tsdb create-blocks-from rules`, against a Prometheus serving `tsdb`), every hour from an
     hour before the window to its end, at the group's offset in the hour as a Prometheus server
-    puts it: blocks of 2 hours, in their own folder (reused when written for the same TSDB, as
-    `_backfill` records it, and the same rules)."""
+    puts it, then written again as one block (`_one_block`) in their own folder (reused when
+    written for the same TSDB, as `_backfill` records it, and the same rules)."""
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
     from gpuaudit.sources.prometheus import hourly  # noqa: PLC0415
@@ -555,6 +555,8 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
         print(f"reusing the hourly rules' blocks in {out}", flush=True)
         return out
     shutil.rmtree(out, ignore_errors=True)
+    evaluated = tmp / "hourly-promtool"
+    shutil.rmtree(evaluated, ignore_errors=True)
     rules = tmp / "hourly.yml"
     rules.write_text(yaml.safe_dump({"groups": [hourly.group("exported")]}, sort_keys=False))
     t0 = time.perf_counter()
@@ -569,7 +571,7 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
                 f"--start={end - days * 86400 - 3600}",
                 f"--end={end}",
                 f"--url={url}",
-                f"--output-dir={out}",
+                f"--output-dir={evaluated}",
                 str(rules),
             ],
             check=False,
@@ -578,12 +580,54 @@ def _hourly_blocks(tmp: Path, tsdb: Path, end: int, days: int) -> Path:
         )
     if proc.returncode:
         raise SystemExit(f"promtool failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    done.write_text(json.dumps(what))
     print(
         f"promtool evaluated the hourly rules in {time.perf_counter() - t0:.0f} s; {_uptime()}",
         flush=True,
     )
+    names = [r["record"] for r in hourly.group("exported")["rules"]]
+    _one_block(evaluated, out, names, end - days * 86400 - 3600, end)
+    shutil.rmtree(evaluated)
+    done.write_text(json.dumps(what))
     return out
+
+
+def _one_block(blocks: Path, out: Path, names: list[str], start: int, end: int) -> None:
+    """The series `names` of the TSDB folder `blocks`, from `start` to `end` (seconds), written
+    again as one block in `out`: promtool writes a block per rule and per 2 hours (some 3,400
+    for a week of the hourly group), where a server that evaluated the rules would have
+    compacted them into a few. Read through a Prometheus serving `blocks` (each series' samples
+    as stored, a range selector at `end`) and written by `tests.support.tsdbblocks`."""
+    import httpx  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    from tests.support.promserver import prometheus  # noqa: PLC0415
+    from tests.support.tsdbblocks import BlockWriter  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    writer = BlockWriter(out, start * 1000, end * 1000 + 1)
+    with prometheus(blocks) as url, httpx.Client(base_url=url, timeout=600) as client:
+        for name in names:
+            ans = (
+                client.post(
+                    "/api/v1/query", data={"query": f"{name}[{end - start}s]", "time": str(end)}
+                )
+                .raise_for_status()
+                .json()
+            )
+            rows = ans["data"]["result"]
+            labels = [{k: v for k, v in r["metric"].items() if k != "__name__"} for r in rows]
+            counts = np.array([len(r["values"]) for r in rows], dtype=np.int64)
+            off = np.r_[0, np.cumsum(counts)]
+            pts = [p for r in rows for p in r["values"]]
+            t = np.array([round(float(p[0]) * 1000) for p in pts], dtype=np.int64)
+            v = np.array([float(p[1]) for p in pts], dtype=np.float64)
+            writer.add(name, labels, off, t, v)
+    writer.close()
+    print(
+        f"the hourly rules' {writer.samples / 1e6:.1f} M samples written as one block in "
+        f"{time.perf_counter() - t0:.0f} s; {_uptime()}",
+        flush=True,
+    )
 
 
 def _linked(into: Path, *folders: Path) -> Path:
