@@ -13,7 +13,6 @@ moves its window's end to their last evaluation; the raw scan is sent that end.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from gpuaudit.console.show import describe
 from gpuaudit.sources import collect
 from gpuaudit.sources.interface import Window
 from gpuaudit.sources.prometheus import hourly
+from tests.support.figures import same_but_last_digit
 from tests.support.promserver import Backfilled, prometheus
 from tests.support.raw_snapshot import raw_snapshot
 from tests.support.rulephase import evaluated, whole_second_file
@@ -64,31 +64,6 @@ def _without_plan(doc: dict[str, Any]) -> dict[str, Any]:
     doc = json.loads(json.dumps(doc))
     doc.pop("generated_at", None)
     return doc
-
-
-_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-
-
-def _same(a: Any, b: Any, where: str = "") -> None:
-    """`a` and `b` equal, but for the last digit of a figure: a window sum read from the
-    hourly rules adds the hours' sums, the raw one adds the samples in one go, and floating
-    point addition in another order may differ in its last bit, which a rounded figure shows
-    where it falls on a rounding boundary (everything else is equal to the bit: hourly
-    statistics, counts, maxima)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list) and isinstance(b, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float | int) and isinstance(b, float | int) and a != b:
-        assert abs(a - b) <= max(0.0101, 1e-9 * abs(a)), (where, a, b)
-    elif isinstance(a, str) and isinstance(b, str) and a != b:
-        assert _NUMBER.sub("#", a) == _NUMBER.sub("#", b), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
 
 
 def _answers(path: Path) -> dict[str, dict[tuple[Any, ...], float]]:
@@ -168,7 +143,7 @@ def test_hourly_rules_give_the_raw_report_to_the_sample(
         in snap["prometheus"]["act_hourly"][0]["query"]
     )
     _same_answers(tmp_path / "rules.json", tmp_path / "raw.json")
-    _same(_without_plan(ruled), _without_plan(raw))
+    same_but_last_digit(_without_plan(ruled), _without_plan(raw))
     shown = describe(tmp_path / "rules.json")
     assert "read the hourly rules; the window ends on their last evaluation" in shown
 
@@ -187,4 +162,4 @@ def test_hourly_rules_that_began_within_the_window_are_read_after_they_began(
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in raw_part["query"]
     assert rec_part["query"].startswith("sum_over_time(gpuaudit:")
     _same_answers(tmp_path / "rules.json", tmp_path / "raw.json")
-    _same(_without_plan(ruled), _without_plan(raw))
+    same_but_last_digit(_without_plan(ruled), _without_plan(raw))

