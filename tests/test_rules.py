@@ -226,7 +226,7 @@ def test_scan_reads_recording_rules_when_the_server_has_them() -> None:
     assert "sum_over_time(DCGM_FI_DEV_FB_USED[292999ms]))" in sums
     assert any("quantile_over_time(0.95, DCGM_FI_PROF_GR_ENGINE_ACTIVE" in q for q in seen)
     reads = {q["id"]: q["reads"] for q in got.queries}
-    assert reads["act_sum"] == reads["fb_used_max"] == "recorded and raw"
+    assert reads["fb_used_sum"] == reads["fb_used_max"] == "recorded and raw"
     # Raw edges at every hourly bucket would cost the raw series whole: raw buckets.
     assert reads["act_hourly"] == reads["act_count_hourly"] == reads["act_p95_hourly"] == "raw"
     assert not any("count5m" in q and "unless" in q for q in seen)
@@ -240,7 +240,7 @@ def test_buckets_on_the_evaluations_read_the_recorded_series_alone() -> None:
     assert rec in counts
     assert "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in counts
     reads = {q["id"]: q["reads"] for q in got.queries}
-    assert reads["act_hourly"] == reads["act_sum"] == reads["act_count_hourly"] == "recorded"
+    assert reads["act_hourly"] == reads["fb_used_sum"] == reads["act_count_hourly"] == "recorded"
 
 
 def test_rules_that_began_within_the_window_are_read_after_they_began() -> None:

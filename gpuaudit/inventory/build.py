@@ -160,6 +160,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     act_h = _within(act_all, cut)
     del act_all
     sm_h, tensor_h = (_within(p.hourly(qid), cut) for qid in ("sm_hourly", "tensor_hourly"))
+    power_h = p.hourly("power_hourly")
     for qid, spec in queries.BY_ID.items():
         # Queries grouped by labels of their own (HAMi's) name no DCGM series.
         if spec.kind == "window" and not spec.labels and qid not in _OWN_READERS:
@@ -171,8 +172,16 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     events = xid_events(p) if any(q in p.answers for q in XID_EVENT_QUERIES) else None
     n = len(p.keys)
     if cut is None:
-        act, util = combine(p, "act", n), combine(p, "util", n)
-        fb_used, fb_free, power = (combine(p, m, n) for m in ("fb_used", "fb_free", "power"))
+        # Window means from the hourly means (`queries.HOURLY_MEANS`): the same with and without
+        # the hourly recording rules.
+        # The GPU_UTIL buckets whose samples its counts leave out weigh as many samples as the
+        # profiling series of the same GPU and bucket (one scrape writes both); the power
+        # buckets as many as either (`_weighed`).
+        util_w = _weighed(p, util_h, act_h)
+        act, util = combine(p, "act", n, act_h), combine(p, "util", n, util_w)
+        power = combine(p, "power", n, _weighed(p, power_h, act_h, util_w))
+        del util_w
+        fb_used, fb_free = combine(p, "fb_used", n), combine(p, "fb_free", n)
         health: dict[str, Stat | None] = {
             col: reduce_stat(*p.window(qid), n, "max") if qid in queries.BY_ID else None
             for col, qid in HEALTH_QUERIES.items()
@@ -188,6 +197,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         events = None
         p2p = []
         power_limit = _missing_metric(n).mx
+    del power_h
     in_act_h = np.zeros(n, dtype=bool)
     in_act_h[act_h[0]] = True
     in_util_h = np.zeros(n, dtype=bool)
@@ -223,6 +233,23 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         has_util=util_only & ~is_mig,
         mig_blind=util_only & is_mig,
     )
+
+
+def _weighed(p: Parser, h: Hourly, *by: Hourly) -> Hourly:
+    """`h` with each point's unknown sample count (NaN) taken from the first of `by` (hourly
+    points with counts) that has a count at the same key and bucket."""
+    k, t, v, w = h
+    for other in by:
+        missing = np.flatnonzero(np.isnan(w))
+        if not len(missing):
+            break
+        known = np.isfinite(other[3])
+        got, _ = join_at(
+            other[0][known], other[1][known], other[3][known], k[missing], t[missing], *p.grid
+        )
+        w = w.copy() if w is h[3] else w
+        w[missing] = got
+    return k, t, v, w
 
 
 def _traffic(p: Parser, link: str, n: int) -> Stat:

@@ -22,6 +22,8 @@ from gpuaudit.sources.prometheus.catalogue import LABEL_NAME
 
 Key = tuple[str, str, str]
 """(slot, namespace, pod): one holding; an unheld stretch has empty namespace and pod."""
+Hourly = tuple[Arr, Arr, Arr, Arr]
+"""(key numbers, bucket end times, values, sample counts) of a range query (`Parser.hourly`)."""
 
 
 _TEXT_OR_NONE = frozenset({str, type(None)})
@@ -557,14 +559,19 @@ class Metric:
     approx: bool
 
 
-def combine(p: Parser, short: str, n: int) -> Metric:
+def combine(p: Parser, short: str, n: int, hourly: Hourly | None = None) -> Metric:
     """Sums and counts add up over chunks, so the mean (sum / count) is exact however the
     window was cut; the max is the max of chunk maxima; the p95 is the largest bucket p95
     (`<short>_p95_hourly`), exact however the window was cut. An older snapshot's p95 over the
     window (`<short>_p95`) cut into several chunks is the largest chunk p95 (an upper bound),
     reported as approximate. Series that normalise to one key (an exporter restart when both
     pod label spellings were kept) are parts of one holding: their sums add and the largest
-    max is kept."""
+    max is kept.
+
+    A metric of `HOURLY_MEANS` has no window sum (an older snapshot's is read as before):
+    its mean is that of its `hourly` points (`from_hourly`), the same to the bit whether the
+    buckets were read raw or from the hourly recording rules; its count, where the catalogue
+    has no window count of it, the sum of the buckets' counts."""
 
     def stat(name: str, how: str) -> Stat:
         qid = f"{short}_{name}"
@@ -574,9 +581,15 @@ def combine(p: Parser, short: str, n: int) -> Metric:
         return reduce_stat(k, v, n, how)
 
     total, cnt = stat("sum", "sum"), stat("count", "sum")
-    ok = total.present & cnt.present & (cnt.values > 0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        means = np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan)
+    if hourly is not None and f"{short}_sum" not in p.answers:
+        buckets = from_hourly(hourly, n)
+        ok, means = buckets.mean.present, buckets.mean.values
+        if f"{short}_count" not in p.answers:
+            cnt = buckets.count
+    else:
+        ok = total.present & cnt.present & (cnt.values > 0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            means = np.where(ok, total.values / np.where(ok, cnt.values, 1.0), np.nan)
     # Sums that add up to infinity, or a mean no sample could give (an activity of 50): the
     # key has no mean, and the refusal is counted like a value out of range.
     metric = queries.BY_ID[f"{short}_sum"].metric
@@ -586,9 +599,9 @@ def combine(p: Parser, short: str, n: int) -> Metric:
         p.refuse(f"{short}_mean", metric, (lo, hi), int((ok & ~fits).sum()))
         ok &= fits
     mean = Stat(np.where(ok, means, np.nan), ok)
-    hourly = f"{short}_p95_hourly"
-    if hourly in p.answers:
-        p95 = reduce_stat(*p.reduced(hourly), n, "max")
+    p95_hourly = f"{short}_p95_hourly"
+    if p95_hourly in p.answers:
+        p95 = reduce_stat(*p.reduced(p95_hourly), n, "max")
         return Metric(mean, stat("max", "max"), p95, cnt, False)
     p95_chunks = len(p.answers.get(f"{short}_p95", [])) if f"{short}_p95" in queries.BY_ID else 0
     return Metric(mean, stat("max", "max"), stat("p95", "max"), cnt, p95_chunks > 1)

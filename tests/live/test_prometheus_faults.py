@@ -142,7 +142,7 @@ def test_query_timeout_is_not_retried_but_cut_smaller() -> None:
         return _ok(req)
 
     got = collect_prometheus(_client(handler), W)
-    assert got.plan["act_sum"] == [
+    assert got.plan["act_count"] == [
         [W.start, W.start + 43200, ""],
         [W.start + 43200, W.end, ""],
     ]
@@ -241,7 +241,7 @@ def test_an_error_among_parallel_queries_ends_the_collection_at_once() -> None:
         params = httpx.QueryParams(req.content.decode())
         if params.get("stats") != "all":  # discovery
             return _ok(req)
-        if params["query"] == queries.BY_ID["act_sum"].promql(W.seconds, "exported"):
+        if params["query"] == queries.BY_ID["act_count"].promql(W.seconds, "exported"):
             return httpx.Response(
                 400, json={"status": "error", "errorType": "bad_data", "error": "parse error"}
             )
@@ -272,7 +272,7 @@ def test_a_query_unanswered_within_the_timeout_is_cut_smaller() -> None:
     window = [q.id for q in queries.CATALOGUE if q.kind == "window" and q.id in got.plan]
     assert len(window) >= 5 and all(got.plan[qid] == halves for qid in window)
     slow = [w for w in got.warnings if "no answer within 1 s" in w]
-    assert len(slow) == 1 and slow[0].startswith("act_sum: ")
+    assert len(slow) == 1 and slow[0].startswith("act_count: ")
 
 
 def test_a_backend_that_never_answers_ends_in_one_clear_error() -> None:

@@ -39,7 +39,7 @@ def test_request_count_is_the_same_for_100_and_2000_gpus(
             )
             assert res.exit_code == 0, res.output
         doc = raw_snapshot(out)
-        series = len(doc["prometheus"]["act_sum"][0]["body"]["data"]["result"])
+        series = len(doc["prometheus"]["act_count"][0]["body"]["data"]["result"])
         counts[gpus] = (doc["manifest"]["http_requests"], series, len(doc["manifest"]["queries"]))
     assert counts[100][0] == counts[2000][0]
     assert counts[2000][1] > 10 * counts[100][1]  # the clusters really differ in size

@@ -114,8 +114,9 @@ def test_recorded_series_give_exactly_the_raw_figures(
     # promtool puts its evaluations where it likes: anywhere on the 5-minute grid will do.
     assert 0 <= caps["recorded"]["phase_ms"] < 300_000
     reads = {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}
-    assert reads["act_sum"] == reads["act_count"] == reads["act_max"] == "recorded and raw"
-    assert reads["act_p95_hourly"] == reads["util_sum"] == "raw"
+    assert reads["fb_used_max"] == "raw"
+    assert reads["act_count"] == reads["act_max"] == "recorded and raw"
+    assert reads["act_p95_hourly"] == reads["util_count"] == "raw"
     counts = doc["prometheus"]["act_count"][0]["query"]
     assert "gpuaudit:dcgm_fi_prof_gr_engine_active:count5m" in counts
     # The hourly buckets read the recorded series only where the evaluations fall on their
@@ -144,9 +145,9 @@ def test_rules_that_began_within_the_window_are_read_after_they_began(
     first = begun + (cov["phase_ms"] - begun * 1000) % 300_000 / 1000
     assert cov["since"] == first - 300
     # Raw samples up to the first evaluation, the recorded points after it.
-    query = doc["prometheus"]["act_sum"][0]["query"]
-    assert "sum5m" in query and "sum_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
-    assert {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}["act_sum"] == (
+    query = doc["prometheus"]["act_count"][0]["query"]
+    assert "count5m" in query and "count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE" in query
+    assert {q["id"]: q["reads"] for q in doc["manifest"]["queries"]}["act_count"] == (
         "recorded and raw"
     )
     _same_figures(raw, recorded)

@@ -143,7 +143,7 @@ def test_a_scan_through_vmalerts_hourly_rules_gives_the_raw_report(
     assert cov["end"] == cov["requested_end"] == b.end
     assert cov["fingerprint"] == hourly.fingerprint("exported")
     reads = {q["id"]: q["reads"] for q in manifest["queries"]}
-    assert reads["act_hourly"] == reads["act_sum"] == reads["fb_used_max"] == "recorded hourly"
+    assert reads["act_hourly"] == reads["fb_used_sum"] == reads["fb_used_max"] == "recorded hourly"
     same_but_last_digit(ruled, raw)
 
 
@@ -162,5 +162,5 @@ def test_the_5_minute_rules_found_through_vmalerts_rules_api_give_the_raw_report
     reads = {
         q["id"]: q["reads"] for q in raw_snapshot(tmp_path / "rules.json")["manifest"]["queries"]
     }
-    assert reads["act_sum"] == reads["act_hourly"] == reads["fb_used_max"] == "recorded"
+    assert reads["fb_used_sum"] == reads["act_hourly"] == reads["fb_used_max"] == "recorded"
     same_but_last_digit(ruled, raw)

@@ -33,7 +33,9 @@ def test_rules_are_the_scan_own_text_for_one_hourly_bucket() -> None:
         "gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h",
     )
     assert "!=" not in rules[reads["util_count_hourly"][0]]
-    assert rules[reads["act_sum"][0]] == catalogue.BY_ID["act_sum"].promql(3600, "exported")
+    assert rules[reads["fb_used_sum"][0]] == catalogue.BY_ID["fb_used_sum"].promql(3600, "exported")
+    # Window means are those of the hourly means: no window sum of activity is read.
+    assert "act_sum" not in reads and "power_hourly" in reads
     assert catalogue.SERVING.id not in reads
     assert len(set(rules.values())) == len(rules)
     group = hourly.group("exported")
@@ -45,9 +47,9 @@ def test_rules_are_the_scan_own_text_for_one_hourly_bucket() -> None:
 
 
 def test_recorded_queries_read_the_evaluations_of_their_buckets() -> None:
-    act_sum, act_max = catalogue.BY_ID["act_sum"], catalogue.BY_ID["act_max"]
-    assert hourly.recorded_query(act_sum, "exported", "", 7200) == (
-        "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:sum_1h[7199s])"
+    fb_sum, act_max = catalogue.BY_ID["fb_used_sum"], catalogue.BY_ID["act_max"]
+    assert hourly.recorded_query(fb_sum, "exported", "", 7200) == (
+        "sum_over_time(gpuaudit:dcgm_fi_dev_fb_used:sum_1h[7199s])"
     )
     assert hourly.recorded_query(act_max, "exported", 'c="a"', 3600).startswith(
         'max_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:max_1h{c="a"}[3599s])'
@@ -133,9 +135,9 @@ def test_the_window_ends_on_the_last_evaluation_to_the_millisecond() -> None:
     }
     assert query_offset(got.capabilities.to_dict()) == 0.25
     assert any("the window ends on their last evaluation" in n for n in got.capabilities.notes)
-    sums = next(f for q, f in seen if "sum_1h" in q and "gr_engine" in q)
+    sums = next(f for q, f in seen if q.startswith("sum_over_time(") and "gr_engine" in q)
     assert sums["query"] == (
-        f"sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:sum_1h[{DAY - 1}s])"
+        f"sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h[{DAY - 1}s])"
     )
     assert sums["time"] == f"{last:.3f}"
     means = next(
@@ -150,7 +152,7 @@ def test_the_window_ends_on_the_last_evaluation_to_the_millisecond() -> None:
     assert all(p.get("time", p.get("end", "")).endswith(".250") for p in params)
     reads = {q["id"]: q["reads"] for q in got.queries}
     assert (
-        reads["act_hourly"] == reads["act_sum"] == reads["util_count_hourly"] == "recorded hourly"
+        reads["act_hourly"] == reads["act_count"] == reads["util_count_hourly"] == "recorded hourly"
     )
 
 
@@ -162,13 +164,13 @@ def test_rules_that_began_within_the_window_cut_every_query_where_they_began() -
     cov = got.capabilities.to_dict()["recorded_hourly"]
     assert cov["covers"] == "part" and cov["since"] == began
     w = got.window
-    assert [c[:2] for c in got.plan["act_sum"]] == [[w.start, began], [began, w.end]]
+    assert [c[:2] for c in got.plan["act_count"]] == [[w.start, began], [began, w.end]]
     assert [c[:2] for c in got.plan["act_hourly"]] == [[w.start, began], [began, w.end]]
-    raw, rec = got.answers["act_sum"]
+    raw, rec = got.answers["act_count"]
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE[50400s]" in raw["query"]
-    assert rec["query"] == "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:sum_1h[35999s])"
+    assert rec["query"] == "sum_over_time(gpuaudit:dcgm_fi_prof_gr_engine_active:count_1h[35999s])"
     reads = {q["id"]: q["reads"] for q in got.queries}
-    assert reads["act_sum"] == "recorded hourly and raw"
+    assert reads["act_count"] == "recorded hourly and raw"
 
 
 def test_a_heartbeat_of_other_rules_is_not_used() -> None:

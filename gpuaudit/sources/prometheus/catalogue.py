@@ -581,6 +581,16 @@ largest bucket p95, the p95 of the series' fullest bucket: exact however the win
 time, and what an hourly recording rule keeps (`docs/snapshot.md`)."""
 
 
+HOURLY_MEANS = {"act": "act_hourly", "util": "util_hourly", "power": "power_hourly"}
+"""The metrics, by short name, whose window mean is their hourly means' mean, each bucket
+weighed by its samples (`gpuaudit.inventory.parse.from_hourly`), not a window sum over a
+window count: the hourly means are the same to the bit read raw or from the hourly recording
+rules, where a window sum is not (the hours' sums added up differ from one sum of the
+samples in the last bit). The window sums of the other metrics are of whole numbers
+(framebuffer MiB, SM clock MHz, link bytes per second, as dcgm-exporter writes them), exact in
+any order below 2^53."""
+
+
 def _window(metric: str, short: str, stats: tuple[Stat, ...]) -> list[QuerySpec]:
     return [QuerySpec(f"{short}_{s}", "window", metric, s) for s in stats]
 
@@ -594,15 +604,17 @@ def cadvisor(qid: str, kind: Kind, metric: str, stat: Stat) -> QuerySpec:
 
 
 CATALOGUE: tuple[QuerySpec, ...] = (
-    *_window(ACT_PROF, "act", ("sum", "count", "max")),
-    *_window(UTIL, "util", ("sum", "count", "max")),
+    # The window means of activity, utilisation and power come from their hourly means
+    # (`HOURLY_MEANS`): no window sum of theirs is read.
+    *_window(ACT_PROF, "act", ("count", "max")),
+    *_window(UTIL, "util", ("count", "max")),
     *_window(FB_USED, "fb_used", ("sum", "count", "max")),
     *_window(FB_FREE, "fb_free", ("sum", "count")),
-    *_window(POWER, "power", ("sum", "count")),
     # The highest power management limit in force in the window, where it is exported.
     QuerySpec("power_limit_max", "window", POWER_LIMIT, "max"),
     QuerySpec("act_hourly", "hourly", ACT_PROF, "mean"),
     QuerySpec("util_hourly", "hourly", UTIL, "mean"),
+    QuerySpec("power_hourly", "hourly", POWER, "mean"),
     # Samples per bucket of the activity series: held time is samples x the scrape interval.
     QuerySpec("act_count_hourly", "hourly", ACT_PROF, "count", changes=True),
     QuerySpec("util_count_hourly", "hourly", UTIL, "count", unless=ACT_PROF, changes=True),
@@ -670,8 +682,9 @@ in the plan); a backend without those metrics answers nothing. `gpuaudit fix` sc
 (`gpuaudit.fix.parttime`)."""
 
 LEGACY: tuple[QuerySpec, ...] = (
-    *_window(ACT_PROF, "act", ("p95",)),
-    *_window(UTIL, "util", ("p95",)),
+    *_window(ACT_PROF, "act", ("sum", "p95")),
+    *_window(UTIL, "util", ("sum", "p95")),
+    *_window(POWER, "power", ("sum", "count")),
     *_window(FB_USED, "fb_used", ("p95",)),
     QuerySpec("xid_events", "window", XID, "onsets", ("err_code", "err_msg")),
     QuerySpec("power_violation_increase", "window", POWER_VIOLATION, "increase"),
@@ -683,6 +696,7 @@ over the whole window, and counter increases over the whole window (which `incre
 extrapolates, so that increases of parts of the window do not add up to it). Their hourly forms
 replace them (`xid_events_hourly` ...): statistics of one bucket each, which a recording rule
 can keep and which combine exactly over any cut of the window. A snapshot that holds the window
-form is read as before (`gpuaudit.inventory.parse`)."""
+form is read as before (`gpuaudit.inventory.parse`). So are the window sums of activity,
+utilisation and power (and power's count), which the hourly means replace (`HOURLY_MEANS`)."""
 
 BY_ID = {q.id: q for q in (*CATALOGUE, SERVING, *LEGACY)}
