@@ -100,6 +100,7 @@ INT_METRICS = {
     queries.REMAP_PENDING,
     *RAMPED,
     *CLOCKS,
+    *(m for pair in queries.LINK_TRAFFIC.values() for m in pair),
     queries.MEMORY_WORKING_SET,
 }
 HEALTH = (queries.REMAP_UNCORR, queries.REMAP_FAILURE, queries.REMAP_PENDING)
@@ -764,7 +765,9 @@ class Table:
             hi = round6(self._fill(lambda h: h.power, keep))
             lo = hi
         elif m in LINK_OF:
-            hi = round6(self._fill(lambda h: link_bps(h, m), keep))
+            # Whole bytes per second: DCGM's link traffic fields are INT64, which dcgm-exporter
+            # writes with `%d` (`docs/domain.md`), so their window sums are exact in any order.
+            hi = np.round(self._fill(lambda h: link_bps(h, m), keep))
             lo = hi
         elif m == queries.POWER_LIMIT:
             hi = lo = self._fill(lambda h: np.full(h.h1 - h.h0, nodes.TDP[h.slot.node.model]), keep)
