@@ -120,36 +120,6 @@ def series(sc: Scenario, style: str) -> list[_Series]:
     return out
 
 
-def _serving(sc: Scenario) -> list[_Series]:
-    """Each serving pod's own gauge, one series per pod, after HAMi's."""
-    node_of = {n.name: n for n in sc.nodes}
-    out = []
-    for p in sc.pods:
-        if p.serving is None or not p.alive:
-            continue
-        metric, levels = p.serving
-        hours = np.arange(p.created_h, p.created_h + len(levels)).astype(np.float64)
-        vals = {metric: np.asarray(levels, dtype=np.float64)}
-        out.append(_Series(serving_labels(p, node_of[p.node]), hours, vals, vals))
-    return out
-
-
-def _hami(sc: Scenario, style: str) -> list[_Series]:
-    """HAMi's vGPU monitor series of each HAMi tenant, one per container, after the DCGM ones."""
-    node_of = {n.name: n for n in sc.nodes}
-    util = queries.HAMI_UTIL_LEGACY if style == "old" else queries.HAMI_UTIL
-    mem = queries.HAMI_MEM_LEGACY if style == "old" else queries.HAMI_MEM
-    out = []
-    for p in sc.pods:
-        if p.hami_use is None or not p.alive:
-            continue
-        uuid, pct, most = p.hami_use
-        hours = np.arange(p.created_h, p.created_h + len(pct)).astype(np.float64)
-        vals = {util: np.round(np.asarray(pct, dtype=np.float64)), mem: np.full(len(pct), most)}
-        out.append(_Series(hami_labels(p, node_of[p.node], uuid, style), hours, vals, vals))
-    return out
-
-
 def _cadvisor(sc: Scenario) -> list[_Series]:
     """Each container's cAdvisor CPU counters, one series per pod whose CPU is emitted, last:
     each hour's CPU seconds, and with a CPU limit its CFS periods and throttled periods; then
