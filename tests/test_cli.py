@@ -21,7 +21,7 @@ def test_table_output_has_summary_and_ranked_findings() -> None:
     res = runner.invoke(app, ["scan", "--demo"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "552 GPUs, allocated now" in out  # the demo's GPUs (fixtures/demo.snapshot.json.gz)
+    assert "560 GPUs, allocated now" in out  # the demo's GPUs (fixtures/demo.snapshot.json.gz)
     assert "findings, ranked by wasted GPU-hours; risks listed apart" in out
     assert "GPU001" in out
     # A long name folds in the resource column at 80 columns.

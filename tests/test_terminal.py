@@ -142,7 +142,7 @@ def test_at_80_columns_a_finding_takes_one_to_three_lines(
     # ones folded.
     folds = fold(demo.primaries)
     rows = _table_rows(captures[80])
-    assert len(rows) == len(folds) == 69
+    assert len(rows) == len(folds) == 70
     assert all(1 <= len(r) <= 3 for r in rows)
     assert sum(len(r) == 1 for r in rows) >= 10
     # With the ledger, the capacity plan and its assumptions, two tables (risks, waste) and
@@ -190,7 +190,7 @@ def test_alike_findings_fold_into_one_row_with_count_and_sum(demo: AuditResult) 
     assert f"{batch.gpu_hours:,.1f}" in row and "Part-time reservation" in row
     assert "13 Pods" in text
     flat = " ".join(text.split())
-    assert f"{len(demo.findings)} findings in 69 rows" in text
+    assert f"{len(demo.findings)} findings in 70 rows" in text
     assert "alike ones folded into one row (--all" in flat
     # The fold's other members are named below the table.
     alone = " ".join(table_text(dataclasses.replace(demo, findings=batch.findings)).split())
@@ -241,12 +241,12 @@ def test_the_header_states_waived_skipped_and_incomplete(demo: AuditResult) -> N
     # Every GPU003 finding of namespace batch is waived; GPU030 counts as a check, skipped.
     n = sum(f.code == "GPU003" and f.resource.namespace == "batch" for f in demo.findings)
     kept, checks = len(demo.findings) - n, len(demo.checks_run) + 1
-    assert f"{kept} findings in 66 rows, {n} waived, 1 of {checks} checks skipped" in head
+    assert f"{kept} findings in 67 rows, {n} waived, 1 of {checks} checks skipped" in head
     assert "data INCOMPLETE" in head and "INCOMPLETE: Kubernetes pods: forbidden" in head
     assert f"Waived ({n} findings):" in text and f"GPU003 namespace=batch: {n} findings" in text
     assert "Skipped checks (their data is missing):\n  GPU030: no topology files" in text
     res = runner.invoke(app, ["scan", "--demo"], env={"COLUMNS": "100"})
-    clean = f"{len(demo.findings)} findings in 69 rows, 0 waived, 0 of {len(demo.checks_run)}"
+    clean = f"{len(demo.findings)} findings in 70 rows, 0 waived, 0 of {len(demo.checks_run)}"
     assert f"{clean} checks skipped, data complete" in res.stdout
 
 
