@@ -213,20 +213,20 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
         "cluster     scenario-1",
         "source      scenario: gpuaudit scenario --gpus 400 --days 7 --seed 1",
         "window      168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC, step 1 h",
-        "backend     scenario, pod label spelling helm, 20 DCGM metrics, MIG yes,",
-        "queries     49 queries answered, 49 answers in all",
+        "backend     scenario, pod label spelling helm, 18 DCGM metrics (+8 other metrics), MIG yes,",
+        "queries     50 queries answered, 50 answers in all",
         "complete    yes: every source answered in full",
         "warnings    none",
     ):
         assert line in out, line
     assert re.search(
-        r"^  act_sum +window +1 answer +1,030 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
+        r"^  act_count +window +1 answer +1,038 series  DCGM_FI_PROF_GR_ENGINE_ACTIVE$", out, re.M
     )
     # A query id longer than its column still stands apart from its kind.
     # (The window form in a demo written before the hourly one, issue 37.)
     long_id = r"^  thermal_violation_increase(_hourly)? +(window|hourly) +1 answer +16 series  "
     assert re.search(long_id, out, re.M)
-    assert re.search(r"^  pods +568  ok$", out, re.M)
+    assert re.search(r"^  pods +573  ok$", out, re.M)
     help_text = runner.invoke(app, ["snapshot", "--help"], env={"COLUMNS": "200"}).output
     assert "save" in help_text and "show" in help_text
 

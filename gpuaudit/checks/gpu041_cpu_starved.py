@@ -61,7 +61,7 @@ from gpuaudit.inventory.container_cpu import Resources, Use
 CODE = "GPU041"
 TITLE = "CPU-starved GPU work"
 REQUIRES = (Capability.ACTIVITY, Capability.CONTAINER_CPU, Capability.KUBERNETES_PODS)
-VIEWS = ("pod_hourly", "per_pod")
+VIEWS = ("pod_hourly", "per_pod", "pod_hours")
 """The row-long shared views it reads (see `gpuaudit.checks.contract`)."""
 
 

@@ -109,7 +109,12 @@ def _backend(caps: Mapping[str, Any]) -> str:
         parts.append(f"pod label spelling {terminal(str(caps['label_style']), 40)}")
     metrics = caps.get("metrics")
     if isinstance(metrics, list):
-        parts.append(plural(len(metrics), "DCGM metric"))
+        # Discovery records HAMi's and cAdvisor's metrics beside DCGM's: count them apart.
+        dcgm = sum(1 for m in metrics if str(m).startswith("DCGM_"))
+        text = plural(dcgm, "DCGM metric")
+        if len(metrics) > dcgm:
+            text += f" (+{plural(len(metrics) - dcgm, 'other metric')})"
+        parts.append(text)
     for key, what in (("mig", "MIG"), ("profiling", "profiling metrics")):
         if key in caps:
             parts.append(f"{what} {'yes' if caps[key] else 'no'}")

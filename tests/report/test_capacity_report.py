@@ -99,12 +99,12 @@ def _md_section(doc: str) -> str:
 def test_markdown_capacity_section(demo_md: str) -> None:
     section = _md_section(demo_md)
     assert "- The window's work fit on" in section
-    # 34 H100 nodes of 8 GPUs, 260 GPUs held at the peak (8 of them on the node without an
-    # exporter, of unknown activity): 33 nodes of 8 at least (260 / 8 = 32.5), and the packing
+    # 35 H100 nodes of 8 GPUs, 265 GPUs held at the peak (8 of them on the node without an
+    # exporter, of unknown activity): 34 nodes of 8 at least (265 / 8 = 33.1), and the packing
     # needs no more (the tainted node takes only the pods that tolerate it, so it is not
     # opened half empty).
     assert (
-        "| H100 80GB HBM3 | 34 | 0 | 34 | 33 | 260.0 / 259.0 / 241.7 | 242.0 / 241.0 / 228.6 "
+        "| H100 80GB HBM3 | 35 | 0 | 35 | 34 | 265.0 / 264.0 / 246.7 | 247.0 / 246.0 / 233.6 "
         "| 8.0 / 8.0 / 8.0 |" in section
     )
     assert "### Queue quota over the window" in section
@@ -123,9 +123,9 @@ def test_markdown_capacity_section(demo_md: str) -> None:
 def test_what_if_release_idle_in_markdown() -> None:
     section = _md_section(_scan("--demo", "--format", "markdown", "--what-if", "release-idle"))
     assert "### After releasing the idle reservations (--what-if release-idle)" in section
-    # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 253 GPUs at the new
-    # peak fit on 32 nodes (253 / 8 = 31.6), one fewer: 8 GPUs x 168 h x 6.88 USD.
-    assert "| H100 80GB HBM3 | 3 | 33 | 32 | 1 | 8.0 | 9,247 | 253.0 / 252.0 / 238.4 |" in section
+    # GPU001's 2 idle H100 pods and GPU002's idle tail on H100: 3 released; 258 GPUs at the new
+    # peak fit on 33 nodes (258 / 8 = 32.25), one fewer: 8 GPUs x 168 h x 6.88 USD.
+    assert "| H100 80GB HBM3 | 3 | 34 | 33 | 1 | 8.0 | 9,247 | 258.0 / 257.0 / 243.4 |" in section
     assert (
         "releasing the 3 idle reservations gpuaudit found on it would have let 1 more go: "
         "9,247 USD over the window." in section
@@ -153,7 +153,7 @@ def test_json_carries_the_release_whatever_the_flag() -> None:
     assert plain["after_release_idle"] == asked["after_release_idle"]
     assert plain["what_if"] == [] and asked["what_if"] == ["release-idle"]
     h100 = asked["after_release_idle"]["by_product"]["NVIDIA-H100-80GB-HBM3"]
-    assert (h100["min_nodes_at_peak"], h100["nodes_freed"]) == (32, 1)
+    assert (h100["min_nodes_at_peak"], h100["nodes_freed"]) == (33, 1)
     # The packing needs no node more than the GPUs held at the peak do (8 GPUs a node).
     for plan in (asked["by_product"], asked["after_release_idle"]["by_product"]):
         held = plan["NVIDIA-H100-80GB-HBM3"]["gpus_held"]["peak"]
