@@ -213,7 +213,8 @@ def test_snapshot_show_says_what_a_snapshot_holds() -> None:
         "cluster     scenario-1",
         "source      scenario: gpuaudit scenario --gpus 400 --days 7 --seed 1",
         "window      168 h, 2026-11-16 00:00 to 2026-11-23 00:00 UTC, step 1 h",
-        "backend     scenario, pod label spelling helm, 18 DCGM metrics (+8 other metrics), MIG yes,",
+        "backend     scenario, pod label spelling helm, 18 DCGM metrics (+8 other metrics), MIG "
+        "yes,",
         "queries     50 queries answered, 50 answers in all",
         "complete    yes: every source answered in full",
         "warnings    none",
