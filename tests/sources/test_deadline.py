@@ -66,7 +66,8 @@ def test_retries_never_wait_past_the_collections_deadline() -> None:
     faults = [answer((BUILDINFO,), Reply(200, info)), _busy]
     with PromFaultServer(None, faults) as srv:
         url = srv.url
-        code, lines = _scan(url, "--timeout", "0.5")
+        # One query in flight, so that the first query that fails is the last one sent.
+        code, lines = _scan(url, "--timeout", "0.5", "--parallel-queries", "1")
         paths = srv.paths()
     assert code == 2
     assert len(lines) == 1, lines
