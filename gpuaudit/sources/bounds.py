@@ -20,7 +20,7 @@ DEFAULT_ANSWER_MIB = 512
 DEFAULT_OBJECTS = 300_000
 DEFAULT_QUERIES = 10_000
 DEFAULT_PARALLEL = 2
-"""Two queries in flight, chosen from the measurements in `benchmarks/README.md` (round 10: two
+"""Two queries in flight, chosen from the measurements in `benchmarks/README.md` (round 11: two
 were never slower than one, and much faster on raw series); Prometheus evaluates up to 20 at once
 by default (`--query.max-concurrency`), so two stay well inside what a shared server expects."""
 

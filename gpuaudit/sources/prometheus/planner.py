@@ -18,7 +18,7 @@ The number of queries is bounded (`max_queries`, `--max-queries`): a plan that w
 at the start (a window of many steps) or while cutting (a backend that refuses ever smaller
 pieces), is refused with one clear error before the excess is sent.
 
-Up to `parallel` queries are in flight at once (`--parallel-queries`, 1 by default): the backend
+Up to `parallel` queries are in flight at once (`--parallel-queries`, 2 by default): the backend
 evaluates each on a core of its own. Only the requests run on threads of their own; every answer
 is recorded, and every refusal cut, on the collecting thread in the order the answers come, and
 the answers of a query are put in time order at the end, so that the snapshot's answers are the
