@@ -103,6 +103,8 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
         sev = Severity.HIGH if ratio >= cfg.fb_pressure_critical else Severity.MEDIUM
         ns, pod = str(getattr(row, C.NAMESPACE)), str(getattr(row, C.POD))
         model = str(getattr(row, C.MODEL))
+        # An older snapshot's p95 is over the whole window (`Inventory.p95_of_window`).
+        over = "over the window" if views.inv.p95_of_window else "in its fullest hour"
         profile = str(getattr(row, C.MIG_PROFILE) or "")
         peak = float(getattr(row, C.FB_USED_MAX))
         where = (
@@ -111,8 +113,8 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
             else f"GPU {getattr(row, C.GPU_INDEX)} ({short_model(model)})"
         )
         message = (
-            f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 in its "
-            f"fullest hour (peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
+            f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 "
+            f"{over} (peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
         )
         if profile:
             nxt = next_profile(model, profile, peak, cfg.fb_headroom)
@@ -142,7 +144,7 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
                 evidence={
                     "fb_used_p95_ratio": round(ratio, 4),
                     "fb_used_p95_mib": round(p95, 1),
-                    "p95_of": "the fullest hour",
+                    "p95_of": "the window" if views.inv.p95_of_window else "the fullest hour",
                     "fb_used_max_mib": round(peak, 1),
                     "fb_total_mib": round(total, 1),
                     "mig_profile": profile,

@@ -115,11 +115,13 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
         cost = freed * views.price(model)
         info = pods.loc[(ns, pod)]
         is_mig = not fit.startswith("a half")
+        # An older snapshot's p95 is over the whole window (`Inventory.p95_of_window`).
+        of = "the window" if views.inv.p95_of_window else "its busiest hour"
         what = f"a {fit} MIG slice" if is_mig else fit
         message = (
             f"Pod {ns}/{pod} held a whole {short_model(model)} for {hours:.0f} h but peaked at "
-            f"{peak / 1024:.1f} GiB and {p95 * 100:.0f} % engine activity (p95 of its busiest "
-            f"hour): {what} fits it."
+            f"{peak / 1024:.1f} GiB and {p95 * 100:.0f} % engine activity (p95 of {of}): "
+            f"{what} fits it."
         )
         kind, owner = str(info[C.OWNER_KIND]), str(info[C.OWNER_NAME])
         target = f"{kind} {ns}/{owner}" if kind and owner else f"pod {ns}/{pod}"
@@ -142,7 +144,7 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
                     "fb_used_max_mib": round(peak, 1),
                     "fb_total_mib": round(total, 1),
                     "activity_p95": round(p95, 6),
-                    "p95_of": "the busiest hour",
+                    "p95_of": "the window" if views.inv.p95_of_window else "the busiest hour",
                     "fits": fit,
                     "share_of_gpu": round(share, 4),
                     "gpu_model": model,

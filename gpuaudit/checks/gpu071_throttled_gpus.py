@@ -40,7 +40,9 @@ How it decides
     first); else the power cap where power
     violations are the longer; else cooling. Impact: the busy GPU-hours lost, priced per GPU
     model; severity medium from 24, low below. Skipped, with the reason, when neither counter
-    was collected: unmeasured throttling is never read as none.
+    was collected: unmeasured throttling is never read as none. Where no GPU-health series were
+    read (no XID, ECC or row-remap metric), the message says a sick card is not ruled out, and
+    the evidence's `gpu_health_read` is false.
 
 What to do
     Power cap: read the limit in force (`nvidia-smi -q -d POWER,PERFORMANCE`); a limit set
@@ -123,17 +125,24 @@ def run(views: Views, cfg: Thresholds) -> list[Finding]:
     h = h[h[C.THROTTLED_SHARE].notna()]
     out: list[Finding] = []
     counted = Capability.XID_EVENTS in views.inv.capabilities
+    health = Capability.GPU_HEALTH in views.inv.capabilities
     for (ns, pod), grp in h.groupby([C.NAMESPACE, C.POD], sort=True):
         lost = float(grp[C.THROTTLED_LOST].fillna(0.0).sum())
         top = float(grp[C.THROTTLED_SHARE].max())
         if top < cfg.throttle_min_share or lost < cfg.throttle_min_lost_hours or lost <= 0:
             continue
-        out.append(_finding(views, str(ns), str(pod), grp, lost, counted))
+        out.append(_finding(views, str(ns), str(pod), grp, lost, counted, health))
     return out
 
 
 def _finding(
-    views: Views, ns: str, pod: str, grp: pd.DataFrame, lost: float, counted: bool
+    views: Views,
+    ns: str,
+    pod: str,
+    grp: pd.DataFrame,
+    lost: float,
+    counted: bool,
+    health: bool = True,
 ) -> Finding:
     worst = grp.iloc[int(np.argmax(grp[C.THROTTLED_LOST].fillna(0.0).to_numpy()))]
     cause = _cause(worst, counted)
@@ -154,7 +163,12 @@ def _finding(
         f"its most throttled GPU (GPU {worst[C.GPU_INDEX]} on node {node}) had its clocks held "
         f"down by {by} for {share * 100:.0f} % of that time: {lost:,.1f} of its "
         f"{busy:,.1f} busy GPU-hours ({lost / busy * 100 if busy else 0:.0f} %) ran throttled. "
-        f"{_clock_said(worst)}Likely cause: {cause}."
+        f"{_clock_said(worst)}Likely cause: {cause}"
+        + (
+            "."
+            if health or cause == SICK
+            else f" ({SICK} is not ruled out: no XID, ECC or row-remap series were read)."
+        )
     )
     return Finding(
         code=CODE,
@@ -163,7 +177,7 @@ def _finding(
         message=message,
         impact=Impact(gpu_hours=lost, cost=lost * views.price(model)),
         recommendation=_advice(cause, node, str(worst[C.GPU_INDEX])),
-        evidence=_evidence(grp, worst, cause, lost, busy),
+        evidence={**_evidence(grp, worst, cause, lost, busy), "gpu_health_read": health},
     )
 
 

@@ -1024,6 +1024,10 @@ def build(
         owners=walked,
         scrape_interval_s=span.intervals.fleet,
         held_time_rounded=span.rounded > 0,
+        p95_of_window=any(
+            f"{m}_p95" in p.answers and f"{m}_p95_hourly" not in p.answers
+            for m in ("act", "util", "fb_used")
+        ),
         cluster_label=p.cluster_label,
         clusters=_clusters(man, p),
     )

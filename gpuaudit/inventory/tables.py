@@ -227,6 +227,9 @@ class Inventory:
     clusters: tuple[str, ...] = ()
     """The clusters of a scan of every cluster, sorted: those discovery listed and those the
     series name."""
+    p95_of_window: bool = False
+    """Whether the p95s are over the whole window (a snapshot written before the hourly p95s,
+    issue 37), not the largest hourly p95: the checks then say so."""
     held_time_rounded: bool = False
     """Whether some held time is counted in whole buckets (no sample counts, or no interval
     known) rather than as samples x the scrape interval; a warning says why."""

@@ -17,9 +17,13 @@ from tests.support.factories import Series, gpu_labels, inventory, run_check
 NS = 1e9
 
 
-def _gpu(i: int, pod: str = "trainer-0", act: float = 0.8, **health: float) -> Series:
+def _gpu(
+    i: int, pod: str = "trainer-0", act: float = 0.8, read_health: bool = True, **health: float
+) -> Series:
     lab = gpu_labels(uuid=f"G{i}", gpu=str(i), pod=pod, namespace="ml")
     counters = {f"{k}_violation_increase_hourly": v * NS for k, v in health.items()}
+    if read_health:  # a row-remap gauge read, with nothing pending: a healthy card
+        counters["remap_pending_max"] = 0.0
     return Series(lab, act=[act] * 10, health=counters)
 
 
@@ -129,3 +133,19 @@ def test_the_sm_clock_against_the_cards_maximum_is_shown_where_exported() -> Non
     s.health = {k: v for k, v in s.health.items() if not k.startswith("sm_clock")}
     (f,) = run_check(gpu071, inventory([s], 10))
     assert "SM clock" not in f.message and f.evidence["sm_clock_mean_mhz"] is None
+
+
+def test_without_health_series_a_sick_card_is_not_ruled_out() -> None:
+    # The same power-throttled GPU, but no XID, ECC or row-remap series were read: the power cap
+    # is the likely cause, and the message says a sick card could not be ruled out.
+    inv = inventory([_gpu(0, read_health=False, power=9000.0, thermal=1800.0)], 10)
+    (f,) = run_check(gpu071, inv)
+    assert f.evidence["cause"] == "the power cap"
+    assert f.evidence["gpu_health_read"] is False
+    assert f.message.endswith(
+        "Likely cause: the power cap (a sick card is not ruled out: no XID, ECC or row-remap "
+        "series were read)."
+    )
+    (healthy,) = run_check(gpu071, inventory([_gpu(0, power=9000.0, thermal=1800.0)], 10))
+    assert healthy.evidence["gpu_health_read"] is True
+    assert healthy.message.endswith("Likely cause: the power cap.")

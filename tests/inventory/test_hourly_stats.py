@@ -86,6 +86,9 @@ def test_an_older_snapshot_reads_its_window_p95_as_before() -> None:
     two = _row(_with(snap, act_p95=chunks))
     # Over two chunks: the larger chunk p95, an upper bound flagged as approximate.
     assert getattr(two, C.ACT_P95) == 0.5 and getattr(two, C.ACT_APPROX)
+    # The checks say their p95 is over the window, not of the fullest hour.
+    assert build(_with(snap, act_p95=chunks)).p95_of_window
+    assert not build(_base()).p95_of_window
 
 
 def _xid(code: int) -> dict[str, str]:
