@@ -22,9 +22,9 @@ from gpuaudit.checks.findings import Finding
 from gpuaudit.core import numbers
 from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, file_name, one_each
 from gpuaudit.fix.context import Context
-from gpuaudit.fix.memory_limits import _container, _resources
 from gpuaudit.fix.owned import _patch_object, _target
 from gpuaudit.fix.priority import _at, _nest, owner_template
+from gpuaudit.fix.template_resources import amount, container, written
 
 CODES = ("GPU041",)
 
@@ -50,11 +50,6 @@ def _advised(f: Finding) -> list[tuple[str, str, str]]:
     return out
 
 
-def _cpu(c: Mapping[str, Any], part: str) -> float | None:
-    raw = _resources(c, part).get("cpu")
-    return None if raw in (None, "") else numbers.quantity(raw)
-
-
 def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None, str]:
     advised = _advised(f)
     if not advised:
@@ -72,16 +67,16 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
     entries: list[dict[str, Any]] = []
     before: list[str] = []
     for name, lim, req in advised:
-        now = _container(spec, name)
+        now = container(spec, name)
         if now is None:
             return None, f"{top.describe()}'s pod template has no container {name}"
-        held, want = _cpu(now, "limits"), numbers.quantity(lim)
+        held, want = amount(now, "limits", "cpu"), numbers.quantity(lim)
         if want is None or (held is not None and held >= want):
             continue
         entries.append(
             {"name": name, "resources": {"limits": {"cpu": lim}, "requests": {"cpu": req}}}
         )
-        was = str(_resources(now, "limits").get("cpu"))[:40] if held is not None else "none"
+        was = written(now, "limits", "cpu") if held is not None else "none"
         before.append(f"container {name}'s CPU limit goes from {was} to {lim} (request {req})")
     if not entries:
         return None, (

@@ -18,8 +18,7 @@ template without that container, or one whose limit is at least the recommended 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from gpuaudit.checks.findings import Finding
 from gpuaudit.core import numbers
@@ -27,6 +26,7 @@ from gpuaudit.fix.changes import Change, ChangeKind, FindingFix, file_name, one_
 from gpuaudit.fix.context import Context
 from gpuaudit.fix.owned import _patch_object, _target
 from gpuaudit.fix.priority import _at, _nest, owner_template
+from gpuaudit.fix.template_resources import amount, container, written
 
 CODES = ("GPU004",)
 
@@ -62,18 +62,20 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
     top, path, read = found
     if top.uid in patched:
         return None, f"{top.describe()} is patched by another GPU004 change already"
-    now = _container(_at(read, path), ctr)
+    now = container(_at(read, path), ctr)
     if now is None:
         return None, f"{top.describe()}'s pod template has no container {ctr}"
-    held, asked = _memory(now, "limits"), _memory(now, "requests")
+    held, asked = amount(now, "limits", "memory"), amount(now, "requests", "memory")
     if want is None or (held is not None and held >= want):
         return None, (
             f"{top.describe()}'s template gives container {ctr} a memory limit of "
-            f"{_said(now, 'limits')} already, at least {limit} (changed since its pods were made)"
+            f"{written(now, 'limits', 'memory')} already, at least {limit} (changed since its "
+            "pods were made)"
         )
     if asked is not None and asked > want:
         return None, (
-            f"{top.describe()}'s template asks {_said(now, 'requests')} of memory for container "
+            f"{top.describe()}'s template asks {written(now, 'requests', 'memory')} of memory "
+            "for container "
             f"{ctr}, above {limit}: set its request and limit together"
         )
     patched.add(top.uid)
@@ -92,8 +94,8 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
             else ""
         )
     )
-    before = _said(now, "limits") if held is not None else "none"
-    asked_before = _said(now, "requests") if asked is not None else "none"
+    before = written(now, "limits", "memory") if held is not None else "none"
+    asked_before = written(now, "requests", "memory") if asked is not None else "none"
     change = Change(
         kind=ChangeKind.PATCH,
         file=file_name(f, f"{top.kind}-{top.namespace}-{top.name}"),
@@ -112,26 +114,3 @@ def _change(f: Finding, ctx: Context, patched: set[str]) -> tuple[Change | None,
         read=read,
     )
     return change, f"{top.describe()}'s container {ctr} gets a memory limit of {limit}"
-
-
-def _container(spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    cs = spec.get("containers")
-    for c in cs if isinstance(cs, list) else ():
-        if isinstance(c, Mapping) and c.get("name") == name:
-            return c
-    return None
-
-
-def _resources(c: Mapping[str, Any], part: str) -> Mapping[str, Any]:
-    res = c.get("resources")
-    got = res.get(part) if isinstance(res, Mapping) else None
-    return got if isinstance(got, Mapping) else {}
-
-
-def _memory(c: Mapping[str, Any], part: str) -> float | None:
-    raw = _resources(c, part).get("memory")
-    return None if raw in (None, "") else numbers.quantity(raw)
-
-
-def _said(c: Mapping[str, Any], part: str) -> str:
-    return str(_resources(c, part).get("memory"))[:40]
