@@ -5,6 +5,7 @@
     python benchmarks/run.py --live-recorded [--live-gpus 1000] [--live-days 7] [--scrape 60]
                              [--phase-ms 67000] [--live-repeat 3] [--skip-raw-server]
                              [--backend prometheus,vm] [--parallel 1,2] [--baseline-tree PATH]
+                             [--other-repeat N]
     python benchmarks/run.py --live-raw [--live-gpus 10000] [--live-days 7] [--scrape 15]
                              [--no-replay]
     (--live-recorded and --live-raw: [--parallel N] [--keep DIR] [--prepare-only])
@@ -25,10 +26,11 @@ vmctl). Then it times the scan and its bare replay `--live-repeat` times each ag
 without the rules (raw series read; left out with `--skip-raw-server`) and one with them (the
 5-minute rules loaded, so that discovery finds them; the hourly ones found by their heartbeat),
 with the backend's default limits, at each `--parallel` value; with `--baseline-tree PATH`, the
-gpuaudit of another checkout too, against the same server. It prints the median, min and max,
-the samples the queries read (the manifest's `samples_read`), the manifest's backend timings,
-which queries read recorded series, the costliest queries, and one line per server in the
-form of the README's summary. The raw benchmark does the same with raw series alone and prints
+gpuaudit of another checkout too, against the same server (`--other-repeat`: how many times the
+raw-series and baseline scans are run, minutes each at 10,000 GPUs). It prints the median, min
+and max, the samples the queries read (the manifest's `samples_read`), the manifest's backend
+timings, which queries read recorded series, the costliest queries, and one line per server in
+the form of the README's summary. The raw benchmark does the same with raw series alone and prints
 how the planner cut each query under the default sample limit.
 `--parallel N` runs the scans with `--parallel-queries N` and replays with as many requests in
 flight. It prints figures; it asserts nothing.
@@ -660,6 +662,7 @@ def recorded_bench(
     prepare_only: bool = False,
     backends: tuple[str, ...] = ("prometheus",),
     baseline: Path | None = None,
+    other_repeat: int | None = None,
 ) -> None:
     """Raw series alone against raw plus recorded series, same scenario, default query limits,
     at each `--parallel` value. The 5-minute group's series generated for the whole window the
@@ -667,7 +670,9 @@ def recorded_bench(
     series by the backend's own evaluator: promtool for Prometheus (its rules loaded, so that
     discovery finds the 5-minute ones), vmalert's replay for VictoriaMetrics (the TSDB's blocks
     imported by vmctl; raw scans first, then the replay, then the scans with rules).
-    `baseline`: another checkout's gpuaudit timed the same way against the server with rules."""
+    `baseline`: another checkout's gpuaudit timed the same way against the server with rules.
+    `other_repeat`: the runs of the raw-series scans and the baseline's (else `repeat`), which
+    at 10,000 GPUs take minutes each."""
     sys.path.insert(0, str(ROOT))
     import yaml  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
 
@@ -685,6 +690,7 @@ def recorded_bench(
     )
     label = f"live {gpus:,} GPUs x {days} d"
     others = [("baseline", _baseline(baseline))] if baseline else []
+    other = repeat if other_repeat is None else other_repeat
     with _workdir(keep, "gpuaudit-recorded-", what) as tmp:
         tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
         blocks = _hourly_blocks(tmp, tsdb, end, days) if "prometheus" in backends else None
@@ -701,7 +707,7 @@ def recorded_bench(
                         url,
                         ["--prometheus-url", url, *live],
                         tmp / "raw.json",
-                        repeat,
+                        other,
                         THIS,
                     )
             both = _linked(tmp / "tsdb-rules", tsdb, blocks)
@@ -709,9 +715,7 @@ def recorded_bench(
                 args = ["--prometheus-url", url, *live]
                 _scans(f"{label}, prometheus", url, args, tmp / "rec.json", repeat, THIS)
                 for name, cli in others:
-                    _scans(
-                        f"{label}, prometheus, {name}", url, args, tmp / "base.json", repeat, cli
-                    )
+                    _scans(f"{label}, prometheus, {name}", url, args, tmp / "base.json", other, cli)
         if "vm" in backends:
             t0 = time.perf_counter()
             (tmp / "vm").mkdir(exist_ok=True)
@@ -725,7 +729,7 @@ def recorded_bench(
                         url,
                         args,
                         tmp / "vmraw.json",
-                        repeat,
+                        other,
                         THIS,
                     )
                 t0 = time.perf_counter()
@@ -744,7 +748,7 @@ def recorded_bench(
                         url,
                         args,
                         tmp / "vmbase.json",
-                        repeat,
+                        other,
                         cli,
                     )
 
@@ -809,6 +813,12 @@ def main() -> None:
         "against one bare replay",
     )
     ap.add_argument(
+        "--other-repeat",
+        type=int,
+        help="--live-recorded: runs of the raw-series scans and the baseline's (default: "
+        "--live-repeat)",
+    )
+    ap.add_argument(
         "--parallel",
         default="1",
         help="live: gpuaudit's --parallel-queries, and the bare replay's queries in flight; "
@@ -865,6 +875,7 @@ def main() -> None:
             args.prepare_only,
             backends,
             args.baseline_tree,
+            args.other_repeat,
         )
     elif args.live_raw:
         raw_bench(
