@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from gpuaudit import snapshot
 from gpuaudit.cli import app
 from gpuaudit.scenario import generate, write_openmetrics, write_snapshot
+from gpuaudit.sources.prometheus.discovery import candidates_query, pod_only_query
 from tests.support.promserver import prometheus
 from tests.support.servers import require
 
@@ -128,3 +130,36 @@ def test_one_helm_cluster_alone_keeps_the_exported_spelling(
     assert helm["pod_labels"] == ["exported_pod", "pod"]
     honor = _manifest(url, end, tmp_path, "--cluster-label", "cluster=b")["capabilities"]
     assert honor["pod_label"] == "pod"
+
+
+def _asked(url: str, expr: str, end: str) -> tuple[float, int]:
+    """The count a query answers (no row: 0) and the samples Prometheus says it read."""
+    body = (
+        httpx.post(f"{url}/api/v1/query", data={"query": expr, "time": end, "stats": "all"})
+        .raise_for_status()
+        .json()
+    )
+    rows = body["data"]["result"]
+    samples = int(body["data"]["stats"]["samples"]["totalQueryableSamples"])
+    return (float(rows[0]["value"][1]) if rows else 0.0), samples
+
+
+def test_the_helm_spelling_is_told_without_reading_every_series(
+    central: tuple[str, dict[str, Path]],
+) -> None:
+    """Discovery first counts the series naming a workload outside `exported_pod`
+    (`candidates_query`); none under the Helm chart's labels, so the whole-window `unless`
+    (`pod_only_query`) is not asked, and its answer would have been the same."""
+    url, snaps = central
+    end = str(snaps["end"])
+    probe, seconds = "DCGM_FI_DEV_GPU_UTIL", DAYS * 86400
+    helm = 'cluster="a"'
+    first, cheap = _asked(url, candidates_query(probe, helm, seconds), end)
+    whole, dear = _asked(url, pod_only_query(probe, helm, seconds), end)
+    assert first == whole == 0
+    assert cheap == 0 < dear
+    # Where workloads are in `pod`, the first count finds them, and the second tells.
+    honor = 'cluster="b"'
+    first, _ = _asked(url, candidates_query(probe, honor, seconds), end)
+    whole, _ = _asked(url, pod_only_query(probe, honor, seconds), end)
+    assert first >= whole > 0
