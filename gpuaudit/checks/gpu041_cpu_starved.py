@@ -14,8 +14,13 @@ Why it matters
 How it decides
     From cAdvisor through the kubelet (`/metrics/cadvisor`, in the same Prometheus as DCGM),
     per container of a GPU pod and hourly bucket: the CPU used (increase of
-    `container_cpu_usage_seconds_total` over the bucket, in cores: seconds / bucket length),
-    and the share of its CFS periods it was throttled in (increase of
+    `container_cpu_usage_seconds_total` over the bucket, in cores: seconds over the time the
+    pod held its GPUs in the bucket, its GPU-hours there over its GPUs, which DCGM's samples
+    give exact to the scrape interval; a pod there 20 minutes of an hour at its limit used its
+    limit, not a third of it. Not the CFS periods x 100 ms: the kernel counts periods only
+    while the container's group is active, and stops its period timer after an idle period, so
+    they measure the time busy, not there, and only for a container with a limit), and the
+    share of its CFS periods it was throttled in (increase of
     `container_cpu_cfs_throttled_periods_total` over that of `container_cpu_cfs_periods_total`;
     only a container with a CPU limit has them). Its CPU limit and request come from the pod's
     spec (API server). A container is starved in a bucket when its use is at least
@@ -119,8 +124,11 @@ class _Series:
     throttled: Any
 
 
-def _series(ts: Any, use: Use, res: Resources, step_s: int, cfg: Thresholds) -> _Series:
-    cores = _aligned(ts, use.ts, use.used_s) / step_s
+def _series(ts: Any, use: Use, res: Resources, present_s: Any, cfg: Thresholds) -> _Series:
+    """`present_s`: the seconds the pod held its GPUs in each bucket, what its use is divided
+    by (a pod that ran 20 minutes of an hour at its limit used its limit, not a third of it)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cores = np.where(present_s > 0, _aligned(ts, use.ts, use.used_s) / present_s, np.nan)
     periods = _aligned(ts, use.ts, use.periods)
     throttled = _aligned(ts, use.ts, use.throttled)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -164,11 +172,16 @@ def _pod(
     ts = grp[C.TS].to_numpy(dtype=np.float64)
     act = grp[C.ACT].to_numpy(dtype=np.float64)
     gpu_h = grp[C.GPU_HOURS].to_numpy(dtype=np.float64)
+    # The hours the pod held its GPUs in each bucket (GPU-hours over GPUs held), exact to the
+    # scrape interval, never more than the bucket.
+    gpus = grp["gpus"].to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        present_s = np.minimum(np.where(gpus > 0, gpu_h / gpus, 0.0) * 3600.0, views.inv.step_s)
     low = np.nan_to_num(act, nan=1.0) < cfg.cpu_low_activity
     resources = views.inv.cpu.resources.get(key, {})
     per = {
         name: (
-            _series(ts, containers[name], res, views.inv.step_s, cfg),
+            _series(ts, containers[name], res, present_s, cfg),
             res,
         )
         for name in sorted(containers)

@@ -55,9 +55,16 @@ def _snap(
     periods: list[float | None] | None = None,
     pod: dict[str, Any] | None = None,
     with_cpu: bool = True,
+    samples: list[int] | None = None,
 ) -> Snapshot:
+    """`cores`: the CPU used over each hour (CPU seconds / 3,600); `samples`: the GPUs' samples
+    per hour (default 60 a full hour: a pod there 20 minutes has 20)."""
     series = [
-        Series(gpu_labels(uuid=f"G{i}", gpu=str(i), pod="train-0", namespace="ml"), act=acts)
+        Series(
+            gpu_labels(uuid=f"G{i}", gpu=str(i), pod="train-0", namespace="ml"),
+            act=acts,
+            samples=samples,
+        )
         for i in range(2)
     ]
     snap = snapshot(series, len(acts), pods=[pod or _pod()])
@@ -144,6 +151,50 @@ def test_hours_without_cpu_data_are_not_starved() -> None:
     cores = [2.0] * 3 + [None] * 21
     (f,) = _run([0.2] * 24, cores, [0.6] * 3 + [None] * 21)
     assert f.evidence["starved_hours"] == 3
+
+
+def test_a_pod_there_twenty_minutes_at_its_limit_is_at_its_limit() -> None:
+    """Busy 3 h, then in its last hour it held its GPUs 20 of the 60 minutes (20 samples of a
+    60 s scrape) at 20 % and used 2,400 CPU seconds in them: 2 cores, its limit, throttled in
+    5 % of its periods. Over the hour that is 0.67 cores, a third of the limit, which hid it;
+    over the 1,200 s it was there, 2.0."""
+    (f,) = _run(
+        [0.9, 0.9, 0.9, 0.2],
+        [0.5, 0.5, 0.5, 2400 / STEP],
+        [0.0, 0.0, 0.0, 0.05],
+        periods=[PERIODS] * 3 + [12_000.0],
+        samples=[60, 60, 60, 20],
+        settings={"cpu_starved_min_hours": 1.0},
+    )
+    (c,) = f.evidence["containers"]
+    assert c["cores_used_max"] == pytest.approx(2.0) and c["starved_hours"] == 1
+    assert f.impact.gpu_hours == pytest.approx(2 * (20 / 60) * 0.8)
+
+
+def test_the_recommendation_reads_the_use_over_the_time_there() -> None:
+    """Busy 4 h at 0.5 cores, then waiting at 1.9 of its 2 cores whenever it is there: one
+    whole hour (6,840 CPU seconds) and three of 20 minutes (2,280 each). Over the time there,
+    1.9 cores each of the 4 hours: the p95 of its 8 hours 1.9, plus 50 % 2.85, rounded up to
+    2900m. Over whole hours the short ones read 0.63 (not at the limit: 1 starved hour), and
+    the p95 would be 1.46."""
+    short = 1.9 * 1200 / STEP
+    (f,) = _run(
+        [0.9] * 4 + [0.2] * 4,
+        [0.5] * 4 + [1.9, short, short, short],
+        [0.0] * 4 + [0.05] * 4,
+        periods=[PERIODS] * 5 + [12_000.0] * 3,
+        samples=[60] * 5 + [20] * 3,
+    )
+    (c,) = f.evidence["containers"]
+    assert c["starved_hours"] == 4 and c["cores_used_p95"] == pytest.approx(1.9)
+    assert c["recommended_cpu_limit"] == "2900m" and c["recommended_cpu_request"] == "1900m"
+
+
+def test_near_miss_a_pod_there_the_whole_hour_at_a_third_of_its_limit() -> None:
+    """The same 2,400 CPU seconds over a whole hour held: 0.67 of 2 cores, not at its limit."""
+    settings = {"cpu_starved_min_hours": 1.0}
+    acts, throttled = [0.9, 0.9, 0.9, 0.2], [0.0, 0.0, 0.0, 0.05]
+    assert _run(acts, [0.5, 0.5, 0.5, 2400 / STEP], throttled, settings=settings) == []
 
 
 def _inv(**kw: Any) -> Inventory:
