@@ -27,12 +27,16 @@ How it decides
 
 What to do
     On a MIG slice, move to the next profile up that fits peak use plus
-    `checks.fb_headroom` (default 20 %); the recommendation names it for the GPU model. On a
-    whole GPU, cut batch or context size, quantise, or move to a larger-memory GPU.
+    `checks.fb_headroom` (default 20 %); the recommendation names it for the GPU model. (A
+    part of a series the Kubernetes-side join split among the pods that held it in turn has
+    its fullest hour's p95 but no peak: the profile named fits the p95, and the peak may need a
+    larger one.) On a whole GPU, cut batch or context size, quantise, or move to a
+    larger-memory GPU.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -107,23 +111,34 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
         over = "over the window" if views.inv.p95_of_window else "in its fullest hour"
         profile = str(getattr(row, C.MIG_PROFILE) or "")
         peak = float(getattr(row, C.FB_USED_MAX))
+        # A part of a series split among the pods that held it in turn has its fullest hour's
+        # p95 but no peak (`bucketjoin.LOST`): the p95 is a floor of the peak.
+        known = math.isfinite(peak)
         where = (
             f"its {profile} MIG slice"
             if profile
             else f"GPU {getattr(row, C.GPU_INDEX)} ({short_model(model)})"
         )
+        of = (
+            f"peak {peak / 1024:.1f} of {total / 1024:.1f} GiB"
+            if known
+            else f"of {total / 1024:.1f} GiB; its peak is not known: it held a part of a "
+            "series split among the pods that held it in turn"
+        )
         message = (
             f"Pod {ns}/{pod} used {ratio * 100:.1f} % of the memory of {where} at p95 "
-            f"{over} (peak {peak / 1024:.1f} of {total / 1024:.1f} GiB)."
+            f"{over} ({of})."
         )
         if profile:
-            nxt = next_profile(model, profile, peak, cfg.fb_headroom)
+            nxt = next_profile(model, profile, peak if known else p95, cfg.fb_headroom)
+            use = f"{peak / 1024:.1f} GiB peak" if known else f"{p95 / 1024:.1f} GiB p95"
             rec = (
-                f"Move it from {profile} to {nxt} (fits the {peak / 1024:.1f} GiB peak plus "
-                f"{cfg.fb_headroom * 100:.0f} % headroom on {short_model(model)})."
+                f"Move it from {profile} to {nxt}{'' if known else ' or larger'} (fits the "
+                f"{use} plus {cfg.fb_headroom * 100:.0f} % headroom on {short_model(model)}"
+                f"{'' if known else '; the peak, which the profile must fit, is not known'})."
                 if nxt
-                else f"No MIG profile of {short_model(model)} fits the peak plus headroom; "
-                "give it a whole GPU."
+                else f"No MIG profile of {short_model(model)} fits the "
+                f"{'peak' if known else 'p95'} plus headroom; give it a whole GPU."
             )
         else:
             rec = (
@@ -145,7 +160,7 @@ def _pressure(views: Views, cfg: Thresholds) -> list[Finding]:
                     "fb_used_p95_ratio": round(ratio, 4),
                     "fb_used_p95_mib": round(p95, 1),
                     "p95_of": "the window" if views.inv.p95_of_window else "the fullest hour",
-                    "fb_used_max_mib": round(peak, 1),
+                    "fb_used_max_mib": round(peak, 1) if known else None,
                     "fb_total_mib": round(total, 1),
                     "mig_profile": profile,
                     "gpu_model": model,

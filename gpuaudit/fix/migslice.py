@@ -113,6 +113,11 @@ def _want(f: Finding) -> tuple[_Want | None, str]:
         return None, (
             "the pod holds a whole GPU, which has no larger MIG profile; follow the recommendation"
         )
+    if ev.get("fb_used_max_mib") is None:
+        return None, (
+            "its peak framebuffer use, which the profile must fit, is not known (it held a "
+            "part of a series split among pods); follow the recommendation"
+        )
     headroom = float(ev.get("headroom", DEFAULT_HEADROOM))
     need = float(ev.get("fb_used_max_mib") or 0.0) / 1024.0 * (1.0 + headroom)
     return _Want(f, model, f"nvidia.com/mig-{current}", current, need), ""

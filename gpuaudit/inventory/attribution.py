@@ -163,13 +163,16 @@ def kubernetes_join(
     pods: pd.DataFrame,
     replicas: Mapping[str, sharing.Sharing],
     grid: tuple[float, float, float],
+    points: Mapping[str, bucketjoin.Points] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The holdings with unlabelled series joined to the pods the Kubernetes side names
     without doubt, bucket by bucket (`Method.KUBERNETES_JOIN`; the rule and how a series held
     by several pods in turn is split are `gpuaudit.inventory.bucketjoin`'s). `hourly`: the
     hourly table's columns, replaced where rows go to new holdings; `grid`: the window's start,
-    end and bucket length. Shared nodes are left alone: which replica a pod holds is not in
-    the API. Returns the holdings and the warnings to show (what a split leaves out)."""
+    end and bucket length; `points`: the buckets of the window figures a split part takes
+    from its own buckets (`bucketjoin.split`). Shared nodes are left alone: which replica a
+    pod holds is not in the API. Returns the holdings and the warnings to show (what a split
+    leaves out)."""
     if holdings.empty or pods.empty:
         return holdings, []
     cand = _candidates(pods, _named(holdings)).reset_index(drop=True)
@@ -179,15 +182,17 @@ def kubernetes_join(
     shared = {str(n) for n, s in replicas.items() if s.replicas > 1}
     joined = bucketjoin.plan(holdings, hourly, cand, shared, (start, end), step)
     out, split = bucketjoin.split(
-        holdings, hourly, cand, joined, (Method.KUBERNETES_JOIN.value, step)
+        holdings, hourly, cand, joined, (Method.KUBERNETES_JOIN.value, step), points or {}
     )
     if not split:
         return out, []
     return out, [
         f"{split} DCGM series without pod labels were held by several pods in turn (or only "
         "for part of the window) and were split among them by the Kubernetes-side join, bucket "
-        "by bucket: their peak and p95 activity, framebuffer, power and link traffic were "
-        "measured over the whole window and are not known for each part (they are left out)"
+        "by bucket: their peak activity, framebuffer use other than its p95, link traffic "
+        "and SM clock were measured over the whole window and are not known for each part, "
+        "nor are the p95s, power and violation seconds of a part that shared a bucket with "
+        "another (they are left out)"
     ]
 
 

@@ -19,9 +19,11 @@ Otherwise it is split (`split`): one holding per pod that got buckets of it, and
 own holding keeps the rest, unheld; the hourly rows go with their buckets. What the buckets
 give is worked out again for each part: held hours, GPU-hours, first and last bucket, mean
 activity and GPU_UTIL (weighted by held time) and the activity samples (the series' own in
-proportion to held time). Maxima, percentiles, framebuffer, power and link traffic were
-measured over the whole window and cannot be cut in time: the parts have none (NaN), and the
-inventory says so in a warning. Device facts (XID codes and messages, health maxima, power
+proportion to held time). The window figures made of buckets are worked out again from each
+part's own buckets (`BUCKET_FIGURES`: the p95s, power and violation seconds), where no bucket
+of the part was shared with another holding; the figures measured over the whole window
+cannot be cut in time (`LOST`): the parts have none (NaN), and the inventory says so in a
+warning. Device facts (XID codes and messages, health maxima, power
 limit, memory size) stay with every part; XID events, which are summed, with the first pod's
 part alone.
 """
@@ -278,19 +280,36 @@ def _candidates_per_cell(
 
 LOST = (
     C.ACT_MAX,
-    C.ACT_P95,
     C.FB_USED_MEAN,
     C.FB_USED_MAX,
-    C.FB_USED_P95,
     C.FB_FREE_MEAN,
-    C.POWER_MEAN,
     C.NVLINK_BPS,
     C.PCIE_BPS,
-    C.POWER_VIOLATION_S,
-    C.THERMAL_VIOLATION_S,
     C.SM_CLOCK_MEAN,
 )
-"""Window statistics of a series that cannot be cut in time: a split series' parts lack them."""
+"""Window statistics of a series that cannot be cut in time: a split series' parts lack them
+(NaN). Each is read once over the whole window, with no figure per bucket to cut: the maxima
+of activity and framebuffer (window `max` queries), and the means of framebuffer use and free
+memory, link traffic and SM clock (window sums over window counts)."""
+
+Points = tuple[Arr, Arr, Arr, Arr]
+"""A window figure's buckets: (holding ids, bucket ends, values, weights), sorted by holding,
+then time (`gpuaudit.inventory.build._split_points`)."""
+
+BUCKET_FIGURES = {
+    C.ACT_P95: "max",
+    C.FB_USED_P95: "max",
+    C.POWER_MEAN: "mean",
+    C.POWER_VIOLATION_S: "sum",
+    C.THERMAL_VIOLATION_S: "sum",
+}
+"""Window figures made of buckets, and how (as the whole window's are made,
+`gpuaudit.inventory.parse`): the p95s are the largest bucket p95, the power mean the bucket
+means weighted by their samples (held time), the violation seconds the sum of the buckets'
+increases. A part of a split series takes them from its own buckets, where it has any and
+shared none with another holding (a bucket cut between a pod and the series' unheld rest: its
+figure covers both, and is neither's); the series' rest, likewise from the buckets it kept.
+Otherwise the part has none (NaN): missing, never zero."""
 
 
 @dataclass(frozen=True)
@@ -315,12 +334,14 @@ def split(
     cand: pd.DataFrame,
     joined: Plan,
     label: tuple[str, float],
+    points: Mapping[str, Points] | None = None,
 ) -> tuple[pd.DataFrame, int]:
     """The holdings with the joined rows given to their pods (see the module's docstring):
     relabelled as they are where one pod got all of a series, whole; otherwise split, and the
     hourly table's columns in `hourly` replaced (still sorted by holding, then time). `label`:
-    the attribution method the joined holdings get, and the bucket length. Returns the
-    holdings and how many series were split."""
+    the attribution method the joined holdings get, and the bucket length; `points`: the
+    buckets of the `BUCKET_FIGURES` (none: the parts have none of them). Returns the holdings
+    and how many series were split."""
     import pandas as pd
 
     if not len(joined.rows):
@@ -346,6 +367,8 @@ def split(
     parts = _parts(pairs[apart], joined.rows[first_at[apart]], given, n, pods)
     moved = ~in_place[jh]
     target = parts.ids[np.searchsorted(parts.pairs, pair[moved])]
+    ts = np.asarray(hourly[C.TS], dtype=np.float64)[joined.rows[moved]]
+    moves = _Moves(jh[moved], ts, target, whole[moved])
     _move(hourly, joined.rows[moved], target, joined.hours[moved], whole[moved], n)
     src = holdings.iloc[parts.source].copy()
     src[C.HOLDING] = np.arange(n, n + len(parts.source), dtype=np.int64)
@@ -353,7 +376,72 @@ def split(
     _label(out, parts.ids, cand.iloc[parts.pairs % pods], method)
     series = np.unique(parts.pairs // pods)
     _restate(out, hourly, (series, parts), holdings, step)
+    figures = _from_buckets(points or {}, moves, series, (len(out), step))
+    touched = np.zeros(len(out), dtype=bool)
+    touched[series] = True
+    touched[parts.ids] = True
+    for col, values in figures.items():
+        arr = out[col].to_numpy(dtype=np.float64).copy()
+        arr[touched] = values[touched]
+        out[col] = arr
     return out, len(series)
+
+
+@dataclass(frozen=True)
+class _Moves:
+    """The hourly rows of split series given to a part: per row, its series, bucket end, the
+    part, and whether it went whole (else the series kept the rest of its bucket)."""
+
+    series: Arr
+    ts: Arr
+    target: Arr
+    whole: Arr
+
+
+def _from_buckets(
+    points: Mapping[str, Points], moves: _Moves, series: Arr, size: tuple[int, float]
+) -> dict[str, Arr]:
+    """The `BUCKET_FIGURES` of every holding (NaN but for the split `series` and their parts),
+    from the buckets each got: a bucket moved whole is its part's, one not moved the series'
+    own, one cut between the two is neither's and leaves both without the figure."""
+    m, step = size
+
+    def key(h: Arr, t: Arr) -> Arr:
+        out: Arr = h.astype(np.int64) * (1 << 32) + np.rint(t / step).astype(np.int64)
+        return out
+
+    order = np.argsort(key(moves.series, moves.ts), kind="stable")
+    mk = key(moves.series, moves.ts)[order]
+    target, whole = moves.target[order], moves.whole[order]
+    split = np.zeros(m, dtype=bool)
+    split[series] = True
+    out: dict[str, Arr] = {}
+    for col, how in BUCKET_FIGURES.items():
+        got = points.get(col)
+        if got is None or not len(mk):
+            out[col] = np.full(m, np.nan)
+            continue
+        sel = np.flatnonzero(split[got[0]])
+        h, t, v, w = (a[sel] for a in got)
+        at = np.minimum(np.searchsorted(mk, key(h, t)), len(mk) - 1)
+        hit = mk[at] == key(h, t)
+        owner = np.where(hit & whole[at], target[at], h)
+        cut = hit & ~whole[at]
+        shared = np.zeros(m, dtype=bool)
+        shared[h[cut]] = True
+        shared[target[at][cut]] = True
+        ok = ~cut & np.isfinite(v)
+        k, v, w = owner[ok], v[ok], w[ok]
+        if how == "max":
+            fig = np.full(m, -np.inf)
+            np.maximum.at(fig, k, v)
+        elif how == "sum":
+            fig = np.bincount(k, weights=v, minlength=m).astype(np.float64)
+        else:
+            fig = _weighted(k, w, v, m)
+        present = (np.bincount(k, minlength=m) > 0) & ~shared
+        out[col] = np.where(present, fig, np.nan)
+    return out
 
 
 def _parts(pairs: Arr, first_row: Arr, given: Arr, n: int, pods: int) -> _Parts:

@@ -137,6 +137,9 @@ class _Series:
     """MIG instances without a profiling activity series but with `DCGM_FI_DEV_GPU_UTIL`, which
     reads 0 on MIG whatever the work (dcgm-exporter #216): their activity is unknown (NaN), their
     samples still count held time."""
+    split_points: Mapping[str, Hourly]
+    """Holding column -> the buckets its window figure is made of, of the keys without pod
+    labels alone (those a Kubernetes-side join may split): see `_split_points`."""
 
 
 def _within(h: Hourly, cut: Narrowed | None) -> Hourly:
@@ -179,7 +182,8 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         # buckets as many as either (`_weighed`).
         util_w = _weighed(p, util_h, act_h)
         act, util = combine(p, "act", n, act_h), combine(p, "util", n, util_w)
-        power = combine(p, "power", n, _weighed(p, power_h, act_h, util_w))
+        power_w = _weighed(p, power_h, act_h, util_w)
+        power = combine(p, "power", n, power_w)
         del util_w
         fb_used, fb_free = combine(p, "fb_used", n), combine(p, "fb_free", n)
         health: dict[str, Stat | None] = {
@@ -197,6 +201,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
         events = None
         p2p = []
         power_limit = _missing_metric(n).mx
+        power_w = _NO_HOURLY
     del power_h
     in_act_h = np.zeros(n, dtype=bool)
     in_act_h[act_h[0]] = True
@@ -205,6 +210,11 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     has_prof = act.mean.present | in_act_h
     is_mig = np.array([bool(p.ident[k].mig_id) for k in range(n)], dtype=bool)
     util_only = ~has_prof & (util.mean.present | in_util_h)
+    # A narrowed window's holdings have none of these figures but violation seconds: nor do
+    # the parts of a split.
+    has_util = util_only & ~is_mig
+    split_points = _split_points(p, power_w, has_prof, has_util) if cut is None else {}
+    del power_w
     return _Series(
         n=n,
         act_h=act_h,
@@ -230,9 +240,61 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
             **throttling.read(p, n, None if cut is None else (cut.start, cut.end)),
         },
         has_prof=has_prof,
-        has_util=util_only & ~is_mig,
+        has_util=has_util,
         mig_blind=util_only & is_mig,
+        split_points=split_points,
     )
+
+
+def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dict[str, Hourly]:
+    """Holding column -> the buckets (key numbers, bucket ends, values, weights) of the keys
+    without pod labels that its window figure is made of, read as the window figure reads
+    them: the p95 of activity (the profiling series' where a key has one, else GPU_UTIL's /
+    100) and of the framebuffer (each bucket's p95: the figure is the largest), the power
+    (bucket means with their samples, an unknown count weighing as much as the mean counted
+    bucket, as `from_hourly` weighs it: the figure is their weighted mean) and the violation
+    seconds (bucket increases: the figure is their sum). A snapshot that holds a figure's
+    older window form (`queries.LEGACY`) has none of its buckets. A part of a split series
+    (`gpuaudit.inventory.bucketjoin`) takes the figures from its own buckets."""
+    n = len(p.keys)
+    unheld = np.array([not ident.held for ident in p.ident], dtype=bool)
+    out: dict[str, Hourly] = {}
+
+    def points(qid: str) -> Hourly:
+        return p.hourly(qid) if qid in p.answers else _NO_HOURLY
+
+    act, util = points("act_p95_hourly"), points("util_p95_hourly")
+    a, u = has_prof[act[0]], has_util[util[0]]
+    out[C.ACT_P95] = (
+        np.concatenate([act[0][a], util[0][u]]),
+        np.concatenate([act[1][a], util[1][u]]),
+        np.concatenate([act[2][a], util[2][u] / 100.0]),
+        np.ones(int(a.sum() + u.sum())),
+    )
+    out[C.FB_USED_P95] = points("fb_used_p95_hourly")
+    if "power_sum" not in p.answers and len(power[0]):
+        known = np.isfinite(power[3])
+        typical = float(np.mean(power[3][known])) if known.any() else 1.0
+        out[C.POWER_MEAN] = (*power[:3], np.where(known, power[3], typical))
+    for col, qid in zip(throttling.COUNTED, throttling.HOURLY, strict=True):
+        out[col] = points(qid)
+    kept: dict[str, Hourly] = {}
+    for col, (k, t, v, w) in out.items():
+        keep = unheld[k] & (k < n)
+        if keep.any():
+            kept[col] = (k[keep], t[keep], v[keep], w[keep])
+    return kept
+
+
+def _split_points_by_holding(s: _Series, hid_of: Arr) -> dict[str, Hourly]:
+    """`_Series.split_points` by holding id (of the keys with a holding), each sorted by
+    holding, then time."""
+    out: dict[str, Hourly] = {}
+    for col, (k, t, v, w) in s.split_points.items():
+        keep = hid_of[k] >= 0
+        hid, (ts, vs, ws) = regroup(k[keep], [t[keep], v[keep], w[keep]], hid_of)
+        out[col] = (hid, ts, vs, ws)
+    return out
 
 
 def _weighed(p: Parser, h: Hourly, *by: Hourly) -> Hourly:
@@ -983,7 +1045,7 @@ def build(
     gpus = _gpus(holdings)
     shared = sharing.by_node(nodes, holdings)
     holdings, join_notes = attribution.kubernetes_join(
-        holdings, hourly_data, pods, shared, (start, end, step)
+        holdings, hourly_data, pods, shared, (start, end, step), _split_points_by_holding(s, hid_of)
     )
     dra_notes.extend(join_notes)  # shown with the other warnings of joining series to pods
     attribution.share(holdings, hourly_data, shared, step)

@@ -71,7 +71,7 @@ def oversized(pod: str, fits: str, share: float, model: str = A100, hours: float
     )
 
 
-def pressure(pod: str, profile: str, peak_mib: float, model: str = A100) -> Finding:
+def pressure(pod: str, profile: str, peak_mib: float | None, model: str = A100) -> Finding:
     return Finding(
         code="GPU020",
         severity=Severity.HIGH,
@@ -215,6 +215,13 @@ def test_no_larger_profile_that_fits_or_is_offered() -> None:
     g = pressure("embed-0", "1g.10gb", 50000.0)
     _, fixes = migslice.changes([g], context([("ml", "embed-0")], kube=_mig_kube()))
     assert fixes[key(g)].reason.startswith(f"no node offers 7g.80gb of the {A100}")
+
+
+def test_pressure_on_a_part_of_a_split_series_without_a_peak_gets_no_change() -> None:
+    f = pressure("embed-0", "3g.40gb", None)  # GPU020 on a part: its fullest hour, no peak
+    made, fixes = migslice.changes([f], context([("ml", "embed-0")], kube=_mig_kube("3g.40gb")))
+    assert made == []
+    assert fixes[key(f)].reason.startswith("its peak framebuffer use, which the profile must fit")
 
 
 def test_a_slice_is_not_placed_only_on_nodes_a_finding_drains() -> None:

@@ -13,9 +13,10 @@ import pytest
 from gpuaudit.audit.ledger import ledger
 from gpuaudit.audit.summary import summarise
 from gpuaudit.checks import gpu001_idle_reservation as gpu001
+from gpuaudit.checks import gpu020_framebuffer_pressure as gpu020
 from gpuaudit.checks import gpu080_unmonitored_gpus as gpu080
 from gpuaudit.domain.pricing import DEFAULT_PRICES
-from gpuaudit.inventory import Views
+from gpuaudit.inventory import Views, bucketjoin, build
 from gpuaudit.inventory import columns as C
 from gpuaudit.inventory.attribution import Method, Reason
 from tests.support.factories import (
@@ -27,6 +28,7 @@ from tests.support.factories import (
     make_node,
     make_pod,
     run_check,
+    snapshot,
 )
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -188,3 +190,96 @@ def test_the_join_needs_the_request_to_match_the_unlabelled_instances_of_each_bu
     un = _views(inv).unattributed
     assert un[C.HOURS].tolist() == [pytest.approx(4.0)]
     assert np.isclose(un[C.GPU_HOURS].sum(), 2 * SLICE * 4)
+
+
+def _answer(snap: Any, qid: str, labels: dict[str, str], by_hour: dict[int, float]) -> None:
+    """Replace the answer of hourly query `qid` with one series of `labels`: its value in each
+    hour of `by_hour` (hour i's bucket ends at START + (i + 1) h)."""
+    pts = [[START + (i + 1) * 3600, repr(float(v))] for i, v in sorted(by_hour.items())]
+    data = {"resultType": "matrix", "result": [{"metric": dict(labels), "values": pts}]}
+    body = {"status": "success", "data": data}
+    snap.prometheus[qid] = [{"query": qid, "params": {}, "body": body}]
+
+
+def _split_of_two(extra: dict[str, dict[int, float]], fb: float | None = None) -> Any:
+    """An instance of 12 hours (30 samples in hour 2, 60 in the others) held by pod a in hours
+    0-5 and by pod b in hours 8-11 (whole buckets), unheld in hours 6 and 7, with hourly p95s
+    of activity and power means of its own, and the answers `extra` (query id -> value by
+    hour); `fb`: framebuffer used (MiB) of 40,000, every hour."""
+    samples = [60, 60, 30] + [60] * 9
+    s = Series(_series([0.5] * 12).labels, [0.5] * 12, samples=samples, power=100.0)
+    if fb is not None:
+        s.fb_used, s.fb_free = fb, 40_000.0 - fb
+    pods = [_pod("a", finished=START + 6 * 3600), _pod("b", started=START + 8 * 3600)]
+    snap = snapshot([s], 12, pods=pods, nodes=[make_node("node-a")])
+    p95 = [0.1, 0.3, 0.2, 0.5, 0.4, 0.2, 0.9, 0.8, 0.6, 0.7, 0.65, 0.6]
+    power = [100, 200, 300, 150, 250, 120, 90, 80, 400, 410, 390, 420]
+    _answer(snap, "act_p95_hourly", s.labels, dict(enumerate(p95)))
+    _answer(snap, "power_hourly", s.labels, dict(enumerate(power)))
+    for qid, by_hour in extra.items():
+        _answer(snap, qid, s.labels, by_hour)
+    return build(snap)
+
+
+def test_the_parts_of_a_split_series_take_the_bucket_figures_of_their_own_buckets() -> None:
+    power_s = {0: 5.0, 1: 0.0, 2: 7.5, 6: 100.0, 9: 30.0, 11: 12.0}
+    inv = _split_of_two({"power_violation_increase_hourly": power_s})
+    h = inv.holdings.set_index(C.POD)
+    assert h.loc["a", C.HOURS] == pytest.approx(5.5) and h.loc["b", C.HOURS] == pytest.approx(4)
+    # The largest hourly p95 of each one's hours: a 0-5, the unheld rest 6-7, b 8-11.
+    assert h.loc["a", C.ACT_P95] == 0.5
+    assert h.loc["", C.ACT_P95] == 0.9
+    assert h.loc["b", C.ACT_P95] == 0.7
+    # Power: the hourly means weighted by samples (held time); hour 2 has half the samples.
+    a_w = (100 * 60 + 200 * 60 + 300 * 30 + 150 * 60 + 250 * 60 + 120 * 60) / (5 * 60 + 30)
+    assert h.loc["a", C.POWER_MEAN] == pytest.approx(a_w, rel=1e-12)
+    assert h.loc["", C.POWER_MEAN] == pytest.approx((90 + 80) / 2, rel=1e-12)
+    assert h.loc["b", C.POWER_MEAN] == pytest.approx((400 + 410 + 390 + 420) / 4, rel=1e-12)
+    # Violation seconds: the sum of each one's hourly increases.
+    assert h.loc["a", C.POWER_VIOLATION_S] == 12.5
+    assert h.loc["", C.POWER_VIOLATION_S] == 100.0
+    assert h.loc["b", C.POWER_VIOLATION_S] == 42.0
+    # Read once over the whole window, with no figure per bucket: still none for any part.
+    for col in bucketjoin.LOST:
+        assert h[col].isna().all(), col
+
+
+def test_a_part_whose_buckets_lack_a_figure_has_none() -> None:
+    # Thermal violations were read in pod a's hours alone; no framebuffer p95 at all.
+    inv = _split_of_two({"thermal_violation_increase_hourly": {1: 4.0, 3: 2.0}})
+    h = inv.holdings.set_index(C.POD)
+    assert h.loc["a", C.THERMAL_VIOLATION_S] == 6.0
+    assert np.isnan(h.loc["b", C.THERMAL_VIOLATION_S])  # missing, not zero
+    assert np.isnan(h.loc["", C.THERMAL_VIOLATION_S])
+    assert h[C.FB_USED_P95].isna().all()
+    assert h[C.POWER_VIOLATION_S].isna().all()
+
+
+def test_a_bucket_cut_between_a_pod_and_the_rest_leaves_both_without_bucket_figures() -> None:
+    # Pod a started 30 minutes into hour 3: that bucket's p95 covers a's half and the rest's.
+    s = _series([0.5] * 8)
+    snap = snapshot(
+        [s], 8, pods=[_pod("a", started=START + 3 * 3600 + 1800)], nodes=[make_node("node-a")]
+    )
+    _answer(snap, "act_p95_hourly", s.labels, {i: 0.1 * (i + 1) for i in range(8)})
+    h = build(snap).holdings.set_index(C.POD)
+    assert h.loc["a", C.HOURS] == pytest.approx(4.5)
+    assert np.isnan(h.loc["a", C.ACT_P95]) and np.isnan(h.loc["", C.ACT_P95])
+
+
+def test_framebuffer_pressure_of_a_part_is_found_from_its_fullest_hour_without_a_peak() -> None:
+    # Pod b's hours are near the slice's 40,000 MiB; pod a's and the rest's are not.
+    fb_p95 = dict.fromkeys(range(8), 1_000.0) | dict.fromkeys(range(8, 12), 38_600.0)
+    inv = _split_of_two({"fb_used_p95_hourly": fb_p95}, fb=1_000.0)
+    h = inv.holdings.set_index(C.POD)
+    assert (h.loc["a", C.FB_USED_P95], h.loc["b", C.FB_USED_P95]) == (1_000.0, 38_600.0)
+    assert h[C.FB_USED_MAX].isna().all()  # a window maximum: no part's
+    (found,) = run_check(gpu020, inv)
+    assert found.resource.name == "b"
+    assert found.message == (
+        "Pod ml/b used 96.5 % of the memory of its 3g.40gb MIG slice at p95 in its fullest "
+        "hour (of 39.1 GiB; its peak is not known: it held a part of a series split among the "
+        "pods that held it in turn)."
+    )
+    assert found.recommendation.startswith("Move it from 3g.40gb to 7g.80gb or larger (fits")
+    assert found.evidence["fb_used_max_mib"] is None
