@@ -35,10 +35,14 @@ How it decides
     starved container: a CPU limit of its 95th percentile of hourly use over the hours its pod
     held GPUs, or of its limit where it was throttled (its use cannot show more than the limit
     lets it), plus `checks.cpu_headroom` (default 0.5, 50 %), rounded up to 100 m; its request
-    at least that 95th percentile. A use capped by its limit hides the true need: measure again
-    after the change. Skipped, with the reason, where the snapshot holds no cAdvisor CPU series
-    for GPU pods (the kubelet's cAdvisor endpoint not scraped into the same Prometheus, or a
-    snapshot made before gpuaudit read them): unmeasured CPU is never read as enough CPU.
+    at least that 95th percentile. A container whose spec was not read (a pod the Kubernetes
+    lists lack, or a container its spec does not list) has its limit said "not read", never
+    "none": only its throttling can show it starved. Where the series name their clusters (a
+    scan of every cluster), each pod's CPU is its own cluster's, keyed as its GPUs are. A use
+    capped by its limit hides the true need: measure again after the change. Skipped, with the
+    reason, where the snapshot holds no cAdvisor CPU series for GPU pods (the kubelet's cAdvisor
+    endpoint not scraped into the same Prometheus, or a snapshot made before gpuaudit read
+    them): unmeasured CPU is never read as enough CPU.
 
 What to do
     Raise the container's CPU limit and request to the recommended figure (or drop the limit
@@ -61,7 +65,7 @@ from gpuaudit.checks.contract import fraction, hours
 from gpuaudit.checks.findings import Finding, Impact, Resource
 from gpuaudit.inventory import Capability, Views
 from gpuaudit.inventory import columns as C
-from gpuaudit.inventory.container_cpu import Resources, Use
+from gpuaudit.inventory.container_cpu import UNREAD, Resources, Use
 
 CODE = "GPU041"
 TITLE = "CPU-starved GPU work"
@@ -185,7 +189,7 @@ def _pod(
             res,
         )
         for name in sorted(containers)
-        for res in [resources.get(name, Resources(None, None))]
+        for res in [resources.get(name, UNREAD)]
     }
     hit = np.zeros(len(ts), dtype=bool)
     for series, _ in per.values():
@@ -235,7 +239,10 @@ def quantity(cores: float) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
-def _cores_text(v: float | None) -> str:
+def _cores_text(res: Resources) -> str:
+    v = res.limit
+    if not res.read:
+        return "not read"
     return "none" if v is None else f"{v:g} cores" if v != 1 else "1 core"
 
 
@@ -261,7 +268,7 @@ def _finding(
     message = (
         f"Pod {ns}/{pod} held {gpu_word(gpus)} ({short_model(model)}) at "
         f"{mean_act * 100:.0f} % mean engine activity for {hours_n} h while its container "
-        f"{worst.name} was CPU-starved (CPU limit {_cores_text(worst.res.limit)}, "
+        f"{worst.name} was CPU-starved (CPU limit {_cores_text(worst.res)}, "
         f"{worst.cores_p95:.2f} cores used at the 95th percentile{throttled}): {idle:,.1f} of "
         f"the {held:,.1f} GPU-hours held in those hours were idle."
     )
@@ -294,6 +301,7 @@ def _finding(
                     "container": f.name,
                     "cpu_request_cores": f.res.request,
                     "cpu_limit_cores": f.res.limit,
+                    **({} if f.res.read else {"cpu_limit_read": False}),
                     "starved_hours": f.starved_h,
                     "cores_used_p95": round(f.cores_p95, 3),
                     "cores_used_max": round(f.cores_max, 3),

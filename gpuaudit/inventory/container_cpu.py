@@ -8,10 +8,12 @@ of `container_cpu_cfs_periods_total` (CFS enforcement periods that elapsed: only
 with a CPU limit has them) and of `container_cpu_cfs_throttled_periods_total` (periods in which
 it was throttled at its limit). Series are named by `namespace`, `pod` and `container`
 (`docs/domain.md`, cAdvisor); in a scan of every cluster the namespace is qualified by the
-cluster (`prom.qualify`). Where time chunks overlap, the later answer wins.
+cluster (`container_specs.cadvisor_key`, the holdings' key). Where time chunks overlap, the
+later answer wins.
 
 The CPU requests and limits are read from each pod's `spec.containers[].resources` (cores;
-`500m` is 0.5), None where a container has none.
+`500m` is 0.5), None where a container has none; a container no spec read names is `UNREAD`
+(its limit unknown, never "none").
 
 A snapshot without the queries' answers (older ones, or a backend that lacks the metrics)
 holds no use: the capability `container_cpu` is then missing, with the reason, and nothing is
@@ -28,9 +30,8 @@ from typing import Any
 import numpy as np
 
 from gpuaudit.core import numbers
-from gpuaudit.inventory import container_specs, prom
+from gpuaudit.inventory import container_specs
 from gpuaudit.inventory.arrays import Arr
-from gpuaudit.sources.prometheus import catalogue
 
 USAGE, PERIODS, THROTTLED = "cpu_usage_hourly", "cpu_periods_hourly", "cpu_throttled_hourly"
 QUERIES = (USAGE, PERIODS, THROTTLED)
@@ -59,6 +60,13 @@ class Resources:
 
     request: float | None
     limit: float | None
+    read: bool = True
+    """Whether the pod's spec named the container (False: its request and limit are unknown,
+    not absent: a spec not read, or a container it does not list)."""
+
+
+UNREAD = Resources(None, None, read=False)
+"""A container whose spec was not read."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,8 @@ class ContainerCpu:
     use: Mapping[tuple[str, str], Mapping[str, Use]] = field(default_factory=dict)
     """(namespace, pod) -> container -> its CPU per bucket."""
     resources: Mapping[tuple[str, str], Mapping[str, Resources]] = field(default_factory=dict)
-    """(namespace, pod) -> container -> its CPU request and limit."""
+    """(namespace, pod) -> container -> its CPU request and limit, keyed by the pod's own
+    namespace (`container_specs`): a use keyed by a cluster's namespace finds none."""
     answered: bool = False
     """Whether the snapshot holds an answer of the usage query (else nothing is known)."""
 
@@ -102,11 +111,9 @@ def usage(
             if a.rtype != "matrix":
                 continue
             for j, labels in enumerate(a.metrics):
-                ns, pod, ctr = (container_specs.name(labels, k) for k in catalogue.CADVISOR_LABELS)
-                if not (ns and pod and ctr):
+                key = container_specs.cadvisor_key(labels, cluster_label)
+                if key is None:
                     continue
-                cluster = container_specs.name(labels, cluster_label) if cluster_label else ""
-                key = (prom.qualify(cluster, ns), pod, ctr)
                 if key not in points:
                     if len(points) >= MAX_CONTAINERS:
                         continue

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaudit.core import numbers
-from gpuaudit.inventory import container_specs, prom
-from gpuaudit.sources.prometheus import catalogue
+from gpuaudit.inventory import container_specs
 
 QUERY = "memory_working_set_max"
 """The query id read."""
@@ -93,12 +92,12 @@ def used(
         if a.rtype != "vector":
             continue
         for labels, v in zip(a.metrics, a.values.tolist(), strict=True):
-            ns, pod, ctr = (container_specs.name(labels, k) for k in catalogue.CADVISOR_LABELS)
+            key = container_specs.cadvisor_key(labels, cluster_label)
             got = _bytes(float(v))
-            if not (ns and pod and ctr) or got is None:
+            if key is None or got is None:
                 continue
-            cluster = container_specs.name(labels, cluster_label) if cluster_label else ""
-            mine = out.setdefault((prom.qualify(cluster, ns), pod), {})
+            ns, pod, ctr = key
+            mine = out.setdefault((ns, pod), {})
             if ctr not in mine:
                 if seen >= MAX_CONTAINERS:
                     continue

@@ -235,3 +235,58 @@ def test_quantity() -> None:
     assert gpu041.quantity(3.0) == "3"
     assert gpu041.quantity(2.5) == "2500m"
     assert gpu041.quantity(0.1) == "100m"
+
+
+def _two_clusters(pods: list[dict[str, Any]]) -> Inventory:
+    """Pod ml/train-0 in clusters a and b (a scan of every cluster, `--cluster-label cluster`),
+    2 GPUs each at 20 % for 24 h. In a its container used 1.98 cores, throttled in 60 % of its
+    periods; in b 1.2 cores, throttled in 30 %."""
+    series = [
+        Series(
+            {**gpu_labels(uuid=f"G{i}", gpu=str(i), pod="train-0", namespace="ml"), "cluster": c},
+            act=[0.2] * 24,
+        )
+        for c in ("a", "b")
+        for i in range(2)
+    ]
+    snap = snapshot(series, 24, pods=pods)
+    snap.manifest["capabilities"].update(cluster_label="cluster", clusters=["a", "b"])
+    rows: dict[str, list[tuple[dict[str, str], list[float | None]]]] = {}
+    for c, cores, share in (("a", 1.98, 0.6), ("b", 1.2, 0.3)):
+        who = {"namespace": "ml", "pod": "train-0", "container": "c", "cluster": c}
+        rows.setdefault(container_cpu.USAGE, []).append((who, [cores * STEP] * 24))
+        rows.setdefault(container_cpu.PERIODS, []).append((who, [PERIODS] * 24))
+        rows.setdefault(container_cpu.THROTTLED, []).append((who, [share * PERIODS] * 24))
+    for qid, got in rows.items():
+        snap.prometheus[qid] = _matrix(got)
+    return build(snap)
+
+
+def test_two_clusters_pods_of_one_name_keep_their_own_cpu() -> None:
+    """Each cluster's pod gets its own cluster's CPU, none the other's, and neither is lost."""
+    inv = _two_clusters([])
+    assert sorted(inv.cpu.use) == [("a/ml", "train-0"), ("b/ml", "train-0")]
+    assert inv.cpu.use[("b/ml", "train-0")]["c"].used_s[0] == pytest.approx(1.2 * STEP)
+    a, b = sorted(run_check(gpu041, inv), key=lambda f: f.resource.namespace)
+    assert (a.resource.namespace, b.resource.namespace) == ("a/ml", "b/ml")
+    (ca,), (cb,) = a.evidence["containers"], b.evidence["containers"]
+    assert (ca["cores_used_p95"], ca["throttled_share"]) == (1.98, 0.6)
+    assert (cb["cores_used_p95"], cb["throttled_share"]) == (1.2, 0.3)
+    assert a.message.startswith("Pod a/ml/train-0 held 2 GPUs") and "1.98 cores" in a.message
+
+
+def test_two_clusters_never_take_a_spec_no_cluster_names() -> None:
+    """A spec of ml/train-0 (limit 4 cores) in the snapshot names no cluster: neither cluster's
+    pod is given it, and its limit is said not read, never 'none'. Throttled, each is found."""
+    inv = _two_clusters([_pod("4")])
+    for f in run_check(gpu041, inv):
+        assert "(CPU limit not read, " in f.message
+        (c,) = f.evidence["containers"]
+        assert c["cpu_limit_cores"] is None and c["cpu_limit_read"] is False
+
+
+def test_a_container_its_spec_does_not_list_has_its_limit_not_read() -> None:
+    pod = _pod("2")
+    pod["spec"]["containers"][0]["name"] = "other"
+    (f,) = _run([0.2] * 24, [1.98] * 24, [0.6] * 24, pod=pod)
+    assert "(CPU limit not read, 1.98 cores used" in f.message
