@@ -259,6 +259,8 @@ def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dic
     n = len(p.keys)
     unheld = np.array([not ident.held for ident in p.ident], dtype=bool)
     out: dict[str, Hourly] = {}
+    if not unheld.any():
+        return out
 
     def points(qid: str) -> Hourly:
         return p.hourly(qid) if qid in p.answers else _NO_HOURLY

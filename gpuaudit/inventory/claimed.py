@@ -42,6 +42,8 @@ class Series(Protocol):
     @property
     def tensor_h(self) -> Hourly: ...
     @property
+    def split_points(self) -> Mapping[str, Hourly]: ...
+    @property
     def act(self) -> Metric: ...
     @property
     def util(self) -> Metric: ...
@@ -179,6 +181,7 @@ def _split(s: Series, splits: list[tuple[int, float]], grow: Callable[..., Any])
         util_h=util_h,
         sm_h=rekey(s.sm_h),
         tensor_h=rekey(s.tensor_h),
+        split_points={c: rekey(h) for c, h in s.split_points.items()},
         act=from_buckets(s.act, act_h),
         util=from_buckets(s.util, util_h),
         fb_used=absent(s.fb_used),
