@@ -210,10 +210,8 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     has_prof = act.mean.present | in_act_h
     is_mig = np.array([bool(p.ident[k].mig_id) for k in range(n)], dtype=bool)
     util_only = ~has_prof & (util.mean.present | in_util_h)
-    # A narrowed window's holdings have none of these figures but violation seconds: nor do
-    # the parts of a split.
     has_util = util_only & ~is_mig
-    split_points = _split_points(p, power_w, has_prof, has_util) if cut is None else {}
+    split_points = _split_points(p, power_w, (has_prof, has_util), cut)
     del power_w
     return _Series(
         n=n,
@@ -246,7 +244,9 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     )
 
 
-def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dict[str, Hourly]:
+def _split_points(
+    p: Parser, power: Hourly, has: tuple[Arr, Arr], cut: Narrowed | None
+) -> dict[str, Hourly]:
     """Holding column -> the buckets (key numbers, bucket ends, values, weights) of the keys
     without pod labels that its window figure is made of, read as the window figure reads
     them: the p95 of activity (the profiling series' where a key has one, else GPU_UTIL's /
@@ -254,8 +254,11 @@ def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dic
     (bucket means with their samples, an unknown count weighing as much as the mean counted
     bucket, as `from_hourly` weighs it: the figure is their weighted mean) and the violation
     seconds (bucket increases: the figure is their sum). A snapshot that holds a figure's
-    older window form (`queries.LEGACY`) has none of its buckets. A part of a split series
-    (`gpuaudit.inventory.bucketjoin`) takes the figures from its own buckets."""
+    older window form (`queries.LEGACY`) has none of its buckets; in a narrowed window, whose
+    holdings have the violation seconds alone of these figures, the violation buckets in it
+    alone. `has`: which keys have a profiling series, which GPU_UTIL alone (`_Series`). A part
+    of a split series (`gpuaudit.inventory.bucketjoin`) takes the figures from its own
+    buckets."""
     n = len(p.keys)
     unheld = np.array([not ident.held for ident in p.ident], dtype=bool)
     out: dict[str, Hourly] = {}
@@ -263,8 +266,13 @@ def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dic
         return out
 
     def points(qid: str) -> Hourly:
-        return p.hourly(qid) if qid in p.answers else _NO_HOURLY
+        return _within(p.hourly(qid), cut) if qid in p.answers else _NO_HOURLY
 
+    for col, qid in zip(throttling.COUNTED, throttling.HOURLY, strict=True):
+        out[col] = points(qid)
+    if cut is not None:
+        return _unheld(out, unheld, n)
+    has_prof, has_util = has
     act, util = points("act_p95_hourly"), points("util_p95_hourly")
     a, u = has_prof[act[0]], has_util[util[0]]
     out[C.ACT_P95] = (
@@ -278,14 +286,17 @@ def _split_points(p: Parser, power: Hourly, has_prof: Arr, has_util: Arr) -> dic
         known = np.isfinite(power[3])
         typical = float(np.mean(power[3][known])) if known.any() else 1.0
         out[C.POWER_MEAN] = (*power[:3], np.where(known, power[3], typical))
-    for col, qid in zip(throttling.COUNTED, throttling.HOURLY, strict=True):
-        out[col] = points(qid)
-    kept: dict[str, Hourly] = {}
-    for col, (k, t, v, w) in out.items():
-        keep = unheld[k] & (k < n)
+    return _unheld(out, unheld, n)
+
+
+def _unheld(points: Mapping[str, Hourly], unheld: Arr, n: int) -> dict[str, Hourly]:
+    """`points` of the keys `unheld` alone (of the first `n`), those with any."""
+    out: dict[str, Hourly] = {}
+    for col, (k, t, v, w) in points.items():
+        keep = (k < n) & unheld[np.minimum(k, n - 1)]
         if keep.any():
-            kept[col] = (k[keep], t[keep], v[keep], w[keep])
-    return kept
+            out[col] = (k[keep], t[keep], v[keep], w[keep])
+    return out
 
 
 def _split_points_by_holding(s: _Series, hid_of: Arr) -> dict[str, Hourly]:

@@ -201,11 +201,14 @@ def _answer(snap: Any, qid: str, labels: dict[str, str], by_hour: dict[int, floa
     snap.prometheus[qid] = [{"query": qid, "params": {}, "body": body}]
 
 
-def _split_of_two(extra: dict[str, dict[int, float]], fb: float | None = None) -> Any:
+def _split_of_two(
+    extra: dict[str, dict[int, float]], fb: float | None = None, built: bool = True
+) -> Any:
     """An instance of 12 hours (30 samples in hour 2, 60 in the others) held by pod a in hours
     0-5 and by pod b in hours 8-11 (whole buckets), unheld in hours 6 and 7, with hourly p95s
     of activity and power means of its own, and the answers `extra` (query id -> value by
-    hour); `fb`: framebuffer used (MiB) of 40,000, every hour."""
+    hour); `fb`: framebuffer used (MiB) of 40,000, every hour. The inventory, or the snapshot
+    where not `built`."""
     samples = [60, 60, 30] + [60] * 9
     s = Series(_series([0.5] * 12).labels, [0.5] * 12, samples=samples, power=100.0)
     if fb is not None:
@@ -218,7 +221,7 @@ def _split_of_two(extra: dict[str, dict[int, float]], fb: float | None = None) -
     _answer(snap, "power_hourly", s.labels, dict(enumerate(power)))
     for qid, by_hour in extra.items():
         _answer(snap, qid, s.labels, by_hour)
-    return build(snap)
+    return build(snap) if built else snap
 
 
 def test_the_parts_of_a_split_series_take_the_bucket_figures_of_their_own_buckets() -> None:
@@ -283,3 +286,17 @@ def test_framebuffer_pressure_of_a_part_is_found_from_its_fullest_hour_without_a
     )
     assert found.recommendation.startswith("Move it from 3g.40gb to 7g.80gb or larger (fits")
     assert found.evidence["fb_used_max_mib"] is None
+
+
+def test_in_a_narrowed_window_the_parts_have_the_violation_seconds_of_their_buckets_in_it() -> None:
+    power_s = {0: 5.0, 1: 0.0, 2: 7.5, 6: 100.0, 9: 30.0, 11: 12.0}
+    snap = _split_of_two({"power_violation_increase_hourly": power_s}, built=False)
+    inv = build(snap, window=(START + 2 * 3600, START + 12 * 3600))
+    h = inv.holdings.set_index(C.POD)
+    # Hours 2-11: a's are 2-5 (hour 2 of 30 samples), the rest's 6-7, b's 8-11.
+    assert h.loc["a", C.HOURS] == pytest.approx(3.5)
+    assert h.loc["a", C.POWER_VIOLATION_S] == 7.5
+    assert h.loc["", C.POWER_VIOLATION_S] == 100.0
+    assert h.loc["b", C.POWER_VIOLATION_S] == 42.0
+    # A narrowed window has no p95s or power: nor have the parts.
+    assert h[C.ACT_P95].isna().all() and h[C.POWER_MEAN].isna().all()
