@@ -41,8 +41,11 @@ def from_collection(raw: LiveCollection) -> Snapshot:
 def keep_bytes(qid: str, response: Response) -> dict[str, Any]:
     """Keep an answer as the bytes the server sent (a tenth of their size as Python objects),
     to be written into the snapshot as they are; as its JSON object when they do not fit on
-    one line."""
+    one line. Bytes whose series were not parsed on arrival (`Response.whole`) are read once
+    here (the fast reader, `from_bytes`), so that no answer that is not valid JSON is written."""
     if one_line(response.raw):
+        if not response.whole:
+            from_bytes(response.raw, f"prometheus.{qid}")
         return {"raw": response.raw.strip()}
     return {"body": response.body}
 

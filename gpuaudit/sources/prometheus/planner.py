@@ -468,18 +468,19 @@ class Collector:
     def _record(self, job: _Job, sent: _Sent) -> dict[str, Any]:
         """The entry of one answered job, with what the manifest says of it."""
         spec, ans = job.spec, sent.answer
-        self.timings.add(spec.kind, ans.body, sent.seconds)
+        self.timings.add(spec.kind, ans.envelope, sent.seconds)
         # A sample count (answered where it changes) or XID onsets answer fewer series than
         # they read: the estimate, where the backend gives no stats, takes the widest.
         sparse = spec.changes or spec.stat == "onsets"
-        self.samples.add(spec.id, spec.metric, job.shard, sparse, sent.expr, ans.params, ans.body)
+        self.samples.add(
+            spec.id, spec.metric, job.shard, sparse, sent.expr, ans.params, ans.envelope
+        )
         if sent.hourly:
             self.reads.setdefault(spec.id, set()).add("recorded hourly")
         else:
             self._note_reads(spec.id, sent.parts, *((sent.unless,) if spec.unless else ()))
         self._record_warnings(spec.id, ans.warnings, ans.partial)
-        result = ans.body["data"]["result"]
-        self.series += len(result)
+        self.series += len(ans.envelope["data"]["result"])
         entry: dict[str, Any] = {
             "query": sent.expr,
             "params": ans.params,
