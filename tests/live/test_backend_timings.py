@@ -15,7 +15,7 @@ from gpuaudit.cli import app
 from gpuaudit.console.show import describe
 from gpuaudit.core import debuglog
 from gpuaudit.sources.prometheus import catalogue
-from gpuaudit.sources.prometheus.stats import SamplesCounter, SamplesRead, selectors
+from gpuaudit.sources.prometheus.stats import DISCOVERY, SamplesCounter, SamplesRead, selectors
 from tests.support.promserver import Backfilled
 from tests.support.raw_snapshot import raw_snapshot
 from tests.test_progress import _run_on_a_terminal
@@ -35,13 +35,17 @@ def _save(url: str, b: Backfilled, out: Path, *more: str) -> dict[str, Any]:
 
 
 def _samples(m: dict[str, Any]) -> SamplesRead:
-    """The manifest's samples read, checked to be per query of the plan, every request
-    counted, the total their sum."""
+    """The manifest's samples read, checked to be per query of the plan and for discovery's
+    queries, every request counted, the total their sum."""
     got = SamplesRead.from_json(m["samples_read"])
     assert got is not None, m["samples_read"]  # reads back only a total that adds up
-    assert set(got.queries) == set(m["plan"])
+    assert set(got.queries) == set(m["plan"]) | {DISCOVERY}
     for qid, s in got.queries.items():
-        assert s.requests == len(m["plan"][qid]), qid
+        if qid != DISCOVERY:
+            assert s.requests == len(m["plan"][qid]), qid
+    # Discovery's queries: the scrape interval's and the pod label check's at least, which
+    # read samples (the interval's, an hour of every GPU's twice).
+    assert got.queries[DISCOVERY].requests >= 2 and got.queries[DISCOVERY].samples > 0
     assert got.total.samples > 0
     return got
 
@@ -92,7 +96,7 @@ def test_prometheus_says_the_samples_each_query_read(
             c.add(qid, spec.metric, e["chunk"][2], sparse, e["query"], e["params"], body)
     guess = c.result(300.0)
     assert guess.total.estimated == guess.total.requests
-    flat = [q for q in got.queries if q not in nested]
+    flat = [q for q in got.queries if q not in nested and q != DISCOVERY]
     ratio = sum(guess.queries[q].samples for q in flat) / sum(got.queries[q].samples for q in flat)
     assert 0.8 <= ratio <= 1.25, (guess, got)
 

@@ -343,6 +343,10 @@ class PromClient:
         each request is bounded by `timeout_s` alone."""
         self.requests = 0
         self._counting = threading.Lock()
+        self.asked: list[tuple[str, dict[str, Any], dict[str, Any]]] | None = None
+        """Where a list (`PrometheusSource.collect` sets one for discovery): every query and
+        range query is sent with `stats=all` and noted here (its PromQL, the parameters sent,
+        the answer's envelope), for the samples it read."""
         headers = {"User-Agent": f"gpuaudit/{__version__}", "Accept-Encoding": "gzip"}
         headers.update(cfg.headers)  # checked once, where the option was resolved
         token = _bearer(cfg)
@@ -624,8 +628,15 @@ class PromClient:
             "timeout": self.eval_timeout,
         }
         params.update(extra or {})
-        ans = self._request("POST", "api/v1/query", params)
+        if self.asked is not None:
+            params.setdefault("stats", "all")
+        ans = self._asked(self._request("POST", "api/v1/query", params))
         _expect(ans, rtype)
+        return ans
+
+    def _asked(self, ans: Response) -> Response:
+        if self.asked is not None:
+            self.asked.append((str(ans.params.get("query", "")), ans.params, ans.envelope))
         return ans
 
     def query_range(
@@ -649,7 +660,9 @@ class PromClient:
             "nocache": "1",
         }
         params.update(extra or {})
-        ans = self._request("POST", "api/v1/query_range", params)
+        if self.asked is not None:
+            params.setdefault("stats", "all")
+        ans = self._asked(self._request("POST", "api/v1/query_range", params))
         _expect(ans, "matrix")
         return ans
 

@@ -95,10 +95,13 @@ class PrometheusSource(Source[PromCollection]):
         allowance = Allowance(self.client.cfg.timeout_s)
         self.client.allowance = allowance
         allowance.granting = True  # each discovery call is needed once
+        discovered: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        self.client.asked = discovered  # its queries' samples are counted too
         try:
             caps = discover(self.client, window, selector, group)
         finally:
             allowance.granting = False
+            self.client.asked = None
         if caps.interval is not None:  # refused before the collection, whatever it would cost
             check_step(window.step, caps.interval.seconds, caps.interval.at_least)
         asked = window
@@ -119,6 +122,8 @@ class PrometheusSource(Source[PromCollection]):
             self.max_queries,
             self.parallel,
         )
+        for expr, params, envelope in discovered:
+            col.samples.add(stats.DISCOVERY, "", "", False, expr, params, envelope)
         answers = col.run(specs)
         allowance.grant()
         serving_note = _serving(col, answers)

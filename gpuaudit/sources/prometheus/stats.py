@@ -21,6 +21,9 @@ from typing import Any
 
 PARAMS = {"stats": "all"}
 """The query parameters that ask for the statistics."""
+DISCOVERY = "discovery"
+"""The id under which the samples read by discovery's queries are counted (`SamplesRead`):
+the pod label check, the scrape interval, the recorded series' coverage."""
 
 TIMINGS = (
     "evalTotalTime",
