@@ -680,7 +680,6 @@ def recorded_bench(
     from gpuaudit.sources.prometheus.rules import recording_rules  # noqa: PLC0415
     from tests.support.promserver import prometheus  # noqa: PLC0415
     from tests.support.vmalert import replay, write_rules  # noqa: PLC0415
-    from tests.support.vmserver import import_tsdb, victoriametrics  # noqa: PLC0415
 
     if phase_ms % 1000:
         raise SystemExit("--phase-ms must be whole seconds (gpuaudit's --end takes seconds)")
@@ -695,6 +694,9 @@ def recorded_bench(
         tsdb, end = _backfill(tmp, gpus, days, scrape, phase_ms)
         blocks = _hourly_blocks(tmp, tsdb, end, days) if "prometheus" in backends else None
         if prepare_only:
+            if "vm" in backends:
+                with _vm(tmp, tsdb, keep is not None):
+                    pass
             return
         live = ["--window", f"{days}d", "--end", str(end)]
         if blocks is not None:
@@ -717,13 +719,15 @@ def recorded_bench(
                 for name, cli in others:
                     _scans(f"{label}, prometheus, {name}", url, args, tmp / "base.json", other, cli)
         if "vm" in backends:
-            t0 = time.perf_counter()
-            (tmp / "vm").mkdir(exist_ok=True)
-            with victoriametrics(tmp / "vm") as url:
-                import_tsdb(url, tsdb, tmp / "vmctl.log")
-                print(f"vmctl imported the TSDB in {time.perf_counter() - t0:.0f} s; {_uptime()}")
+            with _vm(tmp, tsdb, keep is not None) as (url, state):
                 args = ["--prometheus-url", url, *live]
-                if raw_too:
+                if raw_too and state.get("replayed"):
+                    print(
+                        "raw series not timed on VictoriaMetrics: it holds the hourly rules' "
+                        "series, replayed by an earlier run into the kept folder",
+                        flush=True,
+                    )
+                elif raw_too:
                     _scans(
                         f"{label}, victoriametrics, raw series",
                         url,
@@ -734,13 +738,25 @@ def recorded_bench(
                     )
                 t0 = time.perf_counter()
                 start = end - days * 86400 - 3600
-                rules = write_rules(tmp / "vmalert.yml", [hourly.group("exported")])
-                n = replay(url, rules, start - start % 3600, end - end % 3600, tmp / "vmalert.log")
-                print(
-                    f"vmalert replayed the hourly rules in {time.perf_counter() - t0:.0f} s "
-                    f"({n / 1e6:.1f} M samples); {_uptime()}",
-                    flush=True,
-                )
+                fingerprint = hourly.fingerprint("exported")
+                if state.get("replayed") == fingerprint:
+                    print("reusing the hourly rules' series vmalert replayed", flush=True)
+                elif state.get("replayed"):
+                    raise SystemExit(
+                        f"{tmp / 'vm'} holds the series of other hourly rules: remove it"
+                    )
+                else:
+                    rules = write_rules(tmp / "vmalert.yml", [hourly.group("exported")])
+                    n = replay(
+                        url, rules, start - start % 3600, end - end % 3600, tmp / "vmalert.log"
+                    )
+                    state["replayed"] = fingerprint
+                    (tmp / "vm.json").write_text(json.dumps(state))
+                    print(
+                        f"vmalert replayed the hourly rules in {time.perf_counter() - t0:.0f} s "
+                        f"({n / 1e6:.1f} M samples); {_uptime()}",
+                        flush=True,
+                    )
                 _scans(f"{label}, victoriametrics", url, args, tmp / "vmrec.json", repeat, THIS)
                 for name, cli in others:
                     _scans(
@@ -751,6 +767,33 @@ def recorded_bench(
                         other,
                         cli,
                     )
+
+
+@contextmanager
+def _vm(tmp: Path, tsdb: Path, keep: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A VictoriaMetrics serving the TSDB's blocks (imported by vmctl), and what its folder
+    holds (`vm.json`: the TSDB it imported, whether the hourly rules were replayed into it).
+    With `keep` (`--keep`), its folder is kept and reused for the same TSDB."""
+    from tests.support.vmserver import import_tsdb, victoriametrics  # noqa: PLC0415
+
+    marker = tmp / "vm.json"
+    of = json.loads((tmp / "backfilled.json").read_text())
+    state: dict[str, Any] = json.loads(marker.read_text()) if marker.exists() else {}
+    if not keep or state.get("tsdb") != of:
+        shutil.rmtree(tmp / "vm", ignore_errors=True)
+        marker.unlink(missing_ok=True)
+        state = {}
+    (tmp / "vm").mkdir(exist_ok=True)
+    with victoriametrics(tmp / "vm", keep=keep) as url:
+        if state.get("tsdb") == of:
+            print(f"reusing the VictoriaMetrics in {tmp / 'vm'}", flush=True)
+        else:
+            t0 = time.perf_counter()
+            import_tsdb(url, tsdb, tmp / "vmctl.log")
+            state = {"tsdb": of}
+            marker.write_text(json.dumps(state))
+            print(f"vmctl imported the TSDB in {time.perf_counter() - t0:.0f} s; {_uptime()}")
+        yield url, state
 
 
 def raw_bench(

@@ -26,9 +26,9 @@ a server with a small series limit answers each part."""
 
 
 @contextmanager
-def victoriametrics(tmp: Path, *flags: str) -> Iterator[str]:
-    """A real VictoriaMetrics on loopback, storing under `tmp` (removed afterwards), started
-    with `flags`; yields its URL."""
+def victoriametrics(tmp: Path, *flags: str, keep: bool = False) -> Iterator[str]:
+    """A real VictoriaMetrics on loopback, storing under `tmp` (removed afterwards unless
+    `keep`), started with `flags`; yields its URL."""
     binary = require("victoria-metrics")
     port = free_port()
     cmd = [
@@ -42,7 +42,8 @@ def victoriametrics(tmp: Path, *flags: str) -> Iterator[str]:
         with server(cmd, f"http://127.0.0.1:{port}", "/health", tmp / "vm.log") as url:
             yield url
     finally:
-        shutil.rmtree(tmp / "data", ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp / "data", ignore_errors=True)
 
 
 def import_lines(om: Path, labels: str = "") -> Iterator[str]:
