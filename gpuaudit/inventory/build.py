@@ -154,7 +154,9 @@ _OWN_READERS = ("xid_max", *XID_EVENT_QUERIES, "p2p_max")
 """Window queries read by their own functions (their rows carry labels beside the identity)."""
 
 
-def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
+def _read_series(p: Parser, cut: Narrowed | None, joinable: bool = True) -> _Series:
+    """The series' statistics by key number. `joinable`: whether the snapshot holds pods a
+    Kubernetes-side join could split an unlabelled series among (else no `split_points`)."""
     # Key numbers are handed out as series are first seen; every statistic below is an array
     # over them (sized once all answers have been read, so read them all first).
     act_all = p.hourly("act_hourly", "act_count_hourly")
@@ -211,7 +213,7 @@ def _read_series(p: Parser, cut: Narrowed | None) -> _Series:
     is_mig = np.array([bool(p.ident[k].mig_id) for k in range(n)], dtype=bool)
     util_only = ~has_prof & (util.mean.present | in_util_h)
     has_util = util_only & ~is_mig
-    split_points = _split_points(p, power_w, (has_prof, has_util), cut)
+    split_points = _split_points(p, power_w, (has_prof, has_util), cut) if joinable else {}
     del power_w
     return _Series(
         n=n,
@@ -985,7 +987,8 @@ def build(
     start = float(recorded["start"]) if cut is None else cut.start
     end = float(recorded["end"]) if cut is None else cut.end
     p = Parser(snap)
-    s = _read_series(p, cut)
+    # Without pods (`--no-kubernetes`) no series is split: its buckets' figures are not kept.
+    s = _read_series(p, cut, bool(snap.kubernetes.get("pods")))
     hami_use = hami.usage(p, None if cut is None else (cut.start, cut.end))
     served = serving_metrics.read(
         p.answers, man.prometheus_url, p.cluster_label, serving_metrics.query_of(snap.prometheus)
