@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from gpuaudit.core.errors import SourceError
 from gpuaudit.sources.interface import make_window
 from gpuaudit.sources.prometheus import catalogue as queries
+from gpuaudit.sources.prometheus import promsource
 from gpuaudit.sources.prometheus.http import PromClient, PromConfig, PromError
 from gpuaudit.sources.prometheus.promsource import (
     PromCollection,
@@ -233,13 +235,33 @@ def test_parallel_queries_learn_the_limit_and_cut_the_same() -> None:
     assert all(got.plan[qid] == halves for qid in window)
 
 
-def test_an_error_among_parallel_queries_ends_the_collection_at_once() -> None:
+@pytest.fixture
+def discovering(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set while discovery runs: its requests (sent with `stats=all` too) told apart from the
+    catalogue's."""
+    flag = threading.Event()
+    discover = promsource.discover
+
+    def discovered(*args: Any, **kwargs: Any) -> Any:
+        flag.set()
+        try:
+            return discover(*args, **kwargs)
+        finally:
+            flag.clear()
+
+    monkeypatch.setattr(promsource, "discover", discovered)
+    return flag
+
+
+def test_an_error_among_parallel_queries_ends_the_collection_at_once(
+    discovering: threading.Event,
+) -> None:
     """The first query of the catalogue fails while the others sent beside it are still at
     the backend: one clear error, without waiting for their answers."""
 
     def handler(req: httpx.Request) -> httpx.Response:
         params = httpx.QueryParams(req.content.decode())
-        if params.get("stats") != "all":  # discovery
+        if discovering.is_set():  # discovery's requests (sent with stats too) answer at once
             return _ok(req)
         if params["query"] == queries.BY_ID["act_count"].promql(W.seconds, "exported"):
             return httpx.Response(
@@ -275,12 +297,14 @@ def test_a_query_unanswered_within_the_timeout_is_cut_smaller() -> None:
     assert len(slow) == 1 and slow[0].startswith("act_count: ")
 
 
-def test_a_backend_that_never_answers_ends_in_one_clear_error() -> None:
+def test_a_backend_that_never_answers_ends_in_one_clear_error(
+    discovering: threading.Event,
+) -> None:
     """Cutting unanswered queries stops after `SLOW_CUTS`: a backend that answers nothing is
     down, not slow."""
 
     def handler(req: httpx.Request) -> httpx.Response:
-        if httpx.QueryParams(req.content.decode()).get("stats") == "all":
+        if not discovering.is_set() and "query" in httpx.QueryParams(req.content.decode()):
             time.sleep(3)
         return _ok(req)
 
