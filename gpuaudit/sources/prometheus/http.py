@@ -628,15 +628,17 @@ class PromClient:
             "timeout": self.eval_timeout,
         }
         params.update(extra or {})
-        if self.asked is not None:
-            params.setdefault("stats", "all")
-        ans = self._asked(self._request("POST", "api/v1/query", params))
+        ans = self._query("api/v1/query", params)
         _expect(ans, rtype)
         return ans
 
-    def _asked(self, ans: Response) -> Response:
-        if self.asked is not None:
-            self.asked.append((str(ans.params.get("query", "")), ans.params, ans.envelope))
+    def _query(self, path: str, params: dict[str, Any]) -> Response:
+        """A query's request; with `asked` set, sent with `stats=all` and noted there."""
+        if self.asked is None:
+            return self._request("POST", path, params)
+        params.setdefault("stats", "all")
+        ans = self._request("POST", path, params)
+        self.asked.append((str(params.get("query", "")), ans.params, ans.envelope))
         return ans
 
     def query_range(
@@ -660,9 +662,7 @@ class PromClient:
             "nocache": "1",
         }
         params.update(extra or {})
-        if self.asked is not None:
-            params.setdefault("stats", "all")
-        ans = self._asked(self._request("POST", "api/v1/query_range", params))
+        ans = self._query("api/v1/query_range", params)
         _expect(ans, "matrix")
         return ans
 
